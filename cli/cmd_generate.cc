@@ -1,0 +1,108 @@
+// ripplekv generate --model M --prompt P [--chat] [-n N] [--temp T] [--top-k K] [--top-p P]
+//                   [--seed S] [--threads N] [--json]
+// Streams the generated text to stdout (or prints one JSON object with --json); timing on stderr.
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/model_session.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+#include "worker/engine/generator.h"
+
+namespace ripplekv::cli {
+
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  std::string system;
+  bool chat = false;
+  int n = 128;
+  float temp = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  int threads = DefaultThreads();
+  bool json = false;
+};
+
+int RunGenerate(const GenerateArgs& args) {
+  auto session_or = OpenModel(args.model, args.threads);
+  if (!session_or.ok()) return ReportError(session_or.status());
+  ModelSession& s = **session_or;
+
+  std::string text = args.prompt;
+  worker::EncodeOptions encode;
+  if (args.chat) {
+    std::vector<worker::ChatMessage> messages;
+    if (!args.system.empty()) messages.push_back({"system", args.system});
+    messages.push_back({"user", args.prompt});
+    text = worker::ApplyChatML(messages, /*add_generation_prompt=*/true);
+    encode.parse_special = true;
+  }
+  const std::vector<int32_t> prompt = s.tokenizer->Encode(text, encode);
+
+  worker::GenerateOptions options;
+  options.max_new_tokens = args.n;
+  options.sampler = {.temperature = args.temp, .top_k = args.top_k, .top_p = args.top_p,
+                     .seed = args.seed};
+  const worker::Tokenizer* tok = s.tokenizer.get();
+  options.is_stop = [tok](int32_t id) { return tok->IsEog(id); };
+
+  auto on_token = [&](int32_t id) {
+    if (args.json) return;
+    const std::string piece = tok->TokenToPiece(id);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  };
+  auto result = worker::Generate(*s.transformer, prompt, options, on_token);
+  if (!result.ok()) return ReportError(result.status());
+  const double prefill_tps = prompt.size() / std::max(result->prefill_seconds, 1e-9);
+  const double decode_tps =
+      result->tokens.size() > 1 ? (result->tokens.size() - 1) / result->decode_seconds : 0.0;
+  if (args.json) {
+    nlohmann::json j = {{"prompt_tokens", prompt.size()},
+                        {"tokens", result->tokens},
+                        {"text", tok->Decode(result->tokens)},
+                        {"stopped_at_eos", result->stopped},
+                        {"prefill_tokens_per_s", prefill_tps},
+                        {"decode_tokens_per_s", decode_tps}};
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("\n");
+  }
+  spdlog::info("prompt {} tokens, prefill {:.1f} tok/s; generated {} tokens, decode {:.1f} tok/s",
+               prompt.size(), prefill_tps, result->tokens.size(), decode_tps);
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddGenerateCommand(CLI::App& app, Action& run) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (greedy by default)");
+  cmd->add_option("-m,--model", args->model, "GGUF file or Hugging Face model directory")->required();
+  cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
+  cmd->add_flag("--chat", args->chat, "Wrap the prompt as a user turn in the ChatML template");
+  cmd->add_option("--system", args->system, "System message for --chat (none by default)");
+  cmd->add_option("-n,--max-tokens", args->n, "Tokens to generate at most")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temp", args->temp, "Sampling temperature; 0 is greedy")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", args->top_k, "Sample among the k most likely tokens; 0 = all")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass")
+      ->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("-t,--threads", args->threads, "CPU threads")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");
+  cmd->callback([args, &run] { run = [args] { return RunGenerate(*args); }; });
+}
+
+}  // namespace ripplekv::cli

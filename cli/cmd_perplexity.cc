@@ -1,0 +1,88 @@
+// ripplekv perplexity --model M --file F [--ctx N] [--chunks K] [--threads N] [--json]
+// Perplexity chunked as llama.cpp's perplexity tool does (worker/engine/perplexity.h).
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/model_session.h"
+#include "cli/progress.h"
+#include "nlohmann/json.hpp"
+#include "worker/engine/perplexity.h"
+
+namespace ripplekv::cli {
+
+namespace {
+
+struct PerplexityArgs {
+  std::string model;
+  std::string file;
+  int ctx = 512;
+  int chunks = 0;
+  int threads = DefaultThreads();
+  bool json = false;
+};
+
+int RunPerplexity(const PerplexityArgs& args) {
+  std::ifstream in(args.file, std::ios::binary);
+  if (!in) return ReportError(absl::NotFoundError(absl::StrCat("cannot read --file ", args.file)));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+
+  auto session_or = OpenModel(args.model, args.threads);
+  if (!session_or.ok()) return ReportError(session_or.status());
+  ModelSession& s = **session_or;
+  // As llama.cpp: tokenize with the vocabulary's special tokens (BOS when it adds one).
+  const std::vector<int32_t> tokens = s.tokenizer->Encode(text, {.add_special = true});
+
+  worker::PerplexityOptions options;
+  options.n_ctx = args.ctx;
+  options.max_chunks = args.chunks;
+  options.bos_id = s.tokenizer->add_bos() ? s.tokenizer->bos_id() : -1;
+  const int64_t total = args.chunks > 0 ? std::min<int64_t>(args.chunks, tokens.size() / args.ctx)
+                                        : static_cast<int64_t>(tokens.size() / args.ctx);
+  Progress progress("perplexity", total, "chunks");
+  auto result = worker::ComputePerplexity(*s.transformer, tokens, options,
+                                          [&](int done, int) { progress.Update(done); });
+  if (!result.ok()) return ReportError(result.status());
+  const double ppl_err = result->ppl * result->nll_stderr;
+  if (args.json) {
+    nlohmann::json j = {{"file", args.file},         {"tokens", tokens.size()},
+                        {"ctx", result->n_ctx},      {"chunks", result->n_chunks},
+                        {"tokens_scored", result->tokens_scored},
+                        {"mean_nll", result->mean_nll}, {"ppl", result->ppl},
+                        {"ppl_stderr", ppl_err},     {"chunk_nll_sum", result->chunk_nll_sum}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("perplexity: %.4f +/- %.4f  (%d chunks of %d tokens, %lld tokens scored, %zu in file)\n",
+                result->ppl, ppl_err, result->n_chunks, result->n_ctx,
+                static_cast<long long>(result->tokens_scored), tokens.size());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddPerplexityCommand(CLI::App& app, Action& run) {
+  auto args = std::make_shared<PerplexityArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "perplexity", "Perplexity of a text file, chunked as llama.cpp's perplexity tool");
+  cmd->add_option("-m,--model", args->model, "GGUF file or Hugging Face model directory")->required();
+  cmd->add_option("-f,--file", args->file, "UTF-8 text file")->required();
+  cmd->add_option("-c,--ctx", args->ctx, "Tokens per chunk; the second half of each is scored")
+      ->capture_default_str()->check(CLI::Range(4, 1 << 20));
+  cmd->add_option("--chunks", args->chunks, "Evaluate at most this many chunks; 0 = all")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", args->threads, "CPU threads")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->callback([args, &run] { run = [args] { return RunPerplexity(*args); }; });
+}
+
+}  // namespace ripplekv::cli

@@ -1,0 +1,18 @@
+#pragma once
+// Each subcommand registers itself on the app and sets `run` to its action when selected.
+// Actions return the process exit code (exit_codes.h).
+
+#include <functional>
+
+#include "CLI/CLI.hpp"
+
+namespace ripplekv::cli {
+
+using Action = std::function<int()>;
+
+void AddGenerateCommand(CLI::App& app, Action& run);
+void AddPerplexityCommand(CLI::App& app, Action& run);
+void AddHashCommand(CLI::App& app, Action& run);
+void AddInfoCommand(CLI::App& app, Action& run);
+
+}  // namespace ripplekv::cli

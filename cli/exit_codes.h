@@ -1,0 +1,22 @@
+#pragma once
+// Exit codes of the `ripplekv` command (documented in README.md):
+//   0  success
+//   1  the work failed (internal error, data loss, resources)
+//   2  bad usage or bad input (unknown flag, invalid argument, file not found, unsupported model)
+//   3  unavailable (a remote service could not be reached; retry later)
+
+#include "kernels/base/status.h"
+
+namespace ripplekv::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitBadInput = 2;
+constexpr int kExitUnavailable = 3;
+
+int ExitCodeFor(const Status& status);
+
+// Prints "ripplekv: error: <message>" on stderr (one line) and returns ExitCodeFor(status).
+int ReportError(const Status& status);
+
+}  // namespace ripplekv::cli

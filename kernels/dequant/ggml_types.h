@@ -1,0 +1,28 @@
+#pragma once
+// The GGML tensor types RippleKV reads, numbered as in the GGUF file format, and the geometry of
+// their blocks. Dequantization lives in dequant.h.
+
+#include <cstdint>
+#include <string_view>
+
+#include "kernels/base/status.h"
+#include "kernels/base/tensor.h"
+
+namespace ripplekv::kernels {
+
+enum class GgmlType : uint32_t {
+  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8,
+  kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30,
+};
+
+struct GgmlTypeTraits {
+  std::string_view name;    // "q4_1"
+  int64_t block_elements;   // elements per block (1 for F32/F16/BF16)
+  int64_t block_bytes;      // bytes per block
+};
+
+// Traits for a raw type id from a file; InvalidArgument/Unimplemented naming the id when unknown.
+StatusOr<GgmlTypeTraits> TraitsOf(uint32_t raw_type);
+GgmlTypeTraits TraitsOf(GgmlType type);
+
+}  // namespace ripplekv::kernels

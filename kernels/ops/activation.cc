@@ -1,0 +1,18 @@
+#include "kernels/ops/activation.h"
+
+#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/dispatch.h"
+
+namespace ripplekv::kernels {
+
+Status SwiGlu(const OpContext& ctx, const ConstTensorView& gate, const ConstTensorView& up,
+              const TensorView& out) {
+  constexpr const char* kOp = "SwiGlu";
+  if (gate.shape != up.shape) return internal::ShapeError(kOp, "up must match gate", up.shape);
+  if (out.shape != gate.shape) return internal::ShapeError(kOp, "out must match gate", out.shape);
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, gate, up, out));
+  cpu::SwiGlu(ctx.num_threads, gate.data, up.data, out.data, gate.numel());
+  return absl::OkStatus();
+}
+
+}  // namespace ripplekv::kernels

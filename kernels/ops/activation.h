@@ -1,0 +1,14 @@
+#pragma once
+// SwiGLU: out = silu(gate) * up, silu(x) = x / (1 + exp(-x)).
+
+#include "kernels/base/status.h"
+#include "kernels/base/tensor.h"
+#include "kernels/ops/op_context.h"
+
+namespace ripplekv::kernels {
+
+// gate, up, out: [M, F]; out may alias gate or up.
+[[nodiscard]] Status SwiGlu(const OpContext& ctx, const ConstTensorView& gate,
+                            const ConstTensorView& up, const TensorView& out);
+
+}  // namespace ripplekv::kernels

@@ -1,0 +1,87 @@
+// Causal GQA attention on the CPU. For each query head and block of queries: scores = Q K^T
+// (BLAS, over the key prefix the block can see), masked softmax, out = P V (BLAS). Query heads
+// read their group's KV head in place (no repeated copies). The work items (head, block) are
+// independent and each is computed the same way whatever the thread count.
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/ops/cpu/cpu_ops.h"
+
+namespace ripplekv::kernels::cpu {
+
+namespace {
+constexpr int64_t kQueryBlock = 128;  // queries per work item: scores stay in L2 (128 x len fp32)
+
+// Softmax over row[0, n) for keys visible to query position qpos; masked keys get 0.
+void MaskedSoftmax(float* row, const int32_t* kpos, int64_t n, int32_t qpos) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    if (kpos[j] <= qpos) mx = std::max(mx, row[j]);
+  }
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(row, row + n, 0.0f);
+    return;
+  }
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = kpos[j] <= qpos ? std::exp(row[j] - mx) : 0.0f;
+    row[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+}
+}  // namespace
+
+void CausalAttention(int num_threads, const float* q, const int32_t* q_positions, int64_t m,
+                     int64_t n_heads, const KvCacheView& cache, float scale, float* out) {
+  UseSingleThreadedBlas();
+  const int64_t d = cache.head_dim;
+  const int64_t group = n_heads / cache.n_kv_heads;
+  const int64_t n_blocks = (m + kQueryBlock - 1) / kQueryBlock;
+  const int64_t row_stride = n_heads * d;  // between consecutive queries of one head
+  const int64_t n_items = n_heads * n_blocks;
+
+  // BLAS is single-threaded (see linear_cpu.cc); the parallelism is over work items.
+#pragma omp parallel num_threads(num_threads) if (n_items > 1)
+  {
+    std::vector<float> scores;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < n_items; ++item) {
+      const int64_t h = item / n_blocks;
+      const int64_t b = item % n_blocks;
+      const int64_t kvh = h / group;
+      const int64_t q0 = b * kQueryBlock;
+      const int64_t nq = std::min(kQueryBlock, m - q0);
+      const float* kh = cache.k + kvh * cache.capacity * d;
+      const float* vh = cache.v + kvh * cache.capacity * d;
+      const int32_t* kpos = cache.positions + kvh * cache.capacity;
+      // Entries are in increasing position order, so the visible keys form a prefix.
+      const int32_t max_qpos = *std::max_element(q_positions + q0, q_positions + q0 + nq);
+      const int64_t n_keys = std::upper_bound(kpos, kpos + cache.length, max_qpos) - kpos;
+      float* o = out + q0 * row_stride + h * d;
+      if (n_keys == 0) {
+        for (int64_t i = 0; i < nq; ++i) std::fill(o + i * row_stride, o + i * row_stride + d, 0.f);
+        continue;
+      }
+      scores.resize(static_cast<size_t>(nq * n_keys));
+      const float* qh = q + q0 * row_stride + h * d;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, n_keys, d, scale, qh, row_stride, kh,
+                  d, 0.0f, scores.data(), n_keys);
+      for (int64_t i = 0; i < nq; ++i) {
+        MaskedSoftmax(scores.data() + i * n_keys, kpos, n_keys, q_positions[q0 + i]);
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, d, n_keys, 1.0f, scores.data(),
+                  n_keys, vh, d, 0.0f, o, row_stride);
+    }
+  }
+}
+
+}  // namespace ripplekv::kernels::cpu

@@ -1,0 +1,32 @@
+#pragma once
+// CPU backends of the ops in kernels/ops/*.h. Called only by the front ends, after the shapes
+// have been checked; they do not re-validate. OpenBLAS is used single-threaded (set once, process
+// wide, by Linear); the backends parallelize over independent work items with OpenMP.
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/ops/activation.h"
+#include "kernels/ops/attention.h"
+#include "kernels/ops/linear.h"
+#include "kernels/ops/norm.h"
+#include "kernels/ops/rope.h"
+#include "kernels/ops/softmax.h"
+
+namespace ripplekv::kernels::cpu {
+
+// Sets OpenBLAS to one thread, once per process. Every backend calling BLAS calls it first.
+void UseSingleThreadedBlas();
+
+void Linear(int num_threads, const float* x, int64_t x_stride, const float* w, const float* bias,
+            float* y, int64_t m, int64_t n, int64_t k, bool accumulate);
+void RmsNorm(int num_threads, const float* x, const float* weight, float eps, float* y, int64_t m,
+             int64_t d);
+void ApplyRope(int num_threads, const RopeTable& table, const int32_t* positions, float* x,
+               int64_t m, int64_t n_heads, int64_t head_dim);
+void SwiGlu(int num_threads, const float* gate, const float* up, float* out, int64_t n);
+void CausalAttention(int num_threads, const float* q, const int32_t* q_positions, int64_t m,
+                     int64_t n_heads, const KvCacheView& cache, float scale, float* out);
+void LogSumExp(int num_threads, const float* x, int64_t m, int64_t v, float* lse);
+
+}  // namespace ripplekv::kernels::cpu

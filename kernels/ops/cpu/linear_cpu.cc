@@ -1,0 +1,47 @@
+// y = x * W^T on the CPU. OpenBLAS runs single-threaded; we split the output columns into
+// fixed-width slices and run the slices on our threads. The slice width does not depend on the
+// thread count, so every output element is computed by the same BLAS call whatever the number of
+// threads: results are bit-identical across thread counts (OpenBLAS's own threading is not).
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "kernels/ops/cpu/cpu_ops.h"
+
+namespace ripplekv::kernels::cpu {
+
+namespace {
+constexpr int64_t kColumnSlice = 128;  // output features per work item
+}  // namespace
+
+void UseSingleThreadedBlas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+void Linear(int num_threads, const float* x, int64_t x_stride, const float* w, const float* bias,
+            float* y, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  UseSingleThreadedBlas();
+  const float beta = accumulate ? 1.0f : 0.0f;
+  const int64_t n_slices = (n + kColumnSlice - 1) / kColumnSlice;
+#pragma omp parallel for num_threads(num_threads) schedule(dynamic, 1) if (n_slices > 1)
+  for (int64_t s = 0; s < n_slices; ++s) {
+    const int64_t n0 = s * kColumnSlice;
+    const int64_t nc = std::min(kColumnSlice, n - n0);
+    if (m == 1) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, nc, k, 1.0f, w + n0 * k, k, x, 1, beta, y + n0, 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nc, k, 1.0f, x, x_stride, w + n0 * k,
+                  k, beta, y + n0, n);
+    }
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = n0; j < n0 + nc; ++j) y[i * n + j] += bias[j];
+      }
+    }
+  }
+}
+
+}  // namespace ripplekv::kernels::cpu

@@ -1,0 +1,22 @@
+#include "kernels/ops/norm.h"
+
+#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/dispatch.h"
+
+namespace ripplekv::kernels {
+
+Status RmsNorm(const OpContext& ctx, const ConstTensorView& x, const ConstTensorView& weight,
+               float eps, const TensorView& y) {
+  constexpr const char* kOp = "RmsNorm";
+  if (x.rank() != 2) return internal::ShapeError(kOp, "x must be [M, D]", x.shape);
+  if (weight.rank() != 1 || weight.dim(0) != x.dim(1)) {
+    return internal::ShapeError(kOp, absl::StrCat("weight must be [", x.dim(1), "]"), weight.shape);
+  }
+  if (y.shape != x.shape) return internal::ShapeError(kOp, "y must match x", y.shape);
+  if (!(eps > 0.0f)) return absl::InvalidArgumentError("RmsNorm: eps must be > 0");
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, x, weight, y));
+  cpu::RmsNorm(ctx.num_threads, x.data, weight.data, eps, y.data, x.dim(0), x.dim(1));
+  return absl::OkStatus();
+}
+
+}  // namespace ripplekv::kernels

@@ -1,0 +1,32 @@
+#include "kernels/ops/softmax.h"
+
+#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/dispatch.h"
+
+namespace ripplekv::kernels {
+
+Status LogSumExp(const OpContext& ctx, const ConstTensorView& x, std::span<float> lse) {
+  constexpr const char* kOp = "LogSumExp";
+  if (x.rank() != 2) return internal::ShapeError(kOp, "x must be [M, V]", x.shape);
+  if (static_cast<int64_t>(lse.size()) != x.dim(0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": lse must have ", x.dim(0), " entries, got ", lse.size()));
+  }
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, x));
+  cpu::LogSumExp(ctx.num_threads, x.data, x.dim(0), x.dim(1), lse.data());
+  return absl::OkStatus();
+}
+
+Status LogSoftmax(const OpContext& ctx, const ConstTensorView& x, const TensorView& y) {
+  constexpr const char* kOp = "LogSoftmax";
+  if (y.shape != x.shape) return internal::ShapeError(kOp, "y must match x", y.shape);
+  std::vector<float> lse(x.rank() == 2 ? x.dim(0) : 0);
+  RETURN_IF_ERROR(LogSumExp(ctx, x, lse));
+  const int64_t v = x.dim(1);
+  for (int64_t i = 0; i < x.dim(0); ++i) {
+    for (int64_t j = 0; j < v; ++j) y.data[i * v + j] = x.data[i * v + j] - lse[i];
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ripplekv::kernels

@@ -1,0 +1,179 @@
+// Every op against a naive reference (and hand-computed values where they are small), plus the
+// shape checks of the front ends. When a CUDA backend lands, each case runs on every device.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+#include <random>
+#include <vector>
+
+#include "kernels/ops/activation.h"
+#include "kernels/ops/attention.h"
+#include "kernels/ops/linear.h"
+#include "kernels/ops/norm.h"
+#include "kernels/ops/rope.h"
+#include "kernels/ops/softmax.h"
+
+namespace ripplekv::kernels {
+namespace {
+
+Tensor Random(Shape shape, uint64_t seed) {
+  Tensor t(std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (float& v : t.span()) v = n(rng);
+  return t;
+}
+
+class OpsTest : public ::testing::TestWithParam<int> {
+ protected:
+  OpContext ctx() const { return {.device = Device::kCpu, .num_threads = GetParam()}; }
+};
+
+TEST_P(OpsTest, LinearMatchesNaiveWithBiasAndAccumulate) {
+  for (int64_t m : {1, 7}) {
+    Tensor x = Random({m, 19}, 1), w = Random({11, 19}, 2), b = Random({11}, 3);
+    Tensor y = Random({m, 11}, 4);
+    Tensor y0 = y.Clone();
+    ASSERT_TRUE(Linear(ctx(), x.view(), w.view(), b.view(), y.view(), {.accumulate = true}).ok());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < 11; ++j) {
+        double s = y0.data()[i * 11 + j] + b.data()[j];
+        for (int64_t k = 0; k < 19; ++k) s += double(x.data()[i * 19 + k]) * w.data()[j * 19 + k];
+        EXPECT_NEAR(y.data()[i * 11 + j], s, 1e-4);
+      }
+  }
+}
+
+TEST_P(OpsTest, LinearRejectsMismatchedShapesNamingThem) {
+  Tensor x({2, 3}), w({4, 5}), y({2, 4});
+  Status s = Linear(ctx(), x.view(), w.view(), {}, y.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("[4, 5]"), std::string::npos) << s;
+}
+
+TEST_P(OpsTest, RmsNormHandComputed) {
+  const float xv[] = {3.0f, 4.0f};  // mean square 12.5
+  const float wv[] = {1.0f, 2.0f};
+  Tensor x({1, 2}, xv), w({2}, wv), y({1, 2});
+  ASSERT_TRUE(RmsNorm(ctx(), x.view(), w.view(), 1e-6f, y.view()).ok());
+  const double inv = 1.0 / std::sqrt(12.5 + 1e-6);
+  EXPECT_NEAR(y.data()[0], 3 * inv, 1e-6);
+  EXPECT_NEAR(y.data()[1], 8 * inv, 1e-6);
+}
+
+TEST_P(OpsTest, RopeRotatesPairsByPositionTimesFrequency) {
+  for (RopePairing pairing : {RopePairing::kInterleaved, RopePairing::kHalfSplit}) {
+    auto table = MakeRopeTable(4, 100.0f, pairing, {}, {});
+    ASSERT_TRUE(table.ok());
+    Tensor x({1, 1, 4});
+    // Pair 0 = (1, 0), pair 1 = (0, 1) in either layout.
+    const bool il = pairing == RopePairing::kInterleaved;
+    x.data()[0] = 1.0f;
+    x.data()[il ? 3 : 3] = 1.0f;
+    const int32_t pos[] = {3};
+    ASSERT_TRUE(ApplyRope(ctx(), *table, pos, x.view()).ok());
+    const double a0 = 3.0, a1 = 3.0 / 10.0;  // freqs 100^0, 100^(-1/2)
+    EXPECT_NEAR(x.data()[0], std::cos(a0), 1e-6);
+    EXPECT_NEAR(x.data()[il ? 1 : 2], std::sin(a0), 1e-6);
+    EXPECT_NEAR(x.data()[il ? 2 : 1], -std::sin(a1), 1e-6);
+    EXPECT_NEAR(x.data()[3], std::cos(a1), 1e-6);
+  }
+}
+
+TEST_P(OpsTest, RopeLlama3ScalingSlowsOnlyLongWavelengths) {
+  Llama3Scaling s{.factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f,
+                  .original_max_positions = 8192};
+  auto plain = MakeRopeTable(128, 500000.0f, RopePairing::kHalfSplit, {}, {});
+  auto scaled = MakeRopeTable(128, 500000.0f, RopePairing::kHalfSplit, {}, s);
+  ASSERT_TRUE(plain.ok() && scaled.ok());
+  EXPECT_FLOAT_EQ(scaled->inv_freq[0], plain->inv_freq[0]);  // wavelength 2*pi < 8192/4
+  EXPECT_FLOAT_EQ(scaled->inv_freq[63], plain->inv_freq[63] / 8.0f);  // wavelength > 8192
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_LE(scaled->inv_freq[i], plain->inv_freq[i] * 1.000001f);
+    EXPECT_GE(scaled->inv_freq[i], plain->inv_freq[i] / 8.000001f);
+  }
+}
+
+TEST_P(OpsTest, AttentionMatchesNaiveOnACacheWithGapsAndGqa) {
+  // A compressed cache: positions with gaps, 2 KV heads for 4 query heads, queries at positions
+  // that see only part of the cache.
+  const int hkv = 2, hq = 4, d = 8, cap = 10, len = 6, m = 3;
+  Tensor k = Random({hkv, cap, d}, 5), v = Random({hkv, cap, d}, 6), q = Random({m, hq, d}, 7);
+  std::vector<int32_t> kpos(hkv * cap);
+  const int32_t head0[] = {0, 2, 3, 7, 9, 12}, head1[] = {1, 2, 5, 6, 10, 12};
+  for (int j = 0; j < len; ++j) {
+    kpos[j] = head0[j];
+    kpos[cap + j] = head1[j];
+  }
+  const std::vector<int32_t> qpos = {4, 9, 13};
+  KvCacheView cache{k.data(), v.data(), kpos.data(), hkv, cap, len, d};
+  Tensor out({m, hq, d});
+  const float scale = 0.35f;
+  ASSERT_TRUE(CausalAttention(ctx(), q.view(), qpos, cache, scale, out.view()).ok());
+  for (int i = 0; i < m; ++i)
+    for (int h = 0; h < hq; ++h) {
+      const int kh = h / 2;
+      std::vector<double> p;
+      double mx = -1e300;
+      for (int j = 0; j < len; ++j) {
+        if (kpos[kh * cap + j] > qpos[i]) break;
+        double s = 0;
+        for (int e = 0; e < d; ++e) s += q.data()[(i * hq + h) * d + e] * k.data()[(kh * cap + j) * d + e];
+        p.push_back(s * scale);
+        mx = std::max(mx, p.back());
+      }
+      double z = 0;
+      for (double& e : p) z += (e = std::exp(e - mx));
+      for (int e = 0; e < d; ++e) {
+        double o = 0;
+        for (size_t j = 0; j < p.size(); ++j) o += p[j] / z * v.data()[(kh * cap + j) * d + e];
+        EXPECT_NEAR(out.data()[(i * hq + h) * d + e], o, 1e-5) << "query " << i << " head " << h;
+      }
+    }
+}
+
+TEST_P(OpsTest, AttentionQueryWithNoVisibleKeyGetsZeros) {
+  Tensor k = Random({1, 2, 4}, 1), v = Random({1, 2, 4}, 2), q = Random({1, 1, 4}, 3);
+  const int32_t kpos[] = {5, 6};
+  const int32_t qpos[] = {2};
+  Tensor out = Random({1, 1, 4}, 4);
+  ASSERT_TRUE(CausalAttention(ctx(), q.view(), qpos, {k.data(), v.data(), kpos, 1, 2, 2, 4}, 1.0f,
+                              out.view()).ok());
+  for (float x : out.span()) EXPECT_EQ(x, 0.0f);
+}
+
+TEST_P(OpsTest, SwiGluMatchesDefinition) {
+  Tensor g = Random({3, 5}, 1), u = Random({3, 5}, 2), out({3, 5});
+  ASSERT_TRUE(SwiGlu(ctx(), g.view(), u.view(), out.view()).ok());
+  for (int i = 0; i < 15; ++i) {
+    const double x = g.data()[i];
+    EXPECT_NEAR(out.data()[i], x / (1 + std::exp(-x)) * u.data()[i], 1e-6);
+  }
+}
+
+TEST_P(OpsTest, LogSumExpIsStableForLargeLogits) {
+  const float xv[] = {1000.0f, 1000.0f, -1000.0f, 0.0f, 0.0f, 0.0f};
+  Tensor x({2, 3}, xv);
+  std::vector<float> lse(2);
+  ASSERT_TRUE(LogSumExp(ctx(), x.view(), lse).ok());
+  EXPECT_NEAR(lse[0], 1000.0 + std::log(2.0), 1e-3);
+  EXPECT_NEAR(lse[1], std::log(3.0), 1e-6);
+  Tensor y({2, 3});
+  ASSERT_TRUE(LogSoftmax(ctx(), x.view(), y.view()).ok());
+  EXPECT_NEAR(y.data()[0], -std::log(2.0), 1e-3);
+}
+
+TEST_P(OpsTest, CudaContextIsUnimplementedUntilTheBackendLands) {
+  Tensor g({1, 2}), u({1, 2}), out({1, 2});
+  OpContext cuda{.device = Device::kCuda};
+  auto to_cuda = [](TensorView v) { v.device = Device::kCuda; return v; };
+  EXPECT_EQ(SwiGlu(cuda, to_cuda(g.view()), to_cuda(u.view()), to_cuda(out.view())).code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, OpsTest, ::testing::Values(1, 2));
+
+}  // namespace
+}  // namespace ripplekv::kernels

@@ -1,0 +1,76 @@
+#pragma once
+// The key/value cache of one sequence: per layer and per KV head, the RoPE'd keys, the values and
+// the original position of every cached token.
+//
+// Invariants: within a layer every KV head holds the same number of entries (`length(layer)`), and
+// each head's entries are in increasing position order (the attention kernel relies on it).
+// Heads may hold different tokens after compression (per-head selection). Later issues read,
+// perturb and shrink entries through the accessors below; positions never change when entries
+// are dropped, so RoPE stays correct. Not thread-safe for concurrent mutation.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "kernels/ops/attention.h"
+#include "worker/model/model.h"
+
+namespace ripplekv::worker {
+
+class KvCache {
+ public:
+  // Room for `capacity` tokens per layer and head. Memory: 2 * L * H_kv * capacity * d * 4 bytes.
+  KvCache(const ModelConfig& config, int capacity);
+
+  int n_layers() const { return n_layers_; }
+  int n_kv_heads() const { return n_kv_heads_; }
+  int head_dim() const { return head_dim_; }
+  int capacity() const { return capacity_; }
+  int length(int layer) const { return layers_[layer].length; }
+
+  // Empties every layer (keeps the memory).
+  void Clear();
+
+  // Appends n tokens to `layer`. k_rows, v_rows: [n, n_kv_heads, head_dim] (the projection
+  // layout); positions: [n], each greater than every position already cached in the layer.
+  // ResourceExhausted when the layer would exceed capacity; InvalidArgument on position order.
+  [[nodiscard]] Status Append(int layer, std::span<const float> k_rows,
+                              std::span<const float> v_rows, std::span<const int32_t> positions);
+
+  // Entry i of one head: [head_dim] floats, mutable so callers can perturb values in place.
+  std::span<float> Key(int layer, int head, int i);
+  std::span<float> Value(int layer, int head, int i);
+  std::span<const float> Key(int layer, int head, int i) const;
+  std::span<const float> Value(int layer, int head, int i) const;
+  int32_t Position(int layer, int head, int i) const;
+
+  // Keeps, for every head of `layer`, the entries whose indices are listed (strictly increasing,
+  // same count for every head): keep[h] are indices into head h's current entries.
+  [[nodiscard]] Status Retain(int layer, std::span<const std::vector<int32_t>> keep);
+
+  // Drops entries at positions >= `position` in every layer (rewinds a sequence).
+  void TruncateFrom(int32_t position);
+
+  kernels::KvCacheView View(int layer) const;
+
+ private:
+  struct Layer {
+    std::vector<float> k;            // [n_kv_heads, capacity, head_dim]
+    std::vector<float> v;            // [n_kv_heads, capacity, head_dim]
+    std::vector<int32_t> positions;  // [n_kv_heads, capacity]
+    int length = 0;
+  };
+  size_t Offset(int head, int i) const {
+    return (static_cast<size_t>(head) * capacity_ + i) * head_dim_;
+  }
+
+  // Immutable after construction.
+  int n_layers_;
+  int n_kv_heads_;
+  int head_dim_;
+  int capacity_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace ripplekv::worker

@@ -1,0 +1,163 @@
+#include "worker/engine/transformer.h"
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/ops/activation.h"
+#include "kernels/ops/attention.h"
+#include "kernels/ops/linear.h"
+#include "kernels/ops/norm.h"
+
+namespace ripplekv::worker {
+
+using kernels::ConstTensorView;
+using kernels::Tensor;
+using kernels::TensorView;
+
+namespace {
+
+ConstTensorView OptionalView(const Tensor& t) { return t.empty() ? ConstTensorView() : t.view(); }
+
+// Copies rows `rows` of src [n, d] into a new [rows.size(), d] tensor.
+Tensor GatherRows(const Tensor& src, std::span<const int32_t> rows) {
+  const int64_t d = src.dim(1);
+  Tensor out({static_cast<int64_t>(rows.size()), d});
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::memcpy(out.data() + i * d, src.data() + rows[i] * d, d * sizeof(float));
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<Transformer> Transformer::Create(const Model& model, const TransformerOptions& options) {
+  const ModelConfig& c = model.config;
+  const auto pairing = c.rope_style == RopeStyle::kInterleaved ? kernels::RopePairing::kInterleaved
+                                                               : kernels::RopePairing::kHalfSplit;
+  kernels::Llama3Scaling llama3{c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
+                                c.rope_scaling.high_freq_factor,
+                                c.rope_scaling.original_max_positions};
+  ASSIGN_OR_RETURN(kernels::RopeTable rope,
+                   kernels::MakeRopeTable(c.head_dim, c.rope_theta, pairing,
+                                          model.rope_freq_factors.span(), llama3));
+  if (options.num_threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("num_threads must be >= 1, got ",
+                                                   options.num_threads));
+  }
+  return Transformer(model, options, std::move(rope));
+}
+
+Transformer::Transformer(const Model& model, const TransformerOptions& options,
+                         kernels::RopeTable rope)
+    : model_(&model), options_(options), rope_(std::move(rope)) {
+  ctx_.device = kernels::Device::kCpu;
+  ctx_.num_threads = options.num_threads;
+}
+
+StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCache& cache) const {
+  const ModelConfig& c = model_->config;
+  const int start = request.start_layer;
+  if (start < 0 || start >= c.n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("start_layer ", start, " outside [0, ",
+                                                   c.n_layers, ")"));
+  }
+  const int64_t d = c.d_model;
+
+  // The residual stream x: [n, d_model].
+  Tensor x;
+  if (request.layer_input != nullptr) {
+    if (request.layer_input->rank() != 2 || request.layer_input->dim(1) != d) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer_input must be [n, ", d, "], got ", kernels::ShapeString(request.layer_input->shape())));
+    }
+    x = request.layer_input->Clone();
+  } else {
+    if (start != 0) return absl::InvalidArgumentError("start_layer > 0 needs layer_input");
+    x = Tensor({static_cast<int64_t>(request.tokens.size()), d});
+    for (size_t i = 0; i < request.tokens.size(); ++i) {
+      const int32_t t = request.tokens[i];
+      if (t < 0 || t >= c.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("token id ", t, " at index ", i,
+                                                       " outside the vocabulary [0, ",
+                                                       c.vocab_size, ")"));
+      }
+      std::memcpy(x.data() + i * d, model_->tok_embeddings.data() + t * d, d * sizeof(float));
+    }
+  }
+  const int64_t n = x.dim(0);
+  if (n == 0) return absl::InvalidArgumentError("Forward: no tokens");
+
+  std::vector<int32_t> positions(request.positions.begin(), request.positions.end());
+  if (positions.empty()) {
+    const int len = cache.length(start);
+    const int32_t first = len == 0 ? 0 : cache.Position(start, 0, len - 1) + 1;
+    positions.resize(n);
+    std::iota(positions.begin(), positions.end(), first);
+  } else if (static_cast<int64_t>(positions.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat(positions.size(), " positions for ", n,
+                                                   " tokens"));
+  }
+  for (int32_t r : request.record_rows) {
+    if (r < 0 || r >= n) {
+      return absl::InvalidArgumentError(absl::StrCat("record row ", r, " outside [0, ", n, ")"));
+    }
+  }
+
+  const int64_t hd = c.head_dim;
+  const int64_t q_width = static_cast<int64_t>(c.n_heads) * hd;
+  const int64_t kv_width = static_cast<int64_t>(c.n_kv_heads) * hd;
+  Tensor xn({n, d});
+  Tensor q({n, q_width}), k({n, kv_width}), v({n, kv_width}), attn({n, q_width});
+  Tensor gate({n, c.d_ff}), up({n, c.d_ff});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  ForwardResult result;
+  result.layer_inputs.resize(c.n_layers);
+  for (int l = start; l < c.n_layers; ++l) {
+    const LayerWeights& w = model_->layers[l];
+    if (!request.record_rows.empty()) result.layer_inputs[l] = GatherRows(x, request.record_rows);
+
+    // Attention block.
+    RETURN_IF_ERROR(kernels::RmsNorm(ctx_, x.view(), w.attn_norm.view(), c.rms_eps, xn.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wq.view(), OptionalView(w.bq), q.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wk.view(), OptionalView(w.bk), k.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wv.view(), OptionalView(w.bv), v.view()));
+    TensorView q3{q.data(), {n, c.n_heads, hd}};     // [n, n_heads, head_dim]
+    TensorView k3{k.data(), {n, c.n_kv_heads, hd}};  // [n, n_kv_heads, head_dim]
+    RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, positions, q3));
+    RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, positions, k3));
+    RETURN_IF_ERROR(cache.Append(l, k.span(), v.span(), positions));
+    TensorView attn3{attn.data(), {n, c.n_heads, hd}};
+    RETURN_IF_ERROR(kernels::CausalAttention(ctx_, q3, positions, cache.View(l), scale, attn3));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, attn.view(), w.wo.view(), {}, x.view(),
+                                    {.accumulate = true}));
+
+    // Feed-forward block (SwiGLU).
+    RETURN_IF_ERROR(kernels::RmsNorm(ctx_, x.view(), w.ffn_norm.view(), c.rms_eps, xn.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_gate.view(), {}, gate.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_up.view(), {}, up.view()));
+    RETURN_IF_ERROR(kernels::SwiGlu(ctx_, gate.view(), up.view(), gate.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, gate.view(), w.w_down.view(), {}, x.view(),
+                                    {.accumulate = true}));
+  }
+
+  if (request.logits != LogitRows::kNone) {
+    Tensor rows;
+    if (request.logits == LogitRows::kAll) {
+      rows = std::move(x);
+    } else {
+      const int32_t last = static_cast<int32_t>(n - 1);
+      rows = GatherRows(x, std::span<const int32_t>(&last, 1));
+    }
+    RETURN_IF_ERROR(
+        kernels::RmsNorm(ctx_, rows.view(), model_->output_norm.view(), c.rms_eps, rows.view()));
+    result.logits = Tensor({rows.dim(0), c.vocab_size});
+    RETURN_IF_ERROR(
+        kernels::Linear(ctx_, rows.view(), model_->lm_head().view(), {}, result.logits.view()));
+  }
+  return result;
+}
+
+}  // namespace ripplekv::worker

@@ -1,0 +1,80 @@
+#pragma once
+// The forward pass of a LLaMA-family decoder over a KvCache, in fp32.
+//
+// A call processes n new tokens (prefill when n > 1, decode when n == 1) at given positions,
+// appends their keys/values to the cache of every layer it runs, and returns the logits of the
+// rows asked for. It can also start at any layer from given layer inputs (the residual stream
+// entering that layer) and record the residual-stream input of every layer for chosen rows:
+// calibration resumes the probe pass at the perturbed layer this way.
+//
+// Thread-safety: a Transformer is immutable after construction and may be shared; each call
+// needs its own KvCache. Results do not depend on options.num_threads.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "kernels/base/tensor.h"
+#include "kernels/ops/op_context.h"
+#include "kernels/ops/rope.h"
+#include "worker/engine/kv_cache.h"
+#include "worker/model/model.h"
+
+namespace ripplekv::worker {
+
+struct TransformerOptions {
+  int num_threads = 1;  // CPU threads for GEMMs and kernels
+};
+
+enum class LogitRows {
+  kNone,  // no logits (prefill whose output is not needed)
+  kLast,  // the last new token only (generation)
+  kAll,   // every new token (perplexity, probes)
+};
+
+struct ForwardRequest {
+  std::span<const int32_t> tokens;  // [n] token ids; ignored when `layer_input` is given
+  // [n] positions; empty means consecutive, starting after the last cached position of
+  // `start_layer` (or 0 on an empty cache).
+  std::span<const int32_t> positions;
+  int start_layer = 0;  // first layer to run; layers below are neither run nor touched
+  // [n, d_model] residual-stream input of `start_layer`; required when start_layer > 0.
+  const kernels::Tensor* layer_input = nullptr;
+  LogitRows logits = LogitRows::kLast;
+  // Rows (indices into this call's tokens, increasing) whose input to every layer run is recorded.
+  std::span<const int32_t> record_rows;
+};
+
+struct ForwardResult {
+  kernels::Tensor logits;  // [rows, vocab_size], rows per ForwardRequest::logits
+  // layer_inputs[l]: [record_rows.size(), d_model] for l in [start_layer, n_layers); empty below.
+  std::vector<kernels::Tensor> layer_inputs;
+};
+
+class Transformer {
+ public:
+  // `model` must outlive the Transformer. Errors: InvalidArgument when the model's rope settings
+  // are unusable (odd head_dim, wrong rope factor count).
+  static StatusOr<Transformer> Create(const Model& model, const TransformerOptions& options);
+
+  const ModelConfig& config() const { return model_->config; }
+  const Model& model() const { return *model_; }
+  // The device and thread settings this Transformer's ops run with.
+  const kernels::OpContext& op_context() const { return ctx_; }
+
+  // Runs the layers [start_layer, n_layers) over the request's tokens. Errors: InvalidArgument
+  // (token id out of range, bad positions, missing layer_input), ResourceExhausted (cache full).
+  [[nodiscard]] StatusOr<ForwardResult> Forward(const ForwardRequest& request, KvCache& cache) const;
+
+ private:
+  Transformer(const Model& model, const TransformerOptions& options, kernels::RopeTable rope);
+
+  // Immutable after construction.
+  const Model* model_;
+  TransformerOptions options_;
+  kernels::OpContext ctx_;
+  kernels::RopeTable rope_;
+};
+
+}  // namespace ripplekv::worker

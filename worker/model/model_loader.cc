@@ -1,0 +1,43 @@
+#include "worker/model/model_loader.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "worker/model/gguf_model_loader.h"
+#include "worker/model/gguf_reader.h"
+#include "worker/model/hf_model_loader.h"
+
+namespace ripplekv::worker {
+
+StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    return absl::NotFoundError(absl::StrCat("model not found: ", path));
+  }
+  if (std::filesystem::is_directory(status)) {
+    if (std::filesystem::exists(std::filesystem::path(path) / "config.json")) {
+      return ModelFormat::kSafetensorsDir;
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": a directory without config.json is not a Hugging Face model"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  if (!in.read(magic, sizeof(magic)) || std::memcmp(magic, "GGUF", 4) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a GGUF file (offset 0: magic is not \"GGUF\") and not a model directory"));
+  }
+  return ModelFormat::kGguf;
+}
+
+StatusOr<Model> LoadModel(const std::string& path) {
+  ASSIGN_OR_RETURN(ModelFormat format, DetectModelFormat(path));
+  if (format == ModelFormat::kSafetensorsDir) return LoadHfModel(path);
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+  return LoadGgufModel(*file);
+}
+
+}  // namespace ripplekv::worker

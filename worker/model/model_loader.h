@@ -1,0 +1,20 @@
+#pragma once
+// One entry point for every supported model format.
+
+#include <string>
+
+#include "kernels/base/status.h"
+#include "worker/model/model.h"
+
+namespace ripplekv::worker {
+
+enum class ModelFormat { kGguf, kSafetensorsDir };
+
+// A path is GGUF when it is a file starting with the "GGUF" magic, a safetensors model when it is
+// a directory holding config.json. NotFound / InvalidArgument (naming the path) otherwise.
+StatusOr<ModelFormat> DetectModelFormat(const std::string& path);
+
+// Loads and dequantizes the model at `path` (GGUF file or Hugging Face directory).
+StatusOr<Model> LoadModel(const std::string& path);
+
+}  // namespace ripplekv::worker
