@@ -1,0 +1,79 @@
+#pragma once
+// A loaded LLaMA-family model: its hyper-parameters and fp32 weights (dequantized at load).
+// Produced by the GGUF and safetensors loaders (model_loader.h); read by the engine.
+// Immutable after loading; safe to share between threads for reading.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/base/tensor.h"
+
+namespace ripplekv::worker {
+
+// How RoPE pairs the dimensions of a head.
+enum class RopeStyle {
+  kInterleaved,  // pairs (2i, 2i+1): llama.cpp's LLAMA_ROPE_TYPE_NORM, GGUF llama (Q/K permuted)
+  kHalfSplit,    // pairs (i, i + d/2): HF / NeoX layout; GGUF qwen2, every safetensors model
+};
+
+// Llama 3 frequency scaling ("rope_type": "llama3"). factor == 0 means none.
+struct Llama3RopeScaling {
+  float factor = 0.0f;               // e.g. 8 for Llama 3.1
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_max_positions = 8192;
+};
+
+struct ModelConfig {
+  std::string architecture;  // "llama", "qwen2", "mistral" (as named by the file)
+  std::string name;          // general.name or the HF model id, for display only
+  int n_layers = 0;
+  int d_model = 0;           // residual width
+  int n_heads = 0;           // query heads
+  int n_kv_heads = 0;        // key/value heads (GQA when < n_heads)
+  int head_dim = 0;          // usually d_model / n_heads
+  int d_ff = 0;              // SwiGLU hidden width
+  int vocab_size = 0;
+  int context_length = 0;    // trained context, tokens
+  float rms_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeStyle rope_style = RopeStyle::kInterleaved;
+  Llama3RopeScaling rope_scaling;
+  bool qkv_bias = false;        // Qwen2
+  bool tied_embeddings = false; // output projection == token embedding
+};
+
+// Weight matrices are row-major [out_features, in_features] (the GGUF/HF layout), so a linear
+// layer computes y = x * W^T. Biases are empty tensors when absent.
+struct LayerWeights {
+  kernels::Tensor attn_norm;  // [d_model]
+  kernels::Tensor wq;         // [n_heads * head_dim, d_model]
+  kernels::Tensor wk;         // [n_kv_heads * head_dim, d_model]
+  kernels::Tensor wv;         // [n_kv_heads * head_dim, d_model]
+  kernels::Tensor wo;         // [d_model, n_heads * head_dim]
+  kernels::Tensor bq, bk, bv; // [out] or empty
+  kernels::Tensor ffn_norm;   // [d_model]
+  kernels::Tensor w_gate;     // [d_ff, d_model]
+  kernels::Tensor w_up;       // [d_ff, d_model]
+  kernels::Tensor w_down;     // [d_model, d_ff]
+};
+
+struct Model {
+  ModelConfig config;
+  kernels::Tensor tok_embeddings;  // [vocab_size, d_model]
+  std::vector<LayerWeights> layers;
+  kernels::Tensor output_norm;     // [d_model]
+  kernels::Tensor output;          // [vocab_size, d_model]; empty when tied_embeddings
+  // Per-dimension RoPE frequency divisors, [head_dim / 2], or empty. llama.cpp stores Llama 3
+  // rope scaling this way (GGUF tensor `rope_freqs.weight`): pair i rotates at
+  // rope_theta^(-2i / head_dim) / rope_freq_factors[i]. Mutually exclusive with rope_scaling.
+  kernels::Tensor rope_freq_factors;
+
+  // The projection the logits use: `output`, or the embeddings when tied.
+  const kernels::Tensor& lm_head() const {
+    return config.tied_embeddings ? tok_embeddings : output;
+  }
+};
+
+}  // namespace ripplekv::worker
