@@ -76,6 +76,7 @@ int RunGenerate(const GenerateArgs& args) {
   } else {
     std::printf("\n");
   }
+  std::fflush(stdout);
   spdlog::info("prompt {} tokens, prefill {:.1f} tok/s; generated {} tokens, decode {:.1f} tok/s",
                prompt.size(), prefill_tps, result->tokens.size(), decode_tps);
   return kExitOk;

@@ -33,7 +33,9 @@ int RunPerplexity(const PerplexityArgs& args) {
   if (!in) return ReportError(absl::NotFoundError(absl::StrCat("cannot read --file ", args.file)));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  std::string text = buffer.str();
+  // As llama-perplexity -f: exactly one trailing newline is dropped before tokenizing.
+  if (!text.empty() && text.back() == '\n') text.pop_back();
 
   auto session_or = OpenModel(args.model, args.threads);
   if (!session_or.ok()) return ReportError(session_or.status());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/vec_math.h"
 
 namespace ripplekv::kernels::cpu {
 
@@ -30,7 +31,7 @@ void MaskedSoftmax(float* row, const int32_t* kpos, int64_t n, int32_t qpos) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) {
-    const float e = kpos[j] <= qpos ? std::exp(row[j] - mx) : 0.0f;
+    const float e = kpos[j] <= qpos ? ExpF(row[j] - mx) : 0.0f;
     row[j] = e;
     sum += e;
   }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/vec_math.h"
 
 namespace ripplekv::kernels::cpu {
 
@@ -53,7 +54,7 @@ void SwiGlu(int num_threads, const float* gate, const float* up, float* out, int
 #pragma omp parallel for simd num_threads(num_threads) schedule(static) if (n > 4096)
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    out[i] = g / (1.0f + ExpF(-g)) * up[i];
   }
 }
 
