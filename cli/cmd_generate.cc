@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "worker/engine/generator.h"
+#include "worker/tokenizer/chat_template.h"
 
 namespace ripplekv::cli {
 
@@ -22,6 +23,7 @@ struct GenerateArgs {
   std::string prompt;
   std::string system;
   bool chat = false;
+  bool no_system = false;
   int n = 128;
   float temp = 0.0f;
   int top_k = 0;
@@ -39,10 +41,18 @@ int RunGenerate(const GenerateArgs& args) {
   std::string text = args.prompt;
   worker::EncodeOptions encode;
   if (args.chat) {
+    // The model's own template decides the default system prompt (SmolLM2-Instruct adds one);
+    // --system replaces it, --no-system drops it.
+    std::string default_system;
+    if (!args.no_system && !s.tokenizer->chat_template().empty()) {
+      auto info = worker::DetectChatTemplate(s.tokenizer->chat_template());
+      if (!info.ok()) return ReportError(info.status());
+      default_system = info->default_system_prompt;
+    }
     std::vector<worker::ChatMessage> messages;
     if (!args.system.empty()) messages.push_back({"system", args.system});
     messages.push_back({"user", args.prompt});
-    text = worker::ApplyChatML(messages, /*add_generation_prompt=*/true);
+    text = worker::ApplyChatML(messages, /*add_generation_prompt=*/true, default_system);
     encode.parse_special = true;
   }
   const std::vector<int32_t> prompt = s.tokenizer->Encode(text, encode);
@@ -90,7 +100,9 @@ void AddGenerateCommand(CLI::App& app, Action& run) {
   cmd->add_option("-m,--model", args->model, "GGUF file or Hugging Face model directory")->required();
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   cmd->add_flag("--chat", args->chat, "Wrap the prompt as a user turn in the ChatML template");
-  cmd->add_option("--system", args->system, "System message for --chat (none by default)");
+  cmd->add_option("--system", args->system,
+                  "System message for --chat (default: the one the model's chat template adds)");
+  cmd->add_flag("--no-system", args->no_system, "With --chat: no system message at all");
   cmd->add_option("-n,--max-tokens", args->n, "Tokens to generate at most")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--temp", args->temp, "Sampling temperature; 0 is greedy")

@@ -1,7 +1,7 @@
 #pragma once
 // Exit codes of the `ripplekv` command (documented in README.md):
 //   0  success
-//   1  the work failed (internal error, data loss, resources)
+//   1  the work failed (internal error, resources) or data is lost (truncated/corrupt file)
 //   2  bad usage or bad input (unknown flag, invalid argument, file not found, unsupported model)
 //   3  unavailable (a remote service could not be reached; retry later)
 

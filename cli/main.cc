@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"RippleKV: per-layer KV-cache budgets by measurement"};
   app.require_subcommand(1);
+  app.fallthrough();  // -v / -q also work after the subcommand
   bool verbose = false;
   bool quiet = false;
   app.add_flag("-v,--verbose", verbose, "Debug logging on stderr");

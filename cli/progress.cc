@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "spdlog/spdlog.h"
+
 namespace ripplekv::cli {
 
 namespace {
@@ -33,6 +35,7 @@ Progress::~Progress() {
 }
 
 void Progress::Update(int64_t done) {
+  if (spdlog::get_level() > spdlog::level::info) return;  // --quiet
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double since = std::chrono::duration<double>(now - last_print_).count();

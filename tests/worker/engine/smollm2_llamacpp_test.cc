@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "nlohmann/json.hpp"
+#include "kernels/ops/softmax.h"
 #include "worker/engine/perplexity.h"
 #include "worker/engine/transformer.h"
 #include "worker/model/gguf_reader.h"
@@ -22,13 +23,19 @@ namespace ripplekv::worker {
 namespace {
 
 // llama.cpp's CPU path multiplies quantized weights with activations quantized to 8 bits
-// (Q8_1 blocks), our engine keeps activations in fp32: logits differ by up to ~0.1-0.3 on this
-// model. Where llama.cpp's own top-2 margin is below kArgmaxMargin the two may legitimately pick
-// different argmaxes; elsewhere they must agree.
+// (Q8_1 blocks); our engine keeps activations in fp32. Measured against an exact fp64 forward on
+// the same dequantized weights (scripts/make-fixtures --exact-check), llama.cpp's logits are off
+// by up to 1.25 (mean 0.15-0.38 over the top-10 ids) and its argmax flips where its top-2 margin
+// is below 0.26. The bounds below leave ~20% headroom over that; a real bug (RoPE pairing, mask
+// off by one, wrong norm) moves logits by several units and flips confident argmaxes.
 constexpr double kArgmaxMargin = 0.5;
-constexpr double kMaxTop10AbsError = 0.75;   // logits, over llama.cpp's top-10 ids
-constexpr double kMeanTop10AbsError = 0.15;  // averaged over all positions and ids
-constexpr double kPerplexityRelTol = 0.01;   // the bound: within 1%
+constexpr double kMaxTop10AbsError = 1.5;   // logits, over llama.cpp's top-10 ids
+constexpr double kMeanTop10AbsError = 0.25; // averaged over all positions and ids
+constexpr double kMaxLseAbsError = 1.0;     // full-vocabulary log-sum-exp per position
+// Perplexity: the bound against llama.cpp, and a tight one against the exact fp64
+// reference (which our fp32 engine should reproduce to rounding).
+constexpr double kPerplexityRelTol = 0.01;
+constexpr double kExactPerplexityRelTol = 1e-4;
 
 nlohmann::json ReadFixture(const std::string& name) {
   std::ifstream in(std::string(RIPPLEKV_FIXTURES_DIR) + "/llamacpp/" + name);
@@ -74,7 +81,7 @@ Tokenizer* SmolLM2Test::tokenizer_ = nullptr;
 TEST_F(SmolLM2Test, LogitsAgreeWithLlamaCpp) {
   const nlohmann::json fixture = ReadFixture("logits.json");
   const int vocab = model_->config.vocab_size;
-  double sum_err = 0, max_err = 0;
+  double sum_err = 0, max_err = 0, max_lse_err = 0;
   int64_t n_err = 0, checked = 0, agreed = 0;
   for (const auto& prompt : fixture["prompts"]) {
     const std::vector<int32_t> ids = prompt["ids"].get<std::vector<int32_t>>();
@@ -92,6 +99,9 @@ TEST_F(SmolLM2Test, LogitsAgreeWithLlamaCpp) {
         max_err = std::max(max_err, err);
         ++n_err;
       }
+      std::vector<float> lse(1);
+      ASSERT_TRUE(kernels::LogSumExp({}, kernels::ConstTensorView(row, {1, vocab}), lse).ok());
+      max_lse_err = std::max(max_lse_err, std::abs(lse[0] - positions[i]["lse"].get<double>()));
       const int ours = static_cast<int>(std::max_element(row, row + vocab) - row);
       if (positions[i]["margin"].get<double>() > kArgmaxMargin) {
         ++checked;
@@ -103,12 +113,13 @@ TEST_F(SmolLM2Test, LogitsAgreeWithLlamaCpp) {
     }
   }
   std::printf("logits vs llama.cpp: %lld positions with margin > %.2f, %lld same argmax; "
-              "top-10 abs error max %.4f mean %.4f\n",
+              "top-10 abs error max %.4f mean %.4f; lse abs error max %.4f\n",
               static_cast<long long>(checked), kArgmaxMargin, static_cast<long long>(agreed),
-              max_err, sum_err / n_err);
+              max_err, sum_err / n_err, max_lse_err);
   EXPECT_GT(checked, 100);
   EXPECT_LT(max_err, kMaxTop10AbsError);
   EXPECT_LT(sum_err / n_err, kMeanTop10AbsError);
+  EXPECT_LT(max_lse_err, kMaxLseAbsError);
 }
 
 TEST_F(SmolLM2Test, PerplexityWithinOnePercentOfLlamaCpp) {
@@ -128,16 +139,26 @@ TEST_F(SmolLM2Test, PerplexityWithinOnePercentOfLlamaCpp) {
 
   for (const auto& run : fixture["runs"]) {
     const int n_ctx = run["n_ctx"].get<int>();
-    const int n_chunks = run["first_chunks"]["n_chunks"].get<int>();
-    const double expected = run["first_chunks"]["ppl"].get<double>();
-    auto r = ComputePerplexity(
-        *transformer_, tokens,
-        {.n_ctx = n_ctx, .max_chunks = n_chunks,
-         .bos_id = tokenizer_->add_bos() ? tokenizer_->bos_id() : -1});
+    auto r = ComputePerplexity(*transformer_, tokens,
+                               {.n_ctx = n_ctx,
+                                .bos_id = tokenizer_->add_bos() ? tokenizer_->bos_id() : -1});
     ASSERT_TRUE(r.ok()) << r.status();
-    std::printf("perplexity ctx %d, %d chunks: ours %.4f, llama.cpp %.4f (%.3f%%)\n", n_ctx,
-                n_chunks, r->ppl, expected, 100.0 * (r->ppl / expected - 1.0));
-    EXPECT_NEAR(r->ppl, expected, kPerplexityRelTol * expected) << "n_ctx " << n_ctx;
+    const double llama = run["ppl"].get<double>();
+    ASSERT_EQ(r->n_chunks, run["n_chunks"].get<int>());
+    std::printf("perplexity ctx %d, %d chunks: ours %.4f, llama.cpp %.4f (%+.3f%%)\n", n_ctx,
+                r->n_chunks, r->ppl, llama, 100.0 * (r->ppl / llama - 1.0));
+    EXPECT_NEAR(r->ppl, llama, kPerplexityRelTol * llama) << "n_ctx " << n_ctx;
+
+    // The exact fp64 reference covers the first chunks only.
+    const auto& exact = run["exact_fp32_first_chunks"];
+    const int k = exact["n_chunks"].get<int>();
+    double nll = 0;
+    for (int c = 0; c < k; ++c) nll += r->chunk_nll_sum[c];
+    const double ours_k = std::exp(nll / (static_cast<double>(k) * (n_ctx - 1 - n_ctx / 2)));
+    const double exact_k = exact["ppl"].get<double>();
+    std::printf("perplexity ctx %d, first %d chunks: ours %.6f, exact fp64 %.6f (%+.5f%%)\n",
+                n_ctx, k, ours_k, exact_k, 100.0 * (ours_k / exact_k - 1.0));
+    EXPECT_NEAR(ours_k, exact_k, kExactPerplexityRelTol * exact_k) << "n_ctx " << n_ctx;
   }
 }
 
