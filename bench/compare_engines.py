@@ -27,7 +27,12 @@ def ripplekv(build, model, threads):
          "--benchmark_report_aggregates_only=true"],
         check=True, capture_output=True, text=True).stdout
     rows = {b["name"]: b for b in json.loads(out)["benchmarks"]}
-    pick = lambda name: rows[f"{name}/real_time_median"]["tok_s"]
+
+    def pick(prefix):  # names look like BM_Prefill/512/min_time:3.000/real_time_median
+        for name, row in rows.items():
+            if name.startswith(prefix + "/") and name.endswith("real_time_median"):
+                return row["tok_s"]
+        raise KeyError(f"{prefix}: not in engine_bench output")
     return {"engine": "ripplekv", "threads": threads,
             "prefill_512_tok_s": pick("BM_Prefill/512"),
             "prefill_2048_tok_s": pick("BM_Prefill/2048"),

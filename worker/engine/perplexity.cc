@@ -34,11 +34,12 @@ StatusOr<PerplexityResult> ComputePerplexity(const Transformer& model,
     if (options.bos_id >= 0) chunk[0] = options.bos_id;
     cache.Clear();
     ASSIGN_OR_RETURN(ForwardResult out,
-                     model.Forward({.tokens = chunk, .logits = LogitRows::kAll}, cache));
+                     model.Forward({.tokens = chunk, .logits = LogitRows::kAll, .first_logit_row = first},
+                                   cache));
     const int n_scored = n_ctx - 1 - first;
     std::vector<float> lse(n_scored);
-    kernels::ConstTensorView rows(out.logits.data() + static_cast<int64_t>(first) * vocab,
-                                  {n_scored, vocab});
+    // Logit rows start at position `first`; the last row (position n_ctx-1) is not scored.
+    kernels::ConstTensorView rows(out.logits.data(), {n_scored, vocab});
     RETURN_IF_ERROR(kernels::LogSumExp(model.op_context(), rows, lse));
     double chunk_sum = 0.0;
     for (int i = 0; i < n_scored; ++i) {

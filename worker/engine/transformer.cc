@@ -99,6 +99,10 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
     return absl::InvalidArgumentError(absl::StrCat(positions.size(), " positions for ", n,
                                                    " tokens"));
   }
+  if (request.first_logit_row < 0 || request.first_logit_row >= n) {
+    return absl::InvalidArgumentError(absl::StrCat("first_logit_row ", request.first_logit_row,
+                                                   " outside [0, ", n, ")"));
+  }
   for (int32_t r : request.record_rows) {
     if (r < 0 || r >= n) {
       return absl::InvalidArgumentError(absl::StrCat("record row ", r, " outside [0, ", n, ")"));
@@ -145,8 +149,12 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
 
   if (request.logits != LogitRows::kNone) {
     Tensor rows;
-    if (request.logits == LogitRows::kAll) {
+    if (request.logits == LogitRows::kAll && request.first_logit_row == 0) {
       rows = std::move(x);
+    } else if (request.logits == LogitRows::kAll) {
+      std::vector<int32_t> keep(n - request.first_logit_row);
+      std::iota(keep.begin(), keep.end(), request.first_logit_row);
+      rows = GatherRows(x, keep);
     } else {
       const int32_t last = static_cast<int32_t>(n - 1);
       rows = GatherRows(x, std::span<const int32_t>(&last, 1));

@@ -42,12 +42,15 @@ struct ForwardRequest {
   // [n, d_model] residual-stream input of `start_layer`; required when start_layer > 0.
   const kernels::Tensor* layer_input = nullptr;
   LogitRows logits = LogitRows::kLast;
+  // With LogitRows::kAll: logits only for rows [first_logit_row, n) (perplexity scores only the
+  // second half of a chunk; the LM head is a large share of the cost).
+  int first_logit_row = 0;
   // Rows (indices into this call's tokens, increasing) whose input to every layer run is recorded.
   std::span<const int32_t> record_rows;
 };
 
 struct ForwardResult {
-  kernels::Tensor logits;  // [rows, vocab_size], rows per ForwardRequest::logits
+  kernels::Tensor logits;  // [rows, vocab_size], rows per ForwardRequest::logits and first_logit_row
   // layer_inputs[l]: [record_rows.size(), d_model] for l in [start_layer, n_layers); empty below.
   std::vector<kernels::Tensor> layer_inputs;
 };

@@ -117,6 +117,22 @@ TEST(TransformerTest, ResultsDoNotDependOnThreadCount) {
   EXPECT_EQ(logits[0], logits[1]);
 }
 
+TEST(TransformerTest, FirstLogitRowReturnsTheTailOfAllLogits) {
+  const Model m = MakeTinyModel();
+  const Transformer t = MakeTransformer(m);
+  const auto tokens = Tokens(12, m.config.vocab_size);
+  KvCache a(m.config, 12), b(m.config, 12);
+  auto all = t.Forward({.tokens = tokens, .logits = LogitRows::kAll}, a);
+  auto tail = t.Forward({.tokens = tokens, .logits = LogitRows::kAll, .first_logit_row = 5}, b);
+  ASSERT_TRUE(all.ok() && tail.ok());
+  ASSERT_EQ(tail->logits.dim(0), 7);
+  const int v = m.config.vocab_size;
+  // Equal up to GEMM rounding: BLAS may order a row's sums differently for another row count.
+  for (int i = 0; i < 7 * v; ++i) {
+    EXPECT_NEAR(tail->logits.data()[i], all->logits.data()[5 * v + i], 1e-5) << i;
+  }
+}
+
 TEST(TransformerTest, RejectsTokenOutsideVocabulary) {
   const Model m = MakeTinyModel();
   const Transformer t = MakeTransformer(m);
