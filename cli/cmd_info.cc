@@ -1,7 +1,6 @@
 // ripplekv info MODEL [--json]: architecture, shapes, tensor types, tokenizer and hash.
 
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <string>
 
@@ -10,7 +9,6 @@
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
 #include "nlohmann/json.hpp"
-#include "worker/model/gguf_reader.h"
 #include "worker/model/model_hash.h"
 #include "worker/model/model_loader.h"
 
@@ -23,33 +21,17 @@ struct InfoArgs {
 };
 
 int RunInfo(const InfoArgs& args) {
-  auto format = worker::DetectModelFormat(args.model);
-  if (!format.ok()) return ReportError(format.status());
-  nlohmann::json j;
+  auto summary = worker::DescribeModel(args.model);
+  if (!summary.ok()) return ReportError(summary.status());
+  const worker::ModelConfig& c = summary->config;
+  nlohmann::ordered_json j;
   j["path"] = args.model;
-  j["format"] = *format == worker::ModelFormat::kGguf ? "gguf" : "safetensors";
-  if (*format == worker::ModelFormat::kGguf) {
-    auto file = worker::GgufFile::Open(args.model);
-    if (!file.ok()) return ReportError(file.status());
-    std::map<std::string, int> types;
-    for (const auto& t : (*file)->tensors()) ++types[std::string(kernels::TraitsOf(t.type).name)];
-    j["gguf_version"] = (*file)->version();
-    j["tensor_types"] = types;
-    j["tensors"] = (*file)->tensors().size();
-  }
-  auto model = worker::LoadModel(args.model);
-  if (!model.ok()) return ReportError(model.status());
-  const worker::ModelConfig& c = model->config;
-  int64_t params = model->tok_embeddings.numel() + model->output_norm.numel() + model->output.numel();
-  for (const auto& l : model->layers) {
-    for (const kernels::Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv,
-                                     &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
-      params += t->numel();
-    }
-  }
+  j["format"] = summary->format == worker::ModelFormat::kGguf ? "gguf" : "safetensors";
+  if (summary->format == worker::ModelFormat::kGguf) j["gguf_version"] = summary->gguf_version;
+  j["tensor_types"] = summary->tensor_types;
+  j["parameters"] = summary->parameters;
   j["name"] = c.name;
   j["architecture"] = c.architecture;
-  j["parameters"] = params;
   j["layers"] = c.n_layers;
   j["d_model"] = c.d_model;
   j["heads"] = c.n_heads;
@@ -63,7 +45,7 @@ int RunInfo(const InfoArgs& args) {
   j["rms_eps"] = c.rms_eps;
   j["tied_embeddings"] = c.tied_embeddings;
   j["qkv_bias"] = c.qkv_bias;
-  // KV cache cost per token: K and V, every layer and KV head, fp32 here (fp16 in most servers).
+  // KV cache cost per token: K and V, every layer and KV head, at fp16 as most servers keep it.
   j["kv_bytes_per_token_fp16"] = 2LL * c.n_layers * c.n_kv_heads * c.head_dim * 2;
   auto tokenizer = OpenTokenizer(args.model);
   if (!tokenizer.ok()) return ReportError(tokenizer.status());

@@ -91,6 +91,20 @@ TEST(CliTest, GreedyGenerationOnSmolLM2IsDeterministicAndJsonParses) {
   EXPECT_NE(ja["text"].get<std::string>().find("Paris"), std::string::npos) << a.out;
 }
 
+TEST(CliTest, InfoOnSmolLM2ReadsHeadersOnly) {
+  if (ModelPath() == nullptr) GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF not set";
+  const CliResult r = RunCli(std::string("info --json ") + ModelPath());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["architecture"], "llama");
+  EXPECT_EQ(j["layers"], 30);
+  EXPECT_EQ(j["kv_heads"], 3);
+  EXPECT_EQ(j["format"], "gguf");
+  // 134.5M weights, tied embeddings (no separate output matrix).
+  EXPECT_NEAR(j["parameters"].get<double>(), 134.5e6, 0.5e6);
+  EXPECT_EQ(j["sha256"], "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+}
+
 TEST(CliTest, BadFlagValueIsUsageError) {
   const CliResult r = RunCli("generate --model x --prompt y --temp -1");
   EXPECT_EQ(r.exit_code, 2);

@@ -8,6 +8,7 @@
 #include "worker/model/gguf_model_loader.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/hf_model_loader.h"
+#include "worker/model/safetensors_reader.h"
 
 namespace ripplekv::worker {
 
@@ -31,6 +32,31 @@ StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
         path, ": not a GGUF file (offset 0: magic is not \"GGUF\") and not a model directory"));
   }
   return ModelFormat::kGguf;
+}
+
+StatusOr<ModelSummary> DescribeModel(const std::string& path) {
+  ModelSummary summary;
+  ASSIGN_OR_RETURN(summary.format, DetectModelFormat(path));
+  if (summary.format == ModelFormat::kGguf) {
+    ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+    ASSIGN_OR_RETURN(summary.config, ReadGgufConfig(*file));
+    summary.gguf_version = file->version();
+    for (const GgufTensorInfo& t : file->tensors()) {
+      int64_t n = 1;
+      for (int64_t d : t.dims) n *= d;
+      summary.parameters += n;
+      ++summary.tensor_types[std::string(kernels::TraitsOf(t.type).name)];
+    }
+    return summary;
+  }
+  ASSIGN_OR_RETURN(summary.config, LoadHfConfig(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsModelFiles> files, SafetensorsModelFiles::Open(path));
+  for (const std::string& name : files->TensorNames()) {
+    const SafetensorsTensorInfo* t = files->FindTensor(name);
+    summary.parameters += kernels::NumElements(t->shape);
+    ++summary.tensor_types[std::string(SafetensorsDtypeName(t->dtype))];
+  }
+  return summary;
 }
 
 StatusOr<Model> LoadModel(const std::string& path) {

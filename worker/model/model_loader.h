@@ -1,6 +1,8 @@
 #pragma once
 // One entry point for every supported model format.
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include "kernels/base/status.h"
@@ -16,5 +18,15 @@ StatusOr<ModelFormat> DetectModelFormat(const std::string& path);
 
 // Loads and dequantizes the model at `path` (GGUF file or Hugging Face directory).
 StatusOr<Model> LoadModel(const std::string& path);
+
+// What a model file holds, read from its headers only (no weight is decoded: cheap for any size).
+struct ModelSummary {
+  ModelFormat format = ModelFormat::kGguf;
+  uint32_t gguf_version = 0;                // 0 for safetensors
+  ModelConfig config;
+  int64_t parameters = 0;                   // elements over all weight tensors
+  std::map<std::string, int> tensor_types;  // storage type name -> tensor count
+};
+StatusOr<ModelSummary> DescribeModel(const std::string& path);
 
 }  // namespace ripplekv::worker
