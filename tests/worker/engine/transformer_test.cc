@@ -99,7 +99,9 @@ TEST(TransformerTest, ResumingAtALayerFromRecordedInputsReproducesLogits) {
                              full->logits.numel() * sizeof(float)))
         << "resume at layer " << l;
     EXPECT_EQ(fresh.length(l), n);
-    if (l > 0) EXPECT_EQ(fresh.length(l - 1), 0) << "layers below start_layer are not touched";
+    if (l > 0) {
+      EXPECT_EQ(fresh.length(l - 1), 0) << "layers below start_layer are not touched";
+    }
   }
 }
 
