@@ -8,20 +8,32 @@ namespace ripplekv::kernels {
 Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
                        std::span<const int32_t> q_positions, const KvCacheView& cache, float scale,
                        const TensorView& out) {
+  return CausalAttention(ctx, q, q_positions, std::span<const KvCacheView>(&cache, 1), scale, out);
+}
+
+Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
+                       std::span<const int32_t> q_positions, std::span<const KvCacheView> segments,
+                       float scale, const TensorView& out) {
   constexpr const char* kOp = "CausalAttention";
   if (q.rank() != 3) return internal::ShapeError(kOp, "q must be [M, n_heads, head_dim]", q.shape);
+  if (segments.empty()) return absl::InvalidArgumentError("CausalAttention: no cache segment");
   const int64_t n_heads = q.dim(1);
-  if (cache.n_kv_heads <= 0 || n_heads % cache.n_kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", n_heads,
-                                                   " query heads not a multiple of ",
-                                                   cache.n_kv_heads, " kv heads"));
-  }
-  if (q.dim(2) != cache.head_dim) {
-    return internal::ShapeError(kOp, absl::StrCat("head_dim must be ", cache.head_dim), q.shape);
-  }
-  if (cache.length < 0 || cache.length > cache.capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": cache length ", cache.length,
-                                                   " outside [0, ", cache.capacity, "]"));
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const KvCacheView& cache = segments[s];
+    if (cache.n_kv_heads <= 0 || n_heads % cache.n_kv_heads != 0 ||
+        cache.n_kv_heads != segments[0].n_kv_heads) {
+      return absl::InvalidArgumentError(absl::StrCat(kOp, ": segment ", s, ": ", n_heads,
+                                                     " query heads vs ", cache.n_kv_heads,
+                                                     " kv heads"));
+    }
+    if (q.dim(2) != cache.head_dim) {
+      return internal::ShapeError(kOp, absl::StrCat("head_dim must be ", cache.head_dim), q.shape);
+    }
+    if (cache.length < 0 || cache.length > cache.capacity) {
+      return absl::InvalidArgumentError(absl::StrCat(kOp, ": segment ", s, ": cache length ",
+                                                     cache.length, " outside [0, ", cache.capacity,
+                                                     "]"));
+    }
   }
   if (out.shape != q.shape) return internal::ShapeError(kOp, "out must match q", out.shape);
   if (static_cast<int64_t>(q_positions.size()) != q.dim(0)) {
@@ -29,8 +41,8 @@ Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
                                                    " positions for ", q.dim(0), " queries"));
   }
   RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, q, out));
-  cpu::CausalAttention(ctx.num_threads, q.data, q_positions.data(), q.dim(0), n_heads, cache, scale,
-                       out.data);
+  cpu::CausalAttention(ctx.num_threads, q.data, q_positions.data(), q.dim(0), n_heads, segments,
+                       scale, out.data);
   return absl::OkStatus();
 }
 

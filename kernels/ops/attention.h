@@ -30,4 +30,13 @@ struct KvCacheView {
                                      std::span<const int32_t> q_positions, const KvCacheView& cache,
                                      float scale, const TensorView& out);
 
+// Same, over the union of several caches ("segments"): the keys a query sees are those of every
+// segment, with one softmax across all of them. Calibration uses it to attend a probe to a shared
+// context segment plus the probe's own keys without copying the context per trial. Segments
+// must agree on n_kv_heads and head_dim; each is position-sorted on its own.
+[[nodiscard]] Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
+                                     std::span<const int32_t> q_positions,
+                                     std::span<const KvCacheView> segments, float scale,
+                                     const TensorView& out);
+
 }  // namespace ripplekv::kernels

@@ -134,6 +134,38 @@ TEST_P(OpsTest, AttentionMatchesNaiveOnACacheWithGapsAndGqa) {
     }
 }
 
+TEST_P(OpsTest, AttentionOverTwoSegmentsEqualsOneCombinedCache) {
+  // A context segment (positions 0..7) and a probe segment (8..11) must behave like one cache
+  // holding all 12 entries, with one softmax across both.
+  const int hkv = 2, hq = 4, d = 8, nctx = 8, nprobe = 4;
+  Tensor all_k = Random({hkv, nctx + nprobe, d}, 11), all_v = Random({hkv, nctx + nprobe, d}, 12);
+  Tensor ctx_k({hkv, nctx, d}), ctx_v({hkv, nctx, d}), pr_k({hkv, nprobe, d}), pr_v({hkv, nprobe, d});
+  std::vector<int32_t> all_pos(hkv * (nctx + nprobe)), ctx_pos(hkv * nctx), pr_pos(hkv * nprobe);
+  for (int h = 0; h < hkv; ++h)
+    for (int j = 0; j < nctx + nprobe; ++j) {
+      all_pos[h * (nctx + nprobe) + j] = j;
+      const float* k = all_k.data() + (h * (nctx + nprobe) + j) * d;
+      const float* v = all_v.data() + (h * (nctx + nprobe) + j) * d;
+      if (j < nctx) {
+        std::copy_n(k, d, ctx_k.data() + (h * nctx + j) * d);
+        std::copy_n(v, d, ctx_v.data() + (h * nctx + j) * d);
+        ctx_pos[h * nctx + j] = j;
+      } else {
+        std::copy_n(k, d, pr_k.data() + (h * nprobe + j - nctx) * d);
+        std::copy_n(v, d, pr_v.data() + (h * nprobe + j - nctx) * d);
+        pr_pos[h * nprobe + j - nctx] = j;
+      }
+    }
+  Tensor q = Random({nprobe, hq, d}, 13), one({nprobe, hq, d}), two({nprobe, hq, d});
+  const std::vector<int32_t> qpos = {8, 9, 10, 11};
+  KvCacheView whole{all_k.data(), all_v.data(), all_pos.data(), hkv, nctx + nprobe, nctx + nprobe, d};
+  ASSERT_TRUE(CausalAttention(ctx(), q.view(), qpos, whole, 0.3f, one.view()).ok());
+  const KvCacheView segments[] = {{ctx_k.data(), ctx_v.data(), ctx_pos.data(), hkv, nctx, nctx, d},
+                                  {pr_k.data(), pr_v.data(), pr_pos.data(), hkv, nprobe, nprobe, d}};
+  ASSERT_TRUE(CausalAttention(ctx(), q.view(), qpos, segments, 0.3f, two.view()).ok());
+  for (int64_t i = 0; i < one.numel(); ++i) EXPECT_NEAR(one.data()[i], two.data()[i], 1e-5);
+}
+
 TEST_P(OpsTest, AttentionQueryWithNoVisibleKeyGetsZeros) {
   Tensor k = Random({1, 2, 4}, 1), v = Random({1, 2, 4}, 2), q = Random({1, 1, 4}, 3);
   const int32_t kpos[] = {5, 6};

@@ -109,43 +109,19 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
     }
   }
 
-  const int64_t hd = c.head_dim;
-  const int64_t q_width = static_cast<int64_t>(c.n_heads) * hd;
-  const int64_t kv_width = static_cast<int64_t>(c.n_kv_heads) * hd;
-  Tensor xn({n, d});
-  Tensor q({n, q_width}), k({n, kv_width}), v({n, kv_width}), attn({n, q_width});
-  Tensor gate({n, c.d_ff}), up({n, c.d_ff});
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
   ForwardResult result;
   result.layer_inputs.resize(c.n_layers);
-  for (int l = start; l < c.n_layers; ++l) {
-    const LayerWeights& w = model_->layers[l];
-    if (!request.record_rows.empty()) result.layer_inputs[l] = GatherRows(x, request.record_rows);
-
-    // Attention block.
-    RETURN_IF_ERROR(kernels::RmsNorm(ctx_, x.view(), w.attn_norm.view(), c.rms_eps, xn.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wq.view(), OptionalView(w.bq), q.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wk.view(), OptionalView(w.bk), k.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wv.view(), OptionalView(w.bv), v.view()));
-    TensorView q3{q.data(), {n, c.n_heads, hd}};     // [n, n_heads, head_dim]
-    TensorView k3{k.data(), {n, c.n_kv_heads, hd}};  // [n, n_kv_heads, head_dim]
-    RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, positions, q3));
-    RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, positions, k3));
-    RETURN_IF_ERROR(cache.Append(l, k.span(), v.span(), positions));
-    TensorView attn3{attn.data(), {n, c.n_heads, hd}};
-    RETURN_IF_ERROR(kernels::CausalAttention(ctx_, q3, positions, cache.View(l), scale, attn3));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, attn.view(), w.wo.view(), {}, x.view(),
-                                    {.accumulate = true}));
-
-    // Feed-forward block (SwiGLU).
-    RETURN_IF_ERROR(kernels::RmsNorm(ctx_, x.view(), w.ffn_norm.view(), c.rms_eps, xn.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_gate.view(), {}, gate.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_up.view(), {}, up.view()));
-    RETURN_IF_ERROR(kernels::SwiGlu(ctx_, gate.view(), up.view(), gate.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, gate.view(), w.w_down.view(), {}, x.view(),
-                                    {.accumulate = true}));
-  }
+  auto attend = [&cache, this](int layer, const TensorView& q3, Tensor& k, Tensor& v,
+                               std::span<const int32_t> pos, const TensorView& out) -> Status {
+    RETURN_IF_ERROR(cache.Append(layer, k.span(), v.span(), pos));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(model_->config.head_dim));
+    return kernels::CausalAttention(ctx_, q3, pos, cache.View(layer), scale, out);
+  };
+  RETURN_IF_ERROR(RunLayers(x, {.first = start,
+                                .positions = positions,
+                                .record_rows = request.record_rows,
+                                .layer_inputs = &result.layer_inputs},
+                            attend));
 
   if (request.logits != LogitRows::kNone) {
     Tensor rows;
@@ -159,13 +135,71 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
       const int32_t last = static_cast<int32_t>(n - 1);
       rows = GatherRows(x, std::span<const int32_t>(&last, 1));
     }
-    RETURN_IF_ERROR(
-        kernels::RmsNorm(ctx_, rows.view(), model_->output_norm.view(), c.rms_eps, rows.view()));
-    result.logits = Tensor({rows.dim(0), c.vocab_size});
-    RETURN_IF_ERROR(
-        kernels::Linear(ctx_, rows.view(), model_->lm_head().view(), {}, result.logits.view()));
+    ASSIGN_OR_RETURN(result.logits, Logits(rows));
   }
   return result;
+}
+
+Status Transformer::RunLayers(Tensor& x, const LayerRange& range,
+                              const LayerAttention& attend) const {
+  const ModelConfig& c = model_->config;
+  const int end = range.end < 0 ? c.n_layers : range.end;
+  if (range.first < 0 || range.first > end || end > c.n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("layer range [", range.first, ", ", end,
+                                                   ") outside [0, ", c.n_layers, "]"));
+  }
+  const int64_t n = x.dim(0);
+  const int64_t d = c.d_model;
+  if (x.rank() != 2 || x.dim(1) != d || static_cast<int64_t>(range.positions.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("RunLayers: x ", kernels::ShapeString(x.shape()),
+                                                   " with ", range.positions.size(), " positions"));
+  }
+  const int64_t hd = c.head_dim;
+  const int64_t q_width = static_cast<int64_t>(c.n_heads) * hd;
+  const int64_t kv_width = static_cast<int64_t>(c.n_kv_heads) * hd;
+  Tensor xn({n, d});
+  Tensor q({n, q_width}), k({n, kv_width}), v({n, kv_width}), attn({n, q_width});
+  Tensor gate({n, c.d_ff}), up({n, c.d_ff});
+
+  for (int l = range.first; l < end; ++l) {
+    const LayerWeights& w = model_->layers[l];
+    if (range.layer_inputs != nullptr && !range.record_rows.empty()) {
+      (*range.layer_inputs)[l] = GatherRows(x, range.record_rows);
+    }
+
+    // Attention block.
+    RETURN_IF_ERROR(kernels::RmsNorm(ctx_, x.view(), w.attn_norm.view(), c.rms_eps, xn.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wq.view(), OptionalView(w.bq), q.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wk.view(), OptionalView(w.bk), k.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wv.view(), OptionalView(w.bv), v.view()));
+    TensorView q3{q.data(), {n, c.n_heads, hd}};     // [n, n_heads, head_dim]
+    TensorView k3{k.data(), {n, c.n_kv_heads, hd}};  // [n, n_kv_heads, head_dim]
+    RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, range.positions, q3));
+    RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, range.positions, k3));
+    TensorView attn3{attn.data(), {n, c.n_heads, hd}};
+    RETURN_IF_ERROR(attend(l, q3, k, v, range.positions, attn3));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, attn.view(), w.wo.view(), {}, x.view(),
+                                    {.accumulate = true}));
+
+    // Feed-forward block (SwiGLU).
+    RETURN_IF_ERROR(kernels::RmsNorm(ctx_, x.view(), w.ffn_norm.view(), c.rms_eps, xn.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_gate.view(), {}, gate.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_up.view(), {}, up.view()));
+    RETURN_IF_ERROR(kernels::SwiGlu(ctx_, gate.view(), up.view(), gate.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, gate.view(), w.w_down.view(), {}, x.view(),
+                                    {.accumulate = true}));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<Tensor> Transformer::Logits(const Tensor& rows) const {
+  const ModelConfig& c = model_->config;
+  Tensor normed({rows.dim(0), c.d_model});
+  RETURN_IF_ERROR(
+      kernels::RmsNorm(ctx_, rows.view(), model_->output_norm.view(), c.rms_eps, normed.view()));
+  Tensor logits({rows.dim(0), c.vocab_size});
+  RETURN_IF_ERROR(kernels::Linear(ctx_, normed.view(), model_->lm_head().view(), {}, logits.view()));
+  return logits;
 }
 
 }  // namespace ripplekv::worker

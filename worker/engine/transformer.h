@@ -11,6 +11,7 @@
 // needs its own KvCache. Results do not depend on options.num_threads.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -55,6 +56,23 @@ struct ForwardResult {
   std::vector<kernels::Tensor> layer_inputs;
 };
 
+// Attention of one layer, pluggable so callers can supply their own key/value sources.
+// q: [n, n_heads, head_dim] (RoPE applied); k, v: [n, n_kv_heads * head_dim] projections of the
+// same rows (k RoPE'd), mutable so a caller may perturb them; out: [n, n_heads, head_dim].
+using LayerAttention =
+    std::function<Status(int layer, const kernels::TensorView& q, kernels::Tensor& k,
+                         kernels::Tensor& v, std::span<const int32_t> positions,
+                         const kernels::TensorView& out)>;
+
+struct LayerRange {
+  int first = 0;  // first layer to run
+  int end = -1;   // one past the last layer; -1 means n_layers
+  std::span<const int32_t> positions;  // [n] positions of the rows
+  // Rows whose input to each layer run is copied into (*layer_inputs)[l] ([rows, d_model]).
+  std::span<const int32_t> record_rows;
+  std::vector<kernels::Tensor>* layer_inputs = nullptr;
+};
+
 class Transformer {
  public:
   // `model` must outlive the Transformer. Errors: InvalidArgument when the model's rope settings
@@ -69,6 +87,14 @@ class Transformer {
   // Runs the layers [start_layer, n_layers) over the request's tokens. Errors: InvalidArgument
   // (token id out of range, bad positions, missing layer_input), ResourceExhausted (cache full).
   [[nodiscard]] StatusOr<ForwardResult> Forward(const ForwardRequest& request, KvCache& cache) const;
+
+  // Building blocks of Forward for callers that batch their own sequences (calibration):
+  // runs layers [range.first, range.end) over the residual stream x ([n, d_model], updated in
+  // place) with `attend` doing each layer's attention.
+  [[nodiscard]] Status RunLayers(kernels::Tensor& x, const LayerRange& range,
+                                 const LayerAttention& attend) const;
+  // Final norm and LM head: rows [r, d_model] of the residual stream → logits [r, vocab_size].
+  [[nodiscard]] StatusOr<kernels::Tensor> Logits(const kernels::Tensor& rows) const;
 
  private:
   Transformer(const Model& model, const TransformerOptions& options, kernels::RopeTable rope);

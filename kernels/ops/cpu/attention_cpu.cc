@@ -1,7 +1,8 @@
 // Causal GQA attention on the CPU. For each query head and block of queries: scores = Q K^T
-// (BLAS, over the key prefix the block can see), masked softmax, out = P V (BLAS). Query heads
-// read their group's KV head in place (no repeated copies). The work items (head, block) are
-// independent and each is computed the same way whatever the thread count.
+// (BLAS, over the key prefix of each segment the block can see), one masked softmax across all
+// segments, out = sum over segments of P V (BLAS). Query heads read their group's KV head in
+// place (no repeated copies). The work items (head, block) are independent and each is computed
+// the same way whatever the thread count.
 
 #include <cblas.h>
 
@@ -42,18 +43,22 @@ void MaskedSoftmax(float* row, const int32_t* kpos, int64_t n, int32_t qpos) {
 }  // namespace
 
 void CausalAttention(int num_threads, const float* q, const int32_t* q_positions, int64_t m,
-                     int64_t n_heads, const KvCacheView& cache, float scale, float* out) {
+                     int64_t n_heads, std::span<const KvCacheView> segments, float scale,
+                     float* out) {
   UseSingleThreadedBlas();
-  const int64_t d = cache.head_dim;
-  const int64_t group = n_heads / cache.n_kv_heads;
+  const int64_t d = segments[0].head_dim;
+  const int64_t group = n_heads / segments[0].n_kv_heads;
   const int64_t n_blocks = (m + kQueryBlock - 1) / kQueryBlock;
   const int64_t row_stride = n_heads * d;  // between consecutive queries of one head
   const int64_t n_items = n_heads * n_blocks;
+  const int64_t n_segments = static_cast<int64_t>(segments.size());
 
   // BLAS is single-threaded (see linear_cpu.cc); the parallelism is over work items.
 #pragma omp parallel num_threads(num_threads) if (n_items > 1)
   {
     std::vector<float> scores;
+    std::vector<int32_t> key_positions;
+    std::vector<int64_t> n_keys(n_segments), offset(n_segments + 1);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < n_items; ++item) {
       const int64_t h = item / n_blocks;
@@ -61,26 +66,42 @@ void CausalAttention(int num_threads, const float* q, const int32_t* q_positions
       const int64_t kvh = h / group;
       const int64_t q0 = b * kQueryBlock;
       const int64_t nq = std::min(kQueryBlock, m - q0);
-      const float* kh = cache.k + kvh * cache.capacity * d;
-      const float* vh = cache.v + kvh * cache.capacity * d;
-      const int32_t* kpos = cache.positions + kvh * cache.capacity;
-      // Entries are in increasing position order, so the visible keys form a prefix.
       const int32_t max_qpos = *std::max_element(q_positions + q0, q_positions + q0 + nq);
-      const int64_t n_keys = std::upper_bound(kpos, kpos + cache.length, max_qpos) - kpos;
+      // Entries are in increasing position order, so each segment's visible keys are a prefix.
+      for (int64_t s = 0; s < n_segments; ++s) {
+        const int32_t* kpos = segments[s].positions + kvh * segments[s].capacity;
+        n_keys[s] = std::upper_bound(kpos, kpos + segments[s].length, max_qpos) - kpos;
+        offset[s + 1] = offset[s] + n_keys[s];
+      }
+      const int64_t total = offset[n_segments];
       float* o = out + q0 * row_stride + h * d;
-      if (n_keys == 0) {
+      if (total == 0) {
         for (int64_t i = 0; i < nq; ++i) std::fill(o + i * row_stride, o + i * row_stride + d, 0.f);
         continue;
       }
-      scores.resize(static_cast<size_t>(nq * n_keys));
+      scores.resize(static_cast<size_t>(nq * total));
+      key_positions.resize(static_cast<size_t>(total));
       const float* qh = q + q0 * row_stride + h * d;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, n_keys, d, scale, qh, row_stride, kh,
-                  d, 0.0f, scores.data(), n_keys);
-      for (int64_t i = 0; i < nq; ++i) {
-        MaskedSoftmax(scores.data() + i * n_keys, kpos, n_keys, q_positions[q0 + i]);
+      for (int64_t s = 0; s < n_segments; ++s) {
+        if (n_keys[s] == 0) continue;
+        const KvCacheView& seg = segments[s];
+        const float* kh = seg.k + kvh * seg.capacity * d;
+        std::copy_n(seg.positions + kvh * seg.capacity, n_keys[s], key_positions.data() + offset[s]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, n_keys[s], d, scale, qh,
+                    row_stride, kh, d, 0.0f, scores.data() + offset[s], total);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, d, n_keys, 1.0f, scores.data(),
-                  n_keys, vh, d, 0.0f, o, row_stride);
+      for (int64_t i = 0; i < nq; ++i) {
+        MaskedSoftmax(scores.data() + i * total, key_positions.data(), total, q_positions[q0 + i]);
+      }
+      bool first = true;
+      for (int64_t s = 0; s < n_segments; ++s) {
+        if (n_keys[s] == 0) continue;
+        const KvCacheView& seg = segments[s];
+        const float* vh = seg.v + kvh * seg.capacity * d;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, d, n_keys[s], 1.0f,
+                    scores.data() + offset[s], total, vh, d, first ? 0.0f : 1.0f, o, row_stride);
+        first = false;
+      }
     }
   }
 }
