@@ -26,7 +26,8 @@ void ApplyRope(int num_threads, const RopeTable& table, const int32_t* positions
                int64_t m, int64_t n_heads, int64_t head_dim);
 void SwiGlu(int num_threads, const float* gate, const float* up, float* out, int64_t n);
 void CausalAttention(int num_threads, const float* q, const int32_t* q_positions, int64_t m,
-                     int64_t n_heads, const KvCacheView& cache, float scale, float* out);
+                     int64_t n_heads, std::span<const KvCacheView> segments, float scale,
+                     float* out);
 void LogSumExp(int num_threads, const float* x, int64_t m, int64_t v, float* lse);
 
 }  // namespace ripplekv::kernels::cpu
