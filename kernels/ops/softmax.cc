@@ -29,4 +29,25 @@ Status LogSoftmax(const OpContext& ctx, const ConstTensorView& x, const TensorVi
   return absl::OkStatus();
 }
 
+Status KlDivergenceRows(const OpContext& ctx, const ConstTensorView& p_logits,
+                        const ConstTensorView& q_logits, std::span<float> out) {
+  constexpr const char* kOp = "KlDivergenceRows";
+  if (p_logits.rank() != 2 || p_logits.dim(1) == 0) {
+    return internal::ShapeError(kOp, "p_logits must be [M, V] with V > 0", p_logits.shape);
+  }
+  if (q_logits.shape != p_logits.shape) {
+    return internal::ShapeError(
+        kOp, absl::StrCat("q_logits must match p_logits ", ShapeString(p_logits.shape)),
+        q_logits.shape);
+  }
+  if (static_cast<int64_t>(out.size()) != p_logits.dim(0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": out must have ", p_logits.dim(0), " entries, got ", out.size()));
+  }
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, p_logits, q_logits));
+  cpu::KlDivergenceRows(ctx.num_threads, p_logits.data, q_logits.data, p_logits.dim(0),
+                        p_logits.dim(1), out.data());
+  return absl::OkStatus();
+}
+
 }  // namespace ripplekv::kernels

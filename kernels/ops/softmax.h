@@ -1,5 +1,6 @@
 #pragma once
-// Row-wise log-sum-exp and log-softmax in fp32 (max-subtracted, so no overflow).
+// Row-wise log-sum-exp, log-softmax and KL divergence of fp32 logits (max-subtracted, so no
+// overflow).
 
 #include <span>
 
@@ -14,5 +15,15 @@ namespace ripplekv::kernels {
 
 // x, y: [M, V] (y may alias x): y = x - logsumexp(x).
 [[nodiscard]] Status LogSoftmax(const OpContext& ctx, const ConstTensorView& x, const TensorView& y);
+
+// p_logits, q_logits: [M, V]. out: [M], out[i] = KL(softmax(p_i) || softmax(q_i)) in nats,
+// summed over the full vocabulary: sum_j P_ij (log P_ij - log Q_ij). Each row is max-subtracted,
+// the exponentials and the vocabulary sums are accumulated in double, and the result is clamped at
+// 0 (it can round a hair below). Identical rows give exactly 0. Logits should be finite; an entry
+// of -inf is a zero-probability token (a token with P > 0 and Q = 0 gives +inf).
+// InvalidArgument when the shapes differ, are not rank 2, V == 0 or out.size() != M.
+// Results do not depend on ctx.num_threads.
+[[nodiscard]] Status KlDivergenceRows(const OpContext& ctx, const ConstTensorView& p_logits,
+                                      const ConstTensorView& q_logits, std::span<float> out);
 
 }  // namespace ripplekv::kernels

@@ -75,16 +75,7 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
     x = request.layer_input->Clone();
   } else {
     if (start != 0) return absl::InvalidArgumentError("start_layer > 0 needs layer_input");
-    x = Tensor({static_cast<int64_t>(request.tokens.size()), d});
-    for (size_t i = 0; i < request.tokens.size(); ++i) {
-      const int32_t t = request.tokens[i];
-      if (t < 0 || t >= c.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat("token id ", t, " at index ", i,
-                                                       " outside the vocabulary [0, ",
-                                                       c.vocab_size, ")"));
-      }
-      std::memcpy(x.data() + i * d, model_->tok_embeddings.data() + t * d, d * sizeof(float));
-    }
+    ASSIGN_OR_RETURN(x, Embed(request.tokens));
   }
   const int64_t n = x.dim(0);
   if (n == 0) return absl::InvalidArgumentError("Forward: no tokens");
@@ -138,6 +129,22 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
     ASSIGN_OR_RETURN(result.logits, Logits(rows));
   }
   return result;
+}
+
+StatusOr<Tensor> Transformer::Embed(std::span<const int32_t> tokens) const {
+  const ModelConfig& c = model_->config;
+  const int64_t d = c.d_model;
+  Tensor x({static_cast<int64_t>(tokens.size()), d});
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t t = tokens[i];
+    if (t < 0 || t >= c.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", t, " at index ", i,
+                                                     " outside the vocabulary [0, ", c.vocab_size,
+                                                     ")"));
+    }
+    std::memcpy(x.data() + i * d, model_->tok_embeddings.data() + t * d, d * sizeof(float));
+  }
+  return x;
 }
 
 Status Transformer::RunLayers(Tensor& x, const LayerRange& range,

@@ -93,6 +93,8 @@ class Transformer {
   // place) with `attend` doing each layer's attention.
   [[nodiscard]] Status RunLayers(kernels::Tensor& x, const LayerRange& range,
                                  const LayerAttention& attend) const;
+  // Token embeddings: [n, d_model]. InvalidArgument for an id outside the vocabulary.
+  [[nodiscard]] StatusOr<kernels::Tensor> Embed(std::span<const int32_t> tokens) const;
   // Final norm and LM head: rows [r, d_model] of the residual stream → logits [r, vocab_size].
   [[nodiscard]] StatusOr<kernels::Tensor> Logits(const kernels::Tensor& rows) const;
 

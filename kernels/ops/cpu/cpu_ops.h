@@ -9,6 +9,7 @@
 #include "kernels/ops/activation.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/linear.h"
+#include "kernels/ops/noise.h"
 #include "kernels/ops/norm.h"
 #include "kernels/ops/rope.h"
 #include "kernels/ops/softmax.h"
@@ -29,5 +30,11 @@ void CausalAttention(int num_threads, const float* q, const int32_t* q_positions
                      int64_t n_heads, std::span<const KvCacheView> segments, float scale,
                      float* out);
 void LogSumExp(int num_threads, const float* x, int64_t m, int64_t v, float* lse);
+void KlDivergenceRows(int num_threads, const float* p_logits, const float* q_logits, int64_t m,
+                      int64_t v, float* out);
+void DrawNormals(int num_threads, const NoiseKey& key, const int32_t* positions, int64_t n,
+                 int kv_head, int64_t head_dim, float* out);
+void AddNormAdaptiveNoise(int num_threads, const NoiseKey& key, const int32_t* positions,
+                          int64_t n, int kv_head, float alpha, float* values, int64_t head_dim);
 
 }  // namespace ripplekv::kernels::cpu

@@ -1,0 +1,80 @@
+#include "kernels/ops/noise.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/dispatch.h"
+
+namespace ripplekv::kernels {
+namespace {
+
+// Counter fields packed into 16 bits (noise contract in noise.h).
+constexpr int64_t kMax16 = 65536;
+
+Status CheckNoiseArgs(const char* op, const NoiseKey& key, std::span<const int32_t> positions,
+                      int kv_head, int64_t head_dim) {
+  auto bad = [op](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
+  };
+  if (key.sample < 0) return bad(absl::StrCat("sample must be >= 0, got ", key.sample));
+  if (key.layer < 0 || key.layer >= kMax16) {
+    return bad(absl::StrCat("layer must be in [0, 65536), got ", key.layer));
+  }
+  if (key.trial < 0 || key.trial >= kMax16) {
+    return bad(absl::StrCat("trial must be in [0, 65536), got ", key.trial));
+  }
+  if (kv_head < 0 || kv_head >= kMax16) {
+    return bad(absl::StrCat("kv_head must be in [0, 65536), got ", kv_head));
+  }
+  if (head_dim <= 0 || head_dim % 4 != 0 || head_dim / 4 > kMax16) {
+    return bad(
+        absl::StrCat("head_dim must be a positive multiple of 4 and <= 262144, got ", head_dim));
+  }
+  for (size_t r = 0; r < positions.size(); ++r) {
+    if (positions[r] < 0) {
+      return bad(absl::StrCat("positions[", r, "] must be >= 0, got ", positions[r]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Status DrawNormals(const OpContext& ctx, const NoiseKey& key, std::span<const int32_t> positions,
+                   int kv_head, int head_dim, std::span<float> out) {
+  constexpr const char* kOp = "DrawNormals";
+  RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, kv_head, head_dim));
+  const int64_t n = static_cast<int64_t>(positions.size());
+  if (static_cast<int64_t>(out.size()) != n * head_dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": out must have ", n, " * ", head_dim, " entries, got ", out.size()));
+  }
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx));
+  cpu::DrawNormals(ctx.num_threads, key, positions.data(), n, kv_head, head_dim, out.data());
+  return absl::OkStatus();
+}
+
+Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
+                            std::span<const int32_t> positions, int kv_head, float alpha,
+                            const TensorView& values) {
+  constexpr const char* kOp = "AddNormAdaptiveNoise";
+  if (values.rank() != 2 || values.dim(0) != static_cast<int64_t>(positions.size())) {
+    return internal::ShapeError(
+        kOp, absl::StrCat("values must be [", positions.size(), " positions, head_dim]"),
+        values.shape);
+  }
+  RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, kv_head, values.dim(1)));
+  if (!(alpha >= 0.0f) || !std::isfinite(alpha)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": alpha must be finite and >= 0, got ", alpha));
+  }
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values));
+  if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
+  cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), kv_head, alpha,
+                            values.data, values.dim(1));
+  return absl::OkStatus();
+}
+
+}  // namespace ripplekv::kernels

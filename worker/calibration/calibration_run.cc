@@ -1,0 +1,48 @@
+#include "worker/calibration/calibration_run.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace ripplekv::worker {
+
+StatusOr<std::vector<TrialKl>> RunCalibration(const Transformer& model,
+                                              std::span<const CalibrationInput> samples,
+                                              const CalibrationOptions& options,
+                                              const CalibrationProgress& progress) {
+  if (samples.empty()) return absl::InvalidArgumentError("calibration needs at least one sample");
+  const int n_layers = model.config().n_layers;
+  std::vector<int> layers = options.layers;
+  if (layers.empty()) {
+    for (int l = 0; l < n_layers; ++l) layers.push_back(l);
+  }
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  for (int l : layers) {
+    if (l < 0 || l >= n_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("--layers: layer ", l, " outside [0, ",
+                                                     n_layers, ")"));
+    }
+  }
+  const int64_t total = static_cast<int64_t>(samples.size()) * layers.size();
+  int64_t done = 0;
+  std::vector<TrialKl> results;
+  results.reserve(total * options.trials.trials);
+  for (size_t s = 0; s < samples.size(); ++s) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SampleCalibrator> cal,
+                     SampleCalibrator::Prepare(model, static_cast<int>(s), samples[s].context,
+                                               samples[s].probe, options.mode));
+    for (int l : layers) {
+      ASSIGN_OR_RETURN(std::vector<double> kl, options.naive
+                                                   ? cal->RunLayerNaive(l, options.trials)
+                                                   : cal->RunLayer(l, options.trials));
+      for (int t = 0; t < static_cast<int>(kl.size()); ++t) {
+        results.push_back({static_cast<int>(s), l, t, kl[t]});
+      }
+      if (progress) progress(++done, total);
+    }
+  }
+  return results;
+}
+
+}  // namespace ripplekv::worker

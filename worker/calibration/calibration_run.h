@@ -1,0 +1,48 @@
+#pragma once
+// A whole local calibration: every sample x layer x trial of DESIGN.md §2, run in a canonical
+// order with one prefill per sample. The result is the raw KL of every trial; aggregation into a
+// profile (means, standard errors) is scheduler/budget/profile.h's AggregateProfile, shared with
+// the distributed service so both give bit-identical profiles.
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "worker/calibration/sample_calibrator.h"
+#include "worker/engine/transformer.h"
+
+namespace ripplekv::worker {
+
+struct CalibrationInput {
+  std::vector<int32_t> context;  // C tokens whose cache is perturbed
+  std::vector<int32_t> probe;    // W teacher-forced probe tokens
+};
+
+struct CalibrationOptions {
+  TrialOptions trials;                   // alpha, trials per (sample, layer), seed
+  PerturbMode mode = PerturbMode::kCache;
+  std::vector<int> layers;               // layers to measure; empty = all
+  bool naive = false;                    // reference path: a full forward per trial
+};
+
+// One measured trial.
+struct TrialKl {
+  int sample = 0;
+  int layer = 0;
+  int trial = 0;
+  double kl = 0.0;  // mean over probe positions of KL(clean || perturbed), nats
+};
+
+// Called after each (sample, layer) with (done, total) units of work.
+using CalibrationProgress = std::function<void(int64_t, int64_t)>;
+
+// Runs samples in order, layers in the given order (sorted, deduplicated), trials batched.
+// Errors: InvalidArgument (no samples, bad layer, alpha < 0, trials < 1), and the engine's.
+StatusOr<std::vector<TrialKl>> RunCalibration(const Transformer& model,
+                                              std::span<const CalibrationInput> samples,
+                                              const CalibrationOptions& options,
+                                              const CalibrationProgress& progress = nullptr);
+
+}  // namespace ripplekv::worker

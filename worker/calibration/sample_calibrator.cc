@@ -1,0 +1,279 @@
+#include "worker/calibration/sample_calibrator.h"
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/ops/attention.h"
+#include "kernels/ops/noise.h"
+#include "kernels/ops/softmax.h"
+
+namespace ripplekv::worker {
+
+using kernels::ConstTensorView;
+using kernels::KvCacheView;
+using kernels::NoiseKey;
+using kernels::Tensor;
+using kernels::TensorView;
+
+namespace {
+
+std::vector<int32_t> Iota(int n, int32_t first = 0) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+// Perturbs one KV head's value rows inside projection rows v: [n, n_kv_heads * head_dim].
+Status PerturbProjectedValues(const kernels::OpContext& ctx, const NoiseKey& key,
+                              std::span<const int32_t> positions, int n_kv_heads, int head_dim,
+                              float alpha, Tensor& v) {
+  const int64_t n = v.dim(0);
+  const int64_t row = static_cast<int64_t>(n_kv_heads) * head_dim;
+  Tensor head({n, head_dim});
+  for (int h = 0; h < n_kv_heads; ++h) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(head.data() + i * head_dim, v.data() + i * row + h * head_dim,
+                  head_dim * sizeof(float));
+    }
+    RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(ctx, key, positions, h, alpha, head.view()));
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(v.data() + i * row + h * head_dim, head.data() + i * head_dim,
+                  head_dim * sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+SampleCalibrator::SampleCalibrator(const Transformer& model, int sample_index,
+                                   std::span<const int32_t> context,
+                                   std::span<const int32_t> probe, PerturbMode mode)
+    : model_(&model),
+      sample_index_(sample_index),
+      context_(context.begin(), context.end()),
+      probe_(probe.begin(), probe.end()),
+      mode_(mode) {
+  tokens_ = context_;
+  tokens_.insert(tokens_.end(), probe_.begin(), probe_.end());
+  positions_ = Iota(static_cast<int>(tokens_.size()));
+}
+
+StatusOr<std::unique_ptr<SampleCalibrator>> SampleCalibrator::Prepare(
+    const Transformer& model, int sample_index, std::span<const int32_t> context,
+    std::span<const int32_t> probe, PerturbMode mode) {
+  if (context.empty() || probe.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("sample ", sample_index, ": context (",
+                                                   context.size(), " tokens) and probe (",
+                                                   probe.size(), " tokens) must not be empty"));
+  }
+  if (sample_index < 0) return absl::InvalidArgumentError("sample index must be >= 0");
+  std::unique_ptr<SampleCalibrator> s(
+      new SampleCalibrator(model, sample_index, context, probe, mode));
+  const int c = s->context_len(), w = s->probe_len();
+  s->cache_ = std::make_unique<KvCache>(model.config(), c + w);
+  if (mode == PerturbMode::kCache) {
+    ASSIGN_OR_RETURN(ForwardResult pre,
+                     model.Forward({.tokens = s->context_, .logits = LogitRows::kNone}, *s->cache_));
+    const std::vector<int32_t> rows = Iota(w);
+    ASSIGN_OR_RETURN(ForwardResult out,
+                     model.Forward({.tokens = s->probe_, .logits = LogitRows::kAll,
+                                    .record_rows = rows},
+                                   *s->cache_));
+    s->clean_logits_ = std::move(out.logits);
+    s->layer_inputs_ = std::move(out.layer_inputs);
+  } else {
+    const std::vector<int32_t> rows = Iota(c + w);
+    ASSIGN_OR_RETURN(ForwardResult out,
+                     model.Forward({.tokens = s->tokens_, .logits = LogitRows::kAll,
+                                    .first_logit_row = c, .record_rows = rows},
+                                   *s->cache_));
+    s->clean_logits_ = std::move(out.logits);
+    s->layer_inputs_ = std::move(out.layer_inputs);
+  }
+  return s;
+}
+
+Status SampleCalibrator::CheckArgs(int layer, const TrialOptions& options) const {
+  const int n_layers = model_->config().n_layers;
+  if (layer < 0 || layer >= n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " outside [0, ", n_layers,
+                                                   ")"));
+  }
+  if (!(options.alpha >= 0.0f) || !std::isfinite(options.alpha)) {
+    return absl::InvalidArgumentError(absl::StrCat("alpha must be a finite number >= 0, got ",
+                                                   options.alpha));
+  }
+  if (options.trials < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("trials must be >= 1, got ", options.trials));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::RunLayer(int layer,
+                                                         const TrialOptions& options) const {
+  RETURN_IF_ERROR(CheckArgs(layer, options));
+  if (mode_ == PerturbMode::kCache) return RunLayerCache(layer, options);
+  return RunLayerPrefill(layer, options, /*from_embeddings=*/false);
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::RunLayerNaive(int layer,
+                                                              const TrialOptions& options) const {
+  RETURN_IF_ERROR(CheckArgs(layer, options));
+  if (mode_ == PerturbMode::kCache) return RunLayerCacheNaive(layer, options);
+  return RunLayerPrefill(layer, options, /*from_embeddings=*/true);
+}
+
+StatusOr<double> SampleCalibrator::MeanKl(const Tensor& logits, int64_t first_row) const {
+  const int64_t w = probe_len();
+  const int64_t vocab = clean_logits_.dim(1);
+  std::vector<float> kl(w);
+  RETURN_IF_ERROR(kernels::KlDivergenceRows(
+      model_->op_context(), clean_logits_.view(),
+      ConstTensorView(logits.data() + first_row * vocab, {w, vocab}), kl));
+  double sum = 0.0;
+  for (float v : kl) sum += v;
+  return sum / static_cast<double>(w);
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
+                                                              const TrialOptions& options) const {
+  const ModelConfig& cfg = model_->config();
+  const kernels::OpContext& ctx = model_->op_context();
+  const int t_count = options.trials;
+  const int c = context_len(), w = probe_len();
+  const int hkv = cfg.n_kv_heads, hd = cfg.head_dim, hq = cfg.n_heads;
+  const int cap = cache_->capacity();
+  const int64_t d = cfg.d_model;
+
+  // Every trial starts from the recorded clean input of `layer` at the probe rows.
+  Tensor x({static_cast<int64_t>(t_count) * w, d});
+  std::vector<int32_t> positions(static_cast<size_t>(t_count) * w);
+  for (int t = 0; t < t_count; ++t) {
+    std::memcpy(x.data() + static_cast<int64_t>(t) * w * d, layer_inputs_[layer].data(),
+                static_cast<size_t>(w * d) * sizeof(float));
+    std::iota(positions.begin() + static_cast<int64_t>(t) * w,
+              positions.begin() + static_cast<int64_t>(t + 1) * w, c);
+  }
+
+  // Each trial's perturbed copy of layer `layer`'s context values: [n_kv_heads, cap, head_dim]
+  // (only the first C entries per head are used). One layer per trial, never a full cache.
+  const KvCacheView clean = cache_->View(layer);
+  std::vector<std::vector<float>> perturbed(t_count);
+  for (int t = 0; t < t_count; ++t) {
+    perturbed[t].assign(static_cast<size_t>(hkv) * cap * hd, 0.0f);
+    for (int h = 0; h < hkv; ++h) {
+      const size_t off = static_cast<size_t>(h) * cap * hd;
+      std::memcpy(perturbed[t].data() + off, clean.v + off, static_cast<size_t>(c) * hd * sizeof(float));
+      const std::span<const int32_t> pos(clean.positions + static_cast<size_t>(h) * cap, c);
+      RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(
+          ctx, {options.seed, sample_index_, layer, t}, pos, h, options.alpha,
+          TensorView{perturbed[t].data() + off, {c, hd}}));
+    }
+  }
+
+  // Each trial's own probe keys/values per layer: [n_kv_heads, W, head_dim], positions C..C+W-1.
+  std::vector<float> probe_k(static_cast<size_t>(t_count) * hkv * w * hd);
+  std::vector<float> probe_v(probe_k.size());
+  std::vector<int32_t> probe_pos(static_cast<size_t>(hkv) * w);
+  for (int h = 0; h < hkv; ++h) std::iota(probe_pos.begin() + h * w, probe_pos.begin() + (h + 1) * w, c);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  auto attend = [&](int j, const TensorView& q3, Tensor& k, Tensor& v,
+                    std::span<const int32_t> pos, const TensorView& out) -> Status {
+    const int64_t row = static_cast<int64_t>(hkv) * hd;
+    for (int t = 0; t < t_count; ++t) {
+      float* pk = probe_k.data() + static_cast<size_t>(t) * hkv * w * hd;
+      float* pv = probe_v.data() + static_cast<size_t>(t) * hkv * w * hd;
+      for (int h = 0; h < hkv; ++h) {
+        for (int i = 0; i < w; ++i) {
+          const int64_t src = (static_cast<int64_t>(t) * w + i) * row + h * hd;
+          std::memcpy(pk + (static_cast<size_t>(h) * w + i) * hd, k.data() + src, hd * sizeof(float));
+          std::memcpy(pv + (static_cast<size_t>(h) * w + i) * hd, v.data() + src, hd * sizeof(float));
+        }
+      }
+      KvCacheView context = cache_->View(j);
+      context.length = c;  // the clean cache also holds the clean probe entries after C
+      if (j == layer) context.v = perturbed[t].data();
+      const KvCacheView segments[] = {context, {pk, pv, probe_pos.data(), hkv, w, w, hd}};
+      const int64_t q_off = static_cast<int64_t>(t) * w * hq * hd;
+      RETURN_IF_ERROR(kernels::CausalAttention(
+          ctx, TensorView{q3.data + q_off, {w, hq, hd}}, pos.subspan(static_cast<size_t>(t) * w, w),
+          segments, scale, TensorView{out.data + q_off, {w, hq, hd}}));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(model_->RunLayers(x, {.first = layer, .positions = positions}, attend));
+  ASSIGN_OR_RETURN(Tensor logits, model_->Logits(x));
+  std::vector<double> kl(t_count);
+  for (int t = 0; t < t_count; ++t) {
+    ASSIGN_OR_RETURN(kl[t], MeanKl(logits, static_cast<int64_t>(t) * w));
+  }
+  return kl;
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::RunLayerPrefill(int layer,
+                                                                const TrialOptions& options,
+                                                                bool from_embeddings) const {
+  const ModelConfig& cfg = model_->config();
+  const kernels::OpContext& ctx = model_->op_context();
+  const int c = context_len(), w = probe_len();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+  KvCache cache(cfg, c + w);
+  const std::vector<int32_t> probe_rows = Iota(w, c);
+  std::vector<double> kl(options.trials);
+  for (int t = 0; t < options.trials; ++t) {
+    cache.Clear();
+    Tensor x;
+    if (from_embeddings) {
+      ASSIGN_OR_RETURN(x, model_->Embed(tokens_));
+    } else {
+      x = layer_inputs_[layer].Clone();
+    }
+    const NoiseKey key{options.seed, sample_index_, layer, t};
+    auto attend = [&](int j, const TensorView& q3, Tensor& k, Tensor& v,
+                      std::span<const int32_t> pos, const TensorView& out) -> Status {
+      if (j == layer) {
+        RETURN_IF_ERROR(PerturbProjectedValues(ctx, key, pos, cfg.n_kv_heads, cfg.head_dim,
+                                               options.alpha, v));
+      }
+      RETURN_IF_ERROR(cache.Append(j, k.span(), v.span(), pos));
+      return kernels::CausalAttention(ctx, q3, pos, cache.View(j), scale, out);
+    };
+    RETURN_IF_ERROR(model_->RunLayers(
+        x, {.first = from_embeddings ? 0 : layer, .positions = positions_}, attend));
+    Tensor rows({w, cfg.d_model});
+    std::memcpy(rows.data(), x.data() + static_cast<int64_t>(c) * cfg.d_model,
+                static_cast<size_t>(w) * cfg.d_model * sizeof(float));
+    ASSIGN_OR_RETURN(Tensor logits, model_->Logits(rows));
+    ASSIGN_OR_RETURN(kl[t], MeanKl(logits, 0));
+  }
+  return kl;
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::RunLayerCacheNaive(
+    int layer, const TrialOptions& options) const {
+  const ModelConfig& cfg = model_->config();
+  const int c = context_len(), w = probe_len();
+  std::vector<double> kl(options.trials);
+  for (int t = 0; t < options.trials; ++t) {
+    KvCache cache(cfg, c + w);
+    ASSIGN_OR_RETURN(ForwardResult pre,
+                     model_->Forward({.tokens = context_, .logits = LogitRows::kNone}, cache));
+    for (int h = 0; h < cfg.n_kv_heads; ++h) {
+      std::vector<int32_t> pos(c);
+      for (int i = 0; i < c; ++i) pos[i] = cache.Position(layer, h, i);
+      RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(
+          model_->op_context(), {options.seed, sample_index_, layer, t}, pos, h, options.alpha,
+          TensorView{cache.Value(layer, h, 0).data(), {c, cfg.head_dim}}));
+    }
+    ASSIGN_OR_RETURN(ForwardResult out,
+                     model_->Forward({.tokens = probe_, .logits = LogitRows::kAll}, cache));
+    ASSIGN_OR_RETURN(kl[t], MeanKl(out.logits, 0));
+  }
+  return kl;
+}
+
+}  // namespace ripplekv::worker
