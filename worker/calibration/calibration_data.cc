@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
@@ -31,6 +30,18 @@ constexpr int kSkipsInError = 3;  // skipped lines quoted in a "too few samples"
 constexpr EncodeOptions kRawText{.add_special = false, .parse_special = false};
 
 std::string Str(std::string_view s) { return std::string(s); }
+
+// ASCII case-insensitive prefix and suffix tests (Debian's Abseil takes no std::string_view).
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() &&
+         std::equal(prefix.begin(), prefix.end(), s.begin(), [](char a, char b) {
+           return absl::ascii_tolower(static_cast<unsigned char>(a)) ==
+                  absl::ascii_tolower(static_cast<unsigned char>(b));
+         });
+}
+bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && StartsWithNoCase(s.substr(s.size() - suffix.size()), suffix);
+}
 
 std::string Shape(const DataOptions& o) {
   return absl::StrCat(o.context_len, " + ", o.probe_len, " = ",
@@ -61,10 +72,13 @@ void Finish(const DataOptions& options, std::string_view origin, CalibrationSet*
     for (int32_t t : s.probe) hash.Add(static_cast<uint32_t>(t));
   }
   set->fingerprint = hash.value();
-  set->description = absl::StrFormat(
-      "%s: %d samples x (context %d + probe %d) tokens, %d lines skipped, fingerprint %016x",
-      Str(origin), set->samples.size(), options.context_len, options.probe_len,
-      set->skipped.size(), set->fingerprint);
+  set->description =
+      absl::StrFormat("%s: %d samples x (context %d + probe %d) tokens, ", Str(origin),
+                      set->samples.size(), options.context_len, options.probe_len);
+  if (!set->skipped.empty()) {
+    absl::StrAppendFormat(&set->description, "%d lines skipped, ", set->skipped.size());
+  }
+  absl::StrAppendFormat(&set->description, "fingerprint %016x", set->fingerprint);
 }
 
 bool IsBlank(std::string_view line) {
@@ -74,7 +88,7 @@ bool IsBlank(std::string_view line) {
 
 std::string_view DropBom(std::string_view text) {
   constexpr std::string_view kBom = "\xEF\xBB\xBF";
-  if (absl::StartsWith(text, kBom)) text.remove_prefix(kBom.size());
+  if (text.starts_with(kBom)) text.remove_prefix(kBom.size());
   return text;
 }
 
@@ -84,7 +98,8 @@ class LineReader {
  public:
   explicit LineReader(std::ifstream* in) : in_(in) {}
 
-  // Sets *line to the next line; false at the end of the file or on error (see status()).
+  // Sets *line to the next line; false at the end of the file or on an error (too_long(),
+  // read_error()).
   bool Next(std::string* line) {
     line->clear();
     while (true) {
@@ -128,13 +143,11 @@ class LineReader {
     in_->read(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
     pos_ = 0;
     end_ = static_cast<size_t>(in_->gcount());
-    if (in_->bad()) {
+    if (in_->bad() || (in_->fail() && !in_->eof())) {
       read_error_ = true;
       end_ = 0;
-      eof_ = true;
-    } else if (in_->eof()) {
-      eof_ = true;
     }
+    eof_ = end_ == 0 || in_->eof();
   }
 
   std::ifstream* in_;
@@ -150,8 +163,12 @@ class LineReader {
 Status OpenRegularFile(const std::string& path, std::ifstream* in, int64_t* size) {
   std::error_code ec;
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st)) {
+  if (st.type() == std::filesystem::file_type::not_found) {  // ec holds ENOENT then
     return absl::NotFoundError(absl::StrCat("calibration data ", path, ": no such file"));
+  }
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("calibration data ", path, ": cannot access: ", ec.message()));
   }
   if (!std::filesystem::is_regular_file(st)) {
     return absl::FailedPreconditionError(
@@ -176,9 +193,9 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
   int64_t size = 0;
   RETURN_IF_ERROR(OpenRegularFile(path, &in, &size));
   if (size > kMaxTextFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("calibration data ", path, ": ", size, " bytes; plain-text data is read whole ",
-                     "and may be at most ", kMaxTextFileBytes, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "calibration data ", path, ": ", size, " bytes; plain-text data is read whole ",
+        "and may be at most ", kMaxTextFileBytes, " bytes"));
   }
   std::string bytes(static_cast<size_t>(size), '\0');
   in.read(bytes.data(), size);
@@ -214,9 +231,9 @@ Status SampleFromJsonLine(std::string_view line, const std::string& where,
   const bool has_context = context != j.end();
   const bool has_continuation = continuation != j.end();
   if (has_text && (has_context || has_continuation)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": has both \"text\" and \"", has_context ? "context" : "continuation",
-        "\"; a line is either {\"text\"} or {\"context\", \"continuation\"}"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": has both \"text\" and \"", has_context ? "context" : "continuation",
+                     "\"; a line is either {\"text\"} or {\"context\", \"continuation\"}"));
   }
   auto string_field = [&](const Json& value,
                           std::string_view name) -> StatusOr<const std::string*> {
@@ -244,9 +261,9 @@ Status SampleFromJsonLine(std::string_view line, const std::string& where,
         where, ": missing field: expected \"text\" or \"context\" and \"continuation\""));
   }
   if (!has_context || !has_continuation) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": missing field \"",
-                                                   has_context ? "continuation" : "context",
-                                                   "\" (\"context\" and \"continuation\" go together)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": missing field \"", has_context ? "continuation" : "context",
+                     "\" (\"context\" and \"continuation\" go together)"));
   }
   ASSIGN_OR_RETURN(const std::string* ctx_text, string_field(*context, "context"));
   ASSIGN_OR_RETURN(const std::string* cont_text, string_field(*continuation, "continuation"));
@@ -298,9 +315,8 @@ StatusOr<CalibrationSet> LoadJsonl(const std::string& path, const Tokenizer& tok
     set.samples.push_back(std::move(sample));
   }
   if (reader.too_long()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ":", reader.line_number() + 1,
-                                                   ": line longer than ", kMaxJsonlLineBytes,
-                                                   " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ":", reader.line_number() + 1, ": line longer than ", kMaxJsonlLineBytes, " bytes"));
   }
   if (reader.read_error()) {
     return absl::FailedPreconditionError(
@@ -311,10 +327,10 @@ StatusOr<CalibrationSet> LoadJsonl(const std::string& path, const Tokenizer& tok
         absl::StrCat("calibration data ", path, ": no JSON lines (only blank lines)"));
   }
   if (static_cast<int>(set.samples.size()) < options.samples) {
-    std::string message = absl::StrCat(
-        path, ": ", set.samples.size(), " usable samples of ", Shape(options), " tokens in ",
-        json_lines, " JSON lines, ", options.samples, " requested; ", set.skipped.size(),
-        " lines skipped");
+    std::string message =
+        absl::StrCat(path, ": ", set.samples.size(), " usable samples of ", Shape(options),
+                     " tokens in ", json_lines, " JSON lines, ", options.samples, " requested; ",
+                     set.skipped.size(), " lines skipped");
     for (size_t i = 0; i < set.skipped.size() && i < kSkipsInError; ++i) {
       absl::StrAppend(&message, i == 0 ? ": " : "; ", set.skipped[i].source, " (",
                       set.skipped[i].reason, ")");
@@ -329,7 +345,10 @@ StatusOr<CalibrationSet> LoadJsonl(const std::string& path, const Tokenizer& tok
 }
 
 bool IsJsonlPath(std::string_view path) {
-  return absl::EndsWithIgnoreCase(path, ".jsonl") || absl::EndsWithIgnoreCase(path, ".ndjson");
+  // ".json" too: such a file is far more often JSONL than prose, and a JSON document read as
+  // JSONL fails loudly where read as text it would silently calibrate on JSON syntax.
+  return EndsWithNoCase(path, ".jsonl") || EndsWithNoCase(path, ".ndjson") ||
+         EndsWithNoCase(path, ".json");
 }
 
 // Lines of `text` as views without their "\n".
@@ -350,7 +369,7 @@ std::vector<std::string_view> SplitLines(std::string_view text) {
 
 bool StartsWithAny(std::string_view line, std::initializer_list<std::string_view> prefixes) {
   for (std::string_view p : prefixes) {
-    if (absl::StartsWithIgnoreCase(line, p)) return true;
+    if (StartsWithNoCase(line, p)) return true;
   }
   return false;
 }
@@ -392,10 +411,10 @@ StatusOr<CalibrationSet> CalibrationDataFromText(std::string_view text,
   const int64_t window = int64_t{options.context_len} + options.probe_len;
   const int64_t windows = static_cast<int64_t>(ids.size()) / window;
   if (windows < options.samples) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "calibration data ", Str(source_name), ": ", ids.size(), " tokens make ", windows,
-        " windows of ", Shape(options), " tokens, ", options.samples, " requested (needs ",
-        window * options.samples, " tokens)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("calibration data ", Str(source_name), ": ", ids.size(), " tokens make ",
+                     windows, " windows of ", Shape(options), " tokens, ", options.samples,
+                     " requested (needs ", window * options.samples, " tokens)"));
   }
   CalibrationSet set;
   set.samples.reserve(static_cast<size_t>(options.samples));
@@ -441,8 +460,8 @@ std::string StripGutenbergBoilerplate(std::string_view text) {
   }
   size_t last = lines.size();  // one past the body
   for (size_t i = first; i < lines.size(); ++i) {
-    if (StartsWithAny(lines[i], {"*** END OF", "End of the Project Gutenberg",
-                                 "End of Project Gutenberg"})) {
+    if (StartsWithAny(lines[i],
+                      {"*** END OF", "End of the Project Gutenberg", "End of Project Gutenberg"})) {
       last = i;
       break;
     }
@@ -464,10 +483,10 @@ StatusOr<std::string> ReadBuiltinCorpus(const BuiltinCorpus& corpus) {
   const std::string path(corpus.path);
   StatusOr<std::string> bytes = ReadWholeFile(path);
   if (!bytes.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "built-in calibration text \"", Str(corpus.name), "\" is not available (",
-        bytes.status().message(), "); install the Debian package ", Str(corpus.package),
-        " (scripts/deps does), or pass --data FILE"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("built-in calibration text \"", Str(corpus.name), "\" is not available (",
+                     bytes.status().message(), "); install the Debian package ",
+                     Str(corpus.package), " (scripts/deps does), or pass --data FILE"));
   }
   std::string body = StripGutenbergBoilerplate(*bytes);
   if (IsBlank(body)) {
@@ -483,9 +502,8 @@ StatusOr<CalibrationSet> DefaultCalibrationData(const Tokenizer& tokenizer,
   ASSIGN_OR_RETURN(std::string text, ReadBuiltinCorpus(kSherlockHolmes));
   ASSIGN_OR_RETURN(CalibrationSet set,
                    CalibrationDataFromText(text, kSherlockHolmes.path, tokenizer, options));
-  set.description =
-      absl::StrCat("built-in: ", Str(kSherlockHolmes.title), ", Debian package ",
-                   Str(kSherlockHolmes.package), "; ", set.description);
+  set.description = absl::StrCat("built-in: ", Str(kSherlockHolmes.title), ", Debian package ",
+                                 Str(kSherlockHolmes.package), "; ", set.description);
   return set;
 }
 

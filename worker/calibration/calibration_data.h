@@ -3,7 +3,8 @@
 // cache is perturbed) and a probe P (the W tokens that are teacher-forced and scored).
 //
 // Sources, chosen by DataOptions::format (kAuto: by the file's extension):
-//   * JSONL (".jsonl", ".ndjson"): one JSON object per line; each line gives at most one sample.
+//   * JSONL (".jsonl", ".ndjson", ".json"): one JSON object per line; each line gives at most one
+//     sample.
 //       {"text": "..."}                        context = its first C tokens, probe = the next W;
 //       {"context": "...", "continuation": "..."}
 //                                              context = the LAST C tokens of "context", probe =
@@ -53,13 +54,13 @@ struct SkippedSample {
 };
 
 enum class DataFormat {
-  kAuto,   // JSONL when the path ends in ".jsonl" or ".ndjson" (any case), plain text otherwise
+  kAuto,  // JSONL when the path ends in ".jsonl", ".ndjson" or ".json" (any case), else plain text
   kJsonl,
   kText,
 };
 
 struct DataOptions {
-  int samples = 8;       // N: samples wanted; fewer usable ones is an error. >= 1
+  int samples = 8;        // N: samples wanted; fewer usable ones is an error. >= 1
   int context_len = 512;  // C: context tokens per sample. >= 1
   int probe_len = 32;     // W: probe tokens per sample. 1 <= W < C
   bool strict = false;    // a JSONL line with too few tokens is an error instead of a skip
@@ -105,15 +106,16 @@ struct BuiltinCorpus {
   std::string_view path;     // installed path of the plain-text file
 };
 
-// Default calibration text: Project Gutenberg #1661, ~145k SmolLM2 tokens after stripping.
+// Default calibration text: Project Gutenberg #1661, ~147k SmolLM2 tokens after stripping.
 inline constexpr BuiltinCorpus kSherlockHolmes{
     .name = "sherlock-holmes",
-    .title = "The Adventures of Sherlock Holmes (Arthur Conan Doyle, 1892; Project Gutenberg #1661)",
+    .title =
+        "The Adventures of Sherlock Holmes (Arthur Conan Doyle, 1892; Project Gutenberg #1661)",
     .package = "golang-github-pierrec-lz4-dev",
     .path = "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/pg1661.txt",
 };
 // A second, different text from the same package (for evaluation data distinct from the
-// calibration data): Project Gutenberg's Tom Sawyer, ~95k SmolLM2 tokens.
+// calibration data): Project Gutenberg's Tom Sawyer, ~104k SmolLM2 tokens.
 inline constexpr BuiltinCorpus kTomSawyer{
     .name = "tom-sawyer",
     .title = "The Adventures of Tom Sawyer (Mark Twain, 1876; Project Gutenberg)",
@@ -135,7 +137,7 @@ inline constexpr BuiltinCorpus kTomSawyer{
 std::string StripGutenbergBoilerplate(std::string_view text);
 
 // Plain-text windows over kSherlockHolmes (ReadBuiltinCorpus, then CalibrationDataFromText).
-// With the SmolLM2 tokenizer the book gives about 130 windows of 1024 + 32 tokens. Errors: those
+// With the SmolLM2 tokenizer the book gives 138 windows of 1024 + 32 tokens. Errors: those
 // of ReadBuiltinCorpus and CalibrationDataFromText.
 [[nodiscard]] StatusOr<CalibrationSet> DefaultCalibrationData(const Tokenizer& tokenizer,
                                                               const DataOptions& options);

@@ -66,7 +66,8 @@ class CalibrationDataTest : public ::testing::Test {
 };
 
 TEST_F(CalibrationDataTest, JsonlTextLineGivesItsFirstContextAndProbeTokens) {
-  const std::string path = Write("d.jsonl", "{\"text\": \"abcdefghij\"}\n{\"text\": \"0123456\"}\n");
+  const std::string path =
+      Write("d.jsonl", "{\"text\": \"abcdefghij\"}\n{\"text\": \"0123456\"}\n");
   auto set = Load(path, 2, 4, 2);
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_THAT(set->samples, SizeIs(2));
@@ -93,8 +94,9 @@ TEST_F(CalibrationDataTest, JsonlContinuationLineTakesContextTailAndContinuation
 }
 
 TEST_F(CalibrationDataTest, JsonlMixesBothShapesAndReadsCrlfAndUnterminatedLastLine) {
-  const std::string path = Write(
-      "d.ndjson", "{\"context\": \"abcdef\", \"continuation\": \"XYZ\"}\r\n{\"text\": \"mnopqrs\"}");
+  const std::string path =
+      Write("d.ndjson",
+            "{\"context\": \"abcdef\", \"continuation\": \"XYZ\"}\r\n{\"text\": \"mnopqrs\"}");
   auto set = Load(path, 2, 3, 2);
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_THAT(set->samples, SizeIs(2));
@@ -133,7 +135,9 @@ TEST_F(CalibrationDataTest, PlainTextUsesOnlyTheFirstNWindows) {
 }
 
 TEST_F(CalibrationDataTest, PlainTextDropsAByteOrderMarkButKeepsOtherBytes) {
-  const std::string path = Write("bom.txt", "\xEF\xBB\xBF" "ab\r\ncd");
+  const std::string path = Write("bom.txt",
+                                 "\xEF\xBB\xBF"
+                                 "ab\r\ncd");
   auto set = Load(path, 1, 4, 2);
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->samples[0].context, Bytes("ab\r\n"));
@@ -154,13 +158,13 @@ TEST_F(CalibrationDataTest, ForcedFormatOverridesTheExtension) {
 
 TEST_F(CalibrationDataTest, ShortLinesAreSkippedAndReportedWithLineNumbers) {
   const std::string path = Write("d.jsonl",
-                                 "{\"text\": \"abcdefgh\"}\n"                           // 1 ok
-                                 "{\"text\": \"abc\"}\n"                                // 2 short
-                                 "\n"                                                   // 3 blank
-                                 "{\"context\": \"ab\", \"continuation\": \"xyz\"}\n"   // 4
-                                 "{\"context\": \"abcd\", \"continuation\": \"x\"}\n"   // 5
-                                 "  \n"                                                 // 6 blank
-                                 "{\"text\": \"ABCDEFGH\"}\n");                         // 7 ok
+                                 "{\"text\": \"abcdefgh\"}\n"                          // 1 ok
+                                 "{\"text\": \"abc\"}\n"                               // 2 short
+                                 "\n"                                                  // 3 blank
+                                 "{\"context\": \"ab\", \"continuation\": \"xyz\"}\n"  // 4
+                                 "{\"context\": \"abcd\", \"continuation\": \"x\"}\n"  // 5
+                                 "  \n"                                                // 6 blank
+                                 "{\"text\": \"ABCDEFGH\"}\n");                        // 7 ok
   auto set = Load(path, 2, 4, 2);
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_THAT(set->samples, SizeIs(2));
@@ -254,6 +258,13 @@ TEST_F(CalibrationDataTest, LinesAfterTheLastNeededSampleAreNotRead) {
   EXPECT_THAT(set->samples, SizeIs(1));
 }
 
+TEST_F(CalibrationDataTest, JsonDocumentIsReadAsJsonlAndFailsLoudly) {
+  const std::string path = Write("d.json", "[\n  {\"text\": \"abcdefgh\"}\n]\n");
+  auto set = Load(path, 1, 4, 2);
+  ASSERT_FALSE(set.ok());
+  EXPECT_THAT(set.status().message(), HasSubstr(path + ":1: invalid JSON"));
+}
+
 TEST_F(CalibrationDataTest, DeeplyNestedJsonIsAnErrorNotACrash) {
   const std::string path =
       Write("d.jsonl", std::string(200000, '[') + std::string(200000, ']') + "\n");
@@ -274,9 +285,11 @@ TEST_F(CalibrationDataTest, OverlongJsonlLineIsAnErrorNamingTheLine) {
 }
 
 TEST_F(CalibrationDataTest, EmptyDataIsAClearError) {
-  for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
-           {"empty.jsonl", ""}, {"blank.jsonl", "\n  \n\r\n"}, {"empty.txt", ""},
-           {"blank.txt", " \n\n\t"}}) {
+  for (const auto& [name, bytes] :
+       std::vector<std::pair<std::string, std::string>>{{"empty.jsonl", ""},
+                                                        {"blank.jsonl", "\n  \n\r\n"},
+                                                        {"empty.txt", ""},
+                                                        {"blank.txt", " \n\n\t"}}) {
     const std::string path = Write(name, bytes);
     auto set = Load(path, 1, 4, 2);
     ASSERT_FALSE(set.ok()) << name;
@@ -300,8 +313,8 @@ TEST_F(CalibrationDataTest, MissingFileIsNotFoundAndADirectoryIsRefused) {
 
 TEST_F(CalibrationDataTest, ContextAndProbeLengthsAreValidated) {
   const std::string path = Write("book.txt", std::string(1000, 'x'));
-  for (const auto& [c, w] : std::vector<std::pair<int, int>>{
-           {4, 4}, {4, 5}, {0, 1}, {4, 0}, {-1, 2}, {8, -3}}) {
+  for (const auto& [c, w] :
+       std::vector<std::pair<int, int>>{{4, 4}, {4, 5}, {0, 1}, {4, 0}, {-1, 2}, {8, -3}}) {
     auto set = Load(path, 1, c, w);
     ASSERT_FALSE(set.ok()) << c << "," << w;
     EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument) << c << "," << w;
@@ -382,8 +395,7 @@ TEST(BuiltinCorpusTest, MissingCorpusNamesThePackageToInstall) {
 TEST(BuiltinCorpusTest, InstalledBooksAreStrippedProse) {
   for (const BuiltinCorpus& corpus : {kSherlockHolmes, kTomSawyer}) {
     if (!std::filesystem::exists(std::string(corpus.path))) {
-      GTEST_SKIP() << corpus.path << " is missing: install " << corpus.package
-                   << " (scripts/deps)";
+      GTEST_SKIP() << corpus.path << " is missing: install " << corpus.package << " (scripts/deps)";
     }
     auto text = ReadBuiltinCorpus(corpus);
     ASSERT_TRUE(text.ok()) << text.status();
@@ -395,8 +407,9 @@ TEST(BuiltinCorpusTest, InstalledBooksAreStrippedProse) {
   auto holmes = ReadBuiltinCorpus(kSherlockHolmes);
   ASSERT_TRUE(holmes.ok());
   EXPECT_TRUE(holmes->starts_with("THE ADVENTURES OF SHERLOCK HOLMES")) << holmes->substr(0, 80);
-  EXPECT_TRUE(holmes->ends_with("Walsall, where I believe that she has met with considerable "
-                                "success."))
+  EXPECT_TRUE(
+      holmes->ends_with("Walsall, where I believe that she has met with considerable "
+                        "success."))
       << holmes->substr(holmes->size() - 80);
 }
 
@@ -428,8 +441,8 @@ TEST(BuiltinCalibrationDataModelTest, SmolLm2GivesSixteenSamplesOf1024Plus32) {
   EXPECT_THAT(set->description, HasSubstr("golang-github-pierrec-lz4-dev"));
   EXPECT_THAT(set->description, HasSubstr("16 samples x (context 1024 + probe 32) tokens"));
   // The whole book is much larger than the default request: room for more samples.
-  auto many = DefaultCalibrationData(**tokenizer, {.samples = 100, .context_len = 1024,
-                                                   .probe_len = 32});
+  auto many =
+      DefaultCalibrationData(**tokenizer, {.samples = 100, .context_len = 1024, .probe_len = 32});
   EXPECT_TRUE(many.ok()) << many.status();
   auto again = DefaultCalibrationData(**tokenizer, options);
   ASSERT_TRUE(again.ok());
