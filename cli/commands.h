@@ -14,5 +14,7 @@ void AddGenerateCommand(CLI::App& app, Action& run);
 void AddPerplexityCommand(CLI::App& app, Action& run);
 void AddHashCommand(CLI::App& app, Action& run);
 void AddInfoCommand(CLI::App& app, Action& run);
+void AddCalibrateCommand(CLI::App& app, Action& run);
+void AddBudgetsCommand(CLI::App& app, Action& run);
 
 }  // namespace ripplekv::cli

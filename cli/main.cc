@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   ripplekv::cli::AddPerplexityCommand(app, run);
   ripplekv::cli::AddHashCommand(app, run);
   ripplekv::cli::AddInfoCommand(app, run);
+  ripplekv::cli::AddCalibrateCommand(app, run);
+  ripplekv::cli::AddBudgetsCommand(app, run);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,243 @@
+// ripplekv calibrate --model M [--data F] [--samples N] [--context-len C] [--probe W] [--alpha A]
+//   [--trials T] [--seed S] [--mode cache|prefill] [--layers LIST] [--threads N]
+//   [--out PROFILE.json] [--plot FILE.svg] [--ratio R] [--naive] [--strict] [--json]
+// Measures the per-layer value-cache sensitivity profile (DESIGN.md §2) on this machine.
+// stdout: the profile as a table (or the profile JSON with --json); stderr: progress and logs.
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/model_session.h"
+#include "cli/profile_plot.h"
+#include "cli/progress.h"
+#include "scheduler/budget/budget_map.h"
+#include "scheduler/budget/profile.h"
+#include "scheduler/budget/profile_aggregate.h"
+#include "spdlog/spdlog.h"
+#include "worker/calibration/calibration_data.h"
+#include "worker/calibration/calibration_run.h"
+#include "worker/model/model_hash.h"
+
+namespace ripplekv::cli {
+
+namespace {
+
+struct CalibrateArgs {
+  std::string model;
+  std::string data;
+  int samples = 8;
+  int context_len = 512;
+  int probe = 32;
+  float alpha = 0.5f;
+  int trials = 2;
+  uint64_t seed = 0;
+  std::string mode = "cache";
+  std::string layers;
+  int threads = DefaultThreads();
+  std::string out;
+  std::string plot;
+  double ratio = 4.0;
+  bool naive = false;
+  bool strict = false;
+  bool json = false;
+};
+
+// "0-3,7,10-12" → {0,1,2,3,7,10,11,12}.
+StatusOr<std::vector<int>> ParseLayers(const std::string& text) {
+  std::vector<int> layers;
+  if (text.empty()) return layers;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::vector<std::string> range = absl::StrSplit(part, '-');
+    int lo = 0, hi = 0;
+    try {
+      if (range.size() == 1) {
+        lo = hi = std::stoi(range[0]);
+      } else if (range.size() == 2) {
+        lo = std::stoi(range[0]);
+        hi = std::stoi(range[1]);
+      } else {
+        throw std::invalid_argument("range");
+      }
+    } catch (const std::exception&) {
+      return absl::InvalidArgumentError(absl::StrCat("--layers: cannot parse '", std::string(part),
+                                                     "' (expected e.g. 0-3,7)"));
+    }
+    if (lo > hi) return absl::InvalidArgumentError(absl::StrCat("--layers: empty range ", std::string(part)));
+    for (int l = lo; l <= hi; ++l) layers.push_back(l);
+  }
+  return layers;
+}
+
+int RunCalibrate(const CalibrateArgs& args) {
+  auto mode = scheduler::ParsePerturbMode(args.mode);
+  if (!mode.ok()) return ReportError(mode.status());
+  auto layers = ParseLayers(args.layers);
+  if (!layers.ok()) return ReportError(layers.status());
+  if (!(args.alpha >= 0.0f)) {
+    return ReportError(absl::InvalidArgumentError(
+        absl::StrCat("--alpha must be >= 0, got ", args.alpha)));
+  }
+  const worker::DataOptions data_options{
+      .samples = args.samples, .context_len = args.context_len, .probe_len = args.probe,
+      .strict = args.strict};
+  if (Status s = worker::ValidateDataOptions(data_options); !s.ok()) return ReportError(s);
+
+  auto session_or = OpenModel(args.model, args.threads);
+  if (!session_or.ok()) return ReportError(session_or.status());
+  ModelSession& s = **session_or;
+  const worker::ModelConfig& cfg = s.model.config;
+  if (args.context_len + args.probe > cfg.context_length && cfg.context_length > 0) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat(
+        "--context-len + --probe = ", args.context_len + args.probe,
+        " exceeds the model's context of ", cfg.context_length)));
+  }
+  auto data = args.data.empty()
+                  ? worker::DefaultCalibrationData(*s.tokenizer, data_options)
+                  : worker::LoadCalibrationData(args.data, *s.tokenizer, data_options);
+  if (!data.ok()) return ReportError(data.status());
+  for (const auto& skipped : data->skipped) {
+    spdlog::warn("skipped sample {}: {}", skipped.source, skipped.reason);
+  }
+  auto hash = worker::ModelHash(args.model);
+  if (!hash.ok()) return ReportError(hash.status());
+
+  std::vector<worker::CalibrationInput> inputs;
+  for (const auto& sample : data->samples) inputs.push_back({sample.context, sample.probe});
+  worker::CalibrationOptions options;
+  options.trials = {.alpha = args.alpha, .trials = args.trials, .seed = args.seed};
+  options.mode = *mode == scheduler::PerturbMode::kCache ? worker::PerturbMode::kCache
+                                                         : worker::PerturbMode::kPrefill;
+  options.layers = *layers;
+  options.naive = args.naive;
+  spdlog::info("calibrating {} samples x {} layers x {} trials ({} mode{}, C={}, W={}, alpha={})",
+               inputs.size(), layers->empty() ? cfg.n_layers : static_cast<int>(layers->size()),
+               args.trials, args.mode, args.naive ? ", naive" : "", args.context_len, args.probe,
+               args.alpha);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Progress> progress;
+  auto results = worker::RunCalibration(
+      *s.transformer, inputs, options, [&](int64_t done, int64_t total) {
+        if (!progress) progress = std::make_unique<Progress>("calibrate", total, "layer-samples");
+        progress->Update(done);
+      });
+  progress.reset();
+  if (!results.ok()) return ReportError(results.status());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info("calibration took {:.1f} s", seconds);
+
+  std::vector<scheduler::TrialKl> trials;
+  for (const auto& r : *results) trials.push_back({r.sample, r.layer, r.trial, r.kl});
+  auto per_layer = scheduler::AggregateProfile(trials);
+  if (!per_layer.ok()) return ReportError(per_layer.status());
+
+  scheduler::SensitivityProfile profile;
+  profile.model = {.hash = *hash, .architecture = cfg.architecture, .name = cfg.name,
+                   .n_layers = cfg.n_layers, .n_kv_heads = cfg.n_kv_heads,
+                   .head_dim = cfg.head_dim, .d_model = cfg.d_model,
+                   .vocab_size = cfg.vocab_size};
+  profile.params.mode = *mode;
+  profile.params.alpha = args.alpha;
+  profile.params.trials = args.trials;
+  profile.params.seed = args.seed;
+  profile.params.samples = static_cast<int64_t>(inputs.size());
+  profile.params.context_len = args.context_len;
+  profile.params.probe_len = args.probe;
+  for (const auto& l : *per_layer) profile.params.layers.push_back(l.layer);
+  profile.params.data_source = data->description;
+  profile.layers = std::move(per_layer).value();
+  profile.created_at = scheduler::FormatIso8601Utc(std::chrono::system_clock::now());
+  profile.tool_version = "ripplekv 0.1.0";
+
+  if (!args.out.empty()) {
+    if (Status st = scheduler::WriteProfileFile(args.out, profile); !st.ok()) return ReportError(st);
+    spdlog::info("wrote profile {}", args.out);
+  }
+  // Multipliers r^n_l of the budget mapping (before clamping), for the table and the plot.
+  std::vector<double> sens;
+  for (const auto& l : profile.layers) sens.push_back(l.mean_kl);
+  auto normalized = scheduler::NormalizeSensitivities(sens, scheduler::Normalization::kMinMax);
+  if (!normalized.ok()) return ReportError(normalized.status());
+  std::vector<double> multipliers;
+  for (double n : *normalized) multipliers.push_back(std::pow(args.ratio, n));
+  if (!args.plot.empty()) {
+    ProfilePlotData plot;
+    plot.title = absl::StrCat(cfg.name.empty() ? cfg.architecture : cfg.name, " — value-cache sensitivity");
+    plot.subtitle = absl::StrCat(args.mode, " mode, alpha ", args.alpha, ", ", args.trials,
+                                 " trials, ", inputs.size(), " samples of C=", args.context_len,
+                                 " W=", args.probe, ", model ", hash->substr(0, 12));
+    for (const auto& l : profile.layers) {
+      plot.layers.push_back(static_cast<int>(l.layer));
+      plot.mean_kl.push_back(l.mean_kl);
+      plot.stderr_kl.push_back(l.std_error);
+    }
+    plot.multipliers = multipliers;
+    plot.multiplier_label = absl::StrCat("budget multiplier r^n (r = ", args.ratio, ")");
+    if (Status st = WriteProfileSvg(plot, args.plot); !st.ok()) return ReportError(st);
+    spdlog::info("wrote plot {}", args.plot);
+  }
+
+  if (args.json) {
+    auto json = scheduler::ProfileToJson(profile);
+    if (!json.ok()) return ReportError(json.status());
+    std::fputs(json->c_str(), stdout);
+    if (json->empty() || json->back() != '\n') std::fputc('\n', stdout);
+    return kExitOk;
+  }
+  double max_kl = 0;
+  for (const auto& l : profile.layers) max_kl = std::max(max_kl, l.mean_kl);
+  std::printf("%5s  %12s  %10s  %5s  %10s  %s\n", "layer", "mean KL", "std err", "n",
+              "multiplier", "");
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    const auto& l = profile.layers[i];
+    const int bar = max_kl > 0 ? static_cast<int>(30 * l.mean_kl / max_kl + 0.5) : 0;
+    std::printf("%5lld  %12.6g  %10.3g  %5lld  %10.3f  %s\n", static_cast<long long>(l.layer),
+                l.mean_kl, l.std_error, static_cast<long long>(l.count), multipliers[i],
+                std::string(bar, '#').c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddCalibrateCommand(CLI::App& app, Action& run) {
+  auto a = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate", "Measure per-layer value-cache sensitivity (KL under norm-adaptive noise)");
+  cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face model directory")->required();
+  cmd->add_option("--data", a->data,
+                  "Calibration data: JSONL ({\"text\"} or {\"context\",\"continuation\"}) or plain "
+                  "text; default: the built-in prose set (docs/DATA.md)");
+  cmd->add_option("--samples", a->samples, "Samples N")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--context-len", a->context_len, "Context tokens C per sample")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--probe", a->probe, "Probe tokens W per sample (W < C)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--alpha", a->alpha, "Noise scale: expected relative perturbation per value vector")
+      ->capture_default_str();
+  cmd->add_option("--trials", a->trials, "Trials per (sample, layer)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", a->seed, "Noise seed")->capture_default_str();
+  cmd->add_option("--mode", a->mode, "cache (perturb the cache after prefill) or prefill")
+      ->capture_default_str();
+  cmd->add_option("--layers", a->layers, "Layers to measure, e.g. 0-3,7 (default: all)");
+  cmd->add_option("-t,--threads", a->threads, "CPU threads")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-o,--out", a->out, "Write the profile JSON here");
+  cmd->add_option("--plot", a->plot, "Write an SVG plot of the profile and budget multipliers");
+  cmd->add_option("--ratio", a->ratio, "Budget ratio r shown in the table and plot")
+      ->capture_default_str()->check(CLI::Range(1.0, 1e6));
+  cmd->add_flag("--naive", a->naive, "Reference path: a full forward pass per trial (slow)");
+  cmd->add_flag("--strict", a->strict, "Reject the data when any sample is too short");
+  cmd->add_flag("--json", a->json, "Print the profile JSON instead of the table");
+  cmd->callback([a, &run] { run = [a] { return RunCalibrate(*a); }; });
+}
+
+}  // namespace ripplekv::cli

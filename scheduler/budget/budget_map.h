@@ -1,0 +1,95 @@
+#pragma once
+// Budget mapping (DESIGN.md §2, normative): from per-layer sensitivities to per-layer KV-cache
+// token budgets that sum to exactly L * B, giving sensitive layers more. The steps, for
+// sensitivities s_l of L layers, ratio r >= 1, average budget B and bounds [b_min, b_max]:
+//   1. normalize: n_l in [0, 1] (Normalization below; every mode gives all zeros for a flat
+//      profile);
+//   2. exponential map: m_l = r ^ n_l (the most sensitive layer gets r times the least);
+//   3. preserve the budget: b_l = T * m_l / sum(m), T = L * B (or a total given directly);
+//   4. clamp to [b_min, b_max] and redistribute the excess over the unclamped layers
+//      (water-filling) until the total is T again;
+//   5. round by largest remainder, so the integers sum to exactly T; equal remainders go to the
+//   more
+//      sensitive layer, then to the lower layer index.
+// A budget counts every token a layer keeps (observation window and sink tokens included), per KV
+// head. docs/BUDGETS.md has a worked example.
+//
+// Thread-safe (pure functions).
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "scheduler/budget/profile.h"
+
+namespace ripplekv::scheduler {
+
+// Largest total budget L * B accepted, tokens. Keeps every intermediate in double exact to far
+// below one token, so rounding cannot be disturbed by floating-point error.
+inline constexpr int64_t kMaxTotalTokens = int64_t{1} << 40;
+
+enum class Normalization {
+  kMinMax,     // "minmax": n = (s - min s) / (max s - min s) (the DESIGN.md §2 default)
+  kRank,       // "rank": n = rank / (L - 1), ranks from 0, ties get the average of their ranks
+  kLogMinMax,  // "log-minmax": min-max of log(s + log_epsilon)
+};
+// "minmax" / "rank" / "log-minmax".
+std::string_view NormalizationName(Normalization normalization);
+// The inverse of NormalizationName(); InvalidArgument for any other string.
+[[nodiscard]] StatusOr<Normalization> ParseNormalization(std::string_view name);
+
+struct BudgetOptions {
+  double ratio = 2.0;  // r >= 1: multiplier of the most sensitive layer over the least
+  // The total budget T, given one of two ways (exactly one must be set):
+  int64_t average_tokens = 0;  // B > 0: average budget per layer, tokens; T = L * B; 0 = unset
+  std::optional<int64_t> total_tokens;  // T > 0 directly, tokens (need not be a multiple of L)
+  int64_t min_tokens = 1;               // b_min >= 1: smallest budget of any layer, tokens
+  std::optional<int64_t> max_tokens;    // b_max, tokens; nullopt = unbounded
+  Normalization normalization = Normalization::kMinMax;
+  double log_epsilon = 1e-12;  // eps > 0 of kLogMinMax, nats (keeps log finite at s = 0)
+  // Context length the budgets are meant for, tokens. When set, a layer budget above it is an
+  // error (a layer cannot keep more tokens than the context has); nullopt = not checked.
+  std::optional<int64_t> max_context;
+};
+
+struct BudgetMap {
+  std::string model_hash;           // of the profile it came from; empty for raw sensitivities
+  BudgetOptions options;            // the parameters it was computed with
+  int64_t total_tokens = 0;         // T (L * B, or options.total_tokens) == sum(tokens)
+  std::vector<int64_t> tokens;      // [L] budget of layer l, tokens, in [b_min, b_max]
+  std::vector<double> multipliers;  // [L] m_l = r ^ n_l, before clamping
+  std::vector<double> normalized;   // [L] n_l in [0, 1]
+};
+
+// Checks `options` for a model of `num_layers` layers: every error of ComputeBudgetMap() that does
+// not depend on the sensitivities (InvalidArgument, with the numbers).
+[[nodiscard]] Status ValidateBudgetOptions(size_t num_layers, const BudgetOptions& options);
+
+// T for `num_layers` layers: options.total_tokens if set, else num_layers * average_tokens.
+// Meaningful only for options that pass ValidateBudgetOptions().
+int64_t TotalTokens(size_t num_layers, const BudgetOptions& options);
+
+// Step 1 alone: n_l for `sensitivity` (index = layer). Errors: InvalidArgument for an empty input
+// or a value that is negative or not finite (naming its index), or log_epsilon <= 0.
+[[nodiscard]] StatusOr<std::vector<double>> NormalizeSensitivities(
+    std::span<const double> sensitivity, Normalization normalization, double log_epsilon = 1e-12);
+
+// The budget map of `sensitivity` (index = layer). Errors (InvalidArgument, with the numbers): an
+// empty input; a negative or non-finite sensitivity; ratio < 1 or not finite; neither or both of
+// average_tokens and total_tokens set, or the one set <= 0; min_tokens < 1; min_tokens >
+// max_tokens; infeasible bounds (L * b_min > T or L * b_max < T); T > kMaxTotalTokens; log_epsilon
+// <= 0; a budget above max_context (naming the layer).
+[[nodiscard]] StatusOr<BudgetMap> ComputeBudgetMap(std::span<const double> sensitivity,
+                                                   const BudgetOptions& options);
+
+// The budget map of a profile: s_l = mean_kl of layer l, model_hash from the profile. The profile
+// must cover every layer 0..n_layers-1 (InvalidArgument naming the first missing layer otherwise);
+// other errors as ValidateProfile() and the overload above.
+[[nodiscard]] StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
+                                                   const BudgetOptions& options);
+
+}  // namespace ripplekv::scheduler

@@ -1,0 +1,346 @@
+#include "scheduler/budget/profile.h"
+
+#include <cmath>
+#include <ctime>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "scheduler/budget/file_io.h"
+#include "scheduler/budget/json_fields.h"
+
+namespace ripplekv::scheduler {
+namespace {
+
+using json_fields::AsDouble;
+using json_fields::AsInt;
+using json_fields::AsString;
+using json_fields::AsUint;
+using json_fields::Child;
+using json_fields::Index;
+using json_fields::Json;
+using json_fields::Member;
+using json_fields::OrderedJson;
+
+constexpr std::string_view kWhat = "profile";
+
+absl::string_view Sv(std::string_view s) { return {s.data(), s.size()}; }
+
+Status Bad(const std::string& path, std::string_view problem) {
+  return json_fields::Error(kWhat, path, problem);
+}
+
+Status CheckPositive(int64_t value, const std::string& path) {
+  if (value <= 0) return Bad(path, absl::StrCat("must be > 0, got ", value));
+  return absl::OkStatus();
+}
+
+Status CheckNonNegativeFinite(double value, const std::string& path) {
+  if (!std::isfinite(value) || value < 0) {
+    return Bad(path, absl::StrCat("must be finite and >= 0, got ", value));
+  }
+  return absl::OkStatus();
+}
+
+bool AllDigits(std::string_view s, size_t begin, size_t n) {
+  if (begin + n > s.size()) return false;
+  for (size_t i = begin; i < begin + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  return true;
+}
+
+int Number(std::string_view s, size_t begin, size_t n) {
+  int v = 0;
+  for (size_t i = begin; i < begin + n; ++i) v = v * 10 + (s[i] - '0');
+  return v;
+}
+
+// Field readers: member `key` of `object` at `path`, converted.
+StatusOr<std::string> GetString(const Json& object, const std::string& path, std::string_view key) {
+  ASSIGN_OR_RETURN(const Json* v, Member(object, kWhat, path, key));
+  return AsString(*v, kWhat, Child(path, key));
+}
+StatusOr<int64_t> GetInt(const Json& object, const std::string& path, std::string_view key) {
+  ASSIGN_OR_RETURN(const Json* v, Member(object, kWhat, path, key));
+  return AsInt(*v, kWhat, Child(path, key));
+}
+StatusOr<double> GetDouble(const Json& object, const std::string& path, std::string_view key) {
+  ASSIGN_OR_RETURN(const Json* v, Member(object, kWhat, path, key));
+  return AsDouble(*v, kWhat, Child(path, key));
+}
+StatusOr<const Json*> GetArray(const Json& object, const std::string& path, std::string_view key) {
+  ASSIGN_OR_RETURN(const Json* v, Member(object, kWhat, path, key));
+  RETURN_IF_ERROR(json_fields::ExpectArray(*v, kWhat, Child(path, key)));
+  return v;
+}
+
+StatusOr<ProfileModel> ModelFromJson(const Json& j) {
+  const std::string path = "model";
+  RETURN_IF_ERROR(json_fields::ExpectObject(j, kWhat, path,
+                                            {"hash", "architecture", "name", "n_layers",
+                                             "n_kv_heads", "head_dim", "d_model", "vocab_size"}));
+  ProfileModel m;
+  ASSIGN_OR_RETURN(m.hash, GetString(j, path, "hash"));
+  ASSIGN_OR_RETURN(m.architecture, GetString(j, path, "architecture"));
+  ASSIGN_OR_RETURN(m.name, GetString(j, path, "name"));
+  ASSIGN_OR_RETURN(m.n_layers, GetInt(j, path, "n_layers"));
+  ASSIGN_OR_RETURN(m.n_kv_heads, GetInt(j, path, "n_kv_heads"));
+  ASSIGN_OR_RETURN(m.head_dim, GetInt(j, path, "head_dim"));
+  ASSIGN_OR_RETURN(m.d_model, GetInt(j, path, "d_model"));
+  ASSIGN_OR_RETURN(m.vocab_size, GetInt(j, path, "vocab_size"));
+  return m;
+}
+
+StatusOr<ProfileParams> ParamsFromJson(const Json& j) {
+  const std::string path = "params";
+  RETURN_IF_ERROR(json_fields::ExpectObject(j, kWhat, path,
+                                            {"mode", "alpha", "trials", "seed", "samples",
+                                             "context_len", "probe_len", "layers", "data_source"}));
+  ProfileParams p;
+  ASSIGN_OR_RETURN(std::string mode, GetString(j, path, "mode"));
+  StatusOr<PerturbMode> parsed_mode = ParsePerturbMode(mode);
+  if (!parsed_mode.ok()) {
+    return Bad(Child(path, "mode"), absl::StrCat("unknown mode \"", mode, "\" (cache|prefill)"));
+  }
+  p.mode = *parsed_mode;
+  ASSIGN_OR_RETURN(p.alpha, GetDouble(j, path, "alpha"));
+  ASSIGN_OR_RETURN(p.trials, GetInt(j, path, "trials"));
+  ASSIGN_OR_RETURN(const Json* seed, Member(j, kWhat, path, "seed"));
+  ASSIGN_OR_RETURN(p.seed, AsUint(*seed, kWhat, Child(path, "seed")));
+  ASSIGN_OR_RETURN(p.samples, GetInt(j, path, "samples"));
+  ASSIGN_OR_RETURN(p.context_len, GetInt(j, path, "context_len"));
+  ASSIGN_OR_RETURN(p.probe_len, GetInt(j, path, "probe_len"));
+  ASSIGN_OR_RETURN(const Json* layers, GetArray(j, path, "layers"));
+  const std::string layers_path = Child(path, "layers");
+  p.layers.reserve(layers->size());
+  for (size_t i = 0; i < layers->size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t layer, AsInt((*layers)[i], kWhat, Index(layers_path, i)));
+    p.layers.push_back(layer);
+  }
+  ASSIGN_OR_RETURN(p.data_source, GetString(j, path, "data_source"));
+  return p;
+}
+
+StatusOr<LayerSensitivity> LayerFromJson(const Json& j, const std::string& path) {
+  RETURN_IF_ERROR(json_fields::ExpectObject(
+      j, kWhat, path, {"layer", "mean_kl", "stderr", "count", "per_sample_mean"}));
+  LayerSensitivity l;
+  ASSIGN_OR_RETURN(l.layer, GetInt(j, path, "layer"));
+  ASSIGN_OR_RETURN(l.mean_kl, GetDouble(j, path, "mean_kl"));
+  ASSIGN_OR_RETURN(l.std_error, GetDouble(j, path, "stderr"));
+  ASSIGN_OR_RETURN(l.count, GetInt(j, path, "count"));
+  ASSIGN_OR_RETURN(const Json* means, GetArray(j, path, "per_sample_mean"));
+  const std::string means_path = Child(path, "per_sample_mean");
+  l.per_sample_mean.reserve(means->size());
+  for (size_t i = 0; i < means->size(); ++i) {
+    ASSIGN_OR_RETURN(double v, AsDouble((*means)[i], kWhat, Index(means_path, i)));
+    l.per_sample_mean.push_back(v);
+  }
+  return l;
+}
+
+}  // namespace
+
+std::string_view PerturbModeName(PerturbMode mode) {
+  switch (mode) {
+    case PerturbMode::kCache:
+      return "cache";
+    case PerturbMode::kPrefill:
+      return "prefill";
+  }
+  return "unknown";
+}
+
+StatusOr<PerturbMode> ParsePerturbMode(std::string_view name) {
+  if (name == "cache") return PerturbMode::kCache;
+  if (name == "prefill") return PerturbMode::kPrefill;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown perturbation mode \"", Sv(name), "\" (expected cache or prefill)"));
+}
+
+Status ValidateProfile(const SensitivityProfile& profile) {
+  if (profile.schema_version != kProfileSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("profile: schema_version ", profile.schema_version,
+                     " is not supported (this build reads version ", kProfileSchemaVersion, ")"));
+  }
+  const ProfileModel& m = profile.model;
+  if (m.hash.empty()) return Bad("model.hash", "must not be empty");
+  RETURN_IF_ERROR(CheckPositive(m.n_layers, "model.n_layers"));
+  RETURN_IF_ERROR(CheckPositive(m.n_kv_heads, "model.n_kv_heads"));
+  RETURN_IF_ERROR(CheckPositive(m.head_dim, "model.head_dim"));
+  RETURN_IF_ERROR(CheckPositive(m.d_model, "model.d_model"));
+  RETURN_IF_ERROR(CheckPositive(m.vocab_size, "model.vocab_size"));
+
+  const ProfileParams& p = profile.params;
+  if (!std::isfinite(p.alpha) || p.alpha <= 0) {
+    return Bad("params.alpha", absl::StrCat("must be finite and > 0, got ", p.alpha));
+  }
+  RETURN_IF_ERROR(CheckPositive(p.trials, "params.trials"));
+  RETURN_IF_ERROR(CheckPositive(p.samples, "params.samples"));
+  RETURN_IF_ERROR(CheckPositive(p.context_len, "params.context_len"));
+  RETURN_IF_ERROR(CheckPositive(p.probe_len, "params.probe_len"));
+  if (p.layers.empty()) return Bad("params.layers", "must list at least one layer");
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const int64_t layer = p.layers[i];
+    if (layer < 0 || layer >= m.n_layers) {
+      return Bad(Index("params.layers", i),
+                 absl::StrCat("layer ", layer, " is outside [0, ", m.n_layers, ")"));
+    }
+    if (i > 0 && layer <= p.layers[i - 1]) {
+      return Bad(Index("params.layers", i), "layers must be strictly ascending");
+    }
+  }
+  // samples * trials cannot overflow past the int64 the count field holds without being wrong.
+  const __int128 expected_count = static_cast<__int128>(p.samples) * p.trials;
+
+  if (profile.layers.size() != p.layers.size()) {
+    return Bad("layers", absl::StrCat("has ", profile.layers.size(), " entries but params.layers ",
+                                      "lists ", p.layers.size()));
+  }
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    const LayerSensitivity& l = profile.layers[i];
+    const std::string path = Index("layers", i);
+    if (l.layer != p.layers[i]) {
+      return Bad(Child(path, "layer"),
+                 absl::StrCat("is ", l.layer, " but params.layers[", i, "] is ", p.layers[i]));
+    }
+    RETURN_IF_ERROR(CheckNonNegativeFinite(l.mean_kl, Child(path, "mean_kl")));
+    RETURN_IF_ERROR(CheckNonNegativeFinite(l.std_error, Child(path, "stderr")));
+    if (l.count != expected_count) {
+      return Bad(Child(path, "count"),
+                 absl::StrCat("is ", l.count, " but params.samples * params.trials is ",
+                              static_cast<int64_t>(expected_count)));
+    }
+    if (static_cast<int64_t>(l.per_sample_mean.size()) != p.samples) {
+      return Bad(Child(path, "per_sample_mean"),
+                 absl::StrCat("has ", l.per_sample_mean.size(), " entries but params.samples is ",
+                              p.samples));
+    }
+    for (size_t s = 0; s < l.per_sample_mean.size(); ++s) {
+      RETURN_IF_ERROR(
+          CheckNonNegativeFinite(l.per_sample_mean[s], Index(Child(path, "per_sample_mean"), s)));
+    }
+  }
+  if (!IsIso8601DateTime(profile.created_at)) {
+    return Bad("created_at",
+               absl::StrCat("\"", profile.created_at, "\" is not an ISO-8601 date-time"));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile) {
+  RETURN_IF_ERROR(ValidateProfile(profile));
+  const ProfileModel& m = profile.model;
+  const ProfileParams& p = profile.params;
+  OrderedJson model = {
+      {"hash", m.hash},         {"architecture", m.architecture}, {"name", m.name},
+      {"n_layers", m.n_layers}, {"n_kv_heads", m.n_kv_heads},     {"head_dim", m.head_dim},
+      {"d_model", m.d_model},   {"vocab_size", m.vocab_size}};
+  OrderedJson params = {{"mode", std::string(PerturbModeName(p.mode))},
+                        {"alpha", p.alpha},
+                        {"trials", p.trials},
+                        {"seed", p.seed},
+                        {"samples", p.samples},
+                        {"context_len", p.context_len},
+                        {"probe_len", p.probe_len},
+                        {"layers", p.layers},
+                        {"data_source", p.data_source}};
+  OrderedJson layers = OrderedJson::array();
+  for (const LayerSensitivity& l : profile.layers) {
+    layers.push_back(OrderedJson{{"layer", l.layer},
+                                 {"mean_kl", l.mean_kl},
+                                 {"stderr", l.std_error},
+                                 {"count", l.count},
+                                 {"per_sample_mean", l.per_sample_mean}});
+  }
+  OrderedJson root = {{"schema_version", profile.schema_version},
+                      {"model", std::move(model)},
+                      {"params", std::move(params)},
+                      {"layers", std::move(layers)},
+                      {"created_at", profile.created_at},
+                      {"tool_version", profile.tool_version}};
+  return json_fields::Dump(root, kWhat);
+}
+
+StatusOr<SensitivityProfile> ProfileFromJson(std::string_view json_text) {
+  ASSIGN_OR_RETURN(Json root, json_fields::Parse(json_text, kWhat));
+  if (!root.is_object()) return Bad("", absl::StrCat("expected an object, got ", root.type_name()));
+  // The version decides how to read everything else, so it is checked before the other keys.
+  ASSIGN_OR_RETURN(int64_t version, GetInt(root, "", "schema_version"));
+  if (version != kProfileSchemaVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("profile: schema_version ", version,
+                     " is not supported (this build reads version ", kProfileSchemaVersion, ")"));
+  }
+  RETURN_IF_ERROR(json_fields::ExpectObject(
+      root, kWhat, "",
+      {"schema_version", "model", "params", "layers", "created_at", "tool_version"}));
+  SensitivityProfile profile;
+  profile.schema_version = static_cast<int>(version);
+  ASSIGN_OR_RETURN(const Json* model, Member(root, kWhat, "", "model"));
+  ASSIGN_OR_RETURN(profile.model, ModelFromJson(*model));
+  ASSIGN_OR_RETURN(const Json* params, Member(root, kWhat, "", "params"));
+  ASSIGN_OR_RETURN(profile.params, ParamsFromJson(*params));
+  ASSIGN_OR_RETURN(const Json* layers, GetArray(root, "", "layers"));
+  profile.layers.reserve(layers->size());
+  for (size_t i = 0; i < layers->size(); ++i) {
+    ASSIGN_OR_RETURN(LayerSensitivity l, LayerFromJson((*layers)[i], Index("layers", i)));
+    profile.layers.push_back(std::move(l));
+  }
+  ASSIGN_OR_RETURN(profile.created_at, GetString(root, "", "created_at"));
+  ASSIGN_OR_RETURN(profile.tool_version, GetString(root, "", "tool_version"));
+  RETURN_IF_ERROR(ValidateProfile(profile));
+  return profile;
+}
+
+StatusOr<SensitivityProfile> ReadProfileFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileBounded(path, kMaxProfileFileBytes));
+  StatusOr<SensitivityProfile> profile = ProfileFromJson(text);
+  if (!profile.ok()) {
+    return Status(profile.status().code(), absl::StrCat(path, ": ", profile.status().message()));
+  }
+  return profile;
+}
+
+Status WriteProfileFile(const std::string& path, const SensitivityProfile& profile) {
+  ASSIGN_OR_RETURN(std::string text, ProfileToJson(profile));
+  return WriteFileAtomically(path, text);
+}
+
+std::string FormatIso8601Utc(std::chrono::system_clock::time_point time) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(time);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool IsIso8601DateTime(std::string_view s) {
+  // YYYY-MM-DDTHH:MM:SS is 19 characters.
+  if (s.size() < 20 || !AllDigits(s, 0, 4) || s[4] != '-' || !AllDigits(s, 5, 2) || s[7] != '-' ||
+      !AllDigits(s, 8, 2) || s[10] != 'T' || !AllDigits(s, 11, 2) || s[13] != ':' ||
+      !AllDigits(s, 14, 2) || s[16] != ':' || !AllDigits(s, 17, 2)) {
+    return false;
+  }
+  const int month = Number(s, 5, 2), day = Number(s, 8, 2), hour = Number(s, 11, 2),
+            minute = Number(s, 14, 2), second = Number(s, 17, 2);
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
+    return false;
+  }
+  size_t i = 19;
+  if (s[i] == '.') {
+    size_t digits = 0;
+    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) ++digits;
+    if (digits == 0) return false;
+  }
+  if (i < s.size() && s[i] == 'Z') return i + 1 == s.size();
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+    return i + 6 == s.size() && AllDigits(s, i + 1, 2) && s[i + 3] == ':' &&
+           AllDigits(s, i + 4, 2) && Number(s, i + 1, 2) <= 23 && Number(s, i + 4, 2) <= 59;
+  }
+  return false;
+}
+
+}  // namespace ripplekv::scheduler

@@ -1,0 +1,112 @@
+#pragma once
+// The sensitivity profile of one model (DESIGN.md §2): per layer, the mean KL divergence of the
+// output distribution when that layer's value cache is perturbed, with its standard error, plus
+// everything needed to reproduce or audit the measurement. It is the input of budget mapping and
+// is stored keyed by model hash, versioned and never overwritten (DESIGN.md §3).
+//
+// On disk it is one JSON document (schema in docs/BUDGETS.md). Reading is strict: a missing or
+// mistyped field, an unknown key or an inconsistent value is an error naming its JSON path, so a
+// profile that loads is one the budget map can use. Doubles are written in the shortest form that
+// reads back to the same bits, so a write/read round trip is exact.
+//
+// All functions are thread-safe (no shared state).
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/base/status.h"
+
+namespace ripplekv::scheduler {
+
+// The only schema version this code reads and writes.
+inline constexpr int kProfileSchemaVersion = 1;
+// Largest profile file ReadProfileFile() accepts, bytes.
+inline constexpr uint64_t kMaxProfileFileBytes = 256ull << 20;
+
+// Where the perturbation is applied (DESIGN.md §2).
+enum class PerturbMode {
+  kCache,    // "cache": after prefill, layer l's cached values only (the default method)
+  kPrefill,  // "prefill": inside the forward pass, rippling into deeper layers' caches
+};
+// "cache" / "prefill".
+std::string_view PerturbModeName(PerturbMode mode);
+// The inverse of PerturbModeName(); InvalidArgument for any other string.
+[[nodiscard]] StatusOr<PerturbMode> ParsePerturbMode(std::string_view name);
+
+// The model a profile was measured on.
+struct ProfileModel {
+  std::string hash;          // model hash (docs/MODEL_HASH.md), lowercase hex; non-empty
+  std::string architecture;  // e.g. "llama"
+  std::string name;          // human-readable model name; may be empty
+  int64_t n_layers = 0;      // L, > 0
+  int64_t n_kv_heads = 0;    // H_kv, > 0
+  int64_t head_dim = 0;      // d, > 0
+  int64_t d_model = 0;       // residual width, > 0
+  int64_t vocab_size = 0;    // > 0
+};
+
+// The calibration parameters of the measurement.
+struct ProfileParams {
+  PerturbMode mode = PerturbMode::kCache;
+  double alpha = 0.0;           // relative perturbation scale (norm-adaptive), > 0
+  int64_t trials = 0;           // trials per (sample, layer), > 0
+  uint64_t seed = 0;            // Philox key of the noise
+  int64_t samples = 0;          // calibration samples, > 0
+  int64_t context_len = 0;      // tokens of the perturbed context C, > 0
+  int64_t probe_len = 0;        // tokens of the probe P (W), > 0
+  std::vector<int64_t> layers;  // layers evaluated, strictly ascending, each in [0, n_layers)
+  std::string data_source;      // description of the calibration set (file, dataset, hash)
+};
+
+// One layer's sensitivity.
+struct LayerSensitivity {
+  int64_t layer = 0;     // layer index
+  double mean_kl = 0.0;  // s_l: mean of KL(s, l, t) over samples and trials, nats, >= 0
+  // Standard error of mean_kl from the per-sample means: stddev(per_sample_mean, n - 1
+  // denominator) / sqrt(n); 0 with one sample. Named `stderr` in JSON (`stderr` is a C macro).
+  double std_error = 0.0;
+  int64_t count = 0;                    // number of KL values averaged, > 0
+  std::vector<double> per_sample_mean;  // mean over trials, one per sample in sample order
+};
+
+struct SensitivityProfile {
+  int schema_version = kProfileSchemaVersion;
+  ProfileModel model;
+  ProfileParams params;
+  std::vector<LayerSensitivity> layers;  // one per params.layers entry, in the same order
+  std::string created_at;                // ISO-8601, e.g. "2025-01-31T12:00:00Z"
+  std::string tool_version;              // e.g. "ripplekv 0.1.0"
+};
+
+// Checks the invariants documented on the fields above, and that `layers` matches params.layers
+// one to one, every per_sample_mean has params.samples finite non-negative entries, and count ==
+// params.samples * params.trials. Errors: FailedPrecondition (schema_version other than
+// kProfileSchemaVersion), InvalidArgument naming the JSON path of the first bad field.
+[[nodiscard]] Status ValidateProfile(const SensitivityProfile& profile);
+
+// The JSON text of a valid profile (ValidateProfile() runs first and its error is returned).
+[[nodiscard]] StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile);
+
+// Parses and validates a profile. Errors: InvalidArgument (JSON syntax, with the byte offset; a
+// missing, mistyped or unknown field, or a failed ValidateProfile() check, naming the JSON path,
+// e.g. "layers[3].mean_kl"), FailedPrecondition (a schema_version this code does not read).
+[[nodiscard]] StatusOr<SensitivityProfile> ProfileFromJson(std::string_view json_text);
+
+// Reads and parses the profile at `path` (at most kMaxProfileFileBytes). Errors as
+// ReadFileBounded() and ProfileFromJson(), with `path` prefixed to the message.
+[[nodiscard]] StatusOr<SensitivityProfile> ReadProfileFile(const std::string& path);
+
+// Validates and writes `profile` to `path` atomically (WriteFileAtomically()).
+[[nodiscard]] Status WriteProfileFile(const std::string& path, const SensitivityProfile& profile);
+
+// `time` in UTC as "YYYY-MM-DDTHH:MM:SSZ", the created_at format this code writes.
+std::string FormatIso8601Utc(std::chrono::system_clock::time_point time);
+
+// Whether `text` is an ISO-8601 date-time "YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)" with
+// fields in range (month 1-12, day 1-31, hour 0-23, minute 0-59, second 0-60).
+bool IsIso8601DateTime(std::string_view text);
+
+}  // namespace ripplekv::scheduler

@@ -1,0 +1,98 @@
+#include "scheduler/budget/profile_aggregate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+
+namespace ripplekv::scheduler {
+namespace {
+
+std::string Key(const TrialKl& r) {
+  return absl::StrCat("(sample ", r.sample, ", layer ", r.layer, ", trial ", r.trial, ")");
+}
+
+bool CanonicalLess(const TrialKl& a, const TrialKl& b) {
+  return std::tie(a.sample, a.layer, a.trial) < std::tie(b.sample, b.layer, b.trial);
+}
+
+}  // namespace
+
+StatusOr<std::vector<LayerSensitivity>> AggregateProfile(std::span<const TrialKl> results) {
+  if (results.empty()) return absl::InvalidArgumentError("aggregate: no trial results");
+  for (const TrialKl& r : results) {
+    if (r.sample < 0 || r.layer < 0 || r.trial < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("aggregate: negative index in ", Key(r)));
+    }
+    if (!std::isfinite(r.kl) || r.kl < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aggregate: KL ", r.kl, " at ", Key(r), " must be finite and >= 0"));
+    }
+  }
+  std::vector<TrialKl> sorted(results.begin(), results.end());
+  std::sort(sorted.begin(), sorted.end(), CanonicalLess);
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (!CanonicalLess(sorted[i - 1], sorted[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aggregate: duplicate result for ", Key(sorted[i])));
+    }
+  }
+
+  // Sums per (layer, sample), visited in canonical order: samples ascending, and within one
+  // (sample, layer) trials ascending, so each sum has one fixed order of additions.
+  struct Cell {
+    double sum = 0.0;
+    int64_t trials = 0;
+  };
+  std::map<int64_t, std::map<int64_t, Cell>> cells;  // layer -> sample -> cell
+  std::map<int64_t, double> layer_totals;            // layer -> sum of all its values
+  for (const TrialKl& r : sorted) {
+    Cell& c = cells[r.layer][r.sample];
+    c.sum += r.kl;
+    ++c.trials;
+    layer_totals[r.layer] += r.kl;
+  }
+
+  const auto& [first_layer, first_samples] = *cells.begin();
+  const int64_t trials = first_samples.begin()->second.trials;
+  std::vector<LayerSensitivity> out;
+  out.reserve(cells.size());
+  for (const auto& [layer, samples] : cells) {
+    if (samples.size() != first_samples.size() ||
+        !std::equal(samples.begin(), samples.end(), first_samples.begin(),
+                    [](const auto& a, const auto& b) { return a.first == b.first; })) {
+      return absl::InvalidArgumentError(absl::StrCat("aggregate: incomplete results: layer ", layer,
+                                                     " has ", samples.size(), " samples, layer ",
+                                                     first_layer, " has ", first_samples.size(),
+                                                     " (or different sample ids)"));
+    }
+    LayerSensitivity l;
+    l.layer = layer;
+    for (const auto& [sample, cell] : samples) {
+      if (cell.trials != trials) {
+        return absl::InvalidArgumentError(absl::StrCat("aggregate: incomplete results: (sample ",
+                                                       sample, ", layer ", layer, ") has ",
+                                                       cell.trials, " trials, expected ", trials));
+      }
+      l.per_sample_mean.push_back(cell.sum / static_cast<double>(cell.trials));
+    }
+    l.count = static_cast<int64_t>(samples.size()) * trials;
+    l.mean_kl = layer_totals[layer] / static_cast<double>(l.count);
+    const size_t n = l.per_sample_mean.size();
+    if (n > 1) {
+      double mean_of_means = 0.0;
+      for (double m : l.per_sample_mean) mean_of_means += m;
+      mean_of_means /= static_cast<double>(n);
+      double squares = 0.0;
+      for (double m : l.per_sample_mean) squares += (m - mean_of_means) * (m - mean_of_means);
+      const double stddev = std::sqrt(squares / static_cast<double>(n - 1));
+      l.std_error = stddev / std::sqrt(static_cast<double>(n));
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+}  // namespace ripplekv::scheduler

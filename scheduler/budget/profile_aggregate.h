@@ -1,0 +1,36 @@
+#pragma once
+// Aggregation of trial results into per-layer sensitivities (DESIGN.md §2, "Profile"). The result
+// depends only on the set of inputs, never on their order: values are sorted by (sample, layer,
+// trial) and summed in that order in double, so the same job gives bit-identical profiles whatever
+// the number of workers, retries or restarts.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "scheduler/budget/profile.h"
+
+namespace ripplekv::scheduler {
+
+// One trial result: KL(s, l, t) in nats.
+struct TrialKl {
+  int64_t sample = 0;
+  int64_t layer = 0;
+  int64_t trial = 0;
+  double kl = 0.0;
+};
+
+// Per layer, in ascending layer order: mean_kl = mean of all the layer's KL values, per_sample_mean
+// = mean over trials of each sample (ascending sample order), std_error = stddev of the per-sample
+// means (n - 1 denominator) / sqrt(n) (0 for one sample), count = number of values.
+//
+// The results must form a complete grid: every layer present has the same samples, and every
+// (sample, layer) the same number of trials (so mean_kl is also the mean of the per-sample means).
+// Errors (InvalidArgument, naming the offending key): no results; a KL value that is negative or
+// not finite (the trial computation clamps rounding noise at 0); a negative index; a repeated
+// (sample, layer, trial); an incomplete grid.
+[[nodiscard]] StatusOr<std::vector<LayerSensitivity>> AggregateProfile(
+    std::span<const TrialKl> results);
+
+}  // namespace ripplekv::scheduler

@@ -1,0 +1,482 @@
+#include "scheduler/budget/profile.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/budget/profile_aggregate.h"
+
+namespace ripplekv::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+// A fresh directory under the test temp dir, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = ::testing::TempDir() + "ripplekv_profile_XXXXXX";
+    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
+
+// A valid 3-layer profile with doubles that have no short decimal form.
+SensitivityProfile SampleProfile() {
+  SensitivityProfile p;
+  p.model = {.hash = "5f1d0c9e",
+             .architecture = "llama",
+             .name = "SmolLM2-135M-Instruct",
+             .n_layers = 4,
+             .n_kv_heads = 3,
+             .head_dim = 64,
+             .d_model = 576,
+             .vocab_size = 49152};
+  p.params = {.mode = PerturbMode::kCache,
+              .alpha = 0.1,
+              .trials = 2,
+              .seed = std::numeric_limits<uint64_t>::max(),
+              .samples = 3,
+              .context_len = 512,
+              .probe_len = 64,
+              .layers = {0, 1, 3},
+              .data_source = "wikitext-2 test, 3 x 576"};
+  const double third = 1.0 / 3.0;
+  p.layers = {
+      {.layer = 0,
+       .mean_kl = third,
+       .std_error = 0.1,
+       .count = 6,
+       .per_sample_mean = {0.1, third, 2.0 / 3.0}},
+      {.layer = 1,
+       .mean_kl = 1e-300,
+       .std_error = 5e-324,
+       .count = 6,
+       .per_sample_mean = {1e-300, 2.2250738585072014e-308, 0.0}},
+      {.layer = 3,
+       .mean_kl = std::nextafter(0.2, 1.0),
+       .std_error = 0.0,
+       .count = 6,
+       .per_sample_mean = {std::numeric_limits<double>::max(), 1.0, 123456.78901234567}},
+  };
+  p.created_at = "2025-05-31T09:30:00Z";
+  p.tool_version = "ripplekv 0.1.0";
+  return p;
+}
+
+void ExpectSameProfile(const SensitivityProfile& a, const SensitivityProfile& b) {
+  EXPECT_EQ(a.schema_version, b.schema_version);
+  EXPECT_EQ(a.model.hash, b.model.hash);
+  EXPECT_EQ(a.model.architecture, b.model.architecture);
+  EXPECT_EQ(a.model.name, b.model.name);
+  EXPECT_EQ(a.model.n_layers, b.model.n_layers);
+  EXPECT_EQ(a.model.n_kv_heads, b.model.n_kv_heads);
+  EXPECT_EQ(a.model.head_dim, b.model.head_dim);
+  EXPECT_EQ(a.model.d_model, b.model.d_model);
+  EXPECT_EQ(a.model.vocab_size, b.model.vocab_size);
+  EXPECT_EQ(a.params.mode, b.params.mode);
+  EXPECT_EQ(Bits(a.params.alpha), Bits(b.params.alpha));
+  EXPECT_EQ(a.params.trials, b.params.trials);
+  EXPECT_EQ(a.params.seed, b.params.seed);
+  EXPECT_EQ(a.params.samples, b.params.samples);
+  EXPECT_EQ(a.params.context_len, b.params.context_len);
+  EXPECT_EQ(a.params.probe_len, b.params.probe_len);
+  EXPECT_EQ(a.params.layers, b.params.layers);
+  EXPECT_EQ(a.params.data_source, b.params.data_source);
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(a.layers[i].layer, b.layers[i].layer);
+    EXPECT_EQ(Bits(a.layers[i].mean_kl), Bits(b.layers[i].mean_kl));
+    EXPECT_EQ(Bits(a.layers[i].std_error), Bits(b.layers[i].std_error));
+    EXPECT_EQ(a.layers[i].count, b.layers[i].count);
+    ASSERT_EQ(a.layers[i].per_sample_mean.size(), b.layers[i].per_sample_mean.size());
+    for (size_t s = 0; s < a.layers[i].per_sample_mean.size(); ++s) {
+      EXPECT_EQ(Bits(a.layers[i].per_sample_mean[s]), Bits(b.layers[i].per_sample_mean[s]));
+    }
+  }
+  EXPECT_EQ(a.created_at, b.created_at);
+  EXPECT_EQ(a.tool_version, b.tool_version);
+}
+
+// --- JSON round trip ---------------------------------------------------------------------------
+
+TEST(ProfileJsonTest, RoundTripIsBitExact) {
+  const SensitivityProfile p = SampleProfile();
+  StatusOr<std::string> text = ProfileToJson(p);
+  ASSERT_TRUE(text.ok()) << text.status();
+  StatusOr<SensitivityProfile> back = ProfileFromJson(*text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameProfile(p, *back);
+  EXPECT_EQ(*ProfileToJson(*back), *text);  // and the text is stable
+}
+
+TEST(ProfileJsonTest, RoundTripIsBitExactForRandomDoubles) {
+  std::mt19937_64 rng(99);
+  SensitivityProfile p = SampleProfile();
+  for (int i = 0; i < 200; ++i) {
+    for (LayerSensitivity& l : p.layers) {
+      // Random finite non-negative doubles over the whole exponent range.
+      auto draw = [&] {
+        double d;
+        do d = std::bit_cast<double>(rng() & 0x7fffffffffffffffull);
+        while (!std::isfinite(d));
+        return d;
+      };
+      l.mean_kl = draw();
+      l.std_error = draw();
+      for (double& m : l.per_sample_mean) m = draw();
+    }
+    p.params.alpha = std::bit_cast<double>((rng() & 0x3fffffffffffffffull) | 1);
+    StatusOr<SensitivityProfile> back = ProfileFromJson(*ProfileToJson(p));
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectSameProfile(p, *back);
+  }
+}
+
+TEST(ProfileJsonTest, WritesTheDocumentedSchema) {
+  const Json j = Json::parse(*ProfileToJson(SampleProfile()));
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["model"]["hash"], "5f1d0c9e");
+  EXPECT_EQ(j["params"]["mode"], "cache");
+  EXPECT_EQ(j["params"]["seed"], std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(j["params"]["layers"], Json::parse("[0, 1, 3]"));
+  EXPECT_EQ(j["layers"][2]["layer"], 3);
+  EXPECT_TRUE(j["layers"][0].contains("stderr"));
+  EXPECT_EQ(j["layers"][0]["count"], 6);
+  EXPECT_EQ(j["created_at"], "2025-05-31T09:30:00Z");
+}
+
+TEST(ProfileJsonTest, PrefillModeRoundTrips) {
+  SensitivityProfile p = SampleProfile();
+  p.params.mode = PerturbMode::kPrefill;
+  EXPECT_EQ(Json::parse(*ProfileToJson(p))["params"]["mode"], "prefill");
+  EXPECT_EQ(ProfileFromJson(*ProfileToJson(p))->params.mode, PerturbMode::kPrefill);
+}
+
+// --- Malformed input ---------------------------------------------------------------------------
+
+// The error of ProfileFromJson() on the sample profile after `edit`.
+Status ErrorAfter(const std::function<void(Json&)>& edit) {
+  Json j = Json::parse(*ProfileToJson(SampleProfile()));
+  edit(j);
+  StatusOr<SensitivityProfile> p = ProfileFromJson(j.dump());
+  EXPECT_FALSE(p.ok());
+  return p.ok() ? absl::OkStatus() : p.status();
+}
+
+void ExpectInvalid(const std::function<void(Json&)>& edit, const std::string& message) {
+  Status status = ErrorAfter(edit);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr(message));
+}
+
+TEST(ProfileJsonTest, MissingFieldNamesItsPath) {
+  ExpectInvalid([](Json& j) { j["layers"][2].erase("mean_kl"); }, "layers[2].mean_kl: missing");
+  ExpectInvalid([](Json& j) { j["model"].erase("hash"); }, "model.hash: missing");
+  ExpectInvalid([](Json& j) { j["params"].erase("layers"); }, "params.layers: missing");
+  ExpectInvalid([](Json& j) { j.erase("created_at"); }, "created_at: missing");
+  ExpectInvalid([](Json& j) { j.erase("schema_version"); }, "schema_version: missing");
+}
+
+TEST(ProfileJsonTest, MistypedFieldNamesItsPathAndType) {
+  ExpectInvalid([](Json& j) { j["layers"][1]["mean_kl"] = "0.5"; },
+                "layers[1].mean_kl: expected a number, got string");
+  ExpectInvalid([](Json& j) { j["params"]["trials"] = 2.5; },
+                "params.trials: expected an integer, got number");
+  ExpectInvalid([](Json& j) { j["params"]["seed"] = -1; }, "params.seed: integer -1 is negative");
+  ExpectInvalid([](Json& j) { j["layers"][0]["per_sample_mean"][2] = nullptr; },
+                "layers[0].per_sample_mean[2]: expected a number, got null");
+  ExpectInvalid([](Json& j) { j["params"]["layers"] = 3; },
+                "params.layers: expected an array, got number");
+  ExpectInvalid([](Json& j) { j["model"] = Json::array(); }, "model: expected an object");
+  ExpectInvalid([](Json& j) { j["layers"][0]["count"] = 1e30; },
+                "layers[0].count: expected an integer");
+}
+
+TEST(ProfileJsonTest, InconsistentValuesAreRejected) {
+  ExpectInvalid([](Json& j) { j["layers"][0]["mean_kl"] = -0.5; },
+                "layers[0].mean_kl: must be finite and >= 0, got -0.5");
+  ExpectInvalid([](Json& j) { j["layers"][1]["per_sample_mean"].erase(0); },
+                "layers[1].per_sample_mean: has 2 entries but params.samples is 3");
+  ExpectInvalid([](Json& j) { j["layers"][2]["count"] = 5; },
+                "layers[2].count: is 5 but params.samples * params.trials is 6");
+  ExpectInvalid([](Json& j) { j["params"]["layers"] = Json::parse("[0, 3, 1]"); },
+                "params.layers[2]: layers must be strictly ascending");
+  ExpectInvalid([](Json& j) { j["params"]["layers"] = Json::parse("[0, 1, 4]"); },
+                "params.layers[2]: layer 4 is outside [0, 4)");
+  ExpectInvalid([](Json& j) { j["layers"][2]["layer"] = 2; },
+                "layers[2].layer: is 2 but params.layers[2] is 3");
+  ExpectInvalid([](Json& j) { j["layers"].erase(1); },
+                "layers: has 2 entries but params.layers lists 3");
+  ExpectInvalid([](Json& j) { j["params"]["mode"] = "decode"; }, "params.mode: unknown mode");
+  ExpectInvalid([](Json& j) { j["params"]["alpha"] = 0; }, "params.alpha: must be finite and > 0");
+  ExpectInvalid([](Json& j) { j["model"]["n_layers"] = 0; }, "model.n_layers: must be > 0");
+  ExpectInvalid([](Json& j) { j["created_at"] = "yesterday"; },
+                "created_at: \"yesterday\" is not an ISO-8601 date-time");
+  ExpectInvalid([](Json& j) { j["model"]["hash"] = ""; }, "model.hash: must not be empty");
+}
+
+TEST(ProfileJsonTest, UnknownFieldIsRejected) {
+  ExpectInvalid([](Json& j) { j["layers"][0]["mean_kL"] = 1.0; },
+                "layers[0].mean_kL: unknown field");
+  ExpectInvalid([](Json& j) { j["comment"] = "x"; }, "comment: unknown field");
+}
+
+TEST(ProfileJsonTest, UnknownSchemaVersionIsFailedPrecondition) {
+  Status status = ErrorAfter([](Json& j) { j["schema_version"] = 2; });
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(status.message(), HasSubstr("schema_version 2 is not supported"));
+}
+
+TEST(ProfileJsonTest, SyntaxErrorGivesTheByteOffset) {
+  std::string text = *ProfileToJson(SampleProfile());
+  text.resize(40);
+  StatusOr<SensitivityProfile> p = ProfileFromJson(text);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("profile: JSON syntax error at byte 41:"));
+
+  EXPECT_THAT(ProfileFromJson("").status().message(), HasSubstr("JSON syntax error at byte 1:"));
+  EXPECT_THAT(ProfileFromJson("[1, 2]").status().message(),
+              HasSubstr("expected an object, got array"));
+}
+
+TEST(ProfileJsonTest, DuplicateKeyIsRejected) {
+  std::string text = *ProfileToJson(SampleProfile());
+  const std::string key = "\"tool_version\"";
+  text.insert(text.find(key), "\"tool_version\": \"other\",\n  ");
+  StatusOr<SensitivityProfile> p = ProfileFromJson(text);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("key \"tool_version\" appears twice"));
+}
+
+TEST(ProfileJsonTest, InvalidProfileIsNotWritten) {
+  SensitivityProfile p = SampleProfile();
+  p.layers[1].mean_kl = std::nan("");
+  StatusOr<std::string> text = ProfileToJson(p);
+  ASSERT_FALSE(text.ok());
+  EXPECT_THAT(text.status().message(), HasSubstr("layers[1].mean_kl: must be finite"));
+
+  p = SampleProfile();
+  p.model.name = "bad \xff utf-8";
+  text = ProfileToJson(p);
+  ASSERT_FALSE(text.ok());
+  EXPECT_THAT(text.status().message(), HasSubstr("UTF-8"));
+}
+
+// --- Files -------------------------------------------------------------------------------------
+
+TEST(ProfileFileTest, WriteThenReadRoundTripsAndReplacesAtomically) {
+  TempDir dir;
+  const std::string path = dir.File("profile.json");
+  SensitivityProfile p = SampleProfile();
+  ASSERT_TRUE(WriteProfileFile(path, p).ok());
+  p.tool_version = "ripplekv 0.2.0";
+  ASSERT_TRUE(WriteProfileFile(path, p).ok());  // replaces the existing file
+  StatusOr<SensitivityProfile> back = ReadProfileFile(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameProfile(p, *back);
+  // No temporary file is left behind.
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    ++files;
+    EXPECT_EQ(entry.path().filename(), "profile.json");
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(ProfileFileTest, InvalidProfileLeavesTheExistingFileUntouched) {
+  TempDir dir;
+  const std::string path = dir.File("profile.json");
+  ASSERT_TRUE(WriteProfileFile(path, SampleProfile()).ok());
+  SensitivityProfile bad = SampleProfile();
+  bad.params.samples = 0;
+  EXPECT_FALSE(WriteProfileFile(path, bad).ok());
+  EXPECT_TRUE(ReadProfileFile(path).ok());
+}
+
+TEST(ProfileFileTest, ReadErrorsNameTheFile) {
+  TempDir dir;
+  StatusOr<SensitivityProfile> missing = ReadProfileFile(dir.File("nope.json"));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("nope.json"));
+
+  StatusOr<SensitivityProfile> directory = ReadProfileFile(dir.path());
+  EXPECT_EQ(directory.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(directory.status().message(), HasSubstr("not a regular file"));
+
+  const std::string path = dir.File("bad.json");
+  std::ofstream(path) << R"({"schema_version": 1, "model": {}})";
+  StatusOr<SensitivityProfile> bad = ReadProfileFile(path);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("bad.json: profile: model.hash: missing"));
+
+  Status write = WriteProfileFile(dir.File("no/such/dir.json"), SampleProfile());
+  EXPECT_EQ(write.code(), absl::StatusCode::kNotFound) << write;
+  EXPECT_THAT(write.message(), HasSubstr("no/such/dir.json"));
+}
+
+TEST(ProfileTimeTest, FormatsUtcIso8601) {
+  EXPECT_EQ(FormatIso8601Utc(std::chrono::system_clock::time_point{}), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(FormatIso8601Utc(std::chrono::system_clock::from_time_t(1748683800)),
+            "2025-05-31T09:30:00Z");
+  EXPECT_TRUE(IsIso8601DateTime(FormatIso8601Utc(std::chrono::system_clock::now())));
+}
+
+TEST(ProfileTimeTest, AcceptsOnlyIso8601DateTimes) {
+  EXPECT_TRUE(IsIso8601DateTime("2025-05-31T09:30:00Z"));
+  EXPECT_TRUE(IsIso8601DateTime("2025-05-31T09:30:00.123456Z"));
+  EXPECT_TRUE(IsIso8601DateTime("2025-05-31T09:30:00+02:00"));
+  EXPECT_TRUE(IsIso8601DateTime("2025-05-31T09:30:00.5-07:30"));
+  EXPECT_FALSE(IsIso8601DateTime("2025-05-31T09:30:00"));  // no zone
+  EXPECT_FALSE(IsIso8601DateTime("2025-05-31 09:30:00Z"));
+  EXPECT_FALSE(IsIso8601DateTime("2025-13-31T09:30:00Z"));
+  EXPECT_FALSE(IsIso8601DateTime("2025-05-31T24:30:00Z"));
+  EXPECT_FALSE(IsIso8601DateTime("2025-05-31T09:30:00.Z"));
+  EXPECT_FALSE(IsIso8601DateTime("2025-05-31T09:30:00Zjunk"));
+  EXPECT_FALSE(IsIso8601DateTime(""));
+}
+
+// --- Aggregation -------------------------------------------------------------------------------
+
+// Two samples of one layer, two trials each: sample 0 -> {1, 3}, sample 1 -> {5, 7}.
+// per-sample means [2, 6]; mean 4; stddev of the means sqrt(((2-4)^2 + (6-4)^2) / 1) = sqrt(8);
+// stderr sqrt(8) / sqrt(2) = 2.
+TEST(AggregateProfileTest, HandComputedMeanAndStandardError) {
+  const std::vector<TrialKl> results = {
+      {.sample = 1, .layer = 0, .trial = 1, .kl = 7.0},
+      {.sample = 0, .layer = 0, .trial = 0, .kl = 1.0},
+      {.sample = 1, .layer = 0, .trial = 0, .kl = 5.0},
+      {.sample = 0, .layer = 0, .trial = 1, .kl = 3.0},
+  };
+  StatusOr<std::vector<LayerSensitivity>> layers = AggregateProfile(results);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  ASSERT_EQ(layers->size(), 1u);
+  const LayerSensitivity& l = (*layers)[0];
+  EXPECT_EQ(l.layer, 0);
+  EXPECT_EQ(l.mean_kl, 4.0);
+  EXPECT_EQ(l.per_sample_mean, (std::vector<double>{2.0, 6.0}));
+  EXPECT_DOUBLE_EQ(l.std_error, 2.0);
+  EXPECT_EQ(l.count, 4);
+}
+
+TEST(AggregateProfileTest, OneSampleHasZeroStandardError) {
+  const std::vector<TrialKl> results = {{.sample = 4, .layer = 2, .trial = 0, .kl = 0.25},
+                                        {.sample = 4, .layer = 2, .trial = 1, .kl = 0.75}};
+  StatusOr<std::vector<LayerSensitivity>> layers = AggregateProfile(results);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  EXPECT_EQ((*layers)[0].layer, 2);
+  EXPECT_EQ((*layers)[0].mean_kl, 0.5);
+  EXPECT_EQ((*layers)[0].std_error, 0.0);
+  EXPECT_EQ((*layers)[0].per_sample_mean, std::vector<double>{0.5});
+}
+
+std::vector<TrialKl> RandomGrid(int samples, int layers, int trials, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> exponent(-9.0, 2.0);
+  std::vector<TrialKl> out;
+  for (int s = 0; s < samples; ++s) {
+    for (int l = 0; l < layers; ++l) {
+      for (int t = 0; t < trials; ++t) {
+        out.push_back({.sample = s, .layer = l, .trial = t, .kl = std::pow(10.0, exponent(rng))});
+      }
+    }
+  }
+  return out;
+}
+
+TEST(AggregateProfileTest, ResultIsBitIdenticalWhateverTheInputOrder) {
+  std::vector<TrialKl> results = RandomGrid(/*samples=*/9, /*layers=*/6, /*trials=*/4, 1);
+  StatusOr<std::vector<LayerSensitivity>> reference = AggregateProfile(results);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+
+  // The values span 11 decades, so summing them in another order really does change the bits:
+  // the canonical order is what makes the result reproducible.
+  bool naive_sum_differs = false;
+  std::mt19937_64 rng(2);
+  for (int round = 0; round < 50; ++round) {
+    std::shuffle(results.begin(), results.end(), rng);
+    std::vector<double> naive(6, 0.0);
+    for (const TrialKl& r : results) naive[r.layer] += r.kl;
+    for (int l = 0; l < 6; ++l) {
+      naive_sum_differs |= Bits(naive[l] / 36) != Bits((*reference)[l].mean_kl);
+    }
+    StatusOr<std::vector<LayerSensitivity>> shuffled = AggregateProfile(results);
+    ASSERT_TRUE(shuffled.ok()) << shuffled.status();
+    ASSERT_EQ(shuffled->size(), reference->size());
+    for (size_t l = 0; l < reference->size(); ++l) {
+      const LayerSensitivity& a = (*reference)[l];
+      const LayerSensitivity& b = (*shuffled)[l];
+      ASSERT_EQ(a.layer, b.layer);
+      ASSERT_EQ(Bits(a.mean_kl), Bits(b.mean_kl)) << "round " << round << " layer " << l;
+      ASSERT_EQ(Bits(a.std_error), Bits(b.std_error));
+      ASSERT_EQ(a.count, b.count);
+      ASSERT_EQ(a.per_sample_mean.size(), b.per_sample_mean.size());
+      for (size_t s = 0; s < a.per_sample_mean.size(); ++s) {
+        ASSERT_EQ(Bits(a.per_sample_mean[s]), Bits(b.per_sample_mean[s]));
+      }
+    }
+  }
+  EXPECT_TRUE(naive_sum_differs);
+}
+
+TEST(AggregateProfileTest, AggregatedLayersMakeAValidProfile) {
+  const std::vector<TrialKl> results = RandomGrid(3, 4, 2, 5);
+  StatusOr<std::vector<LayerSensitivity>> layers = AggregateProfile(results);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  SensitivityProfile p = SampleProfile();
+  p.params.layers = {0, 1, 2, 3};
+  p.layers = *layers;
+  EXPECT_TRUE(ValidateProfile(p).ok()) << ValidateProfile(p);
+  ExpectSameProfile(p, *ProfileFromJson(*ProfileToJson(p)));
+}
+
+TEST(AggregateProfileTest, RejectsBadResults) {
+  auto error = [](std::vector<TrialKl> results) {
+    StatusOr<std::vector<LayerSensitivity>> layers = AggregateProfile(results);
+    EXPECT_FALSE(layers.ok());
+    EXPECT_EQ(layers.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(layers.status().message());
+  };
+  EXPECT_THAT(error({}), HasSubstr("no trial results"));
+  EXPECT_THAT(error({{0, 0, 0, 0.1}, {0, 0, 0, 0.2}}),
+              HasSubstr("duplicate result for (sample 0, layer 0, trial 0)"));
+  EXPECT_THAT(error({{0, 1, 0, -0.1}}), HasSubstr("KL -0.1 at (sample 0, layer 1, trial 0)"));
+  EXPECT_THAT(error({{0, 1, 0, std::nan("")}}), HasSubstr("must be finite"));
+  EXPECT_THAT(error({{0, -1, 0, 0.1}}), HasSubstr("negative index"));
+  // Sample 1 of layer 0 lacks trial 1.
+  EXPECT_THAT(error({{0, 0, 0, 0.1}, {0, 0, 1, 0.1}, {1, 0, 0, 0.1}}),
+              HasSubstr("(sample 1, layer 0) has 1 trials, expected 2"));
+  // Layer 1 lacks sample 1.
+  EXPECT_THAT(error({{0, 0, 0, 0.1}, {1, 0, 0, 0.1}, {0, 1, 0, 0.1}}),
+              HasSubstr("layer 1 has 1 samples, layer 0 has 2"));
+}
+
+}  // namespace
+}  // namespace ripplekv::scheduler
