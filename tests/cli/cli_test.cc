@@ -105,6 +105,99 @@ TEST(CliTest, InfoOnSmolLM2ReadsHeadersOnly) {
   EXPECT_EQ(j["sha256"], "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
 }
 
+// Writes a small valid profile file (3 layers) and returns its path.
+std::string WriteProfile(const std::string& name, const std::string& kls) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream f(path);
+  f << R"({"schema_version": 1,
+  "model": {"hash": "abc123", "architecture": "llama", "name": "t", "n_layers": 3,
+            "n_kv_heads": 1, "head_dim": 4, "d_model": 8, "vocab_size": 10},
+  "params": {"mode": "cache", "alpha": 0.5, "trials": 1, "seed": 0, "samples": 1,
+             "context_len": 16, "probe_len": 4, "layers": [0, 1, 2], "data_source": "test"},
+  "layers": [)" << kls << R"(],
+  "created_at": "2026-01-01T00:00:00Z", "tool_version": "test"})";
+  return path.string();
+}
+
+std::string Layer(int l, double kl) {
+  return "{\"layer\": " + std::to_string(l) + ", \"mean_kl\": " + std::to_string(kl) +
+         ", \"stderr\": 0, \"count\": 1, \"per_sample_mean\": [" + std::to_string(kl) + "]}";
+}
+
+TEST(CliTest, BudgetsFromAProfileSumExactlyAndFollowSensitivity) {
+  const std::string profile =
+      WriteProfile("ripplekv_cli_profile.json", Layer(0, 0.001) + "," + Layer(1, 0.004) + "," +
+                                                    Layer(2, 0.002));
+  const CliResult r = RunCli("budgets --profile " + profile +
+                             " --avg-budget 100 --ratio 4 --json --format native");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  int64_t total = 0;
+  std::vector<int64_t> tokens;
+  for (const auto& layer : j["layers"]) tokens.push_back(layer["tokens"].get<int64_t>()), total += tokens.back();
+  EXPECT_EQ(total, 300);
+  ASSERT_EQ(tokens.size(), 3u);
+  EXPECT_GT(tokens[1], tokens[2]);
+  EXPECT_GT(tokens[2], tokens[0]);
+
+  const CliResult kv = RunCli("budgets --profile " + profile +
+                              " --avg-budget 100 --ratio 4 --json --format kvpress --context-len 1000");
+  ASSERT_EQ(kv.exit_code, 0) << kv.err;
+  EXPECT_EQ(nlohmann::json::parse(kv.out)["compression_ratios"].size(), 3u);
+  std::filesystem::remove(profile);
+}
+
+TEST(CliTest, BudgetsRejectRatioBelowOneAndInfeasibleBoundsWithExitCode2) {
+  const std::string profile = WriteProfile("ripplekv_cli_profile2.json",
+                                           Layer(0, 0.001) + "," + Layer(1, 0.002) + "," + Layer(2, 0.003));
+  const CliResult low = RunCli("budgets --profile " + profile + " --avg-budget 100 --ratio 0.5");
+  EXPECT_EQ(low.exit_code, 2);
+  EXPECT_NE(low.err.find("ratio"), std::string::npos) << low.err;
+  const CliResult infeasible =
+      RunCli("budgets --profile " + profile + " --avg-budget 100 --ratio 2 --max-budget 50");
+  EXPECT_EQ(infeasible.exit_code, 2);
+  const CliResult over_context =
+      RunCli("budgets --profile " + profile + " --avg-budget 100 --ratio 2 --context-len 64");
+  EXPECT_EQ(over_context.exit_code, 2) << over_context.err;
+  const CliResult missing = RunCli("budgets --profile /nonexistent.json --avg-budget 1");
+  EXPECT_EQ(missing.exit_code, 2);
+  std::filesystem::remove(profile);
+}
+
+TEST(CliTest, CalibrateRejectsBadParametersNamingThem) {
+  const CliResult alpha = RunCli("calibrate --model /nonexistent.gguf --alpha -1");
+  EXPECT_EQ(alpha.exit_code, 2);
+  EXPECT_NE(alpha.err.find("--alpha"), std::string::npos) << alpha.err;
+  const CliResult probe = RunCli("calibrate --model /nonexistent.gguf --context-len 32 --probe 32");
+  EXPECT_EQ(probe.exit_code, 2);
+  EXPECT_NE(probe.err.find("probe"), std::string::npos) << probe.err;
+  const CliResult mode = RunCli("calibrate --model /nonexistent.gguf --mode sideways");
+  EXPECT_EQ(mode.exit_code, 2);
+  EXPECT_NE(mode.err.find("sideways"), std::string::npos) << mode.err;
+}
+
+TEST(CliTest, CalibrateOnSmolLM2WritesProfilePlotAndIsDeterministic) {
+  if (ModelPath() == nullptr) GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF not set";
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string out1 = (dir / "ripplekv_cli_cal1.json").string();
+  const std::string out2 = (dir / "ripplekv_cli_cal2.json").string();
+  const std::string svg = (dir / "ripplekv_cli_cal.svg").string();
+  const std::string common = std::string("calibrate --model ") + ModelPath() +
+                             " --samples 2 --context-len 64 --probe 8 --layers 0,7,29 -q";
+  const CliResult a = RunCli(common + " -t 1 --out " + out1 + " --plot " + svg);
+  const CliResult b = RunCli(common + " -t 2 --out " + out2);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  std::ifstream f1(out1), f2(out2), fs(svg);
+  auto p1 = nlohmann::json::parse(f1), p2 = nlohmann::json::parse(f2);
+  EXPECT_EQ(p1["layers"], p2["layers"]) << "same seed, 1 vs 2 threads: identical profile";
+  ASSERT_EQ(p1["layers"].size(), 3u);
+  for (const auto& l : p1["layers"]) EXPECT_GT(l["mean_kl"].get<double>(), 0.0);
+  const std::string plot((std::istreambuf_iterator<char>(fs)), {});
+  EXPECT_NE(plot.find("<svg"), std::string::npos);
+  for (const auto& p : {out1, out2, svg}) std::filesystem::remove(p);
+}
+
 TEST(CliTest, BadFlagValueIsUsageError) {
   const CliResult r = RunCli("generate --model x --prompt y --temp -1");
   EXPECT_EQ(r.exit_code, 2);
