@@ -1,4 +1,5 @@
 #include "kernels/dequant/dequant.h"
+#include "kernels/base/strings.h"
 
 #include <iterator>
 #include <limits>
@@ -8,19 +9,6 @@
 #include "kernels/dequant/dequant_cpu.h"
 
 namespace ripplekv::kernels {
-
-namespace {
-
-// Concatenates anything fmt can print. (Debian's Abseil has its own string_view, which
-// absl::StrCat will not take from std::string_view.)
-template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::string out;
-  (fmt::format_to(std::back_inserter(out), "{}", args), ...);
-  return out;
-}
-
-}  // namespace
 
 StatusOr<int64_t> GgmlBytes(GgmlType type, int64_t n_elements) {
   const GgmlTypeTraits traits = TraitsOf(type);

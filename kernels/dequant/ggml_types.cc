@@ -1,4 +1,5 @@
 #include "kernels/dequant/ggml_types.h"
+#include "kernels/base/strings.h"
 
 #include <iterator>
 #include <string>
@@ -9,15 +10,6 @@
 namespace ripplekv::kernels {
 
 namespace {
-
-// Concatenates anything fmt can print. (Debian's Abseil has its own string_view, which
-// absl::StrCat will not take from std::string_view.)
-template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::string out;
-  (fmt::format_to(std::back_inserter(out), "{}", args), ...);
-  return out;
-}
 
 // Names of GGML type ids that exist in the format but that RippleKV does not decode, so an error
 // can say "q2_k is not supported" rather than "unknown type 10". Gaps are ids that were removed

@@ -1,4 +1,5 @@
 #include "scheduler/budget/budget_format.h"
+#include "kernels/base/strings.h"
 
 #include <cmath>
 #include <utility>
@@ -24,7 +25,6 @@ using json_fields::OrderedJson;
 
 constexpr std::string_view kWhat = "budget map";
 
-absl::string_view Sv(std::string_view s) { return {s.data(), s.size()}; }
 
 Status Bad(const std::string& path, std::string_view problem) {
   return json_fields::Error(kWhat, path, problem);

@@ -1,4 +1,5 @@
 #include "scheduler/budget/budget_map.h"
+#include "kernels/base/strings.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +11,6 @@
 
 namespace ripplekv::scheduler {
 namespace {
-
-absl::string_view Sv(std::string_view s) { return {s.data(), s.size()}; }
 
 Status BudgetError(std::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("budget map: ", Sv(message)));

@@ -1,4 +1,5 @@
 #include "scheduler/budget/json_fields.h"
+#include "kernels/base/strings.h"
 
 #include <cmath>
 #include <limits>
@@ -9,10 +10,6 @@
 
 namespace ripplekv::scheduler::json_fields {
 namespace {
-
-// absl::StrCat takes absl::string_view, which this Abseil build does not alias to
-// std::string_view.
-absl::string_view Sv(std::string_view s) { return {s.data(), s.size()}; }
 
 Status TypeError(std::string_view what, const std::string& path, std::string_view expected,
                  const Json& value) {

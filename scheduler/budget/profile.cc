@@ -1,4 +1,5 @@
 #include "scheduler/budget/profile.h"
+#include "kernels/base/strings.h"
 
 #include <cmath>
 #include <ctime>
@@ -23,7 +24,6 @@ using json_fields::OrderedJson;
 
 constexpr std::string_view kWhat = "profile";
 
-absl::string_view Sv(std::string_view s) { return {s.data(), s.size()}; }
 
 Status Bad(const std::string& path, std::string_view problem) {
   return json_fields::Error(kWhat, path, problem);

@@ -1,4 +1,5 @@
 #include "worker/model/gguf_model_loader.h"
+#include "kernels/base/strings.h"
 
 #include <cmath>
 #include <iterator>
@@ -15,15 +16,6 @@
 namespace ripplekv::worker {
 
 namespace {
-
-// Concatenates anything fmt can print. (Debian's Abseil has its own string_view, which
-// absl::StrCat will not take from std::string_view.)
-template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::string out;
-  (fmt::format_to(std::back_inserter(out), "{}", args), ...);
-  return out;
-}
 
 constexpr std::string_view kSupportedArchitectures = "llama, mistral, qwen2";
 constexpr std::string_view kRopeFreqsTensor = "rope_freqs.weight";

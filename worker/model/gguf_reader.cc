@@ -1,4 +1,5 @@
 #include "worker/model/gguf_reader.h"
+#include "kernels/base/strings.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -30,15 +31,6 @@ struct GgufFile::Mapping {
 };
 
 namespace {
-
-// Concatenates anything fmt can print. (Debian's Abseil has its own string_view, which
-// absl::StrCat will not take from std::string_view.)
-template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::string out;
-  (fmt::format_to(std::back_inserter(out), "{}", args), ...);
-  return out;
-}
 
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint32_t kMaxDims = 4;

@@ -1,4 +1,5 @@
 #include "worker/model/hf_model_loader.h"
+#include "kernels/base/strings.h"
 
 #include <algorithm>
 #include <climits>
@@ -21,9 +22,6 @@ using Json = nlohmann::json;
 
 constexpr uint64_t kMaxConfigBytes = 16u << 20;
 
-// absl::StrCat takes absl::string_view, which this Abseil build does not alias to
-// std::string_view.
-absl::string_view Sv(std::string_view s) { return {s.data(), s.size()}; }
 
 std::string JoinPath(const std::string& dir, std::string_view name) {
   if (dir.empty() || dir.back() == '/') return absl::StrCat(dir, Sv(name));

@@ -1,4 +1,5 @@
 #include "worker/model/safetensors_reader.h"
+#include "kernels/base/strings.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -28,9 +29,6 @@ using Json = nlohmann::json;
 
 constexpr uint64_t kLengthPrefixBytes = 8;
 
-// absl::StrCat takes absl::string_view, which this Abseil build does not alias to
-// std::string_view.
-absl::string_view Sv(std::string_view s) { return {s.data(), s.size()}; }
 
 struct DtypeEntry {
   SafetensorsDtype dtype;
