@@ -96,6 +96,16 @@ StatusOr<std::unique_ptr<SampleCalibrator>> SampleCalibrator::Prepare(
   return s;
 }
 
+int64_t SampleCalibrator::memory_bytes() const {
+  const ModelConfig& c = model_->config();
+  int64_t floats = 2LL * c.n_layers * c.n_kv_heads * cache_->capacity() * c.head_dim;
+  int64_t ints = static_cast<int64_t>(c.n_layers) * c.n_kv_heads * cache_->capacity();
+  floats += clean_logits_.numel();
+  for (const kernels::Tensor& t : layer_inputs_) floats += t.numel();
+  ints += static_cast<int64_t>(tokens_.size() + positions_.size() + context_.size() + probe_.size());
+  return floats * static_cast<int64_t>(sizeof(float)) + ints * static_cast<int64_t>(sizeof(int32_t));
+}
+
 Status SampleCalibrator::CheckArgs(int layer, const TrialOptions& options) const {
   const int n_layers = model_->config().n_layers;
   if (layer < 0 || layer >= n_layers) {

@@ -59,6 +59,10 @@ class SampleCalibrator {
   [[nodiscard]] StatusOr<std::vector<double>> RunLayerNaive(int layer,
                                                             const TrialOptions& options) const;
 
+  // Bytes this prepared sample holds (clean cache, recorded layer inputs, clean logits): what a
+  // worker's bounded cache of prepared samples accounts for.
+  int64_t memory_bytes() const;
+
   int context_len() const { return static_cast<int>(context_.size()); }
   int probe_len() const { return static_cast<int>(probe_.size()); }
 
