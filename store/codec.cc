@@ -1,0 +1,399 @@
+#include "store/codec.h"
+
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+
+#include "kernels/base/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace ripplekv::store {
+namespace {
+
+using Json = nlohmann::json;
+
+// Offset of the first byte that is not part of a well-formed UTF-8 sequence, or nullopt.
+std::optional<size_t> FirstBadUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    size_t len = 0;
+    uint32_t min = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if ((b & 0xE0) == 0xC0) {
+      len = 2, min = 0x80, cp = b & 0x1F;
+    } else if ((b & 0xF0) == 0xE0) {
+      len = 3, min = 0x800, cp = b & 0x0F;
+    } else if ((b & 0xF8) == 0xF0) {
+      len = 4, min = 0x10000, cp = b & 0x07;
+    } else {
+      return i;
+    }
+    if (i + len > s.size()) return i;
+    for (size_t k = 1; k < len; ++k) {
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::nullopt;
+}
+
+// Serializes a JSON value whose strings were checked with CheckUtf8 (dump() throws otherwise;
+// the catch is a backstop at the library edge).
+StatusOr<std::string> Dump(const Json& j, std::string_view what) {
+  try {
+    return j.dump();
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(Cat("cannot encode ", what, ": ", e.what()));
+  }
+}
+
+Status Corrupt(std::string_view path, std::string_view why) {
+  return absl::DataLossError(Cat("field '", path, "' ", why));
+}
+
+std::string Join(std::string_view prefix, std::string_view name) {
+  return prefix.empty() ? std::string(name) : Cat(prefix, ".", name);
+}
+
+// Strict reader of one stored JSON object; `prefix` is the object's path for messages.
+class Reader {
+ public:
+  Reader(const Json& obj, std::string prefix) : obj_(obj), prefix_(std::move(prefix)) {}
+
+  // DataLoss for a member not in `allowed`.
+  Status OnlyFields(std::initializer_list<std::string_view> allowed) const {
+    for (const auto& [name, value] : obj_.items()) {
+      bool known = false;
+      for (std::string_view a : allowed) known = known || name == a;
+      if (!known) return Corrupt(Join(prefix_, name), "is not a known field");
+    }
+    return absl::OkStatus();
+  }
+
+  StatusOr<const Json*> Member(std::string_view name) const {
+    auto it = obj_.find(std::string(name));
+    if (it == obj_.end()) return Corrupt(Join(prefix_, name), "is missing");
+    return &*it;
+  }
+
+  StatusOr<uint64_t> U64(std::string_view name, uint64_t max = UINT64_MAX) const {
+    ASSIGN_OR_RETURN(const Json* v, Member(name));
+    if (!v->is_number_unsigned() && !(v->is_number_integer() && v->get<int64_t>() >= 0)) {
+      return Corrupt(Join(prefix_, name), Cat("is not a non-negative integer: ", v->dump()));
+    }
+    const uint64_t x = v->get<uint64_t>();
+    if (x > max) return Corrupt(Join(prefix_, name), Cat("is ", x, ", above ", max));
+    return x;
+  }
+
+  StatusOr<uint32_t> U32(std::string_view name) const {
+    ASSIGN_OR_RETURN(uint64_t x, U64(name, UINT32_MAX));
+    return static_cast<uint32_t>(x);
+  }
+
+  StatusOr<int64_t> I64(std::string_view name, int64_t min = INT64_MIN,
+                        int64_t max = INT64_MAX) const {
+    ASSIGN_OR_RETURN(const Json* v, Member(name));
+    if (!v->is_number_integer() ||
+        (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+      return Corrupt(Join(prefix_, name), Cat("is not a 64-bit integer: ", v->dump()));
+    }
+    const int64_t x = v->get<int64_t>();
+    if (x < min || x > max) {
+      return Corrupt(Join(prefix_, name), Cat("is ", x, ", outside [", min, ", ", max, "]"));
+    }
+    return x;
+  }
+
+  StatusOr<double> Double(std::string_view name) const {
+    ASSIGN_OR_RETURN(const Json* v, Member(name));
+    if (!v->is_number()) return Corrupt(Join(prefix_, name), Cat("is not a number: ", v->dump()));
+    return v->get<double>();
+  }
+
+  StatusOr<std::string> String(std::string_view name) const {
+    ASSIGN_OR_RETURN(const Json* v, Member(name));
+    if (!v->is_string()) return Corrupt(Join(prefix_, name), "is not a string");
+    return v->get<std::string>();
+  }
+
+  StatusOr<std::vector<uint32_t>> U32Array(std::string_view name) const {
+    ASSIGN_OR_RETURN(const Json* v, Member(name));
+    if (!v->is_array()) return Corrupt(Join(prefix_, name), "is not an array");
+    std::vector<uint32_t> out;
+    out.reserve(v->size());
+    for (size_t i = 0; i < v->size(); ++i) {
+      const Json& e = (*v)[i];
+      if (!e.is_number_unsigned() || e.get<uint64_t>() > UINT32_MAX) {
+        return Corrupt(Cat(Join(prefix_, name), "[", i, "]"), "is not an unsigned 32-bit integer");
+      }
+      out.push_back(static_cast<uint32_t>(e.get<uint64_t>()));
+    }
+    return out;
+  }
+
+  StatusOr<Reader> Object(std::string_view name) const {
+    ASSIGN_OR_RETURN(const Json* v, Member(name));
+    if (!v->is_object()) return Corrupt(Join(prefix_, name), "is not an object");
+    return Reader(*v, Join(prefix_, name));
+  }
+
+  template <typename Enum>
+  StatusOr<Enum> Enumerated(std::string_view name,
+                            std::optional<Enum> (*parse)(std::string_view)) const {
+    ASSIGN_OR_RETURN(std::string text, String(name));
+    std::optional<Enum> value = parse(text);
+    if (!value) return Corrupt(Join(prefix_, name), Cat("has an unknown value '", text, "'"));
+    return *value;
+  }
+
+ private:
+  const Json& obj_;
+  std::string prefix_;
+};
+
+// Parses a stored value: a JSON object whose "v" is kValueFormatVersion.
+StatusOr<Json> ParseValue(std::string_view value) {
+  Json j = Json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::DataLossError("value is not valid JSON");
+  if (!j.is_object()) return absl::DataLossError("value is not a JSON object");
+  ASSIGN_OR_RETURN(uint64_t version, Reader(j, "").U64("v"));
+  if (version != static_cast<uint64_t>(kValueFormatVersion)) {
+    return absl::DataLossError(
+        Cat("value format version ", version, "; this build reads ", kValueFormatVersion));
+  }
+  return j;
+}
+
+// JSON text holds only UTF-8 strings and finite numbers.
+Status CheckSpecEncodable(const JobSpec& spec) {
+  if (!std::isfinite(spec.params.alpha)) {
+    return absl::InvalidArgumentError("spec.params.alpha is not finite");
+  }
+  RETURN_IF_ERROR(CheckUtf8(spec.model_path, "spec.model_path"));
+  RETURN_IF_ERROR(CheckUtf8(spec.model_hash, "spec.model_hash"));
+  RETURN_IF_ERROR(CheckUtf8(spec.data_path, "spec.data_path"));
+  return CheckUtf8(spec.idempotency_key, "spec.idempotency_key");
+}
+
+Json SpecToJson(const JobSpec& spec) {
+  const MethodParams& p = spec.params;
+  return Json{
+      {"model_path", spec.model_path},
+      {"model_hash", spec.model_hash},
+      {"data_path", spec.data_path},
+      {"params",
+       {{"mode", CalibrationModeName(p.mode)},
+        {"alpha", p.alpha},
+        {"trials", p.trials},
+        {"seed", p.seed},
+        {"samples", p.samples},
+        {"context_len", p.context_len},
+        {"probe_len", p.probe_len},
+        {"layers", p.layers}}},
+      {"priority", spec.priority},
+      {"idempotency_key", spec.idempotency_key},
+  };
+}
+
+StatusOr<JobSpec> SpecFromJson(const Reader& r) {
+  RETURN_IF_ERROR(r.OnlyFields(
+      {"model_path", "model_hash", "data_path", "params", "priority", "idempotency_key"}));
+  JobSpec spec;
+  ASSIGN_OR_RETURN(spec.model_path, r.String("model_path"));
+  ASSIGN_OR_RETURN(spec.model_hash, r.String("model_hash"));
+  ASSIGN_OR_RETURN(spec.data_path, r.String("data_path"));
+  ASSIGN_OR_RETURN(int64_t priority, r.I64("priority", INT32_MIN, INT32_MAX));
+  spec.priority = static_cast<int32_t>(priority);
+  ASSIGN_OR_RETURN(spec.idempotency_key, r.String("idempotency_key"));
+
+  ASSIGN_OR_RETURN(Reader p, r.Object("params"));
+  RETURN_IF_ERROR(p.OnlyFields(
+      {"mode", "alpha", "trials", "seed", "samples", "context_len", "probe_len", "layers"}));
+  MethodParams& m = spec.params;
+  ASSIGN_OR_RETURN(m.mode, p.Enumerated<CalibrationMode>("mode", &ParseCalibrationMode));
+  ASSIGN_OR_RETURN(m.alpha, p.Double("alpha"));
+  ASSIGN_OR_RETURN(m.trials, p.U32("trials"));
+  ASSIGN_OR_RETURN(m.seed, p.U64("seed"));
+  ASSIGN_OR_RETURN(m.samples, p.U32("samples"));
+  ASSIGN_OR_RETURN(m.context_len, p.U32("context_len"));
+  ASSIGN_OR_RETURN(m.probe_len, p.U32("probe_len"));
+  ASSIGN_OR_RETURN(m.layers, p.U32Array("layers"));
+  return spec;
+}
+
+}  // namespace
+
+Status CheckUtf8(std::string_view text, std::string_view field) {
+  if (auto bad = FirstBadUtf8(text)) {
+    return absl::InvalidArgumentError(Cat(field, " is not valid UTF-8 (byte offset ", *bad, ")"));
+  }
+  return absl::OkStatus();
+}
+
+Status CheckJsonDocument(std::string_view text, std::string_view field) {
+  try {
+    const Json parsed = Json::parse(text.begin(), text.end());
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(Cat(field, " is not a JSON document: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<std::string> EncodeJob(const Job& job) {
+  RETURN_IF_ERROR(CheckSpecEncodable(job.spec));
+  RETURN_IF_ERROR(CheckUtf8(job.error, "error"));
+  const Json j = {
+      {"v", kValueFormatVersion},
+      {"spec", SpecToJson(job.spec)},
+      {"state", JobStateName(job.state)},
+      {"created_at_ms", job.created_at_ms},
+      {"updated_at_ms", job.updated_at_ms},
+      {"tasks_total", job.tasks_total},
+      {"tasks_done", job.tasks_done},
+      {"results_stored", job.results_stored},
+      {"duplicate_results", job.duplicate_results},
+      {"conflicting_results", job.conflicting_results},
+      {"profile_version", job.profile_version},
+      {"error", job.error},
+  };
+  return Dump(j, "job");
+}
+
+StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
+  ASSIGN_OR_RETURN(Json j, ParseValue(value));
+  const Reader r(j, "");
+  RETURN_IF_ERROR(r.OnlyFields({"v", "spec", "state", "created_at_ms", "updated_at_ms",
+                                "tasks_total", "tasks_done", "results_stored", "duplicate_results",
+                                "conflicting_results", "profile_version", "error"}));
+  Job job;
+  job.id = id;
+  ASSIGN_OR_RETURN(Reader spec, r.Object("spec"));
+  ASSIGN_OR_RETURN(job.spec, SpecFromJson(spec));
+  ASSIGN_OR_RETURN(job.state, r.Enumerated<JobState>("state", &ParseJobState));
+  ASSIGN_OR_RETURN(job.created_at_ms, r.I64("created_at_ms"));
+  ASSIGN_OR_RETURN(job.updated_at_ms, r.I64("updated_at_ms"));
+  ASSIGN_OR_RETURN(job.tasks_total, r.U64("tasks_total"));
+  ASSIGN_OR_RETURN(job.tasks_done, r.U64("tasks_done"));
+  ASSIGN_OR_RETURN(job.results_stored, r.U64("results_stored"));
+  ASSIGN_OR_RETURN(job.duplicate_results, r.U64("duplicate_results"));
+  ASSIGN_OR_RETURN(job.conflicting_results, r.U64("conflicting_results"));
+  ASSIGN_OR_RETURN(job.profile_version, r.U32("profile_version"));
+  ASSIGN_OR_RETURN(job.error, r.String("error"));
+  if (job.tasks_done > job.tasks_total) {
+    return Corrupt("tasks_done",
+                   Cat("is ", job.tasks_done, ", above tasks_total ", job.tasks_total));
+  }
+  return job;
+}
+
+StatusOr<std::string> EncodeJobData(std::string_view data_inline) {
+  RETURN_IF_ERROR(CheckUtf8(data_inline, "spec.data_inline"));
+  return Dump(Json{{"v", kValueFormatVersion}, {"data_inline", data_inline}}, "job data");
+}
+
+StatusOr<std::string> DecodeJobData(std::string_view value) {
+  ASSIGN_OR_RETURN(Json j, ParseValue(value));
+  const Reader r(j, "");
+  RETURN_IF_ERROR(r.OnlyFields({"v", "data_inline"}));
+  return r.String("data_inline");
+}
+
+StatusOr<std::string> EncodeTask(const Task& task) {
+  RETURN_IF_ERROR(CheckUtf8(task.lease_owner, "lease_owner"));
+  const Json j = {
+      {"v", kValueFormatVersion},        {"state", TaskStateName(task.state)},
+      {"lease_owner", task.lease_owner}, {"lease_deadline_ms", task.lease_deadline_ms},
+      {"attempts", task.attempts},
+  };
+  return Dump(j, "task");
+}
+
+StatusOr<Task> DecodeTask(const TaskKey& key, std::string_view value) {
+  ASSIGN_OR_RETURN(Json j, ParseValue(value));
+  const Reader r(j, "");
+  RETURN_IF_ERROR(r.OnlyFields({"v", "state", "lease_owner", "lease_deadline_ms", "attempts"}));
+  Task task;
+  task.key = key;
+  ASSIGN_OR_RETURN(task.state, r.Enumerated<TaskState>("state", &ParseTaskState));
+  ASSIGN_OR_RETURN(task.lease_owner, r.String("lease_owner"));
+  ASSIGN_OR_RETURN(task.lease_deadline_ms, r.I64("lease_deadline_ms"));
+  ASSIGN_OR_RETURN(task.attempts, r.U32("attempts"));
+  if ((task.state == TaskState::kLeased) == task.lease_owner.empty()) {
+    return Corrupt("lease_owner", Cat("is '", task.lease_owner, "' for a task in state ",
+                                      TaskStateName(task.state)));
+  }
+  return task;
+}
+
+std::string EncodeResultValue(double kl) {
+  // A finite double never makes dump() throw.
+  return Json{{"v", kValueFormatVersion}, {"kl", kl}}.dump();
+}
+
+StatusOr<double> DecodeResultValue(std::string_view value) {
+  ASSIGN_OR_RETURN(Json j, ParseValue(value));
+  const Reader r(j, "");
+  RETURN_IF_ERROR(r.OnlyFields({"v", "kl"}));
+  ASSIGN_OR_RETURN(double kl, r.Double("kl"));
+  if (!std::isfinite(kl)) return Corrupt("kl", "is not finite");
+  return kl;
+}
+
+StatusOr<std::string> EncodeProfile(const ProfileVersion& profile) {
+  RETURN_IF_ERROR(CheckUtf8(profile.profile_json, "profile_json"));
+  const Json j = {
+      {"v", kValueFormatVersion},
+      {"profile_json", profile.profile_json},
+      {"job", profile.job},
+      {"created_at_ms", profile.created_at_ms},
+  };
+  return Dump(j, "profile");
+}
+
+StatusOr<ProfileVersion> DecodeProfile(const VersionKeyParts& key, std::string_view value) {
+  ASSIGN_OR_RETURN(Json j, ParseValue(value));
+  const Reader r(j, "");
+  RETURN_IF_ERROR(r.OnlyFields({"v", "profile_json", "job", "created_at_ms"}));
+  ProfileVersion p;
+  p.model_hash = key.model_hash;
+  p.version = key.version;
+  ASSIGN_OR_RETURN(p.profile_json, r.String("profile_json"));
+  ASSIGN_OR_RETURN(p.job, r.U64("job"));
+  ASSIGN_OR_RETURN(p.created_at_ms, r.I64("created_at_ms"));
+  return p;
+}
+
+StatusOr<std::string> EncodeBudgetMap(const BudgetMapRecord& map) {
+  RETURN_IF_ERROR(CheckUtf8(map.budget_json, "budget_json"));
+  const Json j = {
+      {"v", kValueFormatVersion},
+      {"profile_version", map.profile_version},
+      {"budget_json", map.budget_json},
+      {"created_at_ms", map.created_at_ms},
+  };
+  return Dump(j, "budget map");
+}
+
+StatusOr<BudgetMapRecord> DecodeBudgetMap(const VersionKeyParts& key, std::string_view value) {
+  ASSIGN_OR_RETURN(Json j, ParseValue(value));
+  const Reader r(j, "");
+  RETURN_IF_ERROR(r.OnlyFields({"v", "profile_version", "budget_json", "created_at_ms"}));
+  BudgetMapRecord m;
+  m.model_hash = key.model_hash;
+  m.version = key.version;
+  ASSIGN_OR_RETURN(m.profile_version, r.U32("profile_version"));
+  ASSIGN_OR_RETURN(m.budget_json, r.String("budget_json"));
+  ASSIGN_OR_RETURN(m.created_at_ms, r.I64("created_at_ms"));
+  return m;
+}
+
+}  // namespace ripplekv::store

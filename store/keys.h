@@ -1,0 +1,70 @@
+#pragma once
+// Key layout of the store's column families (docs/STORE.md). Integers are big-endian so that
+// RocksDB's byte-wise order is the canonical order: tasks by (job, sample, layer), results by
+// (job, sample, layer, trial), versions by (model hash, version). Internal to store/.
+//
+// All functions are pure and thread-safe.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kernels/base/status.h"
+#include "store/types.h"
+
+namespace ripplekv::store {
+
+// Column family names. "default" is unused (RocksDB requires it to exist).
+inline constexpr std::string_view kJobsCf = "jobs";
+inline constexpr std::string_view kTasksCf = "tasks";
+inline constexpr std::string_view kResultsCf = "results";
+inline constexpr std::string_view kProfilesCf = "profiles";
+inline constexpr std::string_view kBudgetMapsCf = "budget_maps";
+inline constexpr std::string_view kMetaCf = "meta";
+
+// Keys of the meta column family.
+inline constexpr std::string_view kSchemaVersionKey = "schema_version";  // value: decimal text
+inline constexpr std::string_view kNextJobIdKey = "next_job_id";         // value: 8 bytes BE
+inline constexpr std::string_view kIdempotencyPrefix = "idempotency/";   // + key; value: job id
+
+// Longest model hash the store accepts, bytes.
+inline constexpr size_t kMaxModelHashBytes = 256;
+
+// jobs CF: job id, 8 bytes: the job record (everything but the inline data). Also the prefix of
+// that job's tasks and results.
+std::string JobKey(JobId id);
+std::optional<JobId> ParseJobKey(std::string_view key);
+// jobs CF: job id + 'd', 9 bytes: the job's inline calibration data, written once by CreateJob
+// (only when non-empty) so that the record rewritten on every task completion stays small.
+std::string JobDataKey(JobId id);
+std::optional<JobId> ParseJobDataKey(std::string_view key);
+
+// tasks CF: job, sample, layer; 16 bytes. Also the prefix of that task's results.
+std::string TaskKeyBytes(const TaskKey& key);
+std::optional<TaskKey> ParseTaskKey(std::string_view key);
+
+// results CF: job, sample, layer, trial; 20 bytes.
+std::string ResultKeyBytes(const TrialResult& result);
+// The key's fields in a TrialResult whose kl is 0.
+std::optional<TrialResult> ParseResultKey(std::string_view key);
+
+// profiles and budget_maps CFs: model hash, a NUL byte, version (4 bytes). The NUL separator
+// keeps hashes in byte-wise order and one hash's versions contiguous and ascending.
+std::string VersionKey(std::string_view model_hash, uint32_t version);
+// Every version of `model_hash` starts with this.
+std::string VersionPrefix(std::string_view model_hash);
+struct VersionKeyParts {
+  std::string model_hash;
+  uint32_t version = 0;
+};
+std::optional<VersionKeyParts> ParseVersionKey(std::string_view key);
+
+// InvalidArgument unless `hash` is 1..kMaxModelHashBytes bytes without a NUL byte.
+[[nodiscard]] Status ValidateModelHash(std::string_view hash);
+
+// For error messages: "column family 'tasks', key job=3 sample=0 layer=5"; a key that does not
+// parse for its column family is shown in hex (at most 64 bytes, then "...").
+std::string DescribeKey(std::string_view cf, std::string_view key);
+
+}  // namespace ripplekv::store

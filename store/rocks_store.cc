@@ -1,0 +1,426 @@
+#include "store/rocks_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <utility>
+
+#include "kernels/base/strings.h"
+#include "rocksdb/options.h"
+#include "store/codec.h"
+#include "store/keys.h"
+
+namespace ripplekv::store {
+namespace {
+
+// The only schema version (key layout + value format) this code reads and writes.
+constexpr std::string_view kSchemaVersion = "1";
+constexpr size_t kMaxIdempotencyKeyBytes = 1024;
+
+constexpr std::array<std::string_view, 6> kCfNames = {kJobsCf,     kTasksCf,      kResultsCf,
+                                                      kProfilesCf, kBudgetMapsCf, kMetaCf};
+
+rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
+
+std::string EncodeBe64(uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i, v >>= 8) out[i] = static_cast<char>(v & 0xFF);
+  return out;
+}
+
+// The smallest key greater than every key starting with `prefix`; empty when there is none
+// (prefix empty or all 0xFF).
+std::string PrefixSuccessor(std::string_view prefix) {
+  std::string out(prefix);
+  while (!out.empty()) {
+    auto last = static_cast<uint8_t>(out.back());
+    if (last != 0xFF) {
+      out.back() = static_cast<char>(last + 1);
+      return out;
+    }
+    out.pop_back();
+  }
+  return out;
+}
+
+bool Legal(JobState from, JobState to) {
+  switch (from) {
+    case JobState::kPending:
+      return to == JobState::kRunning || to == JobState::kFailed || to == JobState::kCancelled;
+    case JobState::kRunning:
+      return to == JobState::kSucceeded || to == JobState::kFailed || to == JobState::kCancelled;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Status FromRocks(const rocksdb::Status& status, std::string_view context) {
+  if (status.ok()) return absl::OkStatus();
+  const std::string message = Cat(context, ": ", status.ToString());
+  if (status.IsNotFound()) return absl::NotFoundError(message);
+  if (status.IsCorruption()) return absl::DataLossError(message);
+  if (status.IsNoSpace()) return absl::ResourceExhaustedError(message);
+  if (status.IsBusy() || status.IsTimedOut() || status.IsTryAgain()) {
+    return absl::UnavailableError(message);
+  }
+  // A held database lock reads "While lock file: <db>/LOCK: Resource temporarily unavailable"
+  // (another process) or "lock hold by current process ... <db>/LOCK" (this one).
+  if (status.IsIOError() && (message.find("/LOCK") != std::string::npos ||
+                             message.find("lock hold") != std::string::npos)) {
+    return absl::UnavailableError(Cat(message, " (the database is open elsewhere)"));
+  }
+  return absl::InternalError(message);
+}
+
+StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path, const StoreOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RocksStore> store, RocksStore::Open(path, options));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& path,
+                                                       const StoreOptions& options) {
+  const std::string context = Cat("store ", path);
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(std::filesystem::path(path) / "CURRENT", ec);
+  if (!exists && !options.create_if_missing) {
+    return absl::NotFoundError(Cat(context, ": no database (and create_if_missing is off)"));
+  }
+  if (exists) {
+    // Refuse a RocksDB database that is not ours rather than adding our families to it.
+    std::vector<std::string> families;
+    RETURN_IF_ERROR(
+        FromRocks(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &families), context));
+    for (const std::string& name : families) {
+      if (name != rocksdb::kDefaultColumnFamilyName &&
+          std::find(kCfNames.begin(), kCfNames.end(), name) == kCfNames.end()) {
+        return absl::FailedPreconditionError(
+            Cat(context, ": not a RippleKV store (unknown column family '", name, "')"));
+      }
+    }
+  }
+
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = options.create_if_missing;
+  db_options.create_missing_column_families = true;
+  db_options.keep_log_file_num = 4;  // RocksDB's own info LOG files
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
+  for (std::string_view name : kCfNames) {
+    descriptors.emplace_back(std::string(name), rocksdb::ColumnFamilyOptions());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, path, descriptors, &handles, &raw);
+  if (!s.ok()) return FromRocks(s, context);
+
+  std::unique_ptr<RocksStore> store(
+      new RocksStore(options, std::unique_ptr<rocksdb::DB>(raw), std::move(handles)));
+  Status init = store->Initialize();
+  if (!init.ok()) return Status(init.code(), Cat(context, ": ", std::string(init.message())));
+  return store;
+}
+
+RocksStore::RocksStore(StoreOptions options, std::unique_ptr<rocksdb::DB> db,
+                       std::vector<rocksdb::ColumnFamilyHandle*> handles)
+    : options_(std::move(options)), db_(std::move(db)), handles_(std::move(handles)) {
+  // handles_[0] is "default"; the others follow kCfNames.
+  for (size_t i = 0; i < kNumCfs; ++i) cf_[i] = handles_[i + 1];
+}
+
+RocksStore::~RocksStore() {
+  for (rocksdb::ColumnFamilyHandle* handle : handles_) {
+    db_->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
+  }
+  db_->Close().PermitUncheckedError();
+}
+
+Status RocksStore::Initialize() {
+  ASSIGN_OR_RETURN(std::optional<std::string> schema, Get(kMeta, kSchemaVersionKey));
+  if (schema.has_value() && *schema != kSchemaVersion) {
+    return absl::FailedPreconditionError(
+        Cat("schema version '", *schema, "'; this build reads ", kSchemaVersion));
+  }
+  std::lock_guard<std::mutex> lock(write_mu_);
+  rocksdb::WriteBatch batch;
+  if (!schema.has_value())
+    RETURN_IF_ERROR(PutRaw(&batch, kMeta, kSchemaVersionKey, kSchemaVersion));
+  ASSIGN_OR_RETURN(std::vector<TaskKey> released,
+                   ReleaseLeasesWhere(&batch, [](const Task&) { return true; }));
+  recovered_leases_ = released.size();
+  if (batch.Count() > 0) RETURN_IF_ERROR(Write(&batch));
+  return absl::OkStatus();
+}
+
+void RocksStore::ClearLease(Task* task) {
+  task->state = TaskState::kPending;
+  task->lease_owner.clear();
+  task->lease_deadline_ms = 0;
+}
+
+std::string_view RocksStore::CfName(Cf cf) { return kCfNames[cf]; }
+
+Status RocksStore::Damaged(Cf cf, std::string_view key, const Status& status) {
+  return absl::DataLossError(
+      Cat(DescribeKey(CfName(cf), key), ": ", std::string(status.message())));
+}
+
+TimeMs RocksStore::Now() const {
+  if (options_.clock) return options_.clock();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+StatusOr<std::optional<std::string>> RocksStore::Get(Cf cf, std::string_view key) const {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[cf], ToSlice(key), &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  if (!s.ok()) return FromRocks(s, Cat("reading ", DescribeKey(CfName(cf), key)));
+  return std::optional<std::string>(std::move(value));
+}
+
+Status RocksStore::Scan(Cf cf, std::string_view prefix, const ScanFn& fn, bool values) const {
+  const std::string upper = PrefixSuccessor(prefix);
+  rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions read_options;  // an iterator reads from one implicit snapshot
+  if (!upper.empty()) read_options.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options, cf_[cf]));
+  for (it->Seek(ToSlice(prefix)); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    const std::string_view key(k.data(), k.size());
+    std::string_view value;
+    if (values) value = std::string_view(it->value().data(), it->value().size());
+    RETURN_IF_ERROR(fn(key, value));
+  }
+  return FromRocks(it->status(), Cat("scanning column family '", CfName(cf), "'"));
+}
+
+StatusOr<Job> RocksStore::ReadJob(JobId id, bool with_data) const {
+  const std::string key = JobKey(id);
+  ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kJobs, key));
+  if (!value) return absl::NotFoundError(Cat("job ", id, " not found"));
+  StatusOr<Job> job = DecodeJob(id, *value);
+  if (!job.ok()) return Damaged(kJobs, key, job.status());
+  if (with_data) {
+    // Written with the job record and never changed, so no snapshot is needed across the two.
+    const std::string data_key = JobDataKey(id);
+    ASSIGN_OR_RETURN(std::optional<std::string> data, Get(kJobs, data_key));
+    if (data) {
+      StatusOr<std::string> text = DecodeJobData(*data);
+      if (!text.ok()) return Damaged(kJobs, data_key, text.status());
+      job->spec.data_inline = *std::move(text);
+    }
+  }
+  return job;
+}
+
+StatusOr<Task> RocksStore::ReadTask(const TaskKey& key) const {
+  const std::string bytes = TaskKeyBytes(key);
+  ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kTasks, bytes));
+  if (!value) {
+    return absl::NotFoundError(
+        Cat("task job=", key.job, " sample=", key.sample, " layer=", key.layer, " not found"));
+  }
+  StatusOr<Task> task = DecodeTask(key, *value);
+  if (!task.ok()) return Damaged(kTasks, bytes, task.status());
+  return task;
+}
+
+StatusOr<std::vector<Task>> RocksStore::ScanTasks(JobId job) const {
+  std::vector<Task> tasks;
+  RETURN_IF_ERROR(Scan(kTasks, JobKey(job), [&](std::string_view key, std::string_view value) {
+    std::optional<TaskKey> parsed = ParseTaskKey(key);
+    if (!parsed) return Damaged(kTasks, key, absl::DataLossError("malformed key"));
+    StatusOr<Task> task = DecodeTask(*parsed, value);
+    if (!task.ok()) return Damaged(kTasks, key, task.status());
+    tasks.push_back(*std::move(task));
+    return absl::OkStatus();
+  }));
+  return tasks;
+}
+
+StatusOr<std::vector<Job>> RocksStore::ScanJobs() const {
+  std::vector<Job> jobs;
+  RETURN_IF_ERROR(Scan(kJobs, "", [&](std::string_view key, std::string_view value) {
+    std::optional<JobId> id = ParseJobKey(key);
+    if (!id && ParseJobDataKey(key)) return absl::OkStatus();  // read by ReadJob only
+    if (!id) return Damaged(kJobs, key, absl::DataLossError("malformed key"));
+    StatusOr<Job> job = DecodeJob(*id, value);
+    if (!job.ok()) return Damaged(kJobs, key, job.status());
+    jobs.push_back(*std::move(job));
+    return absl::OkStatus();
+  }));
+  return jobs;
+}
+
+Status RocksStore::Write(rocksdb::WriteBatch* batch) {
+  rocksdb::WriteOptions write_options;
+  write_options.sync = options_.sync_writes;
+  return FromRocks(db_->Write(write_options, batch), "writing a batch");
+}
+
+Status RocksStore::PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view key,
+                          std::string_view value) const {
+  if (value.size() > options_.max_value_bytes) {
+    return absl::InvalidArgumentError(
+        Cat(DescribeKey(CfName(cf), key), ": the record encodes to ", value.size(),
+            " bytes; the limit is ", options_.max_value_bytes, " (StoreOptions::max_value_bytes)"));
+  }
+  return FromRocks(batch->Put(cf_[cf], ToSlice(key), ToSlice(value)), "adding to a batch");
+}
+
+Status RocksStore::PutJob(rocksdb::WriteBatch* batch, const Job& job) const {
+  ASSIGN_OR_RETURN(std::string value, EncodeJob(job));
+  return PutRaw(batch, kJobs, JobKey(job.id), value);
+}
+
+Status RocksStore::PutTask(rocksdb::WriteBatch* batch, const Task& task) const {
+  ASSIGN_OR_RETURN(std::string value, EncodeTask(task));
+  return PutRaw(batch, kTasks, TaskKeyBytes(task.key), value);
+}
+
+StatusOr<std::vector<TaskKey>> RocksStore::ReleaseLeasesWhere(
+    rocksdb::WriteBatch* batch, const std::function<bool(const Task&)>& expired) {
+  // Only active jobs hold leases: entering a final state releases them (UpdateJobState).
+  ASSIGN_OR_RETURN(std::vector<Job> jobs, ScanJobs());
+  std::vector<TaskKey> released;
+  for (const Job& job : jobs) {
+    if (IsTerminal(job.state)) continue;
+    ASSIGN_OR_RETURN(std::vector<Task> tasks, ScanTasks(job.id));
+    for (Task& task : tasks) {
+      if (task.state != TaskState::kLeased || !expired(task)) continue;
+      ClearLease(&task);
+      RETURN_IF_ERROR(PutTask(batch, task));
+      released.push_back(task.key);
+    }
+  }
+  return released;
+}
+
+// ---- Jobs ----
+
+StatusOr<CreateJobOutcome> RocksStore::CreateJob(const JobSpec& spec,
+                                                 std::span<const PlannedTask> tasks) {
+  RETURN_IF_ERROR(ValidateModelHash(spec.model_hash));
+  if (spec.params.trials == 0) return absl::InvalidArgumentError("params.trials is 0");
+  if (spec.idempotency_key.size() > kMaxIdempotencyKeyBytes) {
+    return absl::InvalidArgumentError(Cat("idempotency_key is ", spec.idempotency_key.size(),
+                                          " bytes; at most ", kMaxIdempotencyKeyBytes));
+  }
+  if (tasks.empty()) return absl::InvalidArgumentError("a job needs at least one task");
+  if (tasks.size() > options_.max_tasks_per_job) {
+    return absl::InvalidArgumentError(Cat("the job has ", tasks.size(), " tasks; at most ",
+                                          options_.max_tasks_per_job, " allowed"));
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> sorted;
+  sorted.reserve(tasks.size());
+  for (const PlannedTask& t : tasks) sorted.emplace_back(t.sample, t.layer);
+  std::sort(sorted.begin(), sorted.end());
+  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
+    return absl::InvalidArgumentError(
+        Cat("task (sample ", dup->first, ", layer ", dup->second, ") is listed twice"));
+  }
+
+  std::lock_guard<std::mutex> lock(write_mu_);
+  const std::string idempotency_key = Cat(kIdempotencyPrefix, spec.idempotency_key);
+  if (!spec.idempotency_key.empty()) {
+    ASSIGN_OR_RETURN(std::optional<std::string> existing, Get(kMeta, idempotency_key));
+    if (existing) {
+      if (existing->size() != 8) {
+        return Damaged(kMeta, idempotency_key, absl::DataLossError("job id is not 8 bytes"));
+      }
+      const JobId id = *ParseJobKey(*existing);
+      StatusOr<Job> job = ReadJob(id, /*with_data=*/true);
+      if (absl::IsNotFound(job.status())) {
+        return Damaged(kMeta, idempotency_key, absl::DataLossError(Cat("names missing job ", id)));
+      }
+      if (!job.ok()) return job.status();
+      if (!(job->spec == spec)) {
+        return absl::AlreadyExistsError(Cat("idempotency key '", spec.idempotency_key,
+                                            "' already names job ", id, " with a different spec"));
+      }
+      return CreateJobOutcome{.job = *std::move(job), .created = false};
+    }
+  }
+
+  ASSIGN_OR_RETURN(std::optional<std::string> next, Get(kMeta, kNextJobIdKey));
+  JobId id = 1;
+  if (next) {
+    std::optional<JobId> parsed = ParseJobKey(*next);
+    if (!parsed || *parsed == kNoJob) {
+      return Damaged(kMeta, kNextJobIdKey, absl::DataLossError("not a job id"));
+    }
+    id = *parsed;
+  }
+
+  Job job;
+  job.id = id;
+  job.spec = spec;
+  job.state = JobState::kPending;
+  job.created_at_ms = job.updated_at_ms = Now();
+  job.tasks_total = tasks.size();
+
+  rocksdb::WriteBatch batch;
+  RETURN_IF_ERROR(PutJob(&batch, job));
+  if (!spec.data_inline.empty()) {
+    ASSIGN_OR_RETURN(std::string data, EncodeJobData(spec.data_inline));
+    RETURN_IF_ERROR(PutRaw(&batch, kJobs, JobDataKey(id), data));
+  }
+  for (const auto& [sample, layer] : sorted) {
+    RETURN_IF_ERROR(PutTask(&batch, Task{.key = {.job = id, .sample = sample, .layer = layer}}));
+  }
+  RETURN_IF_ERROR(PutRaw(&batch, kMeta, kNextJobIdKey, EncodeBe64(id + 1)));
+  if (!spec.idempotency_key.empty()) {
+    RETURN_IF_ERROR(PutRaw(&batch, kMeta, idempotency_key, EncodeBe64(id)));
+  }
+  RETURN_IF_ERROR(Write(&batch));
+  return CreateJobOutcome{.job = std::move(job), .created = true};
+}
+
+StatusOr<Job> RocksStore::GetJob(JobId id) const { return ReadJob(id, /*with_data=*/true); }
+
+StatusOr<std::vector<Job>> RocksStore::ListJobs(const ListJobsOptions& options) const {
+  ASSIGN_OR_RETURN(std::vector<Job> jobs, ScanJobs());
+  if (options.active_only) {
+    std::erase_if(jobs, [](const Job& job) { return IsTerminal(job.state); });
+  }
+  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
+    if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
+    if (a.created_at_ms != b.created_at_ms) return a.created_at_ms < b.created_at_ms;
+    return a.id < b.id;
+  });
+  return jobs;
+}
+
+StatusOr<Job> RocksStore::UpdateJobState(JobId id, JobState state, const std::string& error) {
+  RETURN_IF_ERROR(CheckUtf8(error, "error"));
+  std::lock_guard<std::mutex> lock(write_mu_);
+  ASSIGN_OR_RETURN(Job job, ReadJob(id, /*with_data=*/true));
+  if (!Legal(job.state, state)) {
+    return absl::FailedPreconditionError(Cat("job ", id, " is ", JobStateName(job.state),
+                                             "; it cannot become ", JobStateName(state)));
+  }
+  if (state == JobState::kSucceeded && job.tasks_done != job.tasks_total) {
+    return absl::FailedPreconditionError(Cat("job ", id, " has ", job.tasks_done, " of ",
+                                             job.tasks_total, " tasks done; it cannot succeed"));
+  }
+  rocksdb::WriteBatch batch;
+  if (IsTerminal(state)) {
+    ASSIGN_OR_RETURN(std::vector<Task> tasks, ScanTasks(id));
+    for (Task& task : tasks) {
+      if (task.state != TaskState::kLeased) continue;
+      ClearLease(&task);
+      RETURN_IF_ERROR(PutTask(&batch, task));
+    }
+  }
+  job.state = state;
+  job.error = error;
+  job.updated_at_ms = Now();
+  RETURN_IF_ERROR(PutJob(&batch, job));
+  RETURN_IF_ERROR(Write(&batch));
+  return job;
+}
+
+}  // namespace ripplekv::store

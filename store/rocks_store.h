@@ -1,0 +1,125 @@
+#pragma once
+// The RocksDB implementation of Store (store/store.h). Internal to store/: callers use
+// OpenStore(). Its methods are defined in rocks_store.cc (open, recovery, jobs),
+// rocks_store_tasks.cc (leases, results) and rocks_store_versions.cc (profiles, budget maps).
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "rocksdb/db.h"
+#include "rocksdb/write_batch.h"
+#include "store/store.h"
+
+namespace ripplekv::store {
+
+// RocksDB status -> absl::Status with `context` prefixed (see the error list in store.h).
+Status FromRocks(const rocksdb::Status& status, std::string_view context);
+
+class RocksStore final : public Store {
+ public:
+  static StatusOr<std::unique_ptr<RocksStore>> Open(const std::string& path,
+                                                    const StoreOptions& options);
+  ~RocksStore() override;
+  RocksStore(const RocksStore&) = delete;
+  RocksStore& operator=(const RocksStore&) = delete;
+
+  uint64_t RecoveredLeases() const override { return recovered_leases_; }
+
+  StatusOr<CreateJobOutcome> CreateJob(const JobSpec& spec,
+                                       std::span<const PlannedTask> tasks) override;
+  StatusOr<Job> GetJob(JobId id) const override;
+  StatusOr<std::vector<Job>> ListJobs(const ListJobsOptions& options) const override;
+  StatusOr<Job> UpdateJobState(JobId id, JobState state, const std::string& error) override;
+
+  StatusOr<Task> GetTask(const TaskKey& key) const override;
+  StatusOr<std::vector<Task>> ListTasks(JobId job) const override;
+  StatusOr<Task> LeaseTask(const TaskKey& key, const std::string& worker_id,
+                           TimeMs deadline_ms) override;
+  StatusOr<Task> ExtendLease(const TaskKey& key, const std::string& worker_id,
+                             TimeMs deadline_ms) override;
+  StatusOr<Task> ReleaseLease(const TaskKey& key, const std::string& worker_id) override;
+  StatusOr<std::vector<TaskKey>> ReleaseExpiredLeases(TimeMs now_ms) override;
+
+  StatusOr<ResultWriteOutcome> PutResults(std::span<const TrialResult> results) override;
+  StatusOr<ResultWriteOutcome> CompleteTask(const TaskKey& key,
+                                            std::span<const TrialResult> results) override;
+  StatusOr<std::vector<TrialResult>> ListResults(JobId job) const override;
+  StatusOr<std::vector<TrialResult>> ListTaskResults(const TaskKey& key) const override;
+  StatusOr<uint64_t> CountResults(JobId job) const override;
+
+  StatusOr<ProfileVersion> PutProfileVersion(const std::string& model_hash,
+                                             const std::string& profile_json, JobId job) override;
+  StatusOr<ProfileVersion> GetProfile(const std::string& model_hash,
+                                      uint32_t version) const override;
+  StatusOr<std::vector<ProfileVersion>> ListProfiles(const std::string& model_hash) const override;
+  StatusOr<BudgetMapRecord> PutBudgetMap(const std::string& model_hash, uint32_t profile_version,
+                                         const std::string& budget_json) override;
+  StatusOr<BudgetMapRecord> GetBudgetMap(const std::string& model_hash,
+                                         uint32_t version) const override;
+  StatusOr<std::vector<BudgetMapRecord>> ListBudgetMaps(
+      const std::string& model_hash) const override;
+
+ private:
+  // Column families, in the order of kCfNames in rocks_store.cc.
+  enum Cf : size_t { kJobs, kTasks, kResults, kProfiles, kBudgetMaps, kMeta, kNumCfs };
+  // Called for each (key, value) of a scan; a non-OK status stops the scan and is returned.
+  using ScanFn = std::function<Status(std::string_view key, std::string_view value)>;
+
+  RocksStore(StoreOptions options, std::unique_ptr<rocksdb::DB> db,
+             std::vector<rocksdb::ColumnFamilyHandle*> handles);
+
+  // ---- Reads (no lock needed) ----
+  // The raw value, or nullopt when the key is absent.
+  StatusOr<std::optional<std::string>> Get(Cf cf, std::string_view key) const;
+  // Every key starting with `prefix` in order (`prefix` empty: the whole column family), from
+  // one snapshot. `values` false skips reading values (`value` is then empty).
+  Status Scan(Cf cf, std::string_view prefix, const ScanFn& fn, bool values = true) const;
+  // NotFound when absent. spec.data_inline is read only `with_data` (a second record).
+  StatusOr<Job> ReadJob(JobId id, bool with_data = false) const;
+  StatusOr<Task> ReadTask(const TaskKey& key) const;  // NotFound when absent
+  StatusOr<std::vector<Task>> ScanTasks(JobId job) const;
+  // Every job record in id order, spec.data_inline left empty.
+  StatusOr<std::vector<Job>> ScanJobs() const;
+  // Results whose key starts with `prefix` (a job's or a task's), in canonical order.
+  StatusOr<std::vector<TrialResult>> ScanResults(std::string_view prefix) const;
+  // Latest version under `model_hash` in kProfiles or kBudgetMaps; 0 when none.
+  StatusOr<uint32_t> LatestVersion(Cf cf, const std::string& model_hash) const;
+
+  // ---- Writes (callers hold write_mu_) ----
+  Status Write(rocksdb::WriteBatch* batch);
+  // Writes the job record; never the inline data (written once by CreateJob).
+  Status PutJob(rocksdb::WriteBatch* batch, const Job& job) const;
+  Status PutTask(rocksdb::WriteBatch* batch, const Task& task) const;
+  Status PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view key,
+                std::string_view value) const;
+  // Adds "leased -> pending" of every leased task of the active jobs matching `expired` to
+  // `batch`; returns their keys in canonical order.
+  StatusOr<std::vector<TaskKey>> ReleaseLeasesWhere(
+      rocksdb::WriteBatch* batch, const std::function<bool(const Task&)>& expired);
+  // Checks the schema version (writing it into a new database) and recovers leases.
+  Status Initialize();
+  TimeMs Now() const;
+  // Makes `task` pending with no owner and no deadline.
+  static void ClearLease(Task* task);
+  // A DataLoss naming the column family and key, with `status`'s message.
+  static Status Damaged(Cf cf, std::string_view key, const Status& status);
+  static std::string_view CfName(Cf cf);
+
+  // Immutable after construction.
+  const StoreOptions options_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::array<rocksdb::ColumnFamilyHandle*, kNumCfs> cf_{};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // every handle opened, for closing
+  uint64_t recovered_leases_ = 0;                      // set by Initialize()
+
+  std::mutex write_mu_;  // serializes every read-modify-write
+};
+
+}  // namespace ripplekv::store

@@ -1,0 +1,176 @@
+// RocksStore: profile versions and budget maps, versioned per model hash and never overwritten
+// (see store/store.h for the contracts).
+
+#include "kernels/base/strings.h"
+#include "store/codec.h"
+#include "store/keys.h"
+#include "store/rocks_store.h"
+
+namespace ripplekv::store {
+namespace {
+
+// The version after `latest`, or ResourceExhausted when the counter is spent.
+StatusOr<uint32_t> NextVersion(uint32_t latest, std::string_view what,
+                               std::string_view model_hash) {
+  if (latest == UINT32_MAX) {
+    return absl::ResourceExhaustedError(
+        Cat("model hash ", model_hash, " has no ", what, " version number left"));
+  }
+  return latest + 1;
+}
+
+}  // namespace
+
+StatusOr<uint32_t> RocksStore::LatestVersion(Cf cf, const std::string& model_hash) const {
+  const std::string prefix = VersionPrefix(model_hash);
+  const std::string last = VersionKey(model_hash, UINT32_MAX);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[cf]));
+  it->SeekForPrev(rocksdb::Slice(last));
+  if (it->Valid() && it->key().starts_with(rocksdb::Slice(prefix))) {
+    const std::string_view key(it->key().data(), it->key().size());
+    std::optional<VersionKeyParts> parts = ParseVersionKey(key);
+    if (!parts || parts->model_hash != model_hash) {
+      return Damaged(cf, key, absl::DataLossError("malformed key"));
+    }
+    return parts->version;
+  }
+  RETURN_IF_ERROR(FromRocks(it->status(), Cat("seeking in column family '", CfName(cf), "'")));
+  return 0u;
+}
+
+StatusOr<ProfileVersion> RocksStore::PutProfileVersion(const std::string& model_hash,
+                                                       const std::string& profile_json,
+                                                       JobId job_id) {
+  RETURN_IF_ERROR(ValidateModelHash(model_hash));
+  RETURN_IF_ERROR(CheckJsonDocument(profile_json, "profile_json"));
+  std::lock_guard<std::mutex> lock(write_mu_);
+  rocksdb::WriteBatch batch;
+  std::optional<Job> job;
+  if (job_id != kNoJob) {
+    ASSIGN_OR_RETURN(job, ReadJob(job_id));
+    if (job->spec.model_hash != model_hash) {
+      return absl::InvalidArgumentError(Cat("model hash ", model_hash, " is not job ", job_id,
+                                            "'s model hash ", job->spec.model_hash));
+    }
+    if (job->state != JobState::kRunning) {
+      return absl::FailedPreconditionError(
+          Cat("job ", job_id, " is ", JobStateName(job->state), "; only a running job can finish"));
+    }
+    if (job->tasks_done != job->tasks_total) {
+      return absl::FailedPreconditionError(
+          Cat("job ", job_id, " has ", job->tasks_done, " of ", job->tasks_total, " tasks done"));
+    }
+  }
+  ASSIGN_OR_RETURN(uint32_t latest, LatestVersion(kProfiles, model_hash));
+  ASSIGN_OR_RETURN(uint32_t version, NextVersion(latest, "profile", model_hash));
+  ProfileVersion profile{.model_hash = model_hash,
+                         .version = version,
+                         .profile_json = profile_json,
+                         .job = job_id,
+                         .created_at_ms = Now()};
+  ASSIGN_OR_RETURN(std::string value, EncodeProfile(profile));
+  RETURN_IF_ERROR(PutRaw(&batch, kProfiles, VersionKey(model_hash, version), value));
+  if (job) {
+    job->state = JobState::kSucceeded;
+    job->profile_version = version;
+    job->updated_at_ms = profile.created_at_ms;
+    RETURN_IF_ERROR(PutJob(&batch, *job));
+  }
+  RETURN_IF_ERROR(Write(&batch));
+  return profile;
+}
+
+StatusOr<ProfileVersion> RocksStore::GetProfile(const std::string& model_hash,
+                                                uint32_t version) const {
+  RETURN_IF_ERROR(ValidateModelHash(model_hash));
+  if (version == kLatestVersion) {
+    ASSIGN_OR_RETURN(version, LatestVersion(kProfiles, model_hash));
+    if (version == 0) return absl::NotFoundError(Cat("model hash ", model_hash, " has no profile"));
+  }
+  const std::string key = VersionKey(model_hash, version);
+  ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kProfiles, key));
+  if (!value) {
+    return absl::NotFoundError(Cat("model hash ", model_hash, " has no profile version ", version));
+  }
+  StatusOr<ProfileVersion> profile =
+      DecodeProfile({.model_hash = model_hash, .version = version}, *value);
+  if (!profile.ok()) return Damaged(kProfiles, key, profile.status());
+  return profile;
+}
+
+StatusOr<std::vector<ProfileVersion>> RocksStore::ListProfiles(
+    const std::string& model_hash) const {
+  if (!model_hash.empty()) RETURN_IF_ERROR(ValidateModelHash(model_hash));
+  std::vector<ProfileVersion> out;
+  const std::string prefix = model_hash.empty() ? std::string() : VersionPrefix(model_hash);
+  RETURN_IF_ERROR(Scan(kProfiles, prefix, [&](std::string_view key, std::string_view value) {
+    std::optional<VersionKeyParts> parts = ParseVersionKey(key);
+    if (!parts) return Damaged(kProfiles, key, absl::DataLossError("malformed key"));
+    StatusOr<ProfileVersion> profile = DecodeProfile(*parts, value);
+    if (!profile.ok()) return Damaged(kProfiles, key, profile.status());
+    out.push_back(*std::move(profile));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+StatusOr<BudgetMapRecord> RocksStore::PutBudgetMap(const std::string& model_hash,
+                                                   uint32_t profile_version,
+                                                   const std::string& budget_json) {
+  RETURN_IF_ERROR(ValidateModelHash(model_hash));
+  RETURN_IF_ERROR(CheckJsonDocument(budget_json, "budget_json"));
+  std::lock_guard<std::mutex> lock(write_mu_);
+  // The profile it derives from must exist (GetProfile also resolves kLatestVersion).
+  ASSIGN_OR_RETURN(ProfileVersion profile, GetProfile(model_hash, profile_version));
+  ASSIGN_OR_RETURN(uint32_t latest, LatestVersion(kBudgetMaps, model_hash));
+  ASSIGN_OR_RETURN(uint32_t version, NextVersion(latest, "budget map", model_hash));
+  BudgetMapRecord map{.model_hash = model_hash,
+                      .version = version,
+                      .profile_version = profile.version,
+                      .budget_json = budget_json,
+                      .created_at_ms = Now()};
+  ASSIGN_OR_RETURN(std::string value, EncodeBudgetMap(map));
+  rocksdb::WriteBatch batch;
+  RETURN_IF_ERROR(PutRaw(&batch, kBudgetMaps, VersionKey(model_hash, version), value));
+  RETURN_IF_ERROR(Write(&batch));
+  return map;
+}
+
+StatusOr<BudgetMapRecord> RocksStore::GetBudgetMap(const std::string& model_hash,
+                                                   uint32_t version) const {
+  RETURN_IF_ERROR(ValidateModelHash(model_hash));
+  if (version == kLatestVersion) {
+    ASSIGN_OR_RETURN(version, LatestVersion(kBudgetMaps, model_hash));
+    if (version == 0) {
+      return absl::NotFoundError(Cat("model hash ", model_hash, " has no budget map"));
+    }
+  }
+  const std::string key = VersionKey(model_hash, version);
+  ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kBudgetMaps, key));
+  if (!value) {
+    return absl::NotFoundError(
+        Cat("model hash ", model_hash, " has no budget map version ", version));
+  }
+  StatusOr<BudgetMapRecord> map =
+      DecodeBudgetMap({.model_hash = model_hash, .version = version}, *value);
+  if (!map.ok()) return Damaged(kBudgetMaps, key, map.status());
+  return map;
+}
+
+StatusOr<std::vector<BudgetMapRecord>> RocksStore::ListBudgetMaps(
+    const std::string& model_hash) const {
+  if (!model_hash.empty()) RETURN_IF_ERROR(ValidateModelHash(model_hash));
+  std::vector<BudgetMapRecord> out;
+  const std::string prefix = model_hash.empty() ? std::string() : VersionPrefix(model_hash);
+  RETURN_IF_ERROR(Scan(kBudgetMaps, prefix, [&](std::string_view key, std::string_view value) {
+    std::optional<VersionKeyParts> parts = ParseVersionKey(key);
+    if (!parts) return Damaged(kBudgetMaps, key, absl::DataLossError("malformed key"));
+    StatusOr<BudgetMapRecord> map = DecodeBudgetMap(*parts, value);
+    if (!map.ok()) return Damaged(kBudgetMaps, key, map.status());
+    out.push_back(*std::move(map));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+}  // namespace ripplekv::store

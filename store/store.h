@@ -1,0 +1,221 @@
+#pragma once
+// The scheduler's durable state (DESIGN.md §3) behind a typed interface: jobs and their tasks,
+// trial results, profile versions and budget maps, domain types (store/types.h) in and out.
+// OpenStore() gives the RocksDB implementation; layout and encoding are in docs/STORE.md.
+//
+// Durability: every method that changes state does so with ONE atomic write (a RocksDB
+// WriteBatch across column families), so a process killed at any point (kill -9) leaves each
+// change either fully applied or not at all; with StoreOptions::sync_writes a machine crash does
+// too. A method that returns OK has made its change durable. On open, tasks that were leased
+// return to pending (the leases died with the previous process).
+//
+// Thread-safety: every method may be called from any thread. Changes are serialized by an
+// internal mutex (one writer at a time); reads run concurrently with them and see each change
+// either entirely or not at all. A read method that returns several records reads them from one
+// consistent snapshot; two separate calls may of course see different states. Only one process
+// may open a database at a time (the second gets Unavailable).
+//
+// Errors (absl::Status codes, which map one to one onto gRPC):
+//   InvalidArgument     a malformed argument (named); never retry
+//   NotFound            no such job, task, profile version or budget map
+//   AlreadyExists       an idempotency key already names a job with a different spec
+//   FailedPrecondition  an illegal state transition (e.g. cancelling a finished job, leasing a
+//                       task that is leased or done), or a database of another schema version
+//   DataLoss            a stored value or key that does not decode; the message names the column
+//                       family and the key. Stop and shout: the database is damaged.
+//   Unavailable         the database is locked by another process or store
+//   ResourceExhausted   the disk is full, or a version counter ran out
+//   Internal            any other RocksDB failure, with RocksDB's message
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "store/types.h"
+
+namespace ripplekv::store {
+
+struct StoreOptions {
+  bool create_if_missing = true;  // create the database directory and column families if absent
+  // fsync the write-ahead log on every change. Off, a change survives a process crash (kill -9)
+  // but the last ones may be lost on a power failure; on, it survives both, and costs an fsync
+  // per change (docs/STORE.md has the numbers).
+  bool sync_writes = true;
+  uint64_t max_value_bytes = 64ull << 20;  // largest encoded record (a job with inline data, a
+                                           // profile, a budget map), bytes
+  uint64_t max_tasks_per_job = 1u << 20;   // most tasks CreateJob accepts for one job
+  // Wall clock for created/updated times, ms since the epoch; null = the system clock. Lease
+  // deadlines are always passed in by the caller.
+  std::function<TimeMs()> clock;
+};
+
+// One (sample, layer) of a job, as planned by the scheduler.
+struct PlannedTask {
+  uint32_t sample = 0;
+  uint32_t layer = 0;
+};
+
+struct CreateJobOutcome {
+  Job job;
+  bool created = false;  // false: the idempotency key named an existing job with an equal spec
+};
+
+// What a write of trial results did. Results are keyed by (job, sample, layer, trial) and stored
+// once: a result whose key is already stored (or repeated within the call) is a duplicate,
+// counted and otherwise ignored; the first stored value stays.
+struct ResultWriteOutcome {
+  uint64_t stored = 0;          // results written by this call
+  uint64_t duplicates = 0;      // results already present, not written
+  uint64_t conflicts = 0;       // duplicates whose KL differs (bitwise) from the stored value; a
+                                // determinism bug upstream worth logging
+  bool task_completed = false;  // CompleteTask: this call moved the task to done (false: it
+                                // was done already and every result was a duplicate)
+};
+
+struct ListJobsOptions {
+  bool active_only = false;  // only pending and running jobs
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // How many leased tasks Open returned to pending. Immutable after open.
+  virtual uint64_t RecoveredLeases() const = 0;
+
+  // ---- Jobs ----
+
+  // Creates a pending job and its pending tasks in one write, allocating the next job id. If
+  // spec.idempotency_key is non-empty and already names a job: returns that job (created =
+  // false) when its spec equals `spec`, AlreadyExists otherwise; nothing is written.
+  // InvalidArgument: bad model hash; params.trials == 0; an idempotency key over 1024 bytes; a
+  // string that is not UTF-8; a non-finite alpha; `tasks` empty, over max_tasks_per_job or with
+  // a (sample, layer) twice; the encoded job over max_value_bytes. Other checks of the method
+  // (ranges of samples, layers, lengths) are the scheduler's.
+  [[nodiscard]] virtual StatusOr<CreateJobOutcome> CreateJob(
+      const JobSpec& spec, std::span<const PlannedTask> tasks) = 0;
+
+  // The job with its full spec. NotFound when no job has this id.
+  [[nodiscard]] virtual StatusOr<Job> GetJob(JobId id) const = 0;
+
+  // Jobs by priority (highest first), then age (oldest first), then id. To keep listings small,
+  // spec.data_inline is left empty (GetJob returns it).
+  [[nodiscard]] virtual StatusOr<std::vector<Job>> ListJobs(
+      const ListJobsOptions& options = {}) const = 0;
+
+  // Moves a job to `state`, recording `error` (why it failed or was cancelled; may be empty).
+  // Legal: pending -> running | failed | cancelled; running -> succeeded (every task done) |
+  // failed | cancelled. Anything else, including leaving a final state or "moving" to the same
+  // state, is FailedPrecondition naming both states. Entering a final state returns the job's
+  // leased tasks to pending in the same write. Returns the updated job.
+  [[nodiscard]] virtual StatusOr<Job> UpdateJobState(JobId id, JobState state,
+                                                     const std::string& error = {}) = 0;
+
+  // ---- Tasks and leases ----
+
+  // NotFound when the task does not exist.
+  [[nodiscard]] virtual StatusOr<Task> GetTask(const TaskKey& key) const = 0;
+
+  // Every task of the job in canonical (sample, layer) order. NotFound for an unknown job.
+  [[nodiscard]] virtual StatusOr<std::vector<Task>> ListTasks(JobId job) const = 0;
+
+  // Leases a pending task of a pending or running job to `worker_id` until `deadline_ms`,
+  // counting an attempt; a pending job becomes running in the same write. NotFound: job or task;
+  // FailedPrecondition: the job is final, or the task is leased or done; InvalidArgument: worker
+  // id empty, over 256 bytes or not UTF-8, deadline_ms <= 0. Returns the leased task.
+  [[nodiscard]] virtual StatusOr<Task> LeaseTask(const TaskKey& key, const std::string& worker_id,
+                                                 TimeMs deadline_ms) = 0;
+
+  // Moves the deadline of a lease held by `worker_id` (a heartbeat). FailedPrecondition unless
+  // the task is leased by that worker.
+  [[nodiscard]] virtual StatusOr<Task> ExtendLease(const TaskKey& key, const std::string& worker_id,
+                                                   TimeMs deadline_ms) = 0;
+
+  // Returns a task leased by `worker_id` to pending (the worker refused it or went away).
+  // FailedPrecondition unless the task is leased by that worker.
+  [[nodiscard]] virtual StatusOr<Task> ReleaseLease(const TaskKey& key,
+                                                    const std::string& worker_id) = 0;
+
+  // Returns every leased task whose deadline is <= now_ms to pending, in one write, and lists
+  // them in canonical order.
+  [[nodiscard]] virtual StatusOr<std::vector<TaskKey>> ReleaseExpiredLeases(TimeMs now_ms) = 0;
+
+  // ---- Trial results ----
+
+  // Stores results of one running job as they stream in, before their task completes (a task's
+  // state does not change). Idempotent per key (see ResultWriteOutcome). An empty span writes
+  // nothing. InvalidArgument: results of several jobs, trial >= params.trials, a non-finite KL;
+  // NotFound: the job or a (sample, layer) task; FailedPrecondition: the job is not running.
+  [[nodiscard]] virtual StatusOr<ResultWriteOutcome> PutResults(
+      std::span<const TrialResult> results) = 0;
+
+  // Stores `results` (all of task `key`; may be empty when PutResults stored them already) and
+  // marks the task done, in one write, so a task is done exactly when every trial 0..trials-1 of
+  // it has a result. Accepted from any worker while the task is not done (results are
+  // deterministic; which lease it belonged to does not matter). On a task that is already done
+  // every result is a duplicate and only the job's duplicate counters change.
+  // InvalidArgument: a result of another task, trial >= params.trials, a non-finite KL;
+  // NotFound: job or task; FailedPrecondition: the job is not running, or some trial would still
+  // have no result (named; nothing is written).
+  [[nodiscard]] virtual StatusOr<ResultWriteOutcome> CompleteTask(
+      const TaskKey& key, std::span<const TrialResult> results) = 0;
+
+  // The job's results in canonical (sample, layer, trial) order. NotFound for an unknown job.
+  [[nodiscard]] virtual StatusOr<std::vector<TrialResult>> ListResults(JobId job) const = 0;
+  // One task's results in trial order (possibly partial). NotFound for an unknown task.
+  [[nodiscard]] virtual StatusOr<std::vector<TrialResult>> ListTaskResults(
+      const TaskKey& key) const = 0;
+  // How many results of the job are stored (counted in the results column family, not read
+  // from the job's counter). NotFound for an unknown job.
+  [[nodiscard]] virtual StatusOr<uint64_t> CountResults(JobId job) const = 0;
+
+  // ---- Profiles and budget maps (versioned per model hash, never overwritten) ----
+
+  // Stores `profile_json` (must parse as JSON) as the next version of `model_hash`'s profile
+  // (1 for the first). With job != kNoJob it also finishes that job in the same write: the job
+  // must be running with every task done and have spec.model_hash == model_hash; it becomes
+  // succeeded with profile_version set. InvalidArgument: bad hash, not JSON, too large, hash
+  // differs from the job's; NotFound: the job; FailedPrecondition: the job is not running or
+  // has tasks left.
+  [[nodiscard]] virtual StatusOr<ProfileVersion> PutProfileVersion(const std::string& model_hash,
+                                                                   const std::string& profile_json,
+                                                                   JobId job = kNoJob) = 0;
+
+  // Version `version` of the hash's profile, or the latest with kLatestVersion. NotFound when
+  // the hash has no profile or not that version.
+  [[nodiscard]] virtual StatusOr<ProfileVersion> GetProfile(
+      const std::string& model_hash, uint32_t version = kLatestVersion) const = 0;
+
+  // Every profile version of `model_hash` (of every hash when empty), by hash (bytewise) then
+  // version.
+  [[nodiscard]] virtual StatusOr<std::vector<ProfileVersion>> ListProfiles(
+      const std::string& model_hash = {}) const = 0;
+
+  // Stores `budget_json` (must parse as JSON) as the next budget-map version of `model_hash`,
+  // computed from profile version `profile_version` (kLatestVersion: the latest, resolved and
+  // recorded as a number). InvalidArgument: bad hash, not JSON, too large; NotFound: no such
+  // profile version.
+  [[nodiscard]] virtual StatusOr<BudgetMapRecord> PutBudgetMap(const std::string& model_hash,
+                                                               uint32_t profile_version,
+                                                               const std::string& budget_json) = 0;
+
+  // As GetProfile / ListProfiles, for budget maps.
+  [[nodiscard]] virtual StatusOr<BudgetMapRecord> GetBudgetMap(
+      const std::string& model_hash, uint32_t version = kLatestVersion) const = 0;
+  [[nodiscard]] virtual StatusOr<std::vector<BudgetMapRecord>> ListBudgetMaps(
+      const std::string& model_hash = {}) const = 0;
+};
+
+// Opens (or with options.create_if_missing creates) the store in directory `path`, then returns
+// every leased task to pending in one write (RecoveredLeases() says how many). Errors:
+// NotFound (no database and create_if_missing is false), Unavailable (another process or store
+// holds it), FailedPrecondition (another schema version, or not a RippleKV database),
+// DataLoss (a damaged record met during recovery, named), Internal (other RocksDB failures).
+[[nodiscard]] StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
+                                                         const StoreOptions& options = {});
+
+}  // namespace ripplekv::store

@@ -1,0 +1,158 @@
+#pragma once
+// Domain types of the scheduler's durable state (DESIGN.md §3): jobs, their tasks, trial results,
+// profile versions and budget maps. Plain structs, no protobuf and no RocksDB: the gRPC adapters
+// in scheduler/service/ convert to and from these, and store/store.h keeps them.
+//
+// Units: times are milliseconds since the Unix epoch (UTC) in an int64 (`TimeMs`); token counts
+// are tokens; KL divergences are nats.
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ripplekv::store {
+
+// Milliseconds since 1970-01-01T00:00:00Z.
+using TimeMs = int64_t;
+
+// Job ids are allocated by Store::CreateJob from 1 upwards, never reused. 0 means "no job".
+using JobId = uint64_t;
+inline constexpr JobId kNoJob = 0;
+
+// Profile and budget-map versions count from 1 per model hash. 0 means "the latest" in lookups.
+inline constexpr uint32_t kLatestVersion = 0;
+
+// Where the perturbation is applied (DESIGN.md §2).
+enum class CalibrationMode : uint8_t {
+  kCache = 0,    // "cache": after a clean prefill, layer l's cached context values only
+  kPrefill = 1,  // "prefill": inside the forward pass, rippling into deeper layers' caches
+};
+
+// The calibration method's parameters, as submitted.
+struct MethodParams {
+  CalibrationMode mode = CalibrationMode::kCache;
+  double alpha = 0.5;            // norm-adaptive perturbation scale (relative), >= 0
+  uint32_t trials = 2;           // trials per (sample, layer), >= 1
+  uint64_t seed = 0;             // Philox key of the noise
+  uint32_t samples = 8;          // calibration samples N
+  uint32_t context_len = 512;    // tokens of the perturbed context C per sample
+  uint32_t probe_len = 32;       // tokens of the probe W per sample
+  std::vector<uint32_t> layers;  // layers to measure; empty = every layer of the model
+
+  friend bool operator==(const MethodParams&, const MethodParams&) = default;
+};
+
+// What a client submits. The store checks only what its own invariants need (see
+// Store::CreateJob); validating the method belongs to the scheduler.
+struct JobSpec {
+  std::string model_path;   // model reference as workers resolve it (a path or a name)
+  std::string model_hash;   // expected model hash (docs/MODEL_HASH.md), 1..256 bytes, no NUL
+  std::string data_inline;  // calibration data itself (JSONL or text); empty when by path
+  std::string data_path;    // calibration data path visible to workers; empty when inline
+                            // (both empty: the built-in calibration text)
+  MethodParams params;
+  int32_t priority = 0;         // higher runs first
+  std::string idempotency_key;  // empty = none; else a resubmission returns the existing job
+
+  friend bool operator==(const JobSpec&, const JobSpec&) = default;
+};
+
+enum class JobState : uint8_t {
+  kPending = 0,    // created, no task leased yet
+  kRunning = 1,    // at least one task leased at some point
+  kSucceeded = 2,  // every task done (and, when finished by PutProfileVersion, a profile written)
+  kFailed = 3,
+  kCancelled = 4,
+};
+// Succeeded, failed and cancelled are final: no transition leaves them.
+bool IsTerminal(JobState state);
+
+struct Job {
+  JobId id = kNoJob;
+  JobSpec spec;
+  JobState state = JobState::kPending;
+  TimeMs created_at_ms = 0;
+  TimeMs updated_at_ms = 0;          // last state or counter change
+  uint64_t tasks_total = 0;          // tasks planned by CreateJob
+  uint64_t tasks_done = 0;           // tasks in state done
+  uint64_t results_stored = 0;       // distinct trial results stored (each key once)
+  uint64_t duplicate_results = 0;    // results received again and ignored
+  uint64_t conflicting_results = 0;  // of those, results whose KL differed from the stored one
+  uint32_t profile_version = 0;      // profile version written when the job finished; 0 = none
+  std::string error;                 // why the job failed or was cancelled; empty otherwise
+
+  friend bool operator==(const Job&, const Job&) = default;
+};
+
+// A unit of work: all trials of one (sample, layer) of a job. Ordered by (job, sample, layer),
+// the store's canonical order.
+struct TaskKey {
+  JobId job = kNoJob;
+  uint32_t sample = 0;
+  uint32_t layer = 0;
+
+  friend auto operator<=>(const TaskKey&, const TaskKey&) = default;
+};
+
+enum class TaskState : uint8_t {
+  kPending = 0,  // waiting for a worker
+  kLeased = 1,   // handed to lease_owner until lease_deadline_ms
+  kDone = 2,     // every trial's result stored; final
+};
+
+struct Task {
+  TaskKey key;
+  TaskState state = TaskState::kPending;
+  std::string lease_owner;       // worker id while leased; empty otherwise
+  TimeMs lease_deadline_ms = 0;  // while leased; 0 otherwise
+  uint32_t attempts = 0;         // times the task was leased
+
+  friend bool operator==(const Task&, const Task&) = default;
+};
+
+// One measured trial. Identified by (job, sample, layer, trial): stored at most once.
+struct TrialResult {
+  JobId job = kNoJob;
+  uint32_t sample = 0;
+  uint32_t layer = 0;
+  uint32_t trial = 0;  // < the job's params.trials
+  double kl = 0.0;     // mean KL over the probe positions, nats; finite
+
+  friend bool operator==(const TrialResult&, const TrialResult&) = default;
+};
+
+// One immutable version of a model's sensitivity profile.
+struct ProfileVersion {
+  std::string model_hash;
+  uint32_t version = 0;      // 1, 2, ... per model hash, allocated by the store
+  std::string profile_json;  // the profile document (docs/BUDGETS.md schema), valid JSON
+  JobId job = kNoJob;        // the job that measured it; kNoJob for an imported profile
+  TimeMs created_at_ms = 0;
+
+  friend bool operator==(const ProfileVersion&, const ProfileVersion&) = default;
+};
+
+// One immutable version of a budget map computed from a profile version of the same model.
+struct BudgetMapRecord {
+  std::string model_hash;
+  uint32_t version = 0;          // 1, 2, ... per model hash, allocated by the store
+  uint32_t profile_version = 0;  // the profile version it was computed from (exists)
+  std::string budget_json;       // the budget map document, valid JSON
+  TimeMs created_at_ms = 0;
+
+  friend bool operator==(const BudgetMapRecord&, const BudgetMapRecord&) = default;
+};
+
+// Lower-case names used in messages and in the stored encoding: "cache", "pending", "leased"...
+std::string_view CalibrationModeName(CalibrationMode mode);
+std::string_view JobStateName(JobState state);
+std::string_view TaskStateName(TaskState state);
+// Inverses of the above; nullopt for any other string.
+std::optional<CalibrationMode> ParseCalibrationMode(std::string_view name);
+std::optional<JobState> ParseJobState(std::string_view name);
+std::optional<TaskState> ParseTaskState(std::string_view name);
+
+}  // namespace ripplekv::store

@@ -1,0 +1,216 @@
+#include "store/codec.h"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace ripplekv::store {
+namespace {
+
+Job FullJob() {
+  Job job;
+  job.id = 42;
+  job.spec.model_path = "/models/smöllm2 \"q4\".gguf";
+  job.spec.model_hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+  job.spec.data_inline = "{\"text\": \"line one\"}\n{\"text\": \"two\\u0000\"}\n";
+  job.spec.data_path = "";
+  job.spec.params = {.mode = CalibrationMode::kPrefill,
+                     .alpha = 0.1,
+                     .trials = 7,
+                     .seed = std::numeric_limits<uint64_t>::max(),
+                     .samples = 16,
+                     .context_len = 1024,
+                     .probe_len = 64,
+                     .layers = {0, 5, 29}};
+  job.spec.priority = -3;
+  job.spec.idempotency_key = "req-✓-17";
+  job.state = JobState::kFailed;
+  job.created_at_ms = 1'700'000'000'123;
+  job.updated_at_ms = 1'700'000'999'999;
+  job.tasks_total = 90;
+  job.tasks_done = 12;
+  job.results_stored = 84;
+  job.duplicate_results = 5;
+  job.conflicting_results = 1;
+  job.profile_version = 0;
+  job.error = "worker w3: model hash mismatch";
+  return job;
+}
+
+Status DecodeJobText(const std::string& text) { return DecodeJob(1, text).status(); }
+
+TEST(StoreCodecTest, JobRoundTripsEveryField) {
+  const Job job = FullJob();
+  StatusOr<std::string> encoded = EncodeJob(job);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  StatusOr<Job> decoded = DecodeJob(job.id, *encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(decoded->spec.data_inline.empty());  // kept in its own record
+  decoded->spec.data_inline = job.spec.data_inline;
+  EXPECT_EQ(*decoded, job);
+
+  StatusOr<std::string> data = EncodeJobData(job.spec.data_inline);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(encoded->find("line one"), std::string::npos);
+  StatusOr<std::string> data_back = DecodeJobData(*data);
+  ASSERT_TRUE(data_back.ok()) << data_back.status();
+  EXPECT_EQ(*data_back, job.spec.data_inline);
+}
+
+TEST(StoreCodecTest, TaskRoundTripsAndKeyFieldsComeFromTheKey) {
+  const Task task{.key = {.job = 9, .sample = 3, .layer = 300},
+                  .state = TaskState::kLeased,
+                  .lease_owner = "worker-a",
+                  .lease_deadline_ms = 1234567890123,
+                  .attempts = 3};
+  StatusOr<std::string> encoded = EncodeTask(task);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  StatusOr<Task> decoded = DecodeTask(task.key, *encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, task);
+}
+
+TEST(StoreCodecTest, ResultValuesKeepTheExactBitsOfEveryFiniteDouble) {
+  std::mt19937_64 rng(7);
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                1.0,
+                                0.1,
+                                1e-310,
+                                std::numeric_limits<double>::max(),
+                                std::numeric_limits<double>::denorm_min(),
+                                3.141592653589793};
+  while (values.size() < 5000) {
+    const double d = std::bit_cast<double>(rng());
+    if (std::isfinite(d)) values.push_back(d);
+  }
+  for (double d : values) {
+    StatusOr<double> back = DecodeResultValue(EncodeResultValue(d));
+    ASSERT_TRUE(back.ok()) << back.status();
+    ASSERT_EQ(std::bit_cast<uint64_t>(*back), std::bit_cast<uint64_t>(d)) << d;
+  }
+}
+
+TEST(StoreCodecTest, ProfileAndBudgetMapRoundTrip) {
+  const ProfileVersion profile{.model_hash = "ab",
+                               .version = 3,
+                               .profile_json = R"({"layers": [1.5, 2]})",
+                               .job = 12,
+                               .created_at_ms = 55};
+  StatusOr<std::string> p = EncodeProfile(profile);
+  ASSERT_TRUE(p.ok()) << p.status();
+  StatusOr<ProfileVersion> p2 = DecodeProfile({.model_hash = "ab", .version = 3}, *p);
+  ASSERT_TRUE(p2.ok()) << p2.status();
+  EXPECT_EQ(*p2, profile);
+
+  const BudgetMapRecord map{.model_hash = "ab",
+                            .version = 8,
+                            .profile_version = 3,
+                            .budget_json = R"({"budgets": [64, 128]})",
+                            .created_at_ms = 77};
+  StatusOr<std::string> m = EncodeBudgetMap(map);
+  ASSERT_TRUE(m.ok()) << m.status();
+  StatusOr<BudgetMapRecord> m2 = DecodeBudgetMap({.model_hash = "ab", .version = 8}, *m);
+  ASSERT_TRUE(m2.ok()) << m2.status();
+  EXPECT_EQ(*m2, map);
+}
+
+TEST(StoreCodecTest, MalformedValuesAreDataLossNamingTheField) {
+  struct Case {
+    std::string value;
+    std::string expect;  // substring of the message
+  };
+  const std::vector<Case> cases = {
+      {"", "not valid JSON"},
+      {"{\"v\":1", "not valid JSON"},
+      {"[1,2]", "not a JSON object"},
+      {R"({"kl": 1.0})", "field 'v' is missing"},
+      {R"({"v": 2, "kl": 1.0})", "value format version 2; this build reads 1"},
+      {R"({"v": 1})", "field 'kl' is missing"},
+      {R"({"v": 1, "kl": "1.0"})", "field 'kl' is not a number"},
+      {R"({"v": 1, "kl": 1.0, "extra": true})", "field 'extra' is not a known field"},
+  };
+  for (const Case& c : cases) {
+    const Status s = DecodeResultValue(c.value).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << c.value;
+    EXPECT_NE(s.message().find(c.expect), absl::string_view::npos) << c.value << " -> " << s;
+  }
+}
+
+TEST(StoreCodecTest, MalformedJobFieldsAreDataLossWithTheirPath) {
+  const std::string good = *EncodeJob(FullJob());
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+    return text;
+  };
+  struct Case {
+    std::string value;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {with("\"trials\":7", "\"trials\":4294967296"), "field 'spec.params.trials' is 4294967296"},
+      {with("\"trials\":7", "\"trials\":-1"), "'spec.params.trials' is not a non-negative"},
+      {with("\"mode\":\"prefill\"", "\"mode\":\"other\""),
+       "'spec.params.mode' has an unknown value"},
+      {with("\"layers\":[0,5,29]", "\"layers\":[0,-5]"), "'spec.params.layers[1]'"},
+      {with("\"priority\":-3", "\"priority\":3000000000"), "field 'spec.priority' is 3000000000"},
+      {with("\"state\":\"failed\"", "\"state\":7"), "field 'state' is not a string"},
+      {with("\"tasks_done\":12", "\"tasks_done\":91"), "'tasks_done' is 91, above tasks_total 90"},
+      {with("\"error\":", "\"err\":"), "field 'err' is not a known field"},
+  };
+  for (const Case& c : cases) {
+    const Status s = DecodeJobText(c.value);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << c.value;
+    EXPECT_NE(s.message().find(c.expect), absl::string_view::npos) << c.expect << " -> " << s;
+  }
+}
+
+TEST(StoreCodecTest, LeasedTaskWithoutOwnerIsDataLoss) {
+  const Status s =
+      DecodeTask({.job = 1}, R"({"v":1,"state":"leased","lease_owner":"","lease_deadline_ms":5,)"
+                             R"("attempts":1})")
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("lease_owner"), absl::string_view::npos) << s;
+}
+
+TEST(StoreCodecTest, InvalidUtf8IsInvalidArgumentNamingFieldAndOffset) {
+  Job job = FullJob();
+  job.spec.data_path = std::string("data/\xC3\x28.jsonl");  // a broken two-byte sequence
+  const Status s = EncodeJob(job).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "spec.data_path is not valid UTF-8 (byte offset 5)");
+  EXPECT_EQ(EncodeJobData("ok\xFF").status().message(),
+            "spec.data_inline is not valid UTF-8 (byte offset 2)");
+
+  EXPECT_FALSE(CheckUtf8("\xC0\x80", "x").ok());          // overlong NUL
+  EXPECT_FALSE(CheckUtf8("\xED\xA0\x80", "x").ok());      // UTF-16 surrogate
+  EXPECT_FALSE(CheckUtf8("\xF4\x90\x80\x80", "x").ok());  // above U+10FFFF
+  EXPECT_FALSE(CheckUtf8("abc\xE2\x9C", "x").ok());       // truncated
+  EXPECT_TRUE(CheckUtf8("plain ✓ 𝄞", "x").ok());
+}
+
+TEST(StoreCodecTest, NonFiniteAlphaIsInvalidArgument) {
+  Job job = FullJob();
+  job.spec.params.alpha = std::nan("");
+  EXPECT_EQ(EncodeJob(job).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StoreCodecTest, CheckJsonDocumentAcceptsOnlyOneCompleteDocument) {
+  EXPECT_TRUE(CheckJsonDocument(R"({"a": [1, 2]})", "doc").ok());
+  const Status s = CheckJsonDocument(R"({"a": )", "profile_json");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("profile_json is not a JSON document"), absl::string_view::npos) << s;
+  EXPECT_FALSE(CheckJsonDocument("{} {}", "doc").ok());
+  EXPECT_FALSE(CheckJsonDocument("", "doc").ok());
+}
+
+}  // namespace
+}  // namespace ripplekv::store

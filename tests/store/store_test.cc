@@ -1,0 +1,710 @@
+#include "store/store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <random>
+#include <thread>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/store/store_test_util.h"
+
+namespace ripplekv::store {
+namespace {
+
+using ::ripplekv::store::testing::MakeSpec;
+using ::ripplekv::store::testing::TempDir;
+using ::testing::HasSubstr;
+
+std::vector<PlannedTask> Grid(uint32_t samples, uint32_t layers) {
+  std::vector<PlannedTask> tasks;
+  for (uint32_t s = 0; s < samples; ++s) {
+    for (uint32_t l = 0; l < layers; ++l) tasks.push_back({.sample = s, .layer = l});
+  }
+  return tasks;
+}
+
+// Deterministic stand-in for a trial's KL.
+double Kl(const TaskKey& key, uint32_t trial) {
+  return 0.001 * (key.sample + 1) + 0.01 * key.layer + 1e-7 * trial + 1.0 / 3.0;
+}
+
+std::vector<TrialResult> Trials(const TaskKey& key, uint32_t first, uint32_t end) {
+  std::vector<TrialResult> out;
+  for (uint32_t t = first; t < end; ++t) {
+    out.push_back(
+        {.job = key.job, .sample = key.sample, .layer = key.layer, .trial = t, .kl = Kl(key, t)});
+  }
+  return out;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen() {
+    store_.reset();
+    StatusOr<std::unique_ptr<Store>> opened = OpenStore(dir_.db(), options_);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store_ = *std::move(opened);
+  }
+
+  // A job over samples x layers, created and checked.
+  Job NewJob(uint32_t samples = 2, uint32_t layers = 3, JobSpec spec = MakeSpec()) {
+    StatusOr<CreateJobOutcome> outcome = store_->CreateJob(spec, Grid(samples, layers));
+    EXPECT_TRUE(outcome.ok()) << outcome.status();
+    return outcome.ok() ? outcome->job : Job{};
+  }
+
+  // Leases and completes `key` with all its trials.
+  void Finish(const TaskKey& key, uint32_t trials = 2) {
+    ASSERT_TRUE(store_->LeaseTask(key, "w", now_ + 1000).ok());
+    StatusOr<ResultWriteOutcome> done = store_->CompleteTask(key, Trials(key, 0, trials));
+    ASSERT_TRUE(done.ok()) << done.status();
+    ASSERT_TRUE(done->task_completed);
+  }
+
+  TempDir dir_;
+  TimeMs now_ = 1'000'000;
+  StoreOptions options_{.sync_writes = false, .clock = [this] { return now_; }};
+  std::unique_ptr<Store> store_;
+};
+
+// ---- Jobs ----
+
+TEST_F(StoreTest, CreateJobAllocatesIdsFromOneAndStoresPendingTasksInCanonicalOrder) {
+  StatusOr<CreateJobOutcome> first =
+      store_->CreateJob(MakeSpec(), std::vector<PlannedTask>{{.sample = 1, .layer = 0},
+                                                             {.sample = 0, .layer = 300},
+                                                             {.sample = 0, .layer = 2}});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->created);
+  EXPECT_EQ(first->job.id, 1u);
+  EXPECT_EQ(first->job.state, JobState::kPending);
+  EXPECT_EQ(first->job.tasks_total, 3u);
+  EXPECT_EQ(first->job.created_at_ms, now_);
+  EXPECT_EQ(NewJob().id, 2u);
+
+  StatusOr<Job> got = store_->GetJob(1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, first->job);
+
+  StatusOr<std::vector<Task>> tasks = store_->ListTasks(1);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 3u);
+  EXPECT_EQ((*tasks)[0].key, (TaskKey{.job = 1, .sample = 0, .layer = 2}));
+  EXPECT_EQ((*tasks)[1].key, (TaskKey{.job = 1, .sample = 0, .layer = 300}));
+  EXPECT_EQ((*tasks)[2].key, (TaskKey{.job = 1, .sample = 1, .layer = 0}));
+  for (const Task& t : *tasks) {
+    EXPECT_EQ(t.state, TaskState::kPending);
+    EXPECT_EQ(t.attempts, 0u);
+  }
+}
+
+TEST_F(StoreTest, JobSpecSurvivesReopenExactly) {
+  JobSpec spec = MakeSpec("9f86d0", 5);
+  spec.params = {.mode = CalibrationMode::kPrefill,
+                 .alpha = 0.1,
+                 .trials = 5,
+                 .seed = 0xFFFFFFFFFFFFFFFFull,
+                 .samples = 3,
+                 .context_len = 700,
+                 .probe_len = 33,
+                 .layers = {1, 4}};
+  spec.data_inline = "{\"text\": \"é\"}\n";
+  spec.priority = -7;
+  spec.idempotency_key = "k1";
+  const Job job = NewJob(3, 2, spec);
+  Reopen();
+  StatusOr<Job> got = store_->GetJob(job.id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec, spec);
+  EXPECT_EQ(*got, job);
+
+  // Listings leave the inline data out; the record rewritten per task completion excludes it.
+  StatusOr<std::vector<Job>> listed = store_->ListJobs();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_TRUE((*listed)[0].spec.data_inline.empty());
+  ASSERT_TRUE(store_->LeaseTask({.job = job.id, .sample = 0, .layer = 0}, "w", 10).ok());
+  EXPECT_EQ(store_->GetJob(job.id)->spec.data_inline, spec.data_inline);
+}
+
+TEST_F(StoreTest, IdempotencyKeyReturnsTheExistingJobAndRefusesADifferentSpec) {
+  JobSpec spec = MakeSpec();
+  spec.idempotency_key = "submit-1";
+  const Job job = NewJob(2, 2, spec);
+  now_ += 50;
+  Reopen();  // the key is durable, not an in-memory cache
+
+  StatusOr<CreateJobOutcome> again = store_->CreateJob(spec, Grid(2, 2));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->job, job);
+
+  spec.params.seed = 99;
+  StatusOr<CreateJobOutcome> other = store_->CreateJob(spec, Grid(2, 2));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(other.status().message()), HasSubstr("'submit-1' already names job 1"));
+  EXPECT_EQ(store_->ListJobs()->size(), 1u);
+}
+
+TEST_F(StoreTest, CreateJobRejectsWhatWouldBreakTheStoresInvariants) {
+  auto code = [&](const JobSpec& spec, std::vector<PlannedTask> tasks) {
+    return store_->CreateJob(spec, tasks).status().code();
+  };
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(code(MakeSpec(), {}), kInvalid);
+  EXPECT_EQ(code(MakeSpec(), {{.sample = 1, .layer = 2}, {.sample = 1, .layer = 2}}), kInvalid);
+  EXPECT_EQ(code(MakeSpec("", 2), Grid(1, 1)), kInvalid);
+  EXPECT_EQ(code(MakeSpec(std::string("a\0b", 3), 2), Grid(1, 1)), kInvalid);
+  EXPECT_EQ(code(MakeSpec("ab", 0), Grid(1, 1)), kInvalid);
+  JobSpec bad_utf8 = MakeSpec();
+  bad_utf8.model_path = "\xff";
+  EXPECT_EQ(code(bad_utf8, Grid(1, 1)), kInvalid);
+  JobSpec long_key = MakeSpec();
+  long_key.idempotency_key = std::string(1025, 'k');
+  EXPECT_EQ(code(long_key, Grid(1, 1)), kInvalid);
+
+  options_.max_value_bytes = 4096;
+  options_.max_tasks_per_job = 10;
+  Reopen();
+  JobSpec big = MakeSpec();
+  big.data_inline = std::string(5000, 'x');
+  const Status too_big = store_->CreateJob(big, Grid(1, 1)).status();
+  EXPECT_EQ(too_big.code(), kInvalid);
+  EXPECT_THAT(std::string(too_big.message()), HasSubstr("max_value_bytes"));
+  EXPECT_EQ(code(MakeSpec(), Grid(3, 4)), kInvalid);
+  EXPECT_TRUE(store_->ListJobs()->empty());
+}
+
+TEST_F(StoreTest, UnknownJobsAndTasksAreNotFound) {
+  NewJob(1, 1);
+  EXPECT_EQ(store_->GetJob(7).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListTasks(7).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListResults(7).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->CountResults(7).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->UpdateJobState(7, JobState::kCancelled).status().code(),
+            absl::StatusCode::kNotFound);
+  const TaskKey missing{.job = 1, .sample = 0, .layer = 5};
+  EXPECT_EQ(store_->GetTask(missing).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->LeaseTask(missing, "w", 10).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListTaskResults(missing).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, ListJobsOrdersByPriorityThenAgeAndFiltersActive) {
+  auto create = [&](int32_t priority) {
+    JobSpec spec = MakeSpec();
+    spec.priority = priority;
+    now_ += 10;
+    return NewJob(1, 1, spec).id;
+  };
+  const JobId low = create(0), high_old = create(5), high_new = create(5), mid = create(1);
+  ASSERT_TRUE(store_->UpdateJobState(mid, JobState::kCancelled, "user").ok());
+  StatusOr<std::vector<Job>> all = store_->ListJobs();
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<JobId> order;
+  for (const Job& j : *all) order.push_back(j.id);
+  EXPECT_EQ(order, (std::vector<JobId>{high_old, high_new, mid, low}));
+
+  StatusOr<std::vector<Job>> active = store_->ListJobs({.active_only = true});
+  ASSERT_TRUE(active.ok()) << active.status();
+  order.clear();
+  for (const Job& j : *active) order.push_back(j.id);
+  EXPECT_EQ(order, (std::vector<JobId>{high_old, high_new, low}));
+}
+
+TEST_F(StoreTest, IllegalJobTransitionsAreFailedPreconditionAndChangeNothing) {
+  const Job job = NewJob(1, 1);
+  auto move = [&](JobState to) { return store_->UpdateJobState(job.id, to).status(); };
+  EXPECT_EQ(move(JobState::kPending).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(move(JobState::kSucceeded).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(move(JobState::kRunning).ok());
+  EXPECT_EQ(move(JobState::kRunning).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(move(JobState::kPending).code(), absl::StatusCode::kFailedPrecondition);
+  const Status early = move(JobState::kSucceeded);
+  EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(early.message()), HasSubstr("0 of 1 tasks done"));
+
+  now_ += 5;
+  StatusOr<Job> failed = store_->UpdateJobState(job.id, JobState::kFailed, "out of memory");
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->error, "out of memory");
+  EXPECT_EQ(failed->updated_at_ms, now_);
+  for (JobState to : {JobState::kPending, JobState::kRunning, JobState::kSucceeded,
+                      JobState::kFailed, JobState::kCancelled}) {
+    const Status s = move(to);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << JobStateName(to);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("job 1 is failed; it cannot become"));
+  }
+  EXPECT_EQ(*store_->GetJob(job.id), *failed);
+}
+
+TEST_F(StoreTest, RunningJobSucceedsOnceEveryTaskIsDone) {
+  const Job job = NewJob(1, 2);
+  Finish({.job = job.id, .sample = 0, .layer = 0});
+  EXPECT_EQ(store_->UpdateJobState(job.id, JobState::kSucceeded).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  Finish({.job = job.id, .sample = 0, .layer = 1});
+  StatusOr<Job> done = store_->UpdateJobState(job.id, JobState::kSucceeded);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state, JobState::kSucceeded);
+  EXPECT_EQ(done->tasks_done, 2u);
+}
+
+TEST_F(StoreTest, CancellingReleasesLeasesAndStopsLeasingAndResults) {
+  const Job job = NewJob(1, 2);
+  const TaskKey key{.job = job.id, .sample = 0, .layer = 1};
+  ASSERT_TRUE(store_->LeaseTask(key, "w1", now_ + 100).ok());
+  ASSERT_TRUE(store_->UpdateJobState(job.id, JobState::kCancelled, "by user").ok());
+  StatusOr<Task> task = store_->GetTask(key);
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->state, TaskState::kPending);
+  EXPECT_TRUE(task->lease_owner.empty());
+  EXPECT_EQ(store_->LeaseTask(key, "w1", now_ + 100).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->CompleteTask(key, Trials(key, 0, 2)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->PutResults(Trials(key, 0, 1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*store_->CountResults(job.id), 0u);
+}
+
+// ---- Leases ----
+
+TEST_F(StoreTest, LeaseTaskLeasesAPendingTaskAndStartsItsJob) {
+  const Job job = NewJob();
+  const TaskKey key{.job = job.id, .sample = 1, .layer = 2};
+  now_ += 7;
+  StatusOr<Task> leased = store_->LeaseTask(key, "worker-a", 5000);
+  ASSERT_TRUE(leased.ok()) << leased.status();
+  EXPECT_EQ(leased->state, TaskState::kLeased);
+  EXPECT_EQ(leased->lease_owner, "worker-a");
+  EXPECT_EQ(leased->lease_deadline_ms, 5000);
+  EXPECT_EQ(leased->attempts, 1u);
+  EXPECT_EQ(*store_->GetTask(key), *leased);
+  StatusOr<Job> running = store_->GetJob(job.id);
+  EXPECT_EQ(running->state, JobState::kRunning);
+  EXPECT_EQ(running->updated_at_ms, now_);
+}
+
+TEST_F(StoreTest, LeaseTaskRefusesLeasedAndDoneTasksAndBadArguments) {
+  const Job job = NewJob();
+  const TaskKey key{.job = job.id, .sample = 0, .layer = 0};
+  ASSERT_TRUE(store_->LeaseTask(key, "a", 5000).ok());
+  const Status twice = store_->LeaseTask(key, "b", 5000).status();
+  EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(twice.message()), HasSubstr("is leased by worker 'a'"));
+  ASSERT_TRUE(store_->CompleteTask(key, Trials(key, 0, 2)).ok());
+  EXPECT_EQ(store_->LeaseTask(key, "b", 5000).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  const TaskKey other{.job = job.id, .sample = 0, .layer = 1};
+  EXPECT_EQ(store_->LeaseTask(other, "", 5000).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->LeaseTask(other, std::string(257, 'w'), 5000).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->LeaseTask(other, "a", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->GetTask(other)->state, TaskState::kPending);
+}
+
+TEST_F(StoreTest, OnlyTheLeaseOwnerExtendsOrReleasesALease) {
+  const Job job = NewJob();
+  const TaskKey key{.job = job.id, .sample = 0, .layer = 0};
+  ASSERT_TRUE(store_->LeaseTask(key, "a", 100).ok());
+  EXPECT_EQ(store_->ExtendLease(key, "b", 900).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  StatusOr<Task> extended = store_->ExtendLease(key, "a", 900);
+  ASSERT_TRUE(extended.ok()) << extended.status();
+  EXPECT_EQ(extended->lease_deadline_ms, 900);
+  EXPECT_EQ(store_->ReleaseLease(key, "b").status().code(), absl::StatusCode::kFailedPrecondition);
+  StatusOr<Task> released = store_->ReleaseLease(key, "a");
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(released->state, TaskState::kPending);
+  EXPECT_EQ(released->attempts, 1u);
+  EXPECT_EQ(store_->ExtendLease(key, "a", 1000).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  StatusOr<Task> again = store_->LeaseTask(key, "b", 100);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->attempts, 2u);
+}
+
+TEST_F(StoreTest, ReleaseExpiredLeasesReleasesOnlyLeasesPastTheirDeadline) {
+  const Job job = NewJob(2, 2);
+  const TaskKey a{.job = job.id, .sample = 0, .layer = 1},
+      b{.job = job.id, .sample = 1, .layer = 0}, c{.job = job.id, .sample = 1, .layer = 1};
+  ASSERT_TRUE(store_->LeaseTask(b, "w2", 200).ok());
+  ASSERT_TRUE(store_->LeaseTask(a, "w1", 100).ok());
+  ASSERT_TRUE(store_->LeaseTask(c, "w3", 300).ok());
+  StatusOr<std::vector<TaskKey>> released = store_->ReleaseExpiredLeases(200);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(*released, (std::vector<TaskKey>{a, b}));
+  EXPECT_EQ(store_->GetTask(a)->state, TaskState::kPending);
+  EXPECT_EQ(store_->GetTask(b)->state, TaskState::kPending);
+  EXPECT_EQ(store_->GetTask(c)->state, TaskState::kLeased);
+  EXPECT_TRUE(store_->ReleaseExpiredLeases(299)->empty());
+}
+
+TEST_F(StoreTest, ReopeningReturnsLeasedTasksToPending) {
+  const Job job = NewJob(2, 2);
+  EXPECT_EQ(store_->RecoveredLeases(), 0u);
+  const TaskKey done{.job = job.id, .sample = 0, .layer = 0};
+  Finish(done);
+  const TaskKey a{.job = job.id, .sample = 0, .layer = 1},
+      b{.job = job.id, .sample = 1, .layer = 1};
+  ASSERT_TRUE(store_->LeaseTask(a, "w1", now_ + 1'000'000).ok());
+  ASSERT_TRUE(store_->LeaseTask(b, "w2", now_ + 1'000'000).ok());
+  ASSERT_TRUE(store_->PutResults(Trials(b, 0, 1)).ok());
+
+  Reopen();
+  EXPECT_EQ(store_->RecoveredLeases(), 2u);
+  StatusOr<std::vector<Task>> tasks = store_->ListTasks(job.id);
+  ASSERT_TRUE(tasks.ok());
+  for (const Task& t : *tasks) {
+    EXPECT_NE(t.state, TaskState::kLeased);
+    EXPECT_TRUE(t.lease_owner.empty());
+  }
+  EXPECT_EQ(store_->GetTask(done)->state, TaskState::kDone);
+  EXPECT_EQ(store_->GetTask(a)->attempts, 1u);
+  EXPECT_EQ(store_->GetJob(job.id)->state, JobState::kRunning);
+  EXPECT_EQ(store_->ListTaskResults(b)->size(), 1u);  // partial results survive
+
+  Reopen();
+  EXPECT_EQ(store_->RecoveredLeases(), 0u);
+}
+
+// ---- Results ----
+
+TEST_F(StoreTest, CompleteTaskStoresResultsAndMarksTheTaskDoneTogether) {
+  const Job job = NewJob(2, 2, MakeSpec("ab", 3));
+  const TaskKey key{.job = job.id, .sample = 1, .layer = 0};
+  ASSERT_TRUE(store_->LeaseTask(key, "w", 5000).ok());
+  StatusOr<ResultWriteOutcome> outcome = store_->CompleteTask(key, Trials(key, 0, 3));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->stored, 3u);
+  EXPECT_EQ(outcome->duplicates, 0u);
+  EXPECT_TRUE(outcome->task_completed);
+
+  StatusOr<Task> task = store_->GetTask(key);
+  EXPECT_EQ(task->state, TaskState::kDone);
+  EXPECT_TRUE(task->lease_owner.empty());
+  EXPECT_EQ(task->lease_deadline_ms, 0);
+  StatusOr<Job> updated = store_->GetJob(job.id);
+  EXPECT_EQ(updated->tasks_done, 1u);
+  EXPECT_EQ(updated->results_stored, 3u);
+  EXPECT_EQ(*store_->ListTaskResults(key), Trials(key, 0, 3));
+  EXPECT_EQ(*store_->CountResults(job.id), 3u);
+}
+
+TEST_F(StoreTest, CompleteTaskWithAMissingTrialWritesNothing) {
+  const Job job = NewJob(1, 1, MakeSpec("ab", 4));
+  const TaskKey key{.job = job.id, .sample = 0, .layer = 0};
+  ASSERT_TRUE(store_->LeaseTask(key, "w", 5000).ok());
+  std::vector<TrialResult> some = Trials(key, 0, 4);
+  some.erase(some.begin() + 2);
+  const Status s = store_->CompleteTask(key, some).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("no result for trial 2"));
+  EXPECT_EQ(*store_->CountResults(job.id), 0u);
+  EXPECT_EQ(store_->GetTask(key)->state, TaskState::kLeased);
+  EXPECT_EQ(store_->GetJob(job.id)->results_stored, 0u);
+}
+
+TEST_F(StoreTest, CompleteTaskRejectsForeignOutOfRangeAndNonFiniteResults) {
+  const Job job = NewJob(1, 2);
+  const TaskKey key{.job = job.id, .sample = 0, .layer = 0};
+  ASSERT_TRUE(store_->LeaseTask(key, "w", 5000).ok());
+  auto code = [&](std::vector<TrialResult> results) {
+    return store_->CompleteTask(key, results).status().code();
+  };
+  std::vector<TrialResult> foreign = Trials(key, 0, 2);
+  foreign[1].layer = 1;
+  EXPECT_EQ(code(foreign), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Trials(key, 0, 3)), absl::StatusCode::kInvalidArgument);  // trial 2 of 2
+  std::vector<TrialResult> nan = Trials(key, 0, 2);
+  nan[0].kl = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(code(nan), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*store_->CountResults(job.id), 0u);
+}
+
+TEST_F(StoreTest, ResultsAreStoredOnceWhateverIsResent) {
+  const Job job = NewJob(1, 2, MakeSpec("ab", 4));
+  const TaskKey key{.job = job.id, .sample = 0, .layer = 1};
+  ASSERT_TRUE(store_->LeaseTask(key, "w1", 5000).ok());
+
+  // Streamed trials, one of them twice within the call.
+  std::vector<TrialResult> streamed = Trials(key, 0, 2);
+  streamed.push_back(streamed[0]);
+  StatusOr<ResultWriteOutcome> put = store_->PutResults(streamed);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->stored, 2u);
+  EXPECT_EQ(put->duplicates, 1u);
+  EXPECT_FALSE(put->task_completed);
+  EXPECT_EQ(store_->GetTask(key)->state, TaskState::kLeased);
+
+  // The completion resends everything; only trials 2 and 3 are new.
+  StatusOr<ResultWriteOutcome> done = store_->CompleteTask(key, Trials(key, 0, 4));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->stored, 2u);
+  EXPECT_EQ(done->duplicates, 2u);
+  EXPECT_TRUE(done->task_completed);
+
+  // A second worker whose lease expired completes the same task: nothing counted twice, and a
+  // differing value is reported as a conflict while the first value stays.
+  std::vector<TrialResult> late = Trials(key, 0, 4);
+  late[3].kl += 1.0;
+  StatusOr<ResultWriteOutcome> again = store_->CompleteTask(key, late);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->stored, 0u);
+  EXPECT_EQ(again->duplicates, 4u);
+  EXPECT_EQ(again->conflicts, 1u);
+  EXPECT_FALSE(again->task_completed);
+
+  StatusOr<Job> counted = store_->GetJob(job.id);
+  EXPECT_EQ(counted->results_stored, 4u);
+  EXPECT_EQ(counted->duplicate_results, 7u);
+  EXPECT_EQ(counted->conflicting_results, 1u);
+  EXPECT_EQ(counted->tasks_done, 1u);
+  EXPECT_EQ(*store_->CountResults(job.id), 4u);
+  EXPECT_EQ(*store_->ListTaskResults(key), Trials(key, 0, 4));
+}
+
+TEST_F(StoreTest, CompleteTaskAcceptsAWorkerWhoseLeaseExpired) {
+  const Job job = NewJob(1, 1);
+  const TaskKey key{.job = job.id, .sample = 0, .layer = 0};
+  ASSERT_TRUE(store_->LeaseTask(key, "slow", 100).ok());
+  ASSERT_EQ(store_->ReleaseExpiredLeases(100)->size(), 1u);
+  ASSERT_TRUE(store_->LeaseTask(key, "fast", 500).ok());
+  StatusOr<ResultWriteOutcome> slow = store_->CompleteTask(key, Trials(key, 0, 2));
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  EXPECT_TRUE(slow->task_completed);
+  StatusOr<ResultWriteOutcome> fast = store_->CompleteTask(key, Trials(key, 0, 2));
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  EXPECT_FALSE(fast->task_completed);
+  EXPECT_EQ(fast->duplicates, 2u);
+  EXPECT_EQ(store_->GetJob(job.id)->tasks_done, 1u);
+}
+
+TEST_F(StoreTest, PutResultsChecksJobTaskAndTrial) {
+  const Job job = NewJob(1, 2);
+  const Job other = NewJob(1, 2);
+  const TaskKey key{.job = job.id, .sample = 0, .layer = 0};
+  EXPECT_EQ(store_->PutResults(Trials(key, 0, 1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // job still pending
+  ASSERT_TRUE(store_->LeaseTask(key, "w", 5000).ok());
+  std::vector<TrialResult> mixed = Trials(key, 0, 1);
+  mixed.push_back({.job = other.id, .sample = 0, .layer = 0, .trial = 0, .kl = 1});
+  EXPECT_EQ(store_->PutResults(mixed).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store_->PutResults(Trials({.job = job.id, .sample = 0, .layer = 9}, 0, 1)).status().code(),
+      absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->PutResults(Trials(key, 2, 3)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  StatusOr<ResultWriteOutcome> none = store_->PutResults({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->stored + none->duplicates, 0u);
+  EXPECT_EQ(*store_->CountResults(job.id), 0u);
+}
+
+TEST_F(StoreTest, ListResultsIsInCanonicalOrderWithExactValues) {
+  JobSpec spec = MakeSpec("ab", 3);
+  std::vector<PlannedTask> planned;
+  for (uint32_t s : {0u, 1u, 255u, 256u}) {
+    for (uint32_t l : {0u, 9u, 10u, 256u, 70000u}) planned.push_back({.sample = s, .layer = l});
+  }
+  StatusOr<CreateJobOutcome> created = store_->CreateJob(spec, planned);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const JobId id = created->job.id;
+  NewJob(1, 1);  // a later job whose results must not leak into job 1's listing
+
+  std::mt19937 rng(3);
+  std::shuffle(planned.begin(), planned.end(), rng);
+  std::vector<TrialResult> expected;
+  for (const PlannedTask& p : planned) {
+    const TaskKey key{.job = id, .sample = p.sample, .layer = p.layer};
+    ASSERT_TRUE(store_->LeaseTask(key, "w", 5000).ok());
+    std::vector<TrialResult> trials = Trials(key, 0, 3);
+    for (TrialResult& r : trials) r.kl = std::bit_cast<double>(rng() * 0x9E3779B97F4A7C15ull >> 2);
+    std::reverse(trials.begin(), trials.end());
+    ASSERT_TRUE(store_->CompleteTask(key, trials).ok());
+    expected.insert(expected.end(), trials.begin(), trials.end());
+  }
+  std::sort(expected.begin(), expected.end(), [](const TrialResult& a, const TrialResult& b) {
+    return std::tie(a.sample, a.layer, a.trial) < std::tie(b.sample, b.layer, b.trial);
+  });
+  Reopen();
+  StatusOr<std::vector<TrialResult>> listed = store_->ListResults(id);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ((*listed)[i].sample, expected[i].sample) << i;
+    ASSERT_EQ((*listed)[i].layer, expected[i].layer) << i;
+    ASSERT_EQ((*listed)[i].trial, expected[i].trial) << i;
+    ASSERT_EQ(std::bit_cast<uint64_t>((*listed)[i].kl), std::bit_cast<uint64_t>(expected[i].kl));
+  }
+  EXPECT_EQ(*store_->CountResults(id), expected.size());
+}
+
+// ---- Profiles and budget maps ----
+
+TEST_F(StoreTest, ProfileVersionsCountFromOneAndNeverOverwrite) {
+  StatusOr<ProfileVersion> v1 = store_->PutProfileVersion("ab", R"({"n": 1})");
+  ASSERT_TRUE(v1.ok()) << v1.status();
+  EXPECT_EQ(v1->version, 1u);
+  EXPECT_EQ(v1->job, kNoJob);
+  ASSERT_EQ(store_->PutProfileVersion("ab", R"({"n": 2})")->version, 2u);
+  ASSERT_EQ(store_->PutProfileVersion("abc", R"({"n": 3})")->version, 1u);
+  ASSERT_EQ(store_->PutProfileVersion("a", R"({"n": 4})")->version, 1u);
+  Reopen();
+  StatusOr<ProfileVersion> v3 = store_->PutProfileVersion("ab", R"({"n": 5})");
+  ASSERT_TRUE(v3.ok());
+  EXPECT_EQ(v3->version, 3u);
+
+  EXPECT_EQ(*store_->GetProfile("ab", 1), *v1);
+  EXPECT_EQ(store_->GetProfile("ab")->profile_json, R"({"n": 5})");
+  EXPECT_EQ(store_->GetProfile("ab", kLatestVersion)->version, 3u);
+
+  StatusOr<std::vector<ProfileVersion>> ab = store_->ListProfiles("ab");
+  ASSERT_TRUE(ab.ok()) << ab.status();
+  ASSERT_EQ(ab->size(), 3u);
+  EXPECT_EQ((*ab)[0].profile_json, R"({"n": 1})");
+  EXPECT_EQ((*ab)[1].profile_json, R"({"n": 2})");
+  StatusOr<std::vector<ProfileVersion>> all = store_->ListProfiles();
+  ASSERT_TRUE(all.ok());
+  std::vector<std::pair<std::string, uint32_t>> order;
+  for (const ProfileVersion& p : *all) order.emplace_back(p.model_hash, p.version);
+  EXPECT_EQ(order, (std::vector<std::pair<std::string, uint32_t>>{
+                       {"a", 1}, {"ab", 1}, {"ab", 2}, {"ab", 3}, {"abc", 1}}));
+
+  EXPECT_EQ(store_->GetProfile("ab", 4).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetProfile("ff").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListProfiles("ff")->empty());
+  EXPECT_EQ(store_->PutProfileVersion("ab", "{not json").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->PutProfileVersion("", "{}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ListProfiles("ab")->size(), 3u);
+}
+
+TEST_F(StoreTest, PutProfileVersionFinishesItsJobInTheSameWrite) {
+  const Job job = NewJob(1, 2, MakeSpec("cafe"));
+  Finish({.job = job.id, .sample = 0, .layer = 0});
+  const Status early = store_->PutProfileVersion("cafe", "{}", job.id).status();
+  EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(early.message()), HasSubstr("1 of 2 tasks done"));
+  Finish({.job = job.id, .sample = 0, .layer = 1});
+  EXPECT_EQ(store_->PutProfileVersion("beef", "{}", job.id).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->PutProfileVersion("cafe", "{}", 99).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListProfiles()->empty());
+
+  now_ += 3;
+  StatusOr<ProfileVersion> profile = store_->PutProfileVersion("cafe", R"({"ok": true})", job.id);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_EQ(profile->version, 1u);
+  EXPECT_EQ(profile->job, job.id);
+  StatusOr<Job> finished = store_->GetJob(job.id);
+  EXPECT_EQ(finished->state, JobState::kSucceeded);
+  EXPECT_EQ(finished->profile_version, 1u);
+  EXPECT_EQ(finished->updated_at_ms, now_);
+
+  // A restarted scheduler finishing the job again gets an error, not a second version.
+  EXPECT_EQ(store_->PutProfileVersion("cafe", R"({"ok": true})", job.id).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->ListProfiles("cafe")->size(), 1u);
+}
+
+TEST_F(StoreTest, BudgetMapsAreVersionedAndReferenceAnExistingProfile) {
+  EXPECT_EQ(store_->PutBudgetMap("ab", kLatestVersion, "{}").status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(store_->PutProfileVersion("ab", R"({"p": 1})").ok());
+  ASSERT_TRUE(store_->PutProfileVersion("ab", R"({"p": 2})").ok());
+  EXPECT_EQ(store_->PutBudgetMap("ab", 3, "{}").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->PutBudgetMap("ab", 1, "[1,").status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  StatusOr<BudgetMapRecord> m1 = store_->PutBudgetMap("ab", 1, R"({"b": [1]})");
+  ASSERT_TRUE(m1.ok()) << m1.status();
+  EXPECT_EQ(m1->version, 1u);
+  EXPECT_EQ(m1->profile_version, 1u);
+  StatusOr<BudgetMapRecord> m2 = store_->PutBudgetMap("ab", kLatestVersion, R"({"b": [2]})");
+  ASSERT_TRUE(m2.ok()) << m2.status();
+  EXPECT_EQ(m2->version, 2u);
+  EXPECT_EQ(m2->profile_version, 2u);
+
+  Reopen();
+  EXPECT_EQ(*store_->GetBudgetMap("ab", 1), *m1);
+  EXPECT_EQ(*store_->GetBudgetMap("ab"), *m2);
+  EXPECT_EQ(store_->GetBudgetMap("ab", 3).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetBudgetMap("cd").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListBudgetMaps("ab")->size(), 2u);
+  EXPECT_EQ(store_->ListBudgetMaps()->size(), 2u);
+  EXPECT_TRUE(store_->ListBudgetMaps("a")->empty());
+}
+
+// ---- Opening ----
+
+TEST_F(StoreTest, ASecondOpenOfTheSameDatabaseIsUnavailable) {
+  StatusOr<std::unique_ptr<Store>> second = OpenStore(dir_.db(), options_);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+}
+
+TEST(StoreOpenTest, MissingDatabaseWithoutCreateIsNotFound) {
+  TempDir dir;
+  StatusOr<std::unique_ptr<Store>> s = OpenStore(dir.db(), {.create_if_missing = false});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound) << s.status();
+}
+
+TEST(StoreOpenTest, DefaultOptionsSyncAndUseTheSystemClock) {
+  TempDir dir;
+  StatusOr<std::unique_ptr<Store>> s = OpenStore(dir.db());
+  ASSERT_TRUE(s.ok()) << s.status();
+  const auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  StatusOr<CreateJobOutcome> job = (*s)->CreateJob(MakeSpec(), Grid(1, 1));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_GE(job->job.created_at_ms, before);
+  EXPECT_LT(job->job.created_at_ms, before + 60'000);
+}
+
+// ---- Threads ----
+
+TEST_F(StoreTest, ConcurrentWritersAndReadersKeepCountsExact) {
+  constexpr uint32_t kLayers = 40;
+  const Job job = NewJob(4, kLayers);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad_reads{0};
+  std::thread reader([&] {
+    while (!stop) {
+      StatusOr<Job> j = store_->GetJob(job.id);
+      StatusOr<std::vector<TrialResult>> r = store_->ListResults(job.id);
+      if (!j.ok() || !r.ok() || r->size() % 2 != 0) ++bad_reads;  // whole tasks only
+    }
+  });
+  std::vector<std::thread> writers;
+  for (uint32_t s = 0; s < 4; ++s) {
+    writers.emplace_back([&, s] {
+      for (uint32_t l = 0; l < kLayers; ++l) {
+        const TaskKey key{.job = job.id, .sample = s, .layer = l};
+        if (!store_->LeaseTask(key, absl::StrCat("w", s), 1'000'000'000).ok()) ++bad_reads;
+        if (!store_->CompleteTask(key, Trials(key, 0, 2)).ok()) ++bad_reads;
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(bad_reads.load(), 0);
+  StatusOr<Job> done = store_->GetJob(job.id);
+  EXPECT_EQ(done->tasks_done, 4u * kLayers);
+  EXPECT_EQ(done->results_stored, 8u * kLayers);
+  EXPECT_EQ(*store_->CountResults(job.id), 8u * kLayers);
+}
+
+}  // namespace
+}  // namespace ripplekv::store
