@@ -1,0 +1,75 @@
+#include "scheduler/core/job_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/base/strings.h"
+
+namespace ripplekv::scheduler {
+namespace {
+
+Status Bad(std::string_view field, std::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("job spec field ", Sv(field), ": ", Sv(why)));
+}
+
+}  // namespace
+
+Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers) {
+  if (spec.model_hash.empty()) return Bad("model_hash", "is required");
+  if (!spec.data_inline.empty() && !spec.data_path.empty()) {
+    return Bad("data_path", "give calibration data inline or by path, not both");
+  }
+  const store::MethodParams& p = spec.params;
+  if (!std::isfinite(p.alpha) || p.alpha <= 0) {
+    return Bad("params.alpha", absl::StrCat("must be finite and > 0, got ", p.alpha));
+  }
+  if (p.trials < 1) return Bad("params.trials", "must be >= 1, got 0");
+  if (p.samples < 1) return Bad("params.samples", "must be >= 1, got 0");
+  if (p.context_len < 1) return Bad("params.context_len", "must be >= 1, got 0");
+  if (p.probe_len < 1) return Bad("params.probe_len", "must be >= 1, got 0");
+  if (p.probe_len >= p.context_len) {
+    return Bad("params.probe_len", absl::StrCat("must be < params.context_len (", p.context_len,
+                                                "), got ", p.probe_len));
+  }
+  if (model_n_layers <= 0) {
+    return Bad("model_n_layers", absl::StrCat("must be > 0, got ", model_n_layers));
+  }
+  std::set<uint32_t> seen;
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const uint32_t layer = p.layers[i];
+    if (layer >= model_n_layers) {
+      return Bad(absl::StrCat("params.layers[", i, "]"),
+                 absl::StrCat("layer ", layer, " is out of range: the model has ", model_n_layers,
+                              " layers"));
+    }
+    if (!seen.insert(layer).second) {
+      return Bad(absl::StrCat("params.layers[", i, "]"),
+                 absl::StrCat("layer ", layer, " repeated"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<uint32_t> JobLayers(const store::JobSpec& spec, int64_t model_n_layers) {
+  std::vector<uint32_t> layers = spec.params.layers;
+  if (layers.empty()) {
+    for (int64_t l = 0; l < model_n_layers; ++l) layers.push_back(static_cast<uint32_t>(l));
+  }
+  std::sort(layers.begin(), layers.end());
+  return layers;
+}
+
+std::vector<store::PlannedTask> PlanTasks(const store::JobSpec& spec, int64_t model_n_layers) {
+  const std::vector<uint32_t> layers = JobLayers(spec, model_n_layers);
+  std::vector<store::PlannedTask> tasks;
+  tasks.reserve(static_cast<size_t>(spec.params.samples) * layers.size());
+  for (uint32_t s = 0; s < spec.params.samples; ++s) {
+    for (uint32_t l : layers) tasks.push_back({.sample = s, .layer = l});
+  }
+  return tasks;
+}
+
+}  // namespace ripplekv::scheduler

@@ -1,0 +1,419 @@
+#include "scheduler/core/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/base/strings.h"
+#include "scheduler/budget/profile_aggregate.h"
+#include "scheduler/core/job_plan.h"
+
+namespace ripplekv::scheduler {
+namespace {
+
+bool SameModel(const ProfileModel& a, const ProfileModel& b) {
+  return a.hash == b.hash && a.architecture == b.architecture && a.name == b.name &&
+         a.n_layers == b.n_layers && a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim &&
+         a.d_model == b.d_model && a.vocab_size == b.vocab_size;
+}
+
+Status ValidateModel(const ProfileModel& m) {
+  auto bad = [](std::string_view field, int64_t v) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker registration field model.", Sv(field), ": must be > 0, got ", v));
+  };
+  if (m.hash.empty())
+    return absl::InvalidArgumentError("worker registration field model.hash: is required");
+  if (m.n_layers <= 0) return bad("n_layers", m.n_layers);
+  if (m.n_kv_heads <= 0) return bad("n_kv_heads", m.n_kv_heads);
+  if (m.head_dim <= 0) return bad("head_dim", m.head_dim);
+  if (m.d_model <= 0) return bad("d_model", m.d_model);
+  if (m.vocab_size <= 0) return bad("vocab_size", m.vocab_size);
+  return absl::OkStatus();
+}
+
+// A lease that is gone already (done, expired and re-leased): not an error for the caller.
+bool LeaseGone(const Status& s) { return absl::IsFailedPrecondition(s) || absl::IsNotFound(s); }
+
+}  // namespace
+
+std::string DescribeDataSource(const store::JobSpec& spec) {
+  if (!spec.data_inline.empty()) {
+    return absl::StrCat("inline data, ", spec.data_inline.size(), " bytes");
+  }
+  if (!spec.data_path.empty()) return absl::StrCat("file ", spec.data_path);
+  return "built-in calibration text";
+}
+
+Scheduler::Scheduler(store::Store* store, SchedulerOptions options, Clock clock)
+    : store_(store), options_(std::move(options)), clock_(std::move(clock)) {}
+
+StatusOr<store::Job> Scheduler::SubmitJob(const SubmitRequest& request) {
+  std::lock_guard lock(mu_);
+  int64_t n_layers = request.model_n_layers;
+  if (n_layers == 0) {
+    auto it = models_.find(request.spec.model_hash);
+    if (it == models_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job spec field model_n_layers: not given, and no registered worker holds model ",
+          request.spec.model_hash));
+    }
+    n_layers = it->second.n_layers;
+  }
+  RETURN_IF_ERROR(ValidateJobSpec(request.spec, n_layers));
+  const uint64_t n_layers_used = request.spec.params.layers.empty()
+                                     ? static_cast<uint64_t>(n_layers)
+                                     : request.spec.params.layers.size();
+  if (static_cast<uint64_t>(request.spec.params.samples) * n_layers_used >
+      options_.max_tasks_per_job) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job spec field params.samples: ", request.spec.params.samples, " samples x ",
+        n_layers_used, " layers exceeds the limit of ", options_.max_tasks_per_job, " tasks"));
+  }
+  const std::vector<store::PlannedTask> tasks = PlanTasks(request.spec, n_layers);
+  ASSIGN_OR_RETURN(store::CreateJobOutcome outcome, store_->CreateJob(request.spec, tasks));
+  return outcome.job;
+}
+
+Status Scheduler::RegisterWorker(const WorkerRegistration& registration) {
+  std::lock_guard lock(mu_);
+  if (registration.worker_id.empty()) {
+    return absl::InvalidArgumentError("worker registration field worker_id: is required");
+  }
+  if (registration.capacity == 0) {
+    return absl::InvalidArgumentError("worker registration field capacity: must be >= 1, got 0");
+  }
+  RETURN_IF_ERROR(ValidateModel(registration.model));
+  auto known = models_.find(registration.model.hash);
+  if (known != models_.end() && !SameModel(known->second, registration.model)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", registration.worker_id, " reports a model summary for hash ",
+                     registration.model.hash, " that differs from the one registered before"));
+  }
+  if (workers_.contains(registration.worker_id)) {
+    RETURN_IF_ERROR(DropWorker(registration.worker_id));
+  }
+  models_.emplace(registration.model.hash, registration.model);
+  WorkerState& w = workers_[registration.worker_id];
+  w.model = registration.model;
+  w.capacity = registration.capacity;
+  w.last_seen_ms = clock_();
+  return FinishReadyJobs(registration.model.hash);
+}
+
+Status Scheduler::Heartbeat(const std::string& worker_id, std::span<const PrefillKey> held) {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
+  }
+  WorkerState& w = it->second;
+  const int64_t now = clock_();
+  w.last_seen_ms = now;
+  w.held = std::set<PrefillKey>(held.begin(), held.end());
+  for (auto lease = w.leased.begin(); lease != w.leased.end();) {
+    StatusOr<store::Task> t =
+        store_->ExtendLease(*lease, worker_id, now + options_.lease_duration_ms);
+    if (t.ok()) {
+      ++lease;
+    } else if (LeaseGone(t.status())) {
+      lease = w.leased.erase(lease);
+    } else {
+      return t.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+Status Scheduler::WorkerGone(const std::string& worker_id) {
+  std::lock_guard lock(mu_);
+  if (!workers_.contains(worker_id)) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id));
+  }
+  return DropWorker(worker_id);
+}
+
+Status Scheduler::DropWorker(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return absl::OkStatus();
+  for (const store::TaskKey& key : it->second.leased) {
+    StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
+    if (!t.ok() && !LeaseGone(t.status())) return t.status();
+  }
+  workers_.erase(it);
+  return absl::OkStatus();
+}
+
+std::optional<store::TaskKey> Scheduler::Choose(const std::string& worker_id,
+                                                const WorkerState& worker, store::JobId job,
+                                                const std::vector<store::Task>& tasks) const {
+  auto first_pending = [&](auto&& pred) -> std::optional<store::TaskKey> {
+    for (const store::Task& t : tasks) {
+      if (t.state == store::TaskState::kPending && pred(t.key.sample)) return t.key;
+    }
+    return std::nullopt;
+  };
+  if (!options_.prefill_affinity) return first_pending([](uint32_t) { return true; });
+
+  std::optional<uint32_t> last;
+  if (auto it = worker.last_sample.find(job); it != worker.last_sample.end()) last = it->second;
+  auto holds = [&](uint32_t s) { return worker.held.contains(PrefillKey{job, s}); };
+  // 1. A sample whose prefill the worker holds, the one it was given last first.
+  if (last && holds(*last)) {
+    if (auto k = first_pending([&](uint32_t s) { return s == *last; })) return k;
+  }
+  if (auto k = first_pending(holds)) return k;
+  // 2. The sample it was given last (its prefill is probably cached even if not reported yet).
+  if (last) {
+    if (auto k = first_pending([&](uint32_t s) { return s == *last; })) return k;
+  }
+  // 3. A sample no other worker holds or works on, so two workers do not prefill the same one.
+  std::set<uint32_t> claimed;
+  for (const auto& [id, other] : workers_) {
+    if (id == worker_id || other.model.hash != worker.model.hash) continue;
+    for (const PrefillKey& p : other.held) {
+      if (p.job == job) claimed.insert(p.sample);
+    }
+    if (auto it = other.last_sample.find(job); it != other.last_sample.end()) {
+      claimed.insert(it->second);
+    }
+  }
+  if (auto k = first_pending([&](uint32_t s) { return !claimed.contains(s); })) return k;
+  // 4. Anything left (tail of the job: help another worker's sample).
+  return first_pending([](uint32_t) { return true; });
+}
+
+StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worker_id) {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
+  }
+  WorkerState& w = it->second;
+  if (w.leased.size() >= w.capacity) return std::optional<Assignment>();
+  ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs({.active_only = true}));
+  for (const store::Job& job : jobs) {  // priority, then age
+    if (job.spec.model_hash != w.model.hash) continue;
+    ASSIGN_OR_RETURN(std::vector<store::Task> tasks, store_->ListTasks(job.id));
+    std::optional<store::TaskKey> key = Choose(worker_id, w, job.id, tasks);
+    if (!key) continue;
+    const int64_t deadline = clock_() + options_.lease_duration_ms;
+    ASSIGN_OR_RETURN(store::Task leased, store_->LeaseTask(*key, worker_id, deadline));
+    w.leased.insert(*key);
+    const bool held = w.held.contains(PrefillKey{key->job, key->sample});
+    w.last_sample[job.id] = key->sample;
+    return std::optional<Assignment>(Assignment{.key = *key,
+                                                .lease_deadline_ms = leased.lease_deadline_ms,
+                                                .trials = job.spec.params.trials,
+                                                .attempts = leased.attempts,
+                                                .prefill_held = held});
+  }
+  return std::optional<Assignment>();
+}
+
+StatusOr<TaskResultsOutcome> Scheduler::TaskResults(const std::string& worker_id,
+                                                    const store::TaskKey& key,
+                                                    std::span<const store::TrialResult> results,
+                                                    bool done) {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
+  }
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(key.job));
+  TaskResultsOutcome outcome;
+  if (store::IsTerminal(job.state)) {
+    it->second.leased.erase(key);
+    outcome.ignored = true;
+    return outcome;
+  }
+  if (job.spec.model_hash != it->second.model.hash) {
+    return absl::FailedPreconditionError(absl::StrCat("worker ", worker_id, " holds model ",
+                                                      it->second.model.hash, " but job ", job.id,
+                                                      " expects ", job.spec.model_hash));
+  }
+  for (const store::TrialResult& r : results) {
+    if (r.job != key.job || r.sample != key.sample || r.layer != key.layer) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("result (job ", r.job, ", sample ", r.sample, ", layer ", r.layer,
+                       ", trial ", r.trial, ") does not belong to task (job ", key.job, ", sample ",
+                       key.sample, ", layer ", key.layer, ")"));
+    }
+  }
+  store::ResultWriteOutcome written;
+  if (done) {
+    ASSIGN_OR_RETURN(written, store_->CompleteTask(key, results));
+    it->second.leased.erase(key);
+  } else if (!results.empty()) {
+    ASSIGN_OR_RETURN(written, store_->PutResults(results));
+  }
+  outcome.stored = written.stored;
+  outcome.duplicates = written.duplicates;
+  outcome.conflicts = written.conflicts;
+  outcome.task_completed = written.task_completed;
+  if (!written.task_completed) return outcome;
+  ASSIGN_OR_RETURN(job, store_->GetJob(key.job));
+  ObserveProgress(job);
+  if (job.tasks_done == job.tasks_total) {
+    ASSIGN_OR_RETURN(outcome.profile_version, FinishJob(job));
+    outcome.job_succeeded = true;
+  }
+  return outcome;
+}
+
+StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
+  auto model = models_.find(job.spec.model_hash);
+  if (model == models_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job.id, " is complete but no worker holding model ",
+                     job.spec.model_hash, " has registered; it is finished when one does"));
+  }
+  ASSIGN_OR_RETURN(std::vector<store::TrialResult> stored, store_->ListResults(job.id));
+  std::vector<TrialKl> trials;
+  trials.reserve(stored.size());
+  for (const store::TrialResult& r : stored) trials.push_back({r.sample, r.layer, r.trial, r.kl});
+  SensitivityProfile profile;
+  profile.model = model->second;
+  const store::MethodParams& p = job.spec.params;
+  profile.params.mode =
+      p.mode == store::CalibrationMode::kCache ? PerturbMode::kCache : PerturbMode::kPrefill;
+  profile.params.alpha = p.alpha;
+  profile.params.trials = p.trials;
+  profile.params.seed = p.seed;
+  profile.params.samples = p.samples;
+  profile.params.context_len = p.context_len;
+  profile.params.probe_len = p.probe_len;
+  profile.params.data_source = DescribeDataSource(job.spec);
+  profile.created_at =
+      FormatIso8601Utc(std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_())));
+  profile.tool_version = options_.tool_version;
+  StatusOr<std::vector<LayerSensitivity>> layers = AggregateProfile(trials);
+  StatusOr<std::string> json = absl::UnknownError("not aggregated");
+  if (layers.ok()) {
+    for (const LayerSensitivity& l : *layers) profile.params.layers.push_back(l.layer);
+    profile.layers = *std::move(layers);
+    json = ProfileToJson(profile);
+  }
+  if (!json.ok()) {
+    const Status failure = layers.ok() ? json.status() : layers.status();
+    RETURN_IF_ERROR(store_
+                        ->UpdateJobState(job.id, store::JobState::kFailed,
+                                         absl::StrCat("aggregation failed: ", failure.message()))
+                        .status());
+    return failure;
+  }
+  ASSIGN_OR_RETURN(store::ProfileVersion version,
+                   store_->PutProfileVersion(job.spec.model_hash, *json, job.id));
+  rates_.erase(job.id);
+  return version.version;
+}
+
+Status Scheduler::FinishReadyJobs(const std::string& model_hash) {
+  ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs({.active_only = true}));
+  for (const store::Job& listed : jobs) {
+    if (listed.spec.model_hash != model_hash || listed.state != store::JobState::kRunning ||
+        listed.tasks_total == 0 || listed.tasks_done != listed.tasks_total) {
+      continue;
+    }
+    ASSIGN_OR_RETURN(store::Job job, store_->GetJob(listed.id));  // with data_inline
+    RETURN_IF_ERROR(FinishJob(job).status());
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::ForgetLease(const store::TaskKey& key) {
+  for (auto& [id, w] : workers_) w.leased.erase(key);
+}
+
+StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_();
+  ExpireOutcome outcome;
+  std::vector<std::string> silent;
+  for (const auto& [id, w] : workers_) {
+    if (now - w.last_seen_ms > options_.heartbeat_timeout_ms) silent.push_back(id);
+  }
+  for (const std::string& id : silent) {
+    for (const store::TaskKey& key : workers_[id].leased) {
+      StatusOr<store::Task> t = store_->ReleaseLease(key, id);
+      if (t.ok()) {
+        outcome.released.push_back(key);
+      } else if (!LeaseGone(t.status())) {
+        return t.status();
+      }
+    }
+    workers_.erase(id);
+    outcome.dropped_workers.push_back(id);
+  }
+  ASSIGN_OR_RETURN(std::vector<store::TaskKey> expired, store_->ReleaseExpiredLeases(now));
+  for (const store::TaskKey& key : expired) {
+    ForgetLease(key);
+    outcome.released.push_back(key);
+  }
+  std::sort(outcome.released.begin(), outcome.released.end());
+  return outcome;
+}
+
+StatusOr<std::vector<Revocation>> Scheduler::CancelJob(store::JobId id, const std::string& reason) {
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(
+      store_->UpdateJobState(id, store::JobState::kCancelled, reason.empty() ? "cancelled" : reason)
+          .status());
+  std::vector<Revocation> revoked;
+  for (auto& [worker_id, w] : workers_) {
+    for (auto lease = w.leased.begin(); lease != w.leased.end();) {
+      if (lease->job == id) {
+        revoked.push_back({worker_id, *lease});
+        lease = w.leased.erase(lease);
+      } else {
+        ++lease;
+      }
+    }
+    w.last_sample.erase(id);
+  }
+  rates_.erase(id);
+  return revoked;
+}
+
+void Scheduler::ObserveProgress(const store::Job& job) {
+  const int64_t now = clock_();
+  auto [it, inserted] = rates_.try_emplace(job.id);
+  if (inserted) {
+    it->second.first_ms = now;
+    it->second.first_done = job.tasks_done;
+  }
+  it->second.last_ms = now;
+  it->second.last_done = job.tasks_done;
+}
+
+StatusOr<JobProgress> Scheduler::Progress(store::JobId id) {
+  std::lock_guard lock(mu_);
+  JobProgress progress;
+  ASSIGN_OR_RETURN(progress.job, store_->GetJob(id));
+  progress.job.spec.data_inline.clear();
+  ASSIGN_OR_RETURN(std::vector<store::Task> tasks, store_->ListTasks(id));
+  for (const store::Task& t : tasks) {
+    if (t.state == store::TaskState::kLeased) ++progress.tasks_leased;
+  }
+  auto it = rates_.find(id);
+  if (it != rates_.end() && it->second.last_ms > it->second.first_ms &&
+      it->second.last_done > it->second.first_done) {
+    const RateObservation& r = it->second;
+    progress.tasks_per_second = static_cast<double>(r.last_done - r.first_done) * 1000.0 /
+                                static_cast<double>(r.last_ms - r.first_ms);
+    const uint64_t remaining = progress.job.tasks_total - progress.job.tasks_done;
+    progress.eta_ms =
+        static_cast<int64_t>(static_cast<double>(remaining) * 1000.0 / progress.tasks_per_second);
+  }
+  return progress;
+}
+
+std::vector<std::string> Scheduler::Workers() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> ids;
+  for (const auto& [id, w] : workers_) ids.push_back(id);
+  return ids;
+}
+
+}  // namespace ripplekv::scheduler

@@ -1,0 +1,210 @@
+#pragma once
+// The scheduler core (DESIGN.md §3): plans calibration jobs into (sample, layer) tasks, leases
+// them to registered workers (jobs by priority then age, never across model hashes, preferring a
+// worker that already holds the sample's prefill), expires leases of silent workers, cancels,
+// and when a job's last task is done aggregates its results in canonical order into a new
+// profile version. No network: the gRPC adapters in scheduler/service/ call this class.
+//
+// State: everything durable lives in the store (store/store.h), which this class only uses
+// through its interface; the worker registry, prefill affinity and rate observations are in
+// memory and rebuilt as workers register again. Constructing a Scheduler over a reopened store
+// continues every unfinished job (the store returned leased tasks to pending on open); a job
+// whose tasks were all done before a crash but has no profile yet is finished as soon as a
+// worker holding its model registers (the profile needs the model summary that workers report).
+//
+// Model summary: workers report their model (hash, architecture, name, n_layers, n_kv_heads,
+// head_dim, d_model, vocab_size) at registration; the first report per hash is kept. SubmitJob
+// needs the model's layer count: given in the request, or known from a registered worker.
+//
+// Thread-safety: every method may be called from any thread; calls are serialized by one mutex.
+// The store must outlive the Scheduler.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "scheduler/budget/profile.h"
+#include "store/store.h"
+#include "store/types.h"
+
+namespace ripplekv::scheduler {
+
+struct SchedulerOptions {
+  int64_t lease_duration_ms = 120'000;          // a lease's deadline is now + this, ms; heartbeats
+                                                // of the holder move it again
+  int64_t heartbeat_timeout_ms = 30'000;        // a worker silent for longer is dropped, ms
+  uint64_t max_tasks_per_job = 1u << 20;        // most (sample, layer) tasks one job may plan
+  bool prefill_affinity = true;                 // false: always hand out the lowest (sample, layer)
+                                                // (the baseline that docs/SCHEDULER.md measures)
+  std::string tool_version = "ripplekv 0.1.0";  // written into profiles
+};
+
+// Milliseconds since the Unix epoch; injected so tests drive time.
+using Clock = std::function<int64_t()>;
+
+struct SubmitRequest {
+  store::JobSpec spec;
+  // The model's layer count L. 0: take it from a registered worker holding spec.model_hash
+  // (InvalidArgument naming "model_n_layers" when none has registered).
+  int64_t model_n_layers = 0;
+};
+
+struct WorkerRegistration {
+  std::string worker_id;  // 1..256 bytes, unique per live worker
+  ProfileModel model;     // the model the worker loaded; model.hash identifies it
+  uint32_t capacity = 1;  // tasks it runs at once (leases it may hold), >= 1
+};
+
+// A prepared sample a worker holds in its PreparedSampleCache.
+struct PrefillKey {
+  store::JobId job = store::kNoJob;
+  uint32_t sample = 0;
+  friend auto operator<=>(const PrefillKey&, const PrefillKey&) = default;
+};
+
+struct Assignment {
+  store::TaskKey key;
+  store::TimeMs lease_deadline_ms = 0;
+  uint32_t trials = 0;        // the job's params.trials: the worker runs trials 0..trials-1
+  uint32_t attempts = 0;      // times the task has been leased, this one included
+  bool prefill_held = false;  // the worker said it holds this sample's prefill
+};
+
+struct TaskResultsOutcome {
+  uint64_t stored = 0;      // results written now
+  uint64_t duplicates = 0;  // results that were stored already (late or retried workers)
+  uint64_t conflicts = 0;   // duplicates whose KL differed bitwise: a determinism bug upstream
+  bool task_completed = false;
+  bool ignored = false;          // the job is final (cancelled, failed, succeeded): nothing written
+  bool job_succeeded = false;    // this call finished the job
+  uint32_t profile_version = 0;  // the version written when job_succeeded
+};
+
+struct ExpireOutcome {
+  std::vector<std::string> dropped_workers;  // silent past heartbeat_timeout_ms
+  std::vector<store::TaskKey> released;      // leases returned to pending, canonical order
+};
+
+// A lease the adapter should revoke on the worker (the job was cancelled).
+struct Revocation {
+  std::string worker_id;
+  store::TaskKey key;
+};
+
+struct JobProgress {
+  store::Job job;  // spec.data_inline left empty
+  uint64_t tasks_leased = 0;
+  // Observed completion rate in this process (tasks per second) and the remaining time it
+  // implies; both -1 until two completions have been observed.
+  double tasks_per_second = -1;
+  int64_t eta_ms = -1;
+};
+
+class Scheduler {
+ public:
+  // `store` is not owned and must outlive this object.
+  Scheduler(store::Store* store, SchedulerOptions options, Clock clock);
+
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Validates (ValidateJobSpec, InvalidArgument naming the field), plans one task per
+  // (sample, layer) and creates the job in one store write. An idempotency key naming an equal
+  // job returns that job; a different one is AlreadyExists. Store errors pass through.
+  [[nodiscard]] StatusOr<store::Job> SubmitJob(const SubmitRequest& request);
+
+  // Registers (or re-registers, releasing the leases of the previous registration) a worker,
+  // starting its heartbeat clock. InvalidArgument: empty id, capacity 0, empty or invalid
+  // model summary (hash empty, any count <= 0). FailedPrecondition: another worker reported
+  // a different summary for the same hash. Finishes jobs of this model that were left complete
+  // but unprofiled by a crash.
+  [[nodiscard]] Status RegisterWorker(const WorkerRegistration& registration);
+
+  // Records that the worker is alive and holds the prefills `held`; moves the deadlines of its
+  // leases to now + lease_duration_ms (leases it lost are forgotten). NotFound: unknown worker
+  // (it must register again).
+  [[nodiscard]] Status Heartbeat(const std::string& worker_id, std::span<const PrefillKey> held);
+
+  // The worker disconnected: forgets it and returns its leases to pending. NotFound: unknown.
+  [[nodiscard]] Status WorkerGone(const std::string& worker_id);
+
+  // Leases the next task for the worker, or nullopt when it is at capacity or no active job of
+  // its model has a pending task. Jobs by priority (highest) then age; within the job: a task of
+  // a sample whose prefill the worker holds (the sample it was given last first), else a task of
+  // the sample it was given last, else the lowest task of a sample no other worker holds or
+  // works on, else the lowest (sample, layer). NotFound: unknown worker.
+  [[nodiscard]] StatusOr<std::optional<Assignment>> NextTask(const std::string& worker_id);
+
+  // Stores results of task `key` from the worker: all of them with done = true (the task becomes
+  // done), or some of them as they stream in with done = false. Results for a final job are
+  // ignored (outcome.ignored). When the job's last task completes, aggregates ListResults with
+  // AggregateProfile and writes the profile version that finishes the job. NotFound: unknown
+  // worker, job or task; FailedPrecondition: the worker's model hash differs from the job's;
+  // InvalidArgument: a result of another task (and the store's checks).
+  [[nodiscard]] StatusOr<TaskResultsOutcome> TaskResults(
+      const std::string& worker_id, const store::TaskKey& key,
+      std::span<const store::TrialResult> results, bool done);
+
+  // Call periodically: drops workers silent past heartbeat_timeout_ms (their leases return to
+  // pending), then returns every lease past its deadline to pending.
+  [[nodiscard]] StatusOr<ExpireOutcome> ExpireLeases();
+
+  // Cancels a pending or running job: its tasks are no longer handed out and later results are
+  // ignored. Returns the leases workers should abandon. NotFound; FailedPrecondition when the
+  // job is already final.
+  [[nodiscard]] StatusOr<std::vector<Revocation>> CancelJob(store::JobId id,
+                                                            const std::string& reason = {});
+
+  // Progress of a job for WatchJob. NotFound for an unknown job.
+  [[nodiscard]] StatusOr<JobProgress> Progress(store::JobId id);
+
+  // Ids of the registered workers, sorted.
+  std::vector<std::string> Workers() const;
+
+ private:
+  struct WorkerState {
+    ProfileModel model;
+    uint32_t capacity = 1;
+    int64_t last_seen_ms = 0;
+    std::set<PrefillKey> held;
+    std::map<store::JobId, uint32_t> last_sample;  // affinity: sample given last, per job
+    std::set<store::TaskKey> leased;
+  };
+  struct RateObservation {
+    int64_t first_ms = 0;
+    uint64_t first_done = 0;
+    int64_t last_ms = 0;
+    uint64_t last_done = 0;
+  };
+
+  std::optional<store::TaskKey> Choose(const std::string& worker_id, const WorkerState& worker,
+                                       store::JobId job,
+                                       const std::vector<store::Task>& tasks) const;
+  void ForgetLease(const store::TaskKey& key);
+  [[nodiscard]] Status DropWorker(const std::string& worker_id);
+  [[nodiscard]] StatusOr<uint32_t> FinishJob(const store::Job& job);
+  [[nodiscard]] Status FinishReadyJobs(const std::string& model_hash);
+  void ObserveProgress(const store::Job& job);
+
+  store::Store* const store_;
+  const SchedulerOptions options_;
+  const Clock clock_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, WorkerState> workers_;
+  std::map<std::string, ProfileModel> models_;  // by hash, first report kept
+  std::map<store::JobId, RateObservation> rates_;
+};
+
+// The profile's data_source line for a spec: "inline data, N bytes", "file PATH" or
+// "built-in calibration text".
+std::string DescribeDataSource(const store::JobSpec& spec);
+
+}  // namespace ripplekv::scheduler

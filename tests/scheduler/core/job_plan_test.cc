@@ -1,0 +1,83 @@
+#include "scheduler/core/job_plan.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gtest/gtest.h"
+
+namespace ripplekv::scheduler {
+namespace {
+
+store::JobSpec GoodSpec() {
+  store::JobSpec spec;
+  spec.model_hash = "abc123";
+  spec.params.alpha = 0.5;
+  spec.params.trials = 3;
+  spec.params.samples = 4;
+  spec.params.context_len = 64;
+  spec.params.probe_len = 8;
+  return spec;
+}
+
+void ExpectBadField(const store::JobSpec& spec, int64_t n_layers, const std::string& field) {
+  Status s = ValidateJobSpec(spec, n_layers);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find(field), std::string_view::npos) << s;
+}
+
+TEST(JobPlanTest, PlansOneTaskPerSampleAndLayerSampleMajor) {
+  store::JobSpec spec = GoodSpec();
+  std::vector<store::PlannedTask> tasks = PlanTasks(spec, 30);
+  ASSERT_EQ(tasks.size(), 4u * 30u);
+  EXPECT_EQ(tasks[0].sample, 0u);
+  EXPECT_EQ(tasks[0].layer, 0u);
+  EXPECT_EQ(tasks[30].sample, 1u);
+  EXPECT_EQ(tasks[30].layer, 0u);
+  EXPECT_EQ(tasks.back().sample, 3u);
+  EXPECT_EQ(tasks.back().layer, 29u);
+}
+
+TEST(JobPlanTest, ExplicitLayersAreSortedAndOnlyThoseArePlanned) {
+  store::JobSpec spec = GoodSpec();
+  spec.params.layers = {7, 2, 5};
+  ASSERT_TRUE(ValidateJobSpec(spec, 30).ok());
+  std::vector<store::PlannedTask> tasks = PlanTasks(spec, 30);
+  ASSERT_EQ(tasks.size(), 12u);
+  EXPECT_EQ(tasks[0].layer, 2u);
+  EXPECT_EQ(tasks[1].layer, 5u);
+  EXPECT_EQ(tasks[2].layer, 7u);
+}
+
+TEST(JobPlanTest, RejectsBadFieldsNamingThem) {
+  EXPECT_TRUE(ValidateJobSpec(GoodSpec(), 30).ok());
+  store::JobSpec s = GoodSpec();
+  s.params.alpha = -0.1;
+  ExpectBadField(s, 30, "params.alpha");
+  s.params.alpha = std::numeric_limits<double>::quiet_NaN();
+  ExpectBadField(s, 30, "params.alpha");
+  s = GoodSpec();
+  s.params.trials = 0;
+  ExpectBadField(s, 30, "params.trials");
+  s = GoodSpec();
+  s.params.samples = 0;
+  ExpectBadField(s, 30, "params.samples");
+  s = GoodSpec();
+  s.params.probe_len = 64;
+  ExpectBadField(s, 30, "params.probe_len");
+  s = GoodSpec();
+  s.params.layers = {3, 30};
+  ExpectBadField(s, 30, "params.layers[1]");
+  s.params.layers = {3, 3};
+  ExpectBadField(s, 30, "params.layers[1]");
+  s = GoodSpec();
+  s.model_hash.clear();
+  ExpectBadField(s, 30, "model_hash");
+  s = GoodSpec();
+  s.data_inline = "x";
+  s.data_path = "/d.jsonl";
+  ExpectBadField(s, 30, "data_path");
+  ExpectBadField(GoodSpec(), 0, "model_n_layers");
+}
+
+}  // namespace
+}  // namespace ripplekv::scheduler

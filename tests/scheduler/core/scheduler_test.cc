@@ -1,0 +1,516 @@
+#include "scheduler/core/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <list>
+#include <memory>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "scheduler/budget/profile_aggregate.h"
+
+namespace ripplekv::scheduler {
+namespace {
+
+constexpr char kHash[] = "5a6b7c";
+constexpr char kOtherHash[] = "ffff00";
+
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/ripplekv_sched_XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed for " << pattern;
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string db() const { return path_ + "/db"; }
+
+ private:
+  std::string path_;
+};
+
+ProfileModel Model(const std::string& hash = kHash, int64_t n_layers = 30) {
+  return {.hash = hash,
+          .architecture = "llama",
+          .name = "test-model",
+          .n_layers = n_layers,
+          .n_kv_heads = 3,
+          .head_dim = 64,
+          .d_model = 576,
+          .vocab_size = 49152};
+}
+
+store::JobSpec Spec(uint32_t samples, uint32_t trials = 2, int32_t priority = 0) {
+  store::JobSpec spec;
+  spec.model_path = "/models/m.gguf";
+  spec.model_hash = kHash;
+  spec.params.alpha = 0.5;
+  spec.params.trials = trials;
+  spec.params.samples = samples;
+  spec.params.context_len = 64;
+  spec.params.probe_len = 8;
+  spec.params.seed = 7;
+  spec.priority = priority;
+  return spec;
+}
+
+// A deterministic, irregular KL per (sample, layer, trial): sums in another order would round
+// differently, so order independence is really tested.
+double Kl(uint32_t s, uint32_t l, uint32_t t) {
+  return 0.01 * (1.0 + std::sin(0.7 * l + 1.3 * s + 0.37 * t)) + 1e-3 / (3.0 + s + l * t);
+}
+
+std::vector<store::TrialResult> ResultsOf(const store::TaskKey& key, uint32_t trials) {
+  std::vector<store::TrialResult> out;
+  for (uint32_t t = 0; t < trials; ++t) {
+    out.push_back({.job = key.job,
+                   .sample = key.sample,
+                   .layer = key.layer,
+                   .trial = t,
+                   .kl = Kl(key.sample, key.layer, t)});
+  }
+  return out;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+
+  void Open(SchedulerOptions options = {}) {
+    scheduler_.reset();
+    store_.reset();
+    store::StoreOptions so;
+    so.sync_writes = false;
+    so.clock = [this] { return now_; };
+    auto st = store::OpenStore(dir_.db(), so);
+    ASSERT_TRUE(st.ok()) << st.status();
+    store_ = *std::move(st);
+    scheduler_ = std::make_unique<Scheduler>(store_.get(), options, [this] { return now_; });
+  }
+
+  void Register(const std::string& id, uint32_t capacity = 1, const std::string& hash = kHash) {
+    ASSERT_TRUE(
+        scheduler_->RegisterWorker({.worker_id = id, .model = Model(hash), .capacity = capacity})
+            .ok());
+  }
+
+  store::Job Submit(const store::JobSpec& spec, int64_t n_layers = 30) {
+    auto job = scheduler_->SubmitJob({.spec = spec, .model_n_layers = n_layers});
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : store::Job{};
+  }
+
+  std::optional<Assignment> Next(const std::string& id) {
+    auto a = scheduler_->NextTask(id);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() ? *a : std::nullopt;
+  }
+
+  TaskResultsOutcome Complete(const std::string& id, const store::TaskKey& key, uint32_t trials) {
+    auto out = scheduler_->TaskResults(id, key, ResultsOf(key, trials), /*done=*/true);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? *out : TaskResultsOutcome{};
+  }
+
+  // Runs every pending task with one worker of capacity 1; returns the last outcome.
+  TaskResultsOutcome Drain(const std::string& id, uint32_t trials) {
+    TaskResultsOutcome last;
+    while (auto a = Next(id)) last = Complete(id, a->key, trials);
+    return last;
+  }
+
+  std::string ProfileJson(store::JobId job) {
+    auto j = store_->GetJob(job);
+    EXPECT_TRUE(j.ok());
+    auto p = store_->GetProfile(kHash, j->profile_version);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? p->profile_json : std::string();
+  }
+
+  TempDir dir_;
+  int64_t now_ = 1'700'000'000'000;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, SubmitPlansSampleTimesLayerTasks) {
+  store::Job job = Submit(Spec(8));
+  EXPECT_EQ(job.tasks_total, 8u * 30u);
+  store::JobSpec some = Spec(3);
+  some.params.layers = {1, 4};
+  EXPECT_EQ(Submit(some).tasks_total, 6u);
+}
+
+TEST_F(SchedulerTest, SubmitNamesTheBadFieldAndNeedsTheLayerCount) {
+  store::JobSpec bad = Spec(2);
+  bad.params.alpha = -1;
+  auto r = scheduler_->SubmitJob({.spec = bad, .model_n_layers = 30});
+  ASSERT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_NE(r.status().message().find("params.alpha"), std::string_view::npos);
+  r = scheduler_->SubmitJob({.spec = Spec(2)});  // no layer count, no worker
+  ASSERT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_NE(r.status().message().find("model_n_layers"), std::string_view::npos);
+  Register("w1");  // now the model's layer count is known from the worker
+  r = scheduler_->SubmitJob({.spec = Spec(2)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tasks_total, 60u);
+}
+
+TEST_F(SchedulerTest, IdempotencyKeyReturnsTheSameJob) {
+  store::JobSpec spec = Spec(2);
+  spec.idempotency_key = "k1";
+  store::Job a = Submit(spec);
+  store::Job b = Submit(spec);
+  EXPECT_EQ(a.id, b.id);
+  spec.params.trials = 5;
+  EXPECT_TRUE(
+      absl::IsAlreadyExists(scheduler_->SubmitJob({.spec = spec, .model_n_layers = 30}).status()));
+}
+
+TEST_F(SchedulerTest, RunsJobsByPriorityThenAge) {
+  store::Job old_low = Submit(Spec(1, 1, /*priority=*/0));
+  now_ += 10;
+  store::Job old_high = Submit(Spec(1, 1, /*priority=*/5));
+  now_ += 10;
+  store::Job new_high = Submit(Spec(1, 1, /*priority=*/5));
+  Register("w1", /*capacity=*/1000);
+  std::vector<store::JobId> order;
+  while (auto a = Next("w1")) {
+    if (order.empty() || order.back() != a->key.job) order.push_back(a->key.job);
+  }
+  EXPECT_EQ(order, (std::vector<store::JobId>{old_high.id, new_high.id, old_low.id}));
+}
+
+TEST_F(SchedulerTest, WorkerHoldingASamplesPrefillGetsItsTasksFirst) {
+  store::Job job = Submit(Spec(8));
+  Register("w1");
+  const std::vector<PrefillKey> held = {{job.id, 3}};
+  ASSERT_TRUE(scheduler_->Heartbeat("w1", held).ok());
+  for (uint32_t layer = 0; layer < 30; ++layer) {
+    auto a = Next("w1");
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->key.sample, 3u);
+    EXPECT_EQ(a->key.layer, layer);
+    EXPECT_TRUE(a->prefill_held);
+    Complete("w1", a->key, 2);
+  }
+  // Sample 3 is finished: back to the lowest sample.
+  auto a = Next("w1");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->key.sample, 0u);
+}
+
+// Four simulated workers (capacity 1, a prefill cache of 2 samples each) run an 8-sample x
+// 30-layer job in lock step; counts how many prefills they do with and without affinity.
+int64_t SimulatePrefills(Scheduler& scheduler, store::JobId job, int cache_samples) {
+  struct Sim {
+    std::string id;
+    std::list<PrefillKey> cache;  // most recent first
+  };
+  std::vector<Sim> sims = {{"w0", {}}, {"w1", {}}, {"w2", {}}, {"w3", {}}};
+  int64_t prefills = 0;
+  bool any = true;
+  while (any) {
+    any = false;
+    for (Sim& w : sims) {
+      auto a = scheduler.NextTask(w.id);
+      EXPECT_TRUE(a.ok());
+      if (!a.ok() || !*a) continue;
+      any = true;
+      const PrefillKey key{job, (*a)->key.sample};
+      auto hit = std::find(w.cache.begin(), w.cache.end(), key);
+      if (hit == w.cache.end()) {
+        ++prefills;
+        w.cache.push_front(key);
+        if (static_cast<int>(w.cache.size()) > cache_samples) w.cache.pop_back();
+      } else {
+        w.cache.splice(w.cache.begin(), w.cache, hit);
+      }
+      std::vector<PrefillKey> held(w.cache.begin(), w.cache.end());
+      EXPECT_TRUE(scheduler.Heartbeat(w.id, held).ok());
+      EXPECT_TRUE(scheduler.TaskResults(w.id, (*a)->key, ResultsOf((*a)->key, 2), true).ok());
+    }
+  }
+  return prefills;
+}
+
+TEST_F(SchedulerTest, AffinityCutsPrefillsOfAFourWorkerJob) {
+  int64_t prefills[2] = {0, 0};
+  for (bool affinity : {false, true}) {
+    SchedulerOptions options;
+    options.prefill_affinity = affinity;
+    Open(options);
+    store::Job job = Submit(Spec(8));
+    for (const char* id : {"w0", "w1", "w2", "w3"}) Register(id);
+    prefills[affinity] = SimulatePrefills(*scheduler_, job.id, /*cache_samples=*/2);
+    auto done = store_->GetJob(job.id);
+    ASSERT_TRUE(done.ok());
+    EXPECT_EQ(done->state, store::JobState::kSucceeded);
+  }
+  std::printf(
+      "[ affinity ] 4 workers, 8 samples x 30 layers: %lld prefills without affinity, "
+      "%lld with (%.0f%% of the prefill work saved)\n",
+      static_cast<long long>(prefills[0]), static_cast<long long>(prefills[1]),
+      100.0 * (1.0 - static_cast<double>(prefills[1]) / prefills[0]));
+  EXPECT_EQ(prefills[1], 8);  // each sample prefilled exactly once
+  EXPECT_GE(prefills[0], 4 * 8 - 4);
+}
+
+TEST_F(SchedulerTest, WorkerWithAnotherModelHashIsNeverLeasedTheJob) {
+  store::Job job = Submit(Spec(2));
+  Register("stranger", 100, kOtherHash);
+  EXPECT_FALSE(Next("stranger"));
+  Register("w1");
+  auto a = Next("w1");
+  ASSERT_TRUE(a);
+  auto r = scheduler_->TaskResults("stranger", a->key, ResultsOf(a->key, 2), true);
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_EQ(store_->GetJob(job.id)->results_stored, 0u);
+}
+
+TEST_F(SchedulerTest, ExpiredLeaseGoesToAnotherWorkerAndLateResultCountsOnce) {
+  SchedulerOptions options;
+  options.lease_duration_ms = 1000;
+  options.heartbeat_timeout_ms = 1'000'000;
+  Open(options);
+  store::Job job = Submit(Spec(1, 2));
+  Register("slow");
+  Register("fast");
+  auto a = Next("slow");
+  ASSERT_TRUE(a);
+  now_ += 1001;
+  auto expired = scheduler_->ExpireLeases();
+  ASSERT_TRUE(expired.ok());
+  ASSERT_EQ(expired->released.size(), 1u);
+  EXPECT_EQ(expired->released[0], a->key);
+  auto b = Next("fast");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->key, a->key);
+  EXPECT_EQ(b->attempts, 2u);
+  TaskResultsOutcome first = Complete("fast", b->key, 2);
+  EXPECT_EQ(first.stored, 2u);
+  TaskResultsOutcome late = Complete("slow", a->key, 2);
+  EXPECT_EQ(late.stored, 0u);
+  EXPECT_EQ(late.duplicates, 2u);
+  EXPECT_FALSE(late.task_completed);
+  store::Job after = *store_->GetJob(job.id);
+  EXPECT_EQ(after.results_stored, 2u);
+  EXPECT_EQ(*store_->CountResults(job.id), 2u);
+}
+
+TEST_F(SchedulerTest, SilentWorkerIsDroppedAndItsLeaseReturns) {
+  SchedulerOptions options;
+  options.lease_duration_ms = 1'000'000;
+  options.heartbeat_timeout_ms = 5000;
+  Open(options);
+  Submit(Spec(1));
+  Register("silent");
+  Register("alive");
+  auto a = Next("silent");
+  ASSERT_TRUE(a);
+  now_ += 5001;
+  ASSERT_TRUE(scheduler_->Heartbeat("alive", {}).ok());
+  auto out = scheduler_->ExpireLeases();
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->dropped_workers, std::vector<std::string>{"silent"});
+  EXPECT_EQ(out->released, std::vector<store::TaskKey>{a->key});
+  EXPECT_EQ(scheduler_->Workers(), std::vector<std::string>{"alive"});
+  EXPECT_TRUE(absl::IsNotFound(scheduler_->NextTask("silent").status()));
+  auto b = Next("alive");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->key, a->key);
+}
+
+TEST_F(SchedulerTest, CancelledJobHandsOutNothingAndIgnoresResults) {
+  store::Job job = Submit(Spec(2));
+  Register("w1");
+  auto a = Next("w1");
+  ASSERT_TRUE(a);
+  auto revoked = scheduler_->CancelJob(job.id, "user asked");
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  ASSERT_EQ(revoked->size(), 1u);
+  EXPECT_EQ((*revoked)[0].worker_id, "w1");
+  EXPECT_FALSE(Next("w1"));
+  TaskResultsOutcome late = Complete("w1", a->key, 2);
+  EXPECT_TRUE(late.ignored);
+  store::Job after = *store_->GetJob(job.id);
+  EXPECT_EQ(after.state, store::JobState::kCancelled);
+  EXPECT_EQ(after.results_stored, 0u);
+  EXPECT_TRUE(absl::IsFailedPrecondition(scheduler_->CancelJob(job.id).status()));
+  EXPECT_TRUE(absl::IsNotFound(scheduler_->CancelJob(999).status()));
+}
+
+TEST_F(SchedulerTest, CompletionWritesProfileEqualToAggregateOfTheResults) {
+  store::Job job = Submit(Spec(4, 3));
+  Register("w1");
+  TaskResultsOutcome last = Drain("w1", 3);
+  ASSERT_TRUE(last.job_succeeded);
+  EXPECT_EQ(last.profile_version, 1u);
+  store::Job done = *store_->GetJob(job.id);
+  EXPECT_EQ(done.state, store::JobState::kSucceeded);
+  EXPECT_EQ(done.profile_version, 1u);
+
+  std::vector<TrialKl> trials;
+  for (uint32_t s = 0; s < 4; ++s) {
+    for (uint32_t l = 0; l < 30; ++l) {
+      for (uint32_t t = 0; t < 3; ++t) trials.push_back({s, l, t, Kl(s, l, t)});
+    }
+  }
+  auto expected = AggregateProfile(trials);
+  ASSERT_TRUE(expected.ok());
+  auto profile = ProfileFromJson(ProfileJson(job.id));
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  ASSERT_EQ(profile->layers.size(), 30u);
+  for (size_t i = 0; i < 30; ++i) {
+    EXPECT_EQ(std::memcmp(&profile->layers[i].mean_kl, &(*expected)[i].mean_kl, sizeof(double)), 0);
+    EXPECT_EQ(std::memcmp(&profile->layers[i].std_error, &(*expected)[i].std_error, sizeof(double)),
+              0);
+    EXPECT_EQ(profile->layers[i].per_sample_mean, (*expected)[i].per_sample_mean);
+  }
+  EXPECT_EQ(profile->model.hash, kHash);
+  EXPECT_EQ(profile->model.n_layers, 30);
+  EXPECT_EQ(profile->params.trials, 3);
+  EXPECT_EQ(profile->params.samples, 4);
+  EXPECT_EQ(profile->params.seed, 7u);
+}
+
+TEST_F(SchedulerTest, ProfileIsBitIdenticalWhateverOrderAndWorkers) {
+  // Job 1: one worker, canonical order, whole tasks.
+  store::Job one = Submit(Spec(3, 2));
+  Register("solo", 1);
+  Drain("solo", 2);
+  const std::string json_one = ProfileJson(one.id);
+
+  // Job 2 (same spec): three workers lease everything, then results arrive shuffled, some in
+  // partial pieces in reverse trial order, some twice.
+  store::Job two = Submit(Spec(3, 2));
+  ASSERT_NE(one.id, two.id);
+  std::vector<std::pair<std::string, store::TaskKey>> leased;
+  for (const char* id : {"a", "b", "c"}) Register(id, 1000);
+  for (bool any = true; any;) {
+    any = false;
+    for (const char* id : {"c", "a", "b"}) {
+      if (auto t = Next(id)) {
+        leased.push_back({id, t->key});
+        any = true;
+      }
+    }
+  }
+  ASSERT_EQ(leased.size(), 90u);
+  std::mt19937 rng(42);
+  std::shuffle(leased.begin(), leased.end(), rng);
+  for (size_t i = 0; i < leased.size(); ++i) {
+    const auto& [id, key] = leased[i];
+    std::vector<store::TrialResult> r = ResultsOf(key, 2);
+    std::reverse(r.begin(), r.end());
+    if (i % 3 == 0) {
+      ASSERT_TRUE(scheduler_->TaskResults(id, key, {r.data(), 1}, false).ok());
+      ASSERT_TRUE(scheduler_->TaskResults(id, key, r, true).ok());
+    } else {
+      ASSERT_TRUE(scheduler_->TaskResults(id, key, r, true).ok());
+    }
+  }
+  store::Job done = *store_->GetJob(two.id);
+  EXPECT_EQ(done.state, store::JobState::kSucceeded);
+  EXPECT_EQ(done.results_stored, 3u * 30u * 2u);
+  EXPECT_EQ(ProfileJson(two.id), json_one);  // same clock: same created_at too
+}
+
+TEST_F(SchedulerTest, ReopeningTheStoreMidJobFinishesWithTheSameProfile) {
+  store::Job reference = Submit(Spec(2, 2));
+  Register("w1");
+  Drain("w1", 2);
+  const std::string expected = ProfileJson(reference.id);
+
+  store::Job job = Submit(Spec(2, 2));
+  for (int i = 0; i < 25; ++i) {
+    auto a = Next("w1");
+    ASSERT_TRUE(a);
+    Complete("w1", a->key, 2);
+  }
+  auto in_flight = Next("w1");  // leased when the scheduler "dies"
+  ASSERT_TRUE(in_flight);
+  Open();  // new store and scheduler over the same database
+  EXPECT_EQ(store_->RecoveredLeases(), 1u);
+  EXPECT_EQ(store_->GetJob(job.id)->tasks_done, 25u);
+  Register("w2");
+  int run_again = 0;
+  while (auto a = Next("w2")) {
+    ++run_again;
+    Complete("w2", a->key, 2);
+  }
+  EXPECT_EQ(run_again, 60 - 25);
+  store::Job done = *store_->GetJob(job.id);
+  EXPECT_EQ(done.state, store::JobState::kSucceeded);
+  EXPECT_EQ(done.profile_version, 2u);
+  EXPECT_EQ(ProfileJson(job.id), expected);
+}
+
+TEST_F(SchedulerTest, JobCompleteBeforeACrashIsProfiledWhenAWorkerRegisters) {
+  store::Job job = Submit(Spec(1, 1));
+  Register("w1", /*capacity=*/1000);
+  // Complete every task through the store directly, as if the scheduler died before profiling.
+  int completed = 0;
+  while (auto a = Next("w1")) {
+    ASSERT_TRUE(store_->CompleteTask(a->key, ResultsOf(a->key, 1)).ok());
+    ++completed;
+  }
+  ASSERT_EQ(completed, 30);
+  Open();
+  EXPECT_EQ(store_->GetJob(job.id)->state, store::JobState::kRunning);
+  Register("w2");
+  store::Job done = *store_->GetJob(job.id);
+  EXPECT_EQ(done.state, store::JobState::kSucceeded);
+  EXPECT_EQ(done.profile_version, 1u);
+}
+
+TEST_F(SchedulerTest, ProgressReportsCountsAndAnEtaFromTheObservedRate) {
+  store::Job job = Submit(Spec(1, 1));  // 30 tasks
+  Register("w1");
+  auto p = scheduler_->Progress(job.id);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->eta_ms, -1);
+  for (int i = 0; i < 11; ++i) {
+    auto a = Next("w1");
+    ASSERT_TRUE(a);
+    now_ += 500;  // one task every 0.5 s
+    Complete("w1", a->key, 1);
+  }
+  auto a = Next("w1");
+  ASSERT_TRUE(a);
+  p = scheduler_->Progress(job.id);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->job.tasks_done, 11u);
+  EXPECT_EQ(p->job.tasks_total, 30u);
+  EXPECT_EQ(p->job.results_stored, 11u);
+  EXPECT_EQ(p->tasks_leased, 1u);
+  EXPECT_DOUBLE_EQ(p->tasks_per_second, 2.0);
+  EXPECT_EQ(p->eta_ms, 19 * 500);
+  EXPECT_TRUE(absl::IsNotFound(scheduler_->Progress(12345).status()));
+}
+
+TEST_F(SchedulerTest, ReRegisteringAWorkerReleasesItsOldLeases) {
+  Submit(Spec(1));
+  Register("w1");
+  auto a = Next("w1");
+  ASSERT_TRUE(a);
+  Register("w1");
+  EXPECT_EQ(store_->GetTask(a->key)->state, store::TaskState::kPending);
+  EXPECT_TRUE(absl::IsNotFound(scheduler_->Heartbeat("nobody", {})));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      scheduler_->RegisterWorker({.worker_id = "x", .model = Model(kHash, 0)})));
+  ProfileModel differs = Model();
+  differs.n_layers = 31;
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(scheduler_->RegisterWorker({.worker_id = "y", .model = differs})));
+}
+
+}  // namespace
+}  // namespace ripplekv::scheduler
