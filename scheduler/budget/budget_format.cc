@@ -2,6 +2,7 @@
 #include "kernels/base/strings.h"
 
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -119,7 +120,8 @@ Status ValidateBudgetMap(const BudgetMap& map) {
     return Bad("total_tokens",
                absl::StrCat("is ", map.total_tokens, " but the parameters give ", expected_total));
   }
-  int64_t sum = 0;
+  // Every budget is checked to be in [1, total_tokens] below, so this cannot overflow.
+  __int128 sum = 0;
   for (size_t l = 0; l < L; ++l) {
     const std::string path = Index("layers", l);
     const int64_t t = map.tokens[l];
@@ -133,7 +135,11 @@ Status ValidateBudgetMap(const BudgetMap& map) {
                               o.max_context ? absl::StrCat(" or above max_context ", *o.max_context)
                                             : std::string()));
     }
-    sum += t;  // each t <= kMaxTotalTokens here, so no overflow for any realistic L
+    if (t > map.total_tokens) {
+      return Bad(Child(path, "tokens"),
+                 absl::StrCat(t, " is above total_tokens ", map.total_tokens));
+    }
+    sum += t;
     const double m = map.multipliers[l];
     if (!(m >= 1.0 && m <= o.ratio)) {
       return Bad(Child(path, "multiplier"),
@@ -145,8 +151,11 @@ Status ValidateBudgetMap(const BudgetMap& map) {
     }
   }
   if (sum != map.total_tokens) {
+    const std::string sum_text = sum <= std::numeric_limits<int64_t>::max()
+                                     ? absl::StrCat(static_cast<int64_t>(sum))
+                                     : std::string("more than 2^63 - 1");
     return Bad("layers",
-               absl::StrCat("budgets sum to ", sum, ", not total_tokens ", map.total_tokens));
+               absl::StrCat("budgets sum to ", sum_text, ", not total_tokens ", map.total_tokens));
   }
   return absl::OkStatus();
 }

@@ -105,9 +105,15 @@ Status ValidateOptionsImpl(size_t num_layers, const BudgetOptions& o) {
 // falls), so layers below lo now stay below lo and are fixed at lo, while a layer above hi may come
 // back inside and is left free; E < 0 is the mirror case; E == 0 fixes both. Every round fixes at
 // least one layer, so there are at most L + 1 rounds, and no fixed layer is ever released.
-std::vector<double> WaterFill(const std::vector<double>& m, int64_t total, int64_t lo,
+// Only the proportions of m matter, so they are scaled into (0, 1] first: with a ratio near the
+// top of the double range, m_l (up to r) or their sum would overflow to infinity, and so would
+// remaining * m_l long before. Each budget is remaining times a fraction in (0, 1].
+std::vector<double> WaterFill(const std::vector<double>& multipliers, int64_t total, int64_t lo,
                               std::optional<int64_t> hi) {
-  const size_t L = m.size();
+  const size_t L = multipliers.size();
+  const double m_max = *std::max_element(multipliers.begin(), multipliers.end());
+  std::vector<double> m(L);  // m_l / max m: >= 1 / r > 0, as every m_l >= 1
+  for (size_t l = 0; l < L; ++l) m[l] = multipliers[l] / m_max;
   std::vector<double> b(L, 0.0);
   std::vector<bool> fixed(L, false);
   int64_t fixed_total = 0;  // integer bounds, so exact
@@ -124,7 +130,7 @@ std::vector<double> WaterFill(const std::vector<double>& m, int64_t total, int64
     double excess = 0.0;
     for (size_t l = 0; l < L; ++l) {
       if (fixed[l]) continue;
-      b[l] = remaining * m[l] / m_free;
+      b[l] = remaining * (m[l] / m_free);
       if (b[l] < static_cast<double>(lo)) {
         excess += static_cast<double>(lo) - b[l];
         lows.push_back(l);

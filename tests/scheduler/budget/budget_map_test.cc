@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -342,6 +343,29 @@ TEST(BudgetMapTest, MoreSensitiveLayersGetMoreTokens) {
   EXPECT_LT(map->tokens[4], map->tokens[1]);
 }
 
+// Found by tests/fuzz/profile_json_fuzz: with r = 1e300 and T = 2^40, T * m_l overflowed to
+// infinity before the division by sum(m) (UBSan: inf converted to int64); with r = DBL_MAX two
+// layers at r made sum(m) infinite. Any finite r >= 1 is valid, so both must give exact maps.
+TEST(BudgetMapTest, HugeRatiosDoNotOverflow) {
+  const std::vector<double> s = {0.0, 2e-5, 0.625, 1.5};
+  BudgetOptions o;
+  o.ratio = 1e300;
+  o.total_tokens = int64_t{1} << 40;
+  StatusOr<BudgetMap> map = ComputeBudgetMap(s, o);
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(Sum(map->tokens), int64_t{1} << 40);
+  // Layer 3 has r times layer 0's multiplier: all but a few tokens are its own.
+  EXPECT_EQ(map->tokens[0], 1);
+  EXPECT_GT(map->tokens[3], (int64_t{1} << 40) - 1000000);
+  EXPECT_TRUE(ValidateBudgetMap(*map).ok()) << ValidateBudgetMap(*map);
+
+  const std::vector<double> two_top = {1.0, 0.0, 1.0};
+  BudgetOptions max_ratio = Options(std::numeric_limits<double>::max(), 100);
+  map = ComputeBudgetMap(two_top, max_ratio);
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_THAT(map->tokens, ElementsAre(150, 1, 149));
+}
+
 // --- Errors ------------------------------------------------------------------------------------
 
 std::string ErrorOf(const std::vector<double>& s, const BudgetOptions& o) {
@@ -575,6 +599,26 @@ TEST(BudgetFormatTest, NativeJsonRejectsTamperedMaps) {
   EXPECT_THAT(error([](nlohmann::json& j) { j["extra"] = 1; }), HasSubstr("extra: unknown field"));
   StatusOr<BudgetMap> v2 = BudgetMapFromJson(R"({"schema_version": 2})");
   EXPECT_EQ(v2.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Found with tests/fuzz/budget_map_json_fuzz (UBSan: signed overflow in ValidateBudgetMap): with
+// no max_tokens / max_context, four budgets of about 2^62 wrapped the int64 sum around to the
+// total (2^64 + 8 == 8), so an absurd map was accepted as valid.
+TEST(BudgetFormatTest, NativeJsonRejectsBudgetsWhoseSumWrapsAround) {
+  BudgetMap map;
+  map.options.ratio = 1.0;
+  map.options.total_tokens = 8;
+  map.total_tokens = 8;
+  const int64_t quarter = int64_t{1} << 62;
+  map.tokens = {quarter + 5, quarter + 1, quarter + 1, quarter + 1};
+  map.multipliers.assign(4, 1.0);
+  map.normalized.assign(4, 0.0);
+  Status status = ValidateBudgetMap(map);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("layers[0].tokens: 4611686018427387909 is above "
+                                          "total_tokens 8"));
+  map.tokens = {5, 1, 1, 1};
+  EXPECT_TRUE(ValidateBudgetMap(map).ok()) << ValidateBudgetMap(map);
 }
 
 TEST(BudgetFormatTest, FormatNamesRoundTrip) {
