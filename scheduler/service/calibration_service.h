@@ -1,0 +1,92 @@
+#pragma once
+// ripplekv.v1.CalibrationService over the scheduler core (docs/API.md): a thin adapter that
+// converts messages (convert.h), calls scheduler::Scheduler and store::Store, and maps Status
+// codes one to one. WatchJob polls Scheduler::Progress on its own thread per stream.
+//
+// Thread-safety: handlers run on gRPC's callback threads; the Scheduler and Store are
+// thread-safe. Shutdown() must be called before the grpc::Server is shut down, so that watch
+// streams end (UNAVAILABLE) instead of holding the server open.
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "ripplekv/v1/calibration.grpc.pb.h"
+#include "scheduler/core/scheduler.h"
+#include "store/store.h"
+
+namespace ripplekv::scheduler::service {
+
+struct CalibrationServiceOptions {
+  int64_t watch_poll_ms = 200;            // WatchJob polls Progress this often, ms
+  int64_t watch_progress_min_ms = 1'000;  // at most one progress event per this many ms
+  // Called with the leases to revoke after a successful CancelJob (the worker service sends the
+  // cancellations down the worker streams). May be empty.
+  std::function<void(const std::vector<Revocation>&)> on_revocations;
+};
+
+class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::CallbackService {
+ public:
+  // `scheduler` and `store` are not owned and must outlive this service.
+  CalibrationServiceImpl(Scheduler* scheduler, store::Store* store,
+                         CalibrationServiceOptions options);
+  ~CalibrationServiceImpl() override;
+
+  // Ends every watch stream with UNAVAILABLE and refuses new ones. Idempotent; blocks until the
+  // watch threads have stopped writing.
+  void Shutdown();
+
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
+                                      const v1::SubmitJobRequest* request,
+                                      v1::SubmitJobResponse* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
+                                   const v1::GetJobRequest* request, v1::Job* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
+                                      const v1::CancelJobRequest* request,
+                                      v1::Job* response) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* context,
+                                                   const v1::WatchJobRequest* request) override;
+  grpc::ServerUnaryReactor* GetProfile(grpc::CallbackServerContext* context,
+                                       const v1::GetProfileRequest* request,
+                                       v1::Profile* response) override;
+  grpc::ServerUnaryReactor* ListProfiles(grpc::CallbackServerContext* context,
+                                         const v1::ListProfilesRequest* request,
+                                         v1::ListProfilesResponse* response) override;
+  grpc::ServerUnaryReactor* GetBudgetMap(grpc::CallbackServerContext* context,
+                                         const v1::GetBudgetMapRequest* request,
+                                         v1::BudgetMap* response) override;
+
+  // The handlers' logic without gRPC reactors (each returns what the RPC answers).
+  [[nodiscard]] Status DoSubmitJob(const v1::SubmitJobRequest& request,
+                                   v1::SubmitJobResponse* response);
+  [[nodiscard]] Status DoGetJob(const v1::GetJobRequest& request, v1::Job* response);
+  [[nodiscard]] Status DoListJobs(const v1::ListJobsRequest& request,
+                                  v1::ListJobsResponse* response);
+  [[nodiscard]] Status DoCancelJob(const v1::CancelJobRequest& request, v1::Job* response);
+  [[nodiscard]] Status DoGetProfile(const v1::GetProfileRequest& request, v1::Profile* response);
+  [[nodiscard]] Status DoListProfiles(const v1::ListProfilesRequest& request,
+                                      v1::ListProfilesResponse* response);
+  [[nodiscard]] Status DoGetBudgetMap(const v1::GetBudgetMapRequest& request,
+                                      v1::BudgetMap* response);
+
+ private:
+  class WatchReactor;
+
+  Scheduler* const scheduler_;
+  store::Store* const store_;
+  const CalibrationServiceOptions options_;
+
+  std::atomic<bool> shutting_down_{false};
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  int active_watches_ = 0;  // guarded by watch_mu_
+};
+
+}  // namespace ripplekv::scheduler::service

@@ -1,0 +1,545 @@
+#include "scheduler/service/convert.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace ripplekv::scheduler::service {
+namespace {
+
+constexpr char kDefaultBuiltin[] = "sherlock-holmes";
+
+bool IsPrintableAscii(std::string_view text) {
+  for (char c : text) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+template <typename T>
+bool ParseDecimal(std::string_view text, T* out) {
+  if (text.empty()) return false;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+template <typename T>
+bool ParseDecimal(absl::string_view text, T* out) {
+  return ParseDecimal(std::string_view(text.data(), text.size()), out);
+}
+
+// Checks an optional int32 against [lo, hi]; returns its value or `fallback` when unset.
+StatusOr<uint32_t> OptionalInRange(bool has, int32_t value, int64_t lo, int64_t hi,
+                                   uint32_t fallback, std::string_view field) {
+  if (!has) return fallback;
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(field), ": ", value, " is outside ", lo, "..", hi));
+  }
+  return static_cast<uint32_t>(value);
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+Status FromGrpcStatus(const grpc::Status& status) {
+  return Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+bool IsModelHash(std::string_view hash) {
+  if (hash.size() != 64) return false;
+  for (char c : hash) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+Status CheckModelHash(std::string_view hash, std::string_view field) {
+  if (hash.empty())
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field), " is required"));
+  if (!IsModelHash(hash)) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": \"",
+                                                   std::string(hash.substr(0, 80)),
+                                                   "\" is not 64 lowercase hex characters"));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<store::JobId> ParseJobId(std::string_view text, std::string_view field) {
+  if (text.empty())
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field), " is required"));
+  store::JobId id = 0;
+  if (!ParseDecimal(text, &id) || id == store::kNoJob) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(field), ": \"", std::string(text.substr(0, 80)), "\" is not a job id"));
+  }
+  return id;
+}
+
+std::string FormatJobId(store::JobId id) { return absl::StrCat(id); }
+
+StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& request) {
+  if (!request.has_spec()) return absl::InvalidArgumentError("spec is required");
+  const v1::JobSpec& in = request.spec();
+  if (!in.has_model()) return absl::InvalidArgumentError("spec.model is required");
+  RETURN_IF_ERROR(CheckModelHash(in.model().model_hash(), "spec.model.model_hash"));
+  const std::string& key = request.idempotency_key();
+  if (key.size() > 128 || !IsPrintableAscii(key)) {
+    return absl::InvalidArgumentError("idempotency_key: must be 1..128 printable ASCII characters");
+  }
+  if (in.priority() < -1000 || in.priority() > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.priority: ", in.priority(), " is outside -1000..1000"));
+  }
+
+  SubmitRequest out;
+  store::JobSpec& spec = out.spec;
+  spec.model_hash = in.model().model_hash();
+  spec.model_path = in.model().path();
+  spec.priority = in.priority();
+  spec.idempotency_key = key;
+
+  const v1::CalibrationData& data = in.data();
+  if (data.format() != v1::DATA_FORMAT_UNSPECIFIED &&
+      data.source_case() != v1::CalibrationData::kPath) {
+    return absl::InvalidArgumentError("spec.data.format: only allowed with spec.data.path");
+  }
+  if (data.format() != v1::DATA_FORMAT_UNSPECIFIED) {
+    // TODO(#4): the store keeps no data format; the worker reads a path by its extension.
+    return absl::InvalidArgumentError(
+        "spec.data.format: not supported by this scheduler yet; leave it unset (by extension)");
+  }
+  if (data.strict()) {
+    return absl::InvalidArgumentError("spec.data.strict: not supported by this scheduler yet");
+  }
+  switch (data.source_case()) {
+    case v1::CalibrationData::kText:
+      spec.data_inline = data.text();
+      break;
+    case v1::CalibrationData::kJsonl:
+      for (const std::string& line : data.jsonl().lines()) {
+        if (line.find('\n') != std::string::npos) {
+          return absl::InvalidArgumentError("spec.data.jsonl.lines: a line contains a newline");
+        }
+        spec.data_inline += line;
+        spec.data_inline += '\n';
+      }
+      if (spec.data_inline.empty()) {
+        return absl::InvalidArgumentError("spec.data.jsonl.lines: empty");
+      }
+      break;
+    case v1::CalibrationData::kPath:
+      if (data.path().empty() || data.path().front() != '/') {
+        return absl::InvalidArgumentError(
+            absl::StrCat("spec.data.path: \"", data.path(), "\" is not an absolute path"));
+      }
+      spec.data_path = data.path();
+      break;
+    case v1::CalibrationData::kBuiltin:
+      if (data.builtin() != kDefaultBuiltin) {
+        return absl::InvalidArgumentError(absl::StrCat("spec.data.builtin: \"", data.builtin(),
+                                                       "\" is not supported (only \"",
+                                                       kDefaultBuiltin, "\")"));
+      }
+      break;
+    case v1::CalibrationData::SOURCE_NOT_SET:
+      break;
+  }
+  if (data.source_case() == v1::CalibrationData::kText && spec.data_inline.empty()) {
+    return absl::InvalidArgumentError("spec.data.text: empty");
+  }
+  if (spec.data_inline.size() > kMaxInlineDataBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("spec.data: ", spec.data_inline.size(),
+                                                     " bytes of inline data, at most ",
+                                                     kMaxInlineDataBytes));
+  }
+
+  const v1::CalibrationParams& p = in.params();
+  store::MethodParams& params = spec.params;
+  switch (p.mode()) {
+    case v1::PERTURB_MODE_UNSPECIFIED:
+    case v1::PERTURB_MODE_CACHE:
+      params.mode = store::CalibrationMode::kCache;
+      break;
+    case v1::PERTURB_MODE_PREFILL:
+      params.mode = store::CalibrationMode::kPrefill;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.params.mode: unknown value ", static_cast<int>(p.mode())));
+  }
+  if (p.has_alpha()) {
+    const float alpha = p.alpha();
+    if (!std::isfinite(alpha) || alpha <= 0.0f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.params.alpha: ", alpha, " must be > 0 and finite"));
+    }
+    params.alpha = static_cast<double>(alpha);  // exact: the engine computes with this float
+  }
+  ASSIGN_OR_RETURN(params.trials,
+                   OptionalInRange(p.has_trials(), p.trials(), 1, 1024, 2, "spec.params.trials"));
+  params.seed = p.seed();
+  ASSIGN_OR_RETURN(params.samples, OptionalInRange(p.has_samples(), p.samples(), 1, 65536, 8,
+                                                   "spec.params.samples"));
+  ASSIGN_OR_RETURN(params.context_len, OptionalInRange(p.has_context_len(), p.context_len(), 1,
+                                                       std::numeric_limits<int32_t>::max(), 512,
+                                                       "spec.params.context_len"));
+  ASSIGN_OR_RETURN(params.probe_len, OptionalInRange(p.has_probe_len(), p.probe_len(), 1,
+                                                     std::numeric_limits<int32_t>::max(), 32,
+                                                     "spec.params.probe_len"));
+  if (params.probe_len >= params.context_len) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.params.probe_len: ", params.probe_len,
+                                                   " must be < context_len ", params.context_len));
+  }
+  std::vector<uint32_t> layers;
+  for (int i = 0; i < p.layers_size(); ++i) {
+    if (p.layers(i) < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.params.layers[", i, "]: ", p.layers(i), " is negative"));
+    }
+    layers.push_back(static_cast<uint32_t>(p.layers(i)));
+  }
+  // The server sorts and deduplicates (calibration.proto).
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  params.layers = std::move(layers);
+  return out;
+}
+
+void CalibrationDataToProto(const store::JobSpec& spec, bool with_inline_data,
+                            v1::CalibrationData* out) {
+  if (!spec.data_inline.empty()) {
+    // TODO(#4): the store does not keep text vs JSONL; JSONL is recognised by its first byte.
+    const bool jsonl = spec.data_inline.front() == '{';
+    if (jsonl) {
+      v1::JsonlLines* lines = out->mutable_jsonl();
+      if (with_inline_data) {
+        for (absl::string_view line : absl::StrSplit(spec.data_inline, '\n', absl::SkipEmpty())) {
+          lines->add_lines(std::string(line));
+        }
+      }
+    } else {
+      out->set_text(with_inline_data ? spec.data_inline : std::string());
+    }
+    out->set_inline_bytes(static_cast<int64_t>(spec.data_inline.size()));
+  } else if (!spec.data_path.empty()) {
+    out->set_path(spec.data_path);
+  } else {
+    out->set_builtin(kDefaultBuiltin);
+  }
+}
+
+void MethodParamsToProto(const store::MethodParams& params, v1::CalibrationParams* out) {
+  out->set_mode(params.mode == store::CalibrationMode::kPrefill ? v1::PERTURB_MODE_PREFILL
+                                                                : v1::PERTURB_MODE_CACHE);
+  out->set_alpha(static_cast<float>(params.alpha));
+  out->set_trials(static_cast<int32_t>(params.trials));
+  out->set_seed(params.seed);
+  out->set_samples(static_cast<int32_t>(params.samples));
+  out->set_context_len(static_cast<int32_t>(params.context_len));
+  out->set_probe_len(static_cast<int32_t>(params.probe_len));
+  for (uint32_t layer : params.layers) out->add_layers(static_cast<int32_t>(layer));
+}
+
+v1::JobState JobStateToProto(store::JobState state) {
+  switch (state) {
+    case store::JobState::kPending:
+      return v1::JOB_STATE_PENDING;
+    case store::JobState::kRunning:
+      return v1::JOB_STATE_RUNNING;
+    case store::JobState::kSucceeded:
+      return v1::JOB_STATE_SUCCEEDED;
+    case store::JobState::kFailed:
+      return v1::JOB_STATE_FAILED;
+    case store::JobState::kCancelled:
+      return v1::JOB_STATE_CANCELLED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+std::optional<store::JobState> JobStateFromProto(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_PENDING:
+      return store::JobState::kPending;
+    case v1::JOB_STATE_RUNNING:
+      return store::JobState::kRunning;
+    case v1::JOB_STATE_SUCCEEDED:
+      return store::JobState::kSucceeded;
+    case v1::JOB_STATE_FAILED:
+      return store::JobState::kFailed;
+    case v1::JOB_STATE_CANCELLED:
+      return store::JobState::kCancelled;
+    default:
+      return std::nullopt;
+  }
+}
+
+void TimeMsToProto(store::TimeMs ms, google::protobuf::Timestamp* out) {
+  int64_t seconds = ms / 1000;
+  int64_t millis = ms % 1000;
+  if (millis < 0) {
+    millis += 1000;
+    seconds -= 1;
+  }
+  out->set_seconds(seconds);
+  out->set_nanos(static_cast<int32_t>(millis * 1'000'000));
+}
+
+v1::Job JobToProto(const store::Job& job) {
+  v1::Job out;
+  out.set_job_id(FormatJobId(job.id));
+  v1::JobSpec* spec = out.mutable_spec();
+  spec->mutable_model()->set_model_hash(job.spec.model_hash);
+  spec->mutable_model()->set_path(job.spec.model_path);
+  CalibrationDataToProto(job.spec, /*with_inline_data=*/false, spec->mutable_data());
+  MethodParamsToProto(job.spec.params, spec->mutable_params());
+  spec->set_priority(job.spec.priority);
+  out.set_state(JobStateToProto(job.state));
+  v1::JobProgress* progress = out.mutable_progress();
+  progress->set_tasks_done(static_cast<int64_t>(job.tasks_done));
+  progress->set_tasks_total(static_cast<int64_t>(job.tasks_total));
+  progress->set_trials_done(static_cast<int64_t>(job.results_stored));
+  progress->set_trials_total(static_cast<int64_t>(job.tasks_total * job.spec.params.trials));
+  if (job.state == store::JobState::kFailed) {
+    // The store keeps the reason only; the code is not recorded.
+    out.mutable_error()->set_code(static_cast<int32_t>(absl::StatusCode::kUnknown));
+    out.mutable_error()->set_message(job.error);
+  }
+  out.set_idempotency_key(job.spec.idempotency_key);
+  out.set_profile_version(job.profile_version);
+  TimeMsToProto(job.created_at_ms, out.mutable_create_time());
+  TimeMsToProto(job.updated_at_ms, out.mutable_update_time());
+  if (IsTerminal(job.state)) TimeMsToProto(job.updated_at_ms, out.mutable_end_time());
+  return out;
+}
+
+v1::Job JobToProto(const JobProgress& progress) {
+  v1::Job out = JobToProto(progress.job);
+  out.mutable_progress()->set_workers(static_cast<int32_t>(progress.tasks_leased));
+  if (progress.eta_ms >= 0) {
+    out.mutable_progress()->mutable_eta()->set_seconds(progress.eta_ms / 1000);
+    out.mutable_progress()->mutable_eta()->set_nanos(
+        static_cast<int32_t>((progress.eta_ms % 1000) * 1'000'000));
+  }
+  return out;
+}
+
+v1::Profile ProfileToProto(const SensitivityProfile& profile, const store::ProfileVersion& record,
+                           bool with_layers) {
+  v1::Profile out;
+  out.set_model_hash(record.model_hash);
+  out.set_version(record.version);
+  if (record.job != store::kNoJob) out.set_job_id(FormatJobId(record.job));
+  TimeMsToProto(record.created_at_ms / 1000 * 1000, out.mutable_create_time());
+  v1::ModelInfo* model = out.mutable_model();
+  model->set_model_hash(profile.model.hash);
+  model->set_architecture(profile.model.architecture);
+  model->set_name(profile.model.name);
+  model->set_n_layers(static_cast<int32_t>(profile.model.n_layers));
+  model->set_n_kv_heads(static_cast<int32_t>(profile.model.n_kv_heads));
+  model->set_head_dim(static_cast<int32_t>(profile.model.head_dim));
+  model->set_d_model(static_cast<int32_t>(profile.model.d_model));
+  model->set_vocab_size(static_cast<int32_t>(profile.model.vocab_size));
+  v1::CalibrationParams* params = out.mutable_params();
+  params->set_mode(profile.params.mode == PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
+                                                                : v1::PERTURB_MODE_CACHE);
+  params->set_alpha(static_cast<float>(profile.params.alpha));
+  params->set_trials(static_cast<int32_t>(profile.params.trials));
+  params->set_seed(profile.params.seed);
+  params->set_samples(static_cast<int32_t>(profile.params.samples));
+  params->set_context_len(static_cast<int32_t>(profile.params.context_len));
+  params->set_probe_len(static_cast<int32_t>(profile.params.probe_len));
+  for (int64_t layer : profile.params.layers) params->add_layers(static_cast<int32_t>(layer));
+  out.set_data_source(profile.params.data_source);
+  out.set_tool_version(profile.tool_version);
+  if (with_layers) {
+    for (const LayerSensitivity& layer : profile.layers) {
+      v1::LayerSensitivity* l = out.add_layers();
+      l->set_layer(static_cast<int32_t>(layer.layer));
+      l->set_mean_kl(layer.mean_kl);
+      l->set_std_error(layer.std_error);
+      l->set_count(layer.count);
+      for (double m : layer.per_sample_mean) l->add_per_sample_mean(m);
+    }
+  }
+  return out;
+}
+
+StatusOr<BudgetRequest> BudgetRequestFromProto(const v1::BudgetParams& params) {
+  BudgetRequest out;
+  switch (params.total_case()) {
+    case v1::BudgetParams::kAverageTokens:
+      if (params.average_tokens() <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("params.average_tokens: ", params.average_tokens(), " must be > 0"));
+      }
+      out.options.average_tokens = params.average_tokens();
+      break;
+    case v1::BudgetParams::kTotalTokens:
+      if (params.total_tokens() <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("params.total_tokens: ", params.total_tokens(), " must be > 0"));
+      }
+      out.options.total_tokens = params.total_tokens();
+      break;
+    case v1::BudgetParams::TOTAL_NOT_SET:
+      return absl::InvalidArgumentError("params.average_tokens or params.total_tokens is required");
+  }
+  if (params.has_ratio()) out.options.ratio = params.ratio();
+  if (params.has_min_tokens()) out.options.min_tokens = params.min_tokens();
+  if (params.has_max_tokens()) out.options.max_tokens = params.max_tokens();
+  switch (params.normalization()) {
+    case v1::NORMALIZATION_UNSPECIFIED:
+    case v1::NORMALIZATION_MIN_MAX:
+      out.options.normalization = Normalization::kMinMax;
+      break;
+    case v1::NORMALIZATION_RANK:
+      out.options.normalization = Normalization::kRank;
+      break;
+    case v1::NORMALIZATION_LOG_MIN_MAX:
+      out.options.normalization = Normalization::kLogMinMax;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("params.normalization: unknown value ",
+                                                     static_cast<int>(params.normalization())));
+  }
+  if (params.has_context_len()) {
+    if (params.context_len() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("params.context_len: ", params.context_len(), " must be > 0"));
+    }
+    out.context_len = params.context_len();
+    out.options.max_context = params.context_len();
+  }
+  switch (params.format()) {
+    case v1::BUDGET_FORMAT_UNSPECIFIED:
+    case v1::BUDGET_FORMAT_NATIVE:
+      out.format = BudgetFormat::kNative;
+      break;
+    case v1::BUDGET_FORMAT_KVPRESS:
+      out.format = BudgetFormat::kKvpress;
+      if (!out.context_len) {
+        return absl::InvalidArgumentError(
+            "params.context_len is required for BUDGET_FORMAT_KVPRESS");
+      }
+      break;
+    case v1::BUDGET_FORMAT_TRTLLM:
+      out.format = BudgetFormat::kTrtllm;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("params.format: unknown value ", static_cast<int>(params.format())));
+  }
+  return out;
+}
+
+v1::BudgetMap BudgetMapToProto(const BudgetMap& map, const BudgetRequest& request,
+                               uint32_t profile_version, const std::string& formatted_json) {
+  v1::BudgetMap out;
+  out.set_model_hash(map.model_hash);
+  out.set_profile_version(profile_version);
+  v1::BudgetParams* params = out.mutable_params();
+  if (map.options.total_tokens) {
+    params->set_total_tokens(*map.options.total_tokens);
+  } else {
+    params->set_average_tokens(map.options.average_tokens);
+  }
+  params->set_ratio(map.options.ratio);
+  params->set_min_tokens(map.options.min_tokens);
+  if (map.options.max_tokens) params->set_max_tokens(*map.options.max_tokens);
+  switch (map.options.normalization) {
+    case Normalization::kMinMax:
+      params->set_normalization(v1::NORMALIZATION_MIN_MAX);
+      break;
+    case Normalization::kRank:
+      params->set_normalization(v1::NORMALIZATION_RANK);
+      break;
+    case Normalization::kLogMinMax:
+      params->set_normalization(v1::NORMALIZATION_LOG_MIN_MAX);
+      break;
+  }
+  if (request.context_len) params->set_context_len(*request.context_len);
+  switch (request.format) {
+    case BudgetFormat::kNative:
+      params->set_format(v1::BUDGET_FORMAT_NATIVE);
+      break;
+    case BudgetFormat::kKvpress:
+      params->set_format(v1::BUDGET_FORMAT_KVPRESS);
+      break;
+    case BudgetFormat::kTrtllm:
+      params->set_format(v1::BUDGET_FORMAT_TRTLLM);
+      break;
+  }
+  out.set_total_tokens(map.total_tokens);
+  for (int64_t t : map.tokens) out.add_tokens(t);
+  for (double m : map.multipliers) out.add_multipliers(m);
+  for (double n : map.normalized) out.add_normalized(n);
+  out.set_formatted_json(formatted_json);
+  return out;
+}
+
+StatusOr<WorkerRegistration> RegistrationFromProto(const v1::RegisterRequest& request) {
+  const std::string& id = request.worker_id();
+  if (id.empty()) return absl::InvalidArgumentError("worker_id is required");
+  if (id.size() > 128 || !IsPrintableAscii(id)) {
+    return absl::InvalidArgumentError("worker_id: must be 1..128 printable ASCII characters");
+  }
+  if (!request.has_model()) return absl::InvalidArgumentError("model is required");
+  RETURN_IF_ERROR(CheckModelHash(request.model().model_hash(), "model.model_hash"));
+  if (request.capacity() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("capacity: ", request.capacity(), " must be >= 1"));
+  }
+  WorkerRegistration out;
+  out.worker_id = id;
+  out.capacity = static_cast<uint32_t>(request.capacity());
+  const v1::ModelInfo& m = request.model();
+  out.model.hash = m.model_hash();
+  out.model.architecture = m.architecture();
+  out.model.name = m.name();
+  out.model.n_layers = m.n_layers();
+  out.model.n_kv_heads = m.n_kv_heads();
+  out.model.head_dim = m.head_dim();
+  out.model.d_model = m.d_model();
+  out.model.vocab_size = m.vocab_size();
+  return out;
+}
+
+std::string FormatTaskId(const store::TaskKey& key, uint32_t attempt) {
+  return absl::StrCat(key.job, "-", key.sample, "-", key.layer, "-", attempt);
+}
+
+StatusOr<store::TaskKey> ParseTaskId(std::string_view text, std::string_view field) {
+  const std::vector<absl::string_view> parts =
+      absl::StrSplit(absl::string_view(text.data(), text.size()), '-');
+  store::TaskKey key;
+  uint32_t attempt = 0;
+  if (parts.size() != 4 || !ParseDecimal(parts[0], &key.job) ||
+      !ParseDecimal(parts[1], &key.sample) || !ParseDecimal(parts[2], &key.layer) ||
+      !ParseDecimal(parts[3], &attempt)) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": \"",
+                                                   std::string(text.substr(0, 80)),
+                                                   "\" is not a task id of this scheduler"));
+  }
+  return key;
+}
+
+v1::TaskAssignment AssignmentToProto(const Assignment& assignment, const store::Job& job) {
+  v1::TaskAssignment out;
+  out.set_task_id(FormatTaskId(assignment.key, assignment.attempts));
+  out.set_job_id(FormatJobId(assignment.key.job));
+  out.set_model_hash(job.spec.model_hash);
+  out.set_sample(static_cast<int32_t>(assignment.key.sample));
+  out.set_layer(static_cast<int32_t>(assignment.key.layer));
+  MethodParamsToProto(job.spec.params, out.mutable_params());
+  return out;
+}
+
+}  // namespace ripplekv::scheduler::service

@@ -1,0 +1,132 @@
+#include "scheduler/service/scheduler_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace ripplekv::scheduler::service {
+namespace {
+
+constexpr int kMaxReceiveBytes = 64 << 20;  // inline data on SubmitJob (docs/API.md)
+constexpr const char* kServices[] = {"ripplekv.v1.CalibrationService", "ripplekv.v1.WorkerService"};
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
+    const SchedulerServerOptions& options) {
+  if (options.db_path.empty()) return absl::InvalidArgumentError("db_path is required");
+  if (options.lease_ms <= 0 || options.heartbeat_timeout_ms <= 0 ||
+      options.heartbeat_interval_ms <= 0 || options.expire_interval_ms <= 0 ||
+      options.watch_poll_ms <= 0) {
+    return absl::InvalidArgumentError("lease, heartbeat, expiry and poll periods must be > 0 ms");
+  }
+  if (options.heartbeat_interval_ms >= options.heartbeat_timeout_ms) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("heartbeat_timeout_ms: ", options.heartbeat_timeout_ms,
+                     " must exceed the heartbeat interval ", options.heartbeat_interval_ms));
+  }
+  std::unique_ptr<SchedulerServer> server(new SchedulerServer());
+  store::StoreOptions store_options;
+  store_options.sync_writes = options.sync_writes;
+  ASSIGN_OR_RETURN(server->store_, store::OpenStore(options.db_path, store_options));
+  if (server->store_->RecoveredLeases() > 0) {
+    spdlog::info("recovered {} leased tasks to pending", server->store_->RecoveredLeases());
+  }
+  SchedulerOptions scheduler_options;
+  scheduler_options.lease_duration_ms = options.lease_ms;
+  scheduler_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
+  server->scheduler_ = std::make_unique<Scheduler>(server->store_.get(), scheduler_options, &NowMs);
+
+  WorkerServiceOptions worker_options;
+  worker_options.heartbeat_interval_ms = options.heartbeat_interval_ms;
+  worker_options.lease_timeout_ms = options.heartbeat_timeout_ms;
+  server->worker_service_ = std::make_unique<WorkerServiceImpl>(
+      server->scheduler_.get(), server->store_.get(), worker_options);
+  CalibrationServiceOptions calibration_options;
+  calibration_options.watch_poll_ms = options.watch_poll_ms;
+  WorkerServiceImpl* workers = server->worker_service_.get();
+  calibration_options.on_revocations = [workers](const std::vector<Revocation>& revocations) {
+    workers->Revoke(revocations);
+  };
+  server->calibration_service_ = std::make_unique<CalibrationServiceImpl>(
+      server->scheduler_.get(), server->store_.get(), std::move(calibration_options));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->calibration_service_.get());
+  builder.RegisterService(server->worker_service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+  // Keepalive (docs/API.md "Deadlines, keepalive, sizes").
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  }
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  if (health != nullptr) {
+    for (const char* service : kServices) health->SetServingStatus(service, true);
+  }
+  server->timer_ =
+      std::thread(&SchedulerServer::TimerLoop, server.get(), options.expire_interval_ms);
+  return server;
+}
+
+SchedulerServer::~SchedulerServer() { Shutdown(); }
+
+void SchedulerServer::TimerLoop(int64_t interval_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (
+      !cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stopping_; })) {
+    lock.unlock();
+    StatusOr<ExpireOutcome> outcome = scheduler_->ExpireLeases();
+    if (!outcome.ok()) {
+      spdlog::error("expiring leases: {}", outcome.status().ToString());
+    } else {
+      for (const std::string& worker : outcome->dropped_workers) {
+        spdlog::warn("worker {} silent past the heartbeat timeout; dropped", worker);
+      }
+      if (!outcome->released.empty()) {
+        spdlog::info("{} expired leases returned to pending", outcome->released.size());
+      }
+    }
+    lock.lock();
+  }
+}
+
+void SchedulerServer::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (server_ != nullptr) {
+    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+    if (health != nullptr) health->SetServingStatus(false);
+  }
+  if (timer_.joinable()) timer_.join();
+  if (calibration_service_ != nullptr) calibration_service_->Shutdown();
+  if (worker_service_ != nullptr) worker_service_->Shutdown();
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Wait();
+  }
+}
+
+}  // namespace ripplekv::scheduler::service

@@ -1,0 +1,75 @@
+#pragma once
+// The scheduler daemon's server (DESIGN.md §3, docs/API.md): opens the store, builds the
+// scheduler core, serves CalibrationService and WorkerService with the health service and
+// reflection on one address with the documented keepalive settings, and runs a timer that calls
+// Scheduler::ExpireLeases. `ripplekv-scheduler` (main.cc) and the integration tests use it.
+//
+// Thread-safety: Shutdown() may be called from any thread, once or more.
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "kernels/base/status.h"
+#include "scheduler/core/scheduler.h"
+#include "scheduler/service/calibration_service.h"
+#include "scheduler/service/worker_service.h"
+#include "store/store.h"
+
+namespace ripplekv::scheduler::service {
+
+struct SchedulerServerOptions {
+  std::string listen = "127.0.0.1:0";     // host:port; port 0 picks a free one (see port())
+  std::string db_path;                    // RocksDB directory, created if missing; required
+  int64_t lease_ms = 120'000;             // a lease's deadline, ms after leasing or a heartbeat
+  int64_t heartbeat_timeout_ms = 30'000;  // a worker silent this long is dropped, ms
+  int64_t heartbeat_interval_ms = 2'000;  // told to workers, ms
+  int64_t expire_interval_ms = 1'000;     // how often the timer calls ExpireLeases, ms
+  int64_t watch_poll_ms = 200;            // WatchJob polling period, ms
+  bool sync_writes = true;                // fsync every store change (store/store.h)
+};
+
+class SchedulerServer {
+ public:
+  // Opens the store and starts serving. Errors: InvalidArgument (no db_path, bad durations),
+  // the store's errors (Unavailable when another process holds the database), Unavailable when
+  // the address cannot be bound.
+  [[nodiscard]] static StatusOr<std::unique_ptr<SchedulerServer>> Start(
+      const SchedulerServerOptions& options);
+
+  ~SchedulerServer();
+  SchedulerServer(const SchedulerServer&) = delete;
+  SchedulerServer& operator=(const SchedulerServer&) = delete;
+
+  // The bound port (useful with port 0).
+  int port() const { return port_; }
+
+  // Health NOT_SERVING first, then stops the timer, ends the streams (UNAVAILABLE) and stops
+  // the server, giving unary calls in flight up to 2 s. Idempotent.
+  void Shutdown();
+
+  Scheduler& scheduler() { return *scheduler_; }
+
+ private:
+  SchedulerServer() = default;
+  void TimerLoop(int64_t interval_ms);
+
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<CalibrationServiceImpl> calibration_service_;
+  std::unique_ptr<grpc::Server> server_;  // last: destroyed first
+  int port_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread timer_;
+};
+
+}  // namespace ripplekv::scheduler::service

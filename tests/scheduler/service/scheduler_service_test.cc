@@ -1,0 +1,579 @@
+// The scheduler's gRPC services end to end in one process: a SchedulerServer on 127.0.0.1:0 over
+// a real RocksDB in a temporary directory, called through real stubs. Every call has a deadline.
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ripplekv/v1/calibration.grpc.pb.h"
+#include "ripplekv/v1/worker.grpc.pb.h"
+#include "scheduler/service/convert.h"
+#include "scheduler/service/scheduler_server.h"
+
+namespace ripplekv::scheduler::service {
+namespace {
+
+constexpr auto kCallTimeout = std::chrono::seconds(10);
+constexpr auto kStreamTimeout = std::chrono::seconds(30);
+const std::string kHash(64, 'a');
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "ripplekv_ssvc_XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void SetDeadline(grpc::ClientContext* context, std::chrono::seconds timeout = kCallTimeout) {
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+v1::ModelInfo Model(int32_t n_layers) {
+  v1::ModelInfo model;
+  model.set_model_hash(kHash);
+  model.set_architecture("llama");
+  model.set_name("test-model");
+  model.set_n_layers(n_layers);
+  model.set_n_kv_heads(3);
+  model.set_head_dim(64);
+  model.set_d_model(576);
+  model.set_vocab_size(49152);
+  return model;
+}
+
+v1::SubmitJobRequest OneSampleJob() {
+  v1::SubmitJobRequest request;
+  request.mutable_spec()->mutable_model()->set_model_hash(kHash);
+  v1::CalibrationParams* params = request.mutable_spec()->mutable_params();
+  params->set_alpha(0.5f);
+  params->set_trials(2);
+  params->set_samples(1);
+  params->set_context_len(16);
+  params->set_probe_len(4);
+  return request;
+}
+
+class SchedulerServiceTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    SchedulerServerOptions options;
+    options.db_path = dir_.path() + "/db";
+    options.sync_writes = false;
+    options.watch_poll_ms = 50;
+    options.expire_interval_ms = 100;
+    StatusOr<std::unique_ptr<SchedulerServer>> server = SchedulerServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    ASSERT_GT(server_->port(), 0);
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                       grpc::InsecureChannelCredentials());
+    calibration_ = v1::CalibrationService::NewStub(channel);
+    workers_ = v1::WorkerService::NewStub(channel);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  // Registers a worker of a `n_layers`-layer model; returns its session id.
+  std::string Register(const std::string& worker_id, int32_t n_layers = 2, int32_t capacity = 2) {
+    v1::RegisterRequest request;
+    request.set_worker_id(worker_id);
+    *request.mutable_model() = Model(n_layers);
+    request.set_capacity(capacity);
+    v1::RegisterResponse response;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    const grpc::Status status = workers_->Register(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.session_id();
+  }
+
+  grpc::Status Submit(const v1::SubmitJobRequest& request, v1::SubmitJobResponse* response) {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    return calibration_->SubmitJob(&context, request, response);
+  }
+
+  grpc::Status GetJob(const std::string& id, v1::Job* job) {
+    v1::GetJobRequest request;
+    request.set_job_id(id);
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    return calibration_->GetJob(&context, request, job);
+  }
+
+  grpc::Status Cancel(const std::string& id, v1::Job* job) {
+    v1::CancelJobRequest request;
+    request.set_job_id(id);
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    return calibration_->CancelJob(&context, request, job);
+  }
+
+  grpc::Status GetProfile(const std::string& hash, v1::Profile* profile) {
+    v1::GetProfileRequest request;
+    request.set_model_hash(hash);
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    return calibration_->GetProfile(&context, request, profile);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<SchedulerServer> server_;
+  std::unique_ptr<v1::CalibrationService::Stub> calibration_;
+  std::unique_ptr<v1::WorkerService::Stub> workers_;
+};
+
+// A fake worker on a real Connect stream.
+class FakeWorker {
+ public:
+  FakeWorker(v1::WorkerService::Stub* stub, const std::string& worker_id,
+             const std::string& session_id)
+      : worker_id_(worker_id) {
+    SetDeadline(&context_, kStreamTimeout);
+    stream_ = stub->Connect(&context_);
+    v1::WorkerMessage hello;
+    hello.mutable_hello()->set_worker_id(worker_id);
+    hello.mutable_hello()->set_session_id(session_id);
+    EXPECT_TRUE(stream_->Write(hello));
+  }
+
+  bool Send(const v1::WorkerMessage& message) { return stream_->Write(message); }
+
+  void Heartbeat(uint64_t sequence) {
+    v1::WorkerMessage message;
+    message.mutable_heartbeat()->set_sequence(sequence);
+    EXPECT_TRUE(Send(message));
+  }
+
+  // Reads until `count` task assignments arrived (other messages are kept in `others`).
+  std::vector<v1::TaskAssignment> ReadAssignments(size_t count) {
+    std::vector<v1::TaskAssignment> out;
+    v1::SchedulerMessage message;
+    while (out.size() < count && stream_->Read(&message)) {
+      if (message.has_task_assignment()) {
+        out.push_back(message.task_assignment());
+      } else {
+        others.push_back(message);
+      }
+    }
+    return out;
+  }
+
+  bool Read(v1::SchedulerMessage* message) { return stream_->Read(message); }
+
+  grpc::Status End() {
+    stream_->WritesDone();
+    v1::SchedulerMessage drain;
+    while (stream_->Read(&drain)) {
+    }
+    return stream_->Finish();
+  }
+
+  std::vector<v1::SchedulerMessage> others;
+
+ private:
+  std::string worker_id_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::SchedulerMessage>> stream_;
+};
+
+TEST_F(SchedulerServiceTest, SubmitGetListAndCancelAJob) {
+  Register("w1");
+  v1::SubmitJobResponse first;
+  ASSERT_TRUE(Submit(OneSampleJob(), &first).ok());
+  EXPECT_FALSE(first.job().job_id().empty());
+  EXPECT_EQ(first.job().state(), v1::JOB_STATE_PENDING);
+  EXPECT_EQ(first.job().progress().tasks_total(), 2);  // 1 sample x 2 layers
+  EXPECT_EQ(first.job().progress().trials_total(), 4);
+  EXPECT_EQ(first.job().spec().params().samples(), 1);
+  EXPECT_EQ(first.job().spec().data().builtin(), "sherlock-holmes");
+  EXPECT_FALSE(first.existing());
+
+  v1::SubmitJobResponse second;
+  ASSERT_TRUE(Submit(OneSampleJob(), &second).ok());
+  EXPECT_NE(second.job().job_id(), first.job().job_id());
+
+  v1::Job got;
+  ASSERT_TRUE(GetJob(first.job().job_id(), &got).ok());
+  EXPECT_EQ(got.job_id(), first.job().job_id());
+  EXPECT_EQ(got.spec().params().alpha(), 0.5f);
+
+  v1::ListJobsRequest list_request;
+  v1::ListJobsResponse list;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    ASSERT_TRUE(calibration_->ListJobs(&context, list_request, &list).ok());
+  }
+  ASSERT_EQ(list.jobs_size(), 2);
+  EXPECT_EQ(list.jobs(0).job_id(), second.job().job_id());  // newest first
+  EXPECT_EQ(list.jobs(1).job_id(), first.job().job_id());
+
+  list_request.set_page_size(1);
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    ASSERT_TRUE(calibration_->ListJobs(&context, list_request, &list).ok());
+  }
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_FALSE(list.next_page_token().empty());
+
+  v1::Job cancelled;
+  ASSERT_TRUE(Cancel(first.job().job_id(), &cancelled).ok());
+  EXPECT_EQ(cancelled.state(), v1::JOB_STATE_CANCELLED);
+  ASSERT_TRUE(Cancel(first.job().job_id(), &cancelled).ok()) << "cancelling twice is a no-op";
+  EXPECT_EQ(cancelled.state(), v1::JOB_STATE_CANCELLED);
+
+  list_request.Clear();
+  list_request.add_states(v1::JOB_STATE_CANCELLED);
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    ASSERT_TRUE(calibration_->ListJobs(&context, list_request, &list).ok());
+  }
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_EQ(list.jobs(0).job_id(), first.job().job_id());
+}
+
+TEST_F(SchedulerServiceTest, IdempotencyKeyReturnsTheFirstJob) {
+  Register("w1");
+  v1::SubmitJobRequest request = OneSampleJob();
+  request.set_idempotency_key("key-1");
+  v1::SubmitJobResponse first, again, other;
+  ASSERT_TRUE(Submit(request, &first).ok());
+  ASSERT_TRUE(Submit(request, &again).ok());
+  EXPECT_TRUE(again.existing());
+  EXPECT_EQ(again.job().job_id(), first.job().job_id());
+  request.mutable_spec()->mutable_params()->set_trials(3);
+  EXPECT_EQ(Submit(request, &other).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+}
+
+TEST_F(SchedulerServiceTest, BadRequestsNameTheField) {
+  v1::SubmitJobResponse response;
+  // No worker holds the model yet: the layer count is unknown.
+  grpc::Status status = Submit(OneSampleJob(), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("model_n_layers"), std::string::npos)
+      << status.error_message();
+
+  Register("w1");
+  v1::SubmitJobRequest no_spec;
+  status = Submit(no_spec, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec"), std::string::npos);
+
+  v1::SubmitJobRequest no_model = OneSampleJob();
+  no_model.mutable_spec()->clear_model();
+  status = Submit(no_model, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.model"), std::string::npos) << status.error_message();
+
+  v1::SubmitJobRequest empty_hash = OneSampleJob();
+  empty_hash.mutable_spec()->mutable_model()->clear_model_hash();
+  status = Submit(empty_hash, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.model.model_hash"), std::string::npos)
+      << status.error_message();
+
+  v1::SubmitJobRequest negative_alpha = OneSampleJob();
+  negative_alpha.mutable_spec()->mutable_params()->set_alpha(-1.0f);
+  status = Submit(negative_alpha, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.params.alpha"), std::string::npos)
+      << status.error_message();
+
+  v1::SubmitJobRequest zero_trials = OneSampleJob();
+  zero_trials.mutable_spec()->mutable_params()->set_trials(0);
+  status = Submit(zero_trials, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.params.trials"), std::string::npos);
+
+  v1::SubmitJobRequest bad_layer = OneSampleJob();
+  bad_layer.mutable_spec()->mutable_params()->add_layers(7);  // the model has 2
+  status = Submit(bad_layer, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("layers"), std::string::npos) << status.error_message();
+
+  v1::Job job;
+  status = GetJob("12345", &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+  status = GetJob("", &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("job_id"), std::string::npos);
+  status = Cancel("12345", &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  v1::Profile profile;
+  status = GetProfile(std::string(64, 'b'), &profile);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+  status = GetProfile("not-a-hash", &profile);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("model_hash"), std::string::npos);
+
+  v1::RegisterRequest bad_worker;
+  bad_worker.set_worker_id("w2");
+  *bad_worker.mutable_model() = Model(2);
+  bad_worker.set_capacity(0);
+  v1::RegisterResponse registered;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  status = workers_->Register(&context, bad_worker, &registered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("capacity"), std::string::npos);
+}
+
+TEST_F(SchedulerServiceTest, StreamWithoutHelloIsRefused) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  auto stream = workers_->Connect(&context);
+  v1::WorkerMessage heartbeat;
+  heartbeat.mutable_heartbeat()->set_sequence(1);
+  stream->Write(heartbeat);
+  stream->WritesDone();
+  v1::SchedulerMessage ignored;
+  while (stream->Read(&ignored)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+}
+
+TEST_F(SchedulerServiceTest, FakeWorkerCompletesAJobAndTheProfileIsServed) {
+  const std::string session = Register("w1", /*n_layers=*/2, /*capacity=*/2);
+  v1::SubmitJobResponse submitted;
+  ASSERT_TRUE(Submit(OneSampleJob(), &submitted).ok());
+  const std::string job_id = submitted.job().job_id();
+
+  // A watcher from the start: snapshot first, a terminal state change last, then OK.
+  std::vector<v1::JobEvent> events;
+  grpc::Status watch_status;
+  std::thread watcher([&] {
+    grpc::ClientContext context;
+    SetDeadline(&context, kStreamTimeout);
+    v1::WatchJobRequest request;
+    request.set_job_id(job_id);
+    auto reader = calibration_->WatchJob(&context, request);
+    v1::JobEvent event;
+    while (reader->Read(&event)) events.push_back(event);
+    watch_status = reader->Finish();
+  });
+
+  FakeWorker worker(workers_.get(), "w1", session);
+  std::vector<v1::TaskAssignment> tasks = worker.ReadAssignments(2);
+  ASSERT_EQ(tasks.size(), 2u);
+
+  {
+    v1::GetJobDataRequest request;
+    request.set_job_id(job_id);
+    v1::GetJobDataResponse data;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    ASSERT_TRUE(workers_->GetJobData(&context, request, &data).ok());
+    EXPECT_EQ(data.data().builtin(), "sherlock-holmes");
+  }
+
+  std::map<int32_t, double> kl_of_layer = {{0, 0.25}, {1, 1.5}};
+  for (const v1::TaskAssignment& task : tasks) {
+    EXPECT_EQ(task.job_id(), job_id);
+    EXPECT_EQ(task.model_hash(), kHash);
+    EXPECT_EQ(task.sample(), 0);
+    EXPECT_EQ(task.params().trials(), 2);
+    v1::WorkerMessage accepted;
+    accepted.mutable_task_accepted()->set_task_id(task.task_id());
+    ASSERT_TRUE(worker.Send(accepted));
+    for (int trial = 0; trial < 2; ++trial) {
+      v1::WorkerMessage result;
+      v1::TrialResult* r = result.mutable_trial_result();
+      r->set_task_id(task.task_id());
+      r->set_job_id(task.job_id());
+      r->set_sample(task.sample());
+      r->set_layer(task.layer());
+      r->set_trial(trial);
+      r->set_kl(kl_of_layer[task.layer()] * (trial + 1));
+      ASSERT_TRUE(worker.Send(result));
+    }
+    v1::WorkerMessage done;
+    done.mutable_task_done()->set_task_id(task.task_id());
+    done.mutable_task_done()->set_job_id(task.job_id());
+    done.mutable_task_done()->set_sample(task.sample());
+    done.mutable_task_done()->set_layer(task.layer());
+    ASSERT_TRUE(worker.Send(done));
+  }
+
+  v1::Job job;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    ASSERT_TRUE(GetJob(job_id, &job).ok());
+    if (job.state() == v1::JOB_STATE_SUCCEEDED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < give_up);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.DebugString();
+  EXPECT_EQ(job.profile_version(), 1);
+  EXPECT_EQ(job.progress().tasks_done(), 2);
+  EXPECT_EQ(job.progress().trials_done(), 4);
+
+  watcher.join();
+  EXPECT_TRUE(watch_status.ok()) << watch_status.error_message();
+  ASSERT_GE(events.size(), 1u);
+  EXPECT_TRUE(events.front().has_snapshot());
+  if (events.size() == 1) {
+    // The job finished before the watcher's first read: the snapshot itself is terminal.
+    EXPECT_EQ(events.front().snapshot().state(), v1::JOB_STATE_SUCCEEDED);
+  } else {
+    ASSERT_TRUE(events.back().has_state_change());
+    EXPECT_EQ(events.back().state_change().current(), v1::JOB_STATE_SUCCEEDED);
+  }
+
+  v1::Profile profile;
+  ASSERT_TRUE(GetProfile(kHash, &profile).ok());
+  EXPECT_EQ(profile.version(), 1);
+  EXPECT_EQ(profile.job_id(), job_id);
+  EXPECT_EQ(profile.model().n_layers(), 2);
+  ASSERT_EQ(profile.layers_size(), 2);
+  EXPECT_EQ(profile.layers(0).layer(), 0);
+  EXPECT_DOUBLE_EQ(profile.layers(0).mean_kl(), 0.375);  // (0.25 + 0.5) / 2
+  EXPECT_DOUBLE_EQ(profile.layers(1).mean_kl(), 2.25);   // (1.5 + 3) / 2
+  EXPECT_EQ(profile.layers(1).count(), 2);
+
+  v1::GetBudgetMapRequest budget_request;
+  budget_request.set_model_hash(kHash);
+  budget_request.mutable_params()->set_average_tokens(100);
+  v1::BudgetMap budget;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    const grpc::Status status = calibration_->GetBudgetMap(&context, budget_request, &budget);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  ASSERT_EQ(budget.tokens_size(), 2);
+  EXPECT_EQ(budget.tokens(0) + budget.tokens(1), 200);
+  EXPECT_LT(budget.tokens(0), budget.tokens(1)) << "layer 1 is the more sensitive";
+  EXPECT_EQ(budget.profile_version(), 1);
+  EXPECT_FALSE(budget.formatted_json().empty());
+
+  v1::ListProfilesResponse profiles;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    ASSERT_TRUE(calibration_->ListProfiles(&context, v1::ListProfilesRequest(), &profiles).ok());
+  }
+  ASSERT_EQ(profiles.profiles_size(), 1);
+  EXPECT_EQ(profiles.profiles(0).layers_size(), 0);
+
+  EXPECT_TRUE(worker.End().ok());
+}
+
+TEST_F(SchedulerServiceTest, CancelSendsTheWorkerATaskCancellation) {
+  const std::string session = Register("w1", /*n_layers=*/2, /*capacity=*/1);
+  v1::SubmitJobResponse submitted;
+  ASSERT_TRUE(Submit(OneSampleJob(), &submitted).ok());
+  FakeWorker worker(workers_.get(), "w1", session);
+  std::vector<v1::TaskAssignment> tasks = worker.ReadAssignments(1);
+  ASSERT_EQ(tasks.size(), 1u);
+
+  v1::Job cancelled;
+  ASSERT_TRUE(Cancel(submitted.job().job_id(), &cancelled).ok());
+  v1::SchedulerMessage message;
+  bool got = false;
+  while (!got && worker.Read(&message)) {
+    if (message.has_task_cancellation()) {
+      EXPECT_EQ(message.task_cancellation().task_id(), tasks[0].task_id());
+      got = true;
+    }
+  }
+  EXPECT_TRUE(got);
+  EXPECT_TRUE(worker.End().ok());
+}
+
+TEST_F(SchedulerServiceTest, WatchOfAnUnknownJobIsNotFound) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::WatchJobRequest request;
+  request.set_job_id("999");
+  auto reader = calibration_->WatchJob(&context, request);
+  v1::JobEvent event;
+  EXPECT_FALSE(reader->Read(&event));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(SchedulerServiceTest, HealthServiceAnswersServing) {
+  // grpc.health.v1.HealthCheckRequest{service: "ripplekv.v1.CalibrationService"} by hand: the
+  // health messages are not in our generated code.
+  const std::string service = "ripplekv.v1.CalibrationService";
+  std::string request = std::string(1, '\x0a') + static_cast<char>(service.size()) + service;
+  grpc::GenericStub stub(grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                             grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  grpc::CompletionQueue queue;
+  grpc::Slice slice(request);
+  grpc::ByteBuffer buffer(&slice, 1);
+  auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", buffer, &queue);
+  call->StartCall();
+  grpc::ByteBuffer reply;
+  grpc::Status status;
+  call->Finish(&reply, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  ASSERT_EQ(queue.AsyncNext(&tag, &ok, std::chrono::system_clock::now() + kCallTimeout),
+            grpc::CompletionQueue::GOT_EVENT);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(reply.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01"));  // status: SERVING
+}
+
+TEST(ConvertTest, StatusCodesMapOneToOne) {
+  for (int code = 0; code <= 16; ++code) {
+    const Status status(static_cast<absl::StatusCode>(code), code == 0 ? "" : "why");
+    const grpc::Status grpc_status = ToGrpcStatus(status);
+    EXPECT_EQ(static_cast<int>(grpc_status.error_code()), code);
+    EXPECT_EQ(FromGrpcStatus(grpc_status), status);
+  }
+}
+
+TEST(ConvertTest, TaskIdsRoundTrip) {
+  const store::TaskKey key{42, 3, 17};
+  StatusOr<store::TaskKey> parsed = ParseTaskId(FormatTaskId(key, 5), "task_id");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, key);
+  EXPECT_FALSE(ParseTaskId("42-3", "task_id").ok());
+  EXPECT_FALSE(ParseTaskId("a-b-c-d", "task_id").ok());
+}
+
+TEST(ConvertTest, AlphaIsCarriedBitForBit) {
+  v1::SubmitJobRequest request = OneSampleJob();
+  request.mutable_spec()->mutable_params()->set_alpha(0.1f);
+  StatusOr<SubmitRequest> submit = SubmitRequestFromProto(request);
+  ASSERT_TRUE(submit.ok()) << submit.status();
+  EXPECT_EQ(submit->spec.params.alpha, static_cast<double>(0.1f));
+  v1::CalibrationParams back;
+  MethodParamsToProto(submit->spec.params, &back);
+  EXPECT_EQ(back.alpha(), 0.1f);
+}
+
+}  // namespace
+}  // namespace ripplekv::scheduler::service

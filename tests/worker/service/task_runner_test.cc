@@ -1,0 +1,135 @@
+#include "worker/service/task_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "tests/worker/engine/tiny_model.h"
+#include "tests/worker/tokenizer/test_vocab.h"
+
+namespace ripplekv::worker {
+namespace {
+
+const std::string kHash(64, 'a');
+
+struct Fixture {
+  Model model;
+  std::unique_ptr<Transformer> transformer;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+// Tiny model with a byte-level vocabulary (ids 0..255 are bytes), so text data works.
+std::unique_ptr<Fixture> MakeFixture() {
+  auto f = std::make_unique<Fixture>();
+  f->model = testing::MakeTinyModel({.n_layers = 3, .vocab = 256});
+  f->transformer = std::make_unique<Transformer>(Transformer::Create(f->model, {}).value());
+  f->tokenizer = CreateTokenizer(testing::ByteLevelSpec({})).value();
+  return f;
+}
+
+std::string Text(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s.push_back(static_cast<char>('a' + rng() % 26));
+  return s;
+}
+
+TaskSpec Spec(int sample, int layer) {
+  TaskSpec spec;
+  spec.task_id = "t";
+  spec.job_id = "job1";
+  spec.model_hash = kHash;
+  spec.sample = sample;
+  spec.layer = layer;
+  spec.trials = {.alpha = 0.5f, .trials = 3, .seed = 11};
+  spec.data = {.samples = 2, .context_len = 24, .probe_len = 6};
+  return spec;
+}
+
+TEST(TaskRunnerTest, ResultsEqualSampleCalibratorRunLayer) {
+  auto f = MakeFixture();
+  TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, {});
+  JobData data;
+  data.source = JobData::Source::kText;
+  data.text = Text(200, 1);
+  ASSERT_TRUE(runner.LoadJob("job1", data, Spec(0, 0).data).ok());
+  auto set = CalibrationDataFromText(data.text, "x", *f->tokenizer, Spec(0, 0).data);
+  ASSERT_TRUE(set.ok()) << set.status();
+  for (int layer = 0; layer < 3; ++layer) {
+    const TaskSpec spec = Spec(1, layer);
+    auto out = runner.Run(spec);
+    ASSERT_TRUE(out.ok()) << out.status();
+    auto cal = SampleCalibrator::Prepare(*f->transformer, 1, set->samples[1].context,
+                                         set->samples[1].probe, PerturbMode::kCache);
+    ASSERT_TRUE(cal.ok());
+    auto want = (*cal)->RunLayer(layer, spec.trials);
+    ASSERT_TRUE(want.ok());
+    ASSERT_EQ(out->kl.size(), 3u);
+    EXPECT_EQ(out->kl, *want) << "layer " << layer;  // bit-identical
+    EXPECT_GT(out->kl[0], 0.0);
+  }
+}
+
+TEST(TaskRunnerTest, RefusesModelHashMismatchAndBadLayer) {
+  auto f = MakeFixture();
+  TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, {});
+  TaskSpec spec = Spec(0, 0);
+  EXPECT_FALSE(runner.Check(spec).has_value());
+  spec.model_hash = std::string(64, 'b');
+  auto r = runner.Check(spec);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->reason, Refusal::kModelHashMismatch);
+  EXPECT_NE(r->message.find(kHash), std::string::npos) << r->message;
+  spec = Spec(0, 3);  // the tiny model has layers 0..2
+  r = runner.Check(spec);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->reason, Refusal::kInvalidTask);
+}
+
+TEST(TaskRunnerTest, ReusesPrefillAcrossLayersOfOneSampleAndDropsJob) {
+  auto f = MakeFixture();
+  TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, {});
+  JobData data;
+  data.source = JobData::Source::kText;
+  data.text = Text(200, 2);
+  ASSERT_TRUE(runner.LoadJob("job1", data, Spec(0, 0).data).ok());
+  auto first = runner.Run(Spec(0, 0));
+  auto second = runner.Run(Spec(0, 2));
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_FALSE(first->prefill_reused);
+  EXPECT_TRUE(second->prefill_reused);
+  EXPECT_EQ(runner.cache_stats().misses, 1);
+  EXPECT_EQ(runner.cache_stats().hits, 1);
+  auto keys = runner.CachedSamples();
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(keys[0].job_id, "job1");
+  EXPECT_EQ(keys[0].sample, 0);
+  runner.DropJob("job1");
+  EXPECT_TRUE(runner.CachedSamples().empty());
+  EXPECT_FALSE(runner.HasJob("job1"));
+  EXPECT_EQ(runner.Run(Spec(0, 1)).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TaskRunnerTest, InlineJsonlLinesAreReadAsJsonlSamples) {
+  auto f = MakeFixture();
+  JobData data;
+  data.source = JobData::Source::kJsonl;
+  data.jsonl_lines = {"{\"text\": \"" + Text(40, 3) + "\"}", "{\"text\": \"" + Text(40, 4) + "\"}"};
+  const DataOptions options{.samples = 2, .context_len = 24, .probe_len = 6};
+  auto set = BuildCalibrationSet(data, *f->tokenizer, options);
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->samples.size(), 2u);
+  auto ids = f->tokenizer->Encode(Text(40, 4));
+  EXPECT_EQ(set->samples[1].context, std::vector<int32_t>(ids.begin(), ids.begin() + 24));
+}
+
+TEST(TaskRunnerTest, SampleOutOfRangeIsInvalidArgument) {
+  auto f = MakeFixture();
+  TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, {});
+  runner.SetJobSamples("job1", {});
+  EXPECT_EQ(runner.Run(Spec(0, 0)).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ripplekv::worker

@@ -1,0 +1,273 @@
+// The worker's gRPC client against a fake in-process WorkerService on loopback.
+#include "worker/service/worker_client.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "grpcpp/grpcpp.h"
+#include "ripplekv/v1/worker.grpc.pb.h"
+#include "tests/worker/engine/tiny_model.h"
+#include "tests/worker/tokenizer/test_vocab.h"
+
+namespace ripplekv::worker {
+namespace {
+
+namespace pb = ::ripplekv::v1;
+using namespace std::chrono_literals;
+
+const std::string kHash(64, 'a');
+
+std::string Text(size_t n) {
+  std::mt19937 rng(5);
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s.push_back(static_cast<char>('a' + rng() % 26));
+  return s;
+}
+
+// Hands `assignment` (when set) to the first stream, records everything a worker sends.
+class FakeScheduler final : public pb::WorkerService::Service {
+ public:
+  grpc::Status Register(grpc::ServerContext*, const pb::RegisterRequest* req,
+                        pb::RegisterResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++registrations_;
+    last_register_ = *req;
+    resp->set_session_id("session-" + std::to_string(registrations_));
+    resp->mutable_heartbeat_interval()->set_nanos(50'000'000);
+    resp->mutable_lease_timeout()->set_seconds(1);
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Connect(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<pb::SchedulerMessage, pb::WorkerMessage>* stream) override {
+    pb::WorkerMessage msg;
+    if (!stream->Read(&msg) || !msg.has_hello()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "hello first");
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++connects_;
+      cv_.notify_all();
+    }
+    std::optional<pb::TaskAssignment> assignment;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::swap(assignment, assignment_);
+    }
+    if (assignment) {
+      pb::SchedulerMessage out;
+      *out.mutable_task_assignment() = *assignment;
+      stream->Write(out);
+    }
+    while (stream->Read(&msg)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (msg.has_heartbeat()) {
+        last_heartbeat_ = msg.heartbeat();
+        ++heartbeats_;
+      } else {
+        received_.push_back(msg);
+      }
+      cv_.notify_all();
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetJobData(grpc::ServerContext*, const pb::GetJobDataRequest* req,
+                          pb::GetJobDataResponse* resp) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++job_data_calls_;
+    if (req->job_id() != "job1") return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job");
+    resp->mutable_data()->set_text(Text(200));
+    return grpc::Status::OK;
+  }
+
+  void SetAssignment(pb::TaskAssignment a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    assignment_ = std::move(a);
+  }
+  // Waits up to `timeout` for `pred` (called with the lock held).
+  bool WaitFor(std::chrono::milliseconds timeout, const std::function<bool()>& pred) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, pred);
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int registrations_ = 0;
+  int connects_ = 0;
+  int heartbeats_ = 0;
+  int job_data_calls_ = 0;
+  pb::RegisterRequest last_register_;
+  pb::Heartbeat last_heartbeat_;
+  std::vector<pb::WorkerMessage> received_;
+  std::optional<pb::TaskAssignment> assignment_;
+};
+
+struct RunningServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  RunningServer() = default;
+  RunningServer(RunningServer&&) = default;
+  void Stop() {
+    if (server) server->Shutdown(std::chrono::system_clock::now() + 500ms);
+    server.reset();
+  }
+  ~RunningServer() { Stop(); }
+};
+
+RunningServer Start(FakeScheduler* service, int port) {
+  RunningServer r;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
+                           &r.port);
+  builder.RegisterService(service);
+  r.server = builder.BuildAndStart();
+  return r;
+}
+
+struct Worker {
+  Model model;
+  std::unique_ptr<Transformer> transformer;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<TaskRunner> runner;
+  std::unique_ptr<WorkerClient> client;
+  std::thread thread;
+  Status result;
+
+  Worker(int port) {
+    model = testing::MakeTinyModel({.n_layers = 3, .vocab = 256});
+    transformer = std::make_unique<Transformer>(Transformer::Create(model, {}).value());
+    tokenizer = CreateTokenizer(testing::ByteLevelSpec({})).value();
+    runner =
+        std::make_unique<TaskRunner>(*transformer, tokenizer.get(), kHash, PreparedCacheOptions{});
+    WorkerClientOptions options;
+    options.scheduler_address = "127.0.0.1:" + std::to_string(port);
+    options.worker_id = "test-worker";
+    options.register_deadline = 2000ms;
+    options.job_data_deadline = 2000ms;
+    WorkerModelInfo info{.model_hash = kHash, .architecture = "llama", .n_layers = 3};
+    client = std::make_unique<WorkerClient>(options, info, runner.get());
+    thread = std::thread([this] { result = client->Run(); });
+  }
+  void Drain() {
+    client->RequestDrain();
+    if (thread.joinable()) thread.join();
+  }
+  ~Worker() { Drain(); }
+};
+
+pb::TaskAssignment Assignment(const std::string& hash) {
+  pb::TaskAssignment a;
+  a.set_task_id("task-1");
+  a.set_job_id("job1");
+  a.set_model_hash(hash);
+  a.set_sample(1);
+  a.set_layer(2);
+  pb::CalibrationParams* p = a.mutable_params();
+  p->set_mode(pb::PERTURB_MODE_CACHE);
+  p->set_alpha(0.5f);
+  p->set_trials(3);
+  p->set_seed(11);
+  p->set_samples(2);
+  p->set_context_len(24);
+  p->set_probe_len(6);
+  return a;
+}
+
+TEST(WorkerClientTest, RunsAnAssignedTaskAndStreamsItsTrialsThenDrains) {
+  FakeScheduler service;
+  service.SetAssignment(Assignment(kHash));
+  RunningServer server = Start(&service, 0);
+  ASSERT_GT(server.port, 0);
+  Worker worker(server.port);
+
+  auto done = [&] {
+    for (const auto& m : service.received_)
+      if (m.has_task_done()) return true;
+    return false;
+  };
+  ASSERT_TRUE(service.WaitFor(20s, done)) << "no task_done within 20 s";
+
+  // Expected values: the same task run directly by the core.
+  TaskRunner reference(*worker.transformer, worker.tokenizer.get(), kHash, {});
+  TaskSpec spec{.task_id = "x", .job_id = "job1", .model_hash = kHash, .sample = 1, .layer = 2};
+  spec.trials = {.alpha = 0.5f, .trials = 3, .seed = 11};
+  spec.data = {.samples = 2, .context_len = 24, .probe_len = 6};
+  JobData data;
+  data.source = JobData::Source::kText;
+  data.text = Text(200);
+  ASSERT_TRUE(reference.LoadJob("job1", data, spec.data).ok());
+  auto want = reference.Run(spec);
+  ASSERT_TRUE(want.ok()) << want.status();
+
+  {
+    std::lock_guard<std::mutex> lock(service.mu_);
+    EXPECT_EQ(service.last_register_.model().model_hash(), kHash);
+    EXPECT_EQ(service.job_data_calls_, 1);
+    ASSERT_EQ(service.received_.size(), 5u);  // accepted, 3 trials, done
+    EXPECT_EQ(service.received_[0].task_accepted().task_id(), "task-1");
+    for (int t = 0; t < 3; ++t) {
+      const pb::TrialResult& r = service.received_[1 + t].trial_result();
+      EXPECT_EQ(r.trial(), t);
+      EXPECT_EQ(r.layer(), 2);
+      EXPECT_EQ(r.sample(), 1);
+      EXPECT_EQ(r.kl(), want->kl[t]) << "trial " << t;
+    }
+    const pb::TaskDone& d = service.received_[4].task_done();
+    EXPECT_FALSE(d.has_error()) << d.error().message();
+    EXPECT_EQ(d.task_id(), "task-1");
+  }
+  // Heartbeats now advertise the prepared sample.
+  ASSERT_TRUE(service.WaitFor(5s, [&] {
+    return service.last_heartbeat_.cached_samples_size() == 1 &&
+           service.last_heartbeat_.cached_samples(0).sample() == 1;
+  }));
+
+  worker.Drain();
+  EXPECT_TRUE(worker.result.ok()) << worker.result;
+  std::lock_guard<std::mutex> lock(service.mu_);
+  EXPECT_TRUE(service.received_.back().has_draining());
+}
+
+TEST(WorkerClientTest, RefusesATaskForAnotherModel) {
+  FakeScheduler service;
+  service.SetAssignment(Assignment(std::string(64, 'b')));
+  RunningServer server = Start(&service, 0);
+  Worker worker(server.port);
+  ASSERT_TRUE(service.WaitFor(10s, [&] { return !service.received_.empty(); }));
+  std::lock_guard<std::mutex> lock(service.mu_);
+  ASSERT_TRUE(service.received_[0].has_task_refused());
+  EXPECT_EQ(service.received_[0].task_refused().reason(), pb::REFUSAL_REASON_MODEL_HASH_MISMATCH);
+  EXPECT_EQ(service.job_data_calls_, 0);
+}
+
+TEST(WorkerClientTest, RegistersAgainAfterTheSchedulerRestarts) {
+  FakeScheduler first;
+  RunningServer server = Start(&first, 0);
+  const int port = server.port;
+  Worker worker(port);
+  ASSERT_TRUE(first.WaitFor(10s, [&] { return first.connects_ == 1 && first.heartbeats_ > 0; }));
+  server.Stop();
+
+  FakeScheduler second;
+  RunningServer restarted = Start(&second, port);
+  ASSERT_EQ(restarted.port, port);
+  ASSERT_TRUE(second.WaitFor(15s, [&] { return second.connects_ >= 1 && second.heartbeats_ > 0; }))
+      << "the worker did not reconnect within 15 s";
+  EXPECT_GE(second.registrations_, 1);
+  EXPECT_GE(worker.client->stats().registrations, 2);
+  worker.Drain();
+  EXPECT_TRUE(worker.result.ok()) << worker.result;
+}
+
+}  // namespace
+}  // namespace ripplekv::worker

@@ -1,0 +1,186 @@
+#include "worker/service/task_runner.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ripplekv::worker {
+namespace {
+
+// Writes `lines` to a private temporary file, reads it as JSONL, removes the file.
+StatusOr<CalibrationSet> JsonlFromLines(const std::vector<std::string>& lines, bool strict,
+                                        const Tokenizer& tokenizer, DataOptions options) {
+  std::string path = (std::filesystem::temp_directory_path() / "ripplekv-job-XXXXXX").string();
+  const int fd = mkstemp(path.data());
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create a temporary file for JSONL data: ", std::strerror(errno)));
+  }
+  const std::string body = absl::StrJoin(lines, "\n") + "\n";
+  size_t written = 0;
+  while (written < body.size()) {
+    const ssize_t n = ::write(fd, body.data() + written, body.size() - written);
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (written != body.size()) {
+    std::filesystem::remove(path);
+    return absl::UnavailableError(absl::StrCat("cannot write temporary JSONL file ", path));
+  }
+  options.format = DataFormat::kJsonl;
+  options.strict = strict;
+  StatusOr<CalibrationSet> set = LoadCalibrationData(path, tokenizer, options);
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
+  return set;
+}
+
+}  // namespace
+
+std::string SampleKey(const std::string& job_id, int sample) {
+  return absl::StrCat(job_id, "/", sample);
+}
+
+StatusOr<CalibrationSet> BuildCalibrationSet(const JobData& data, const Tokenizer& tokenizer,
+                                             DataOptions options) {
+  RETURN_IF_ERROR(ValidateDataOptions(options));
+  switch (data.source) {
+    case JobData::Source::kBuiltin:
+      if (data.builtin.empty() || data.builtin == kSherlockHolmes.name) {
+        return DefaultCalibrationData(tokenizer, options);
+      }
+      if (data.builtin == kTomSawyer.name) {
+        ASSIGN_OR_RETURN(std::string text, ReadBuiltinCorpus(kTomSawyer));
+        return CalibrationDataFromText(text, kTomSawyer.path, tokenizer, options);
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("data.builtin: unknown corpus \"", data.builtin, "\""));
+    case JobData::Source::kText:
+      return CalibrationDataFromText(data.text, "inline text", tokenizer, options);
+    case JobData::Source::kJsonl:
+      return JsonlFromLines(data.jsonl_lines, data.strict, tokenizer, options);
+    case JobData::Source::kPath:
+      options.format = data.format;
+      options.strict = data.strict;
+      return LoadCalibrationData(data.path, tokenizer, options);
+  }
+  return absl::InvalidArgumentError("data: no source");
+}
+
+TaskRunner::TaskRunner(const Transformer& model, const Tokenizer* tokenizer, std::string model_hash,
+                       const PreparedCacheOptions& cache_options)
+    : model_(&model),
+      tokenizer_(tokenizer),
+      model_hash_(std::move(model_hash)),
+      cache_(cache_options) {}
+
+std::optional<TaskRefusal> TaskRunner::Check(const TaskSpec& spec) const {
+  if (spec.model_hash != model_hash_) {
+    return TaskRefusal{Refusal::kModelHashMismatch,
+                       absl::StrCat("model hash ", model_hash_, " loaded, job ", spec.job_id,
+                                    " wants ", spec.model_hash)};
+  }
+  const int n_layers = model_->config().n_layers;
+  if (spec.layer < 0 || spec.layer >= n_layers) {
+    return TaskRefusal{Refusal::kInvalidTask,
+                       absl::StrCat("layer ", spec.layer, " out of range [0, ", n_layers, ")")};
+  }
+  if (spec.sample < 0 || spec.sample >= spec.data.samples) {
+    return TaskRefusal{
+        Refusal::kInvalidTask,
+        absl::StrCat("sample ", spec.sample, " out of range [0, ", spec.data.samples, ")")};
+  }
+  if (spec.trials.trials < 1 || !(spec.trials.alpha >= 0.0f) || !std::isfinite(spec.trials.alpha)) {
+    return TaskRefusal{Refusal::kInvalidTask,
+                       absl::StrCat("params: trials ", spec.trials.trials, ", alpha ",
+                                    spec.trials.alpha, " rejected")};
+  }
+  if (Status s = ValidateDataOptions(spec.data); !s.ok()) {
+    return TaskRefusal{Refusal::kInvalidTask, std::string(s.message())};
+  }
+  return std::nullopt;
+}
+
+bool TaskRunner::HasJob(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.contains(job_id);
+}
+
+Status TaskRunner::LoadJob(const std::string& job_id, const JobData& data,
+                           const DataOptions& options) {
+  if (tokenizer_ == nullptr) {
+    return absl::FailedPreconditionError("worker has no tokenizer to read calibration data");
+  }
+  ASSIGN_OR_RETURN(CalibrationSet set, BuildCalibrationSet(data, *tokenizer_, options));
+  SetJobSamples(job_id, std::move(set.samples));
+  return absl::OkStatus();
+}
+
+void TaskRunner::SetJobSamples(const std::string& job_id, std::vector<CalibrationSample> samples) {
+  auto shared = std::make_shared<const std::vector<CalibrationSample>>(std::move(samples));
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_[job_id] = std::move(shared);
+}
+
+StatusOr<TaskOutcome> TaskRunner::Run(const TaskSpec& spec) {
+  std::shared_ptr<const std::vector<CalibrationSample>> samples;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(spec.job_id);
+    if (it == jobs_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", spec.job_id, ": calibration data not loaded"));
+    }
+    samples = it->second;
+  }
+  if (spec.sample < 0 || spec.sample >= static_cast<int>(samples->size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample ", spec.sample, " out of range [0, ", samples->size(), ")"));
+  }
+  return RunOnSample(spec, (*samples)[spec.sample]);
+}
+
+StatusOr<TaskOutcome> TaskRunner::RunOnSample(const TaskSpec& spec,
+                                              const CalibrationSample& sample) {
+  TaskOutcome outcome;
+  outcome.prefill_reused = true;
+  const Transformer& model = *model_;
+  ASSIGN_OR_RETURN(std::shared_ptr<const SampleCalibrator> prepared,
+                   cache_.GetOrPrepare(SampleKey(spec.job_id, spec.sample), [&]() {
+                     outcome.prefill_reused = false;
+                     return SampleCalibrator::Prepare(model, spec.sample, sample.context,
+                                                      sample.probe, spec.mode);
+                   }));
+  ASSIGN_OR_RETURN(outcome.kl, prepared->RunLayer(spec.layer, spec.trials));
+  return outcome;
+}
+
+void TaskRunner::DropJob(const std::string& job_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.erase(job_id);
+  }
+  cache_.EraseWithPrefix(job_id + "/");
+}
+
+std::vector<CachedSampleKey> TaskRunner::CachedSamples() const {
+  std::vector<CachedSampleKey> out;
+  for (const std::string& key : cache_.Keys()) {
+    const size_t slash = key.rfind('/');
+    if (slash == std::string::npos) continue;
+    CachedSampleKey k;
+    k.job_id = key.substr(0, slash);
+    k.sample = std::atoi(key.c_str() + slash + 1);
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+}  // namespace ripplekv::worker

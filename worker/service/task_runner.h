@@ -1,0 +1,131 @@
+#pragma once
+// The worker's task-execution core, with no network: a task (job, sample, layer, all trials) is
+// checked against the loaded model, its job's calibration samples are derived from the job's data
+// exactly as `ripplekv calibrate` derives them, and its trials run through the bounded cache of
+// prepared samples (PreparedSampleCache::GetOrPrepare + SampleCalibrator::RunLayer). The gRPC
+// client (worker_client.h) is a thin adapter over this class.
+//
+// Thread-safety: every public method may be called concurrently.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "worker/calibration/calibration_data.h"
+#include "worker/calibration/prepared_cache.h"
+#include "worker/calibration/sample_calibrator.h"
+#include "worker/engine/transformer.h"
+#include "worker/tokenizer/tokenizer.h"
+
+namespace ripplekv::worker {
+
+// A job's calibration data as the scheduler hands it out (GetJobData); exactly one source.
+struct JobData {
+  enum class Source { kBuiltin, kText, kJsonl, kPath };
+  Source source = Source::kBuiltin;
+  std::string builtin = "sherlock-holmes";  // kBuiltin: "sherlock-holmes" or "tom-sawyer"
+  std::string text;                         // kText: plain text
+  std::vector<std::string> jsonl_lines;     // kJsonl: one JSON object per line
+  std::string path;                         // kPath: a file readable here
+  DataFormat format = DataFormat::kAuto;    // kPath only
+  bool strict = false;
+};
+
+// One task with its job's resolved parameters.
+struct TaskSpec {
+  std::string task_id;
+  std::string job_id;
+  std::string model_hash;  // the job's model, 64 lowercase hex
+  int sample = 0;          // index into the job's calibration set
+  int layer = 0;           // layer to perturb
+  PerturbMode mode = PerturbMode::kCache;
+  TrialOptions trials;  // alpha, trials, seed
+  DataOptions data;     // samples, context_len, probe_len (strict/format come from JobData)
+};
+
+// Why a task is not run (mirrors ripplekv.v1.RefusalReason).
+enum class Refusal {
+  kModelHashMismatch,
+  kAtCapacity,
+  kDraining,
+  kDataUnavailable,
+  kInvalidTask,
+  kTransient,
+};
+
+struct TaskRefusal {
+  Refusal reason = Refusal::kTransient;
+  std::string message;  // one line
+};
+
+struct TaskOutcome {
+  std::vector<double> kl;       // per trial 0..trials-1, nats
+  bool prefill_reused = false;  // the prepared sample came from the cache
+};
+
+struct CachedSampleKey {
+  std::string job_id;
+  int sample = 0;
+};
+
+class TaskRunner {
+ public:
+  // `model` (and `tokenizer`, when not null) must outlive the runner. `model_hash` is the loaded
+  // model's worker::ModelHash. Without a tokenizer only tasks whose samples were given by
+  // SetJobSamples can run.
+  TaskRunner(const Transformer& model, const Tokenizer* tokenizer, std::string model_hash,
+             const PreparedCacheOptions& cache_options);
+
+  // Refusal for a task this worker must not run (model hash mismatch, layer out of range, bad
+  // parameters), or nullopt. Cheap; needs no data.
+  std::optional<TaskRefusal> Check(const TaskSpec& spec) const;
+
+  // True when the samples of `job_id` are known (no GetJobData needed).
+  bool HasJob(const std::string& job_id) const;
+  // Derives the job's samples from `data` with the task's DataOptions (same functions and
+  // options as `ripplekv calibrate`, so sample i is the same everywhere) and keeps them for the
+  // job. Errors: those of the data functions; FailedPrecondition without a tokenizer.
+  [[nodiscard]] Status LoadJob(const std::string& job_id, const JobData& data,
+                               const DataOptions& options);
+  // Installs already derived samples for a job (tests, or a caller that loaded them itself).
+  void SetJobSamples(const std::string& job_id, std::vector<CalibrationSample> samples);
+
+  // Runs every trial of the task. Errors: FailedPrecondition (job not loaded), InvalidArgument
+  // (sample out of range, parameters the engine rejects), others from the engine.
+  [[nodiscard]] StatusOr<TaskOutcome> Run(const TaskSpec& spec);
+  // Runs every trial of `spec.layer` on `sample` directly (no job bookkeeping).
+  [[nodiscard]] StatusOr<TaskOutcome> RunOnSample(const TaskSpec& spec,
+                                                  const CalibrationSample& sample);
+
+  // Forgets a job: its samples and its cached prefills.
+  void DropJob(const std::string& job_id);
+
+  // Samples whose prefill the cache holds now (what heartbeats advertise).
+  std::vector<CachedSampleKey> CachedSamples() const;
+  PreparedCacheStats cache_stats() const { return cache_.stats(); }
+  const std::string& model_hash() const { return model_hash_; }
+
+ private:
+  const Transformer* model_;
+  const Tokenizer* tokenizer_;
+  const std::string model_hash_;
+  PreparedSampleCache cache_;
+  mutable std::mutex mu_;
+  // guarded by mu_: each job's samples
+  std::map<std::string, std::shared_ptr<const std::vector<CalibrationSample>>> jobs_;
+};
+
+// Builds a job's calibration set from its data (see TaskRunner::LoadJob).
+[[nodiscard]] StatusOr<CalibrationSet> BuildCalibrationSet(const JobData& data,
+                                                           const Tokenizer& tokenizer,
+                                                           DataOptions options);
+
+// "job/sample": the prepared-cache key of a sample; "job/" prefixes all of a job's keys.
+std::string SampleKey(const std::string& job_id, int sample);
+
+}  // namespace ripplekv::worker

@@ -1,0 +1,468 @@
+#include "worker/service/worker_client.h"
+
+#include <deque>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "ripplekv/v1/worker.grpc.pb.h"
+#include "spdlog/spdlog.h"
+
+namespace ripplekv::worker {
+namespace {
+
+namespace pb = ::ripplekv::v1;
+using Clock = std::chrono::steady_clock;
+
+absl::Status FromGrpcStatus(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+pb::RefusalReason ToProto(Refusal r) {
+  switch (r) {
+    case Refusal::kModelHashMismatch:
+      return pb::REFUSAL_REASON_MODEL_HASH_MISMATCH;
+    case Refusal::kAtCapacity:
+      return pb::REFUSAL_REASON_AT_CAPACITY;
+    case Refusal::kDraining:
+      return pb::REFUSAL_REASON_DRAINING;
+    case Refusal::kDataUnavailable:
+      return pb::REFUSAL_REASON_DATA_UNAVAILABLE;
+    case Refusal::kInvalidTask:
+      return pb::REFUSAL_REASON_INVALID_TASK;
+    case Refusal::kTransient:
+      return pb::REFUSAL_REASON_TRANSIENT;
+  }
+  return pb::REFUSAL_REASON_TRANSIENT;
+}
+
+TaskSpec SpecFromProto(const pb::TaskAssignment& a) {
+  TaskSpec spec;
+  spec.task_id = a.task_id();
+  spec.job_id = a.job_id();
+  spec.model_hash = a.model_hash();
+  spec.sample = a.sample();
+  spec.layer = a.layer();
+  const pb::CalibrationParams& p = a.params();
+  spec.mode = p.mode() == pb::PERTURB_MODE_PREFILL ? PerturbMode::kPrefill : PerturbMode::kCache;
+  if (p.has_alpha()) spec.trials.alpha = p.alpha();
+  if (p.has_trials()) spec.trials.trials = p.trials();
+  spec.trials.seed = p.seed();
+  if (p.has_samples()) spec.data.samples = p.samples();
+  if (p.has_context_len()) spec.data.context_len = p.context_len();
+  if (p.has_probe_len()) spec.data.probe_len = p.probe_len();
+  return spec;
+}
+
+JobData JobDataFromProto(const pb::CalibrationData& d) {
+  JobData out;
+  out.strict = d.strict();
+  switch (d.source_case()) {
+    case pb::CalibrationData::kText:
+      out.source = JobData::Source::kText;
+      out.text = d.text();
+      break;
+    case pb::CalibrationData::kJsonl:
+      out.source = JobData::Source::kJsonl;
+      out.jsonl_lines.assign(d.jsonl().lines().begin(), d.jsonl().lines().end());
+      break;
+    case pb::CalibrationData::kPath:
+      out.source = JobData::Source::kPath;
+      out.path = d.path();
+      out.format = d.format() == pb::DATA_FORMAT_JSONL  ? DataFormat::kJsonl
+                   : d.format() == pb::DATA_FORMAT_TEXT ? DataFormat::kText
+                                                        : DataFormat::kAuto;
+      break;
+    case pb::CalibrationData::kBuiltin:
+      out.source = JobData::Source::kBuiltin;
+      out.builtin = d.builtin();
+      break;
+    default:
+      out.source = JobData::Source::kBuiltin;
+      out.builtin = std::string(kSherlockHolmes.name);
+  }
+  return out;
+}
+
+void SetDuration(std::chrono::nanoseconds d, google::protobuf::Duration* out) {
+  const int64_t ns = d.count();
+  out->set_seconds(ns / 1000000000);
+  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
+}
+
+std::chrono::milliseconds FromDuration(const google::protobuf::Duration& d) {
+  return std::chrono::milliseconds(d.seconds() * 1000 + d.nanos() / 1000000);
+}
+
+}  // namespace
+
+struct WorkerClient::Impl {
+  WorkerClientOptions options;
+  WorkerModelInfo model;
+  TaskRunner* runner;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::WorkerService::Stub> stub;
+  std::mt19937_64 rng{std::random_device{}()};
+
+  mutable std::mutex mu;  // guards everything below, and the current session's state
+  std::condition_variable cv;
+  bool drain = false;
+  WorkerClientStats stats;
+
+  // The current session (valid while a stream is open).
+  struct Session {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<pb::WorkerMessage, pb::SchedulerMessage>> stream;
+    std::mutex write_mu;
+    bool ended = false;                     // guarded by Impl::mu: Read returned false
+    std::deque<pb::TaskAssignment> inbox;   // guarded by Impl::mu
+    std::set<std::string> cancelled_tasks;  // guarded by Impl::mu
+    std::set<std::string> cancelled_jobs;   // guarded by Impl::mu
+    uint64_t heartbeat_sequence = 0;        // guarded by write_mu
+    int active_tasks = 0;                   // guarded by Impl::mu
+  };
+
+  bool Write(Session& s, const pb::WorkerMessage& m) {
+    std::lock_guard<std::mutex> lock(s.write_mu);
+    return s.stream->Write(m);
+  }
+
+  // Sleeps for `d` or until drain; true when draining.
+  bool SleepUnlessDrain(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, d, [&] { return drain; });
+  }
+
+  StatusOr<pb::RegisterResponse> Register() {
+    pb::RegisterRequest req;
+    req.set_worker_id(options.worker_id);
+    pb::ModelInfo* m = req.mutable_model();
+    m->set_model_hash(model.model_hash);
+    m->set_architecture(model.architecture);
+    m->set_name(model.name);
+    m->set_n_layers(model.n_layers);
+    m->set_n_kv_heads(model.n_kv_heads);
+    m->set_head_dim(model.head_dim);
+    m->set_d_model(model.d_model);
+    m->set_vocab_size(model.vocab_size);
+    req.set_capacity(1);
+    req.set_memory_limit_bytes(options.memory_limit_bytes);
+    req.set_version("ripplekv 0.1.0");
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options.register_deadline);
+    pb::RegisterResponse resp;
+    grpc::Status s = stub->Register(&ctx, req, &resp);
+    if (!s.ok()) return FromGrpcStatus(s);
+    return resp;
+  }
+
+  pb::WorkerMessage Heartbeat(Session& s) {
+    pb::WorkerMessage m;
+    pb::Heartbeat* hb = m.mutable_heartbeat();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      hb->set_active_tasks(s.active_tasks);
+    }
+    hb->set_memory_used_bytes(runner->cache_stats().bytes);
+    for (const CachedSampleKey& k : runner->CachedSamples()) {
+      pb::CachedSample* c = hb->add_cached_samples();
+      c->set_job_id(k.job_id);
+      c->set_sample(k.sample);
+    }
+    return m;
+  }
+
+  void ReaderLoop(Session& s) {
+    pb::SchedulerMessage msg;
+    while (s.stream->Read(&msg)) {
+      if (msg.has_task_assignment()) {
+        std::lock_guard<std::mutex> lock(mu);
+        s.inbox.push_back(msg.task_assignment());
+      } else if (msg.has_task_cancellation()) {
+        const pb::TaskCancellation& c = msg.task_cancellation();
+        std::string job;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          std::deque<pb::TaskAssignment> kept;
+          for (auto& a : s.inbox) {
+            const bool drop =
+                c.has_task_id() ? a.task_id() == c.task_id() : a.job_id() == c.job_id();
+            if (!drop) kept.push_back(std::move(a));
+          }
+          s.inbox.swap(kept);
+          if (c.has_task_id()) s.cancelled_tasks.insert(c.task_id());
+          if (c.has_job_id()) s.cancelled_jobs.insert(c.job_id());
+          job = c.has_job_id() ? c.job_id() : "";
+        }
+        if (!job.empty()) runner->DropJob(job);
+        spdlog::info("cancelled {} {}: {}", c.has_task_id() ? "task" : "job",
+                     c.has_task_id() ? c.task_id() : c.job_id(), c.reason());
+      }
+      cv.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    s.ended = true;
+    cv.notify_all();
+  }
+
+  void HeartbeatLoop(Session& s, std::chrono::milliseconds interval, const bool* stop) {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!*stop && !s.ended) {
+      if (cv.wait_for(lock, interval, [&] { return *stop || s.ended; })) break;
+      lock.unlock();
+      pb::WorkerMessage m = Heartbeat(s);
+      bool ok;
+      {
+        std::lock_guard<std::mutex> wlock(s.write_mu);
+        m.mutable_heartbeat()->set_sequence(++s.heartbeat_sequence);
+        ok = s.stream->Write(m);
+      }
+      lock.lock();
+      if (!ok) break;
+    }
+  }
+
+  bool Cancelled(Session& s, const TaskSpec& spec) {
+    std::lock_guard<std::mutex> lock(mu);
+    return s.cancelled_tasks.contains(spec.task_id) || s.cancelled_jobs.contains(spec.job_id);
+  }
+
+  void Refuse(Session& s, const std::string& task_id, const TaskRefusal& r) {
+    pb::WorkerMessage m;
+    m.mutable_task_refused()->set_task_id(task_id);
+    m.mutable_task_refused()->set_reason(ToProto(r.reason));
+    m.mutable_task_refused()->set_message(r.message);
+    spdlog::warn("refused task {}: {}", task_id, r.message);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++stats.tasks_refused;
+    }
+    Write(s, m);
+  }
+
+  Status LoadJobData(const TaskSpec& spec) {
+    pb::GetJobDataRequest req;
+    req.set_job_id(spec.job_id);
+    pb::GetJobDataResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options.job_data_deadline);
+    grpc::Status gs = stub->GetJobData(&ctx, req, &resp);
+    if (!gs.ok()) return FromGrpcStatus(gs);
+    return runner->LoadJob(spec.job_id, JobDataFromProto(resp.data()), spec.data);
+  }
+
+  // Runs one assignment and reports it on the stream.
+  void Handle(Session& s, const pb::TaskAssignment& a) {
+    const TaskSpec spec = SpecFromProto(a);
+    if (std::optional<TaskRefusal> r = runner->Check(spec)) return Refuse(s, spec.task_id, *r);
+    const auto t0 = Clock::now();
+    if (!runner->HasJob(spec.job_id)) {
+      if (Status st = LoadJobData(spec); !st.ok()) {
+        const Refusal reason = st.code() == absl::StatusCode::kUnavailable ||
+                                       st.code() == absl::StatusCode::kDeadlineExceeded
+                                   ? Refusal::kTransient
+                                   : Refusal::kDataUnavailable;
+        return Refuse(s, spec.task_id,
+                      {reason, absl::StrCat("job ", spec.job_id, " data: ", st.message())});
+      }
+    }
+    {
+      pb::WorkerMessage m;
+      m.mutable_task_accepted()->set_task_id(spec.task_id);
+      Write(s, m);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++s.active_tasks;
+    }
+    StatusOr<TaskOutcome> outcome = runner->Run(spec);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      --s.active_tasks;
+    }
+    if (Cancelled(s, spec)) return;
+    pb::WorkerMessage done;
+    pb::TaskDone* d = done.mutable_task_done();
+    d->set_task_id(spec.task_id);
+    d->set_job_id(spec.job_id);
+    d->set_sample(spec.sample);
+    d->set_layer(spec.layer);
+    int64_t trials_sent = 0;
+    if (outcome.ok()) {
+      d->set_prefill_reused(outcome->prefill_reused);
+      for (size_t t = 0; t < outcome->kl.size(); ++t) {
+        pb::WorkerMessage m;
+        pb::TrialResult* r = m.mutable_trial_result();
+        r->set_task_id(spec.task_id);
+        r->set_job_id(spec.job_id);
+        r->set_sample(spec.sample);
+        r->set_layer(spec.layer);
+        r->set_trial(static_cast<int32_t>(t));
+        r->set_kl(outcome->kl[t]);
+        if (!Write(s, m)) return;
+        ++trials_sent;
+      }
+    } else {
+      d->mutable_error()->set_code(static_cast<int32_t>(outcome.status().code()));
+      d->mutable_error()->set_message(std::string(outcome.status().message()));
+    }
+    SetDuration(Clock::now() - t0, d->mutable_elapsed());
+    Write(s, done);
+    std::lock_guard<std::mutex> lock(mu);
+    stats.trials_sent += trials_sent;
+    ++(outcome.ok() ? stats.tasks_done : stats.tasks_failed);
+  }
+
+  // One Connect stream; returns when it ends or after draining it.
+  void RunSession(const std::string& session_id, std::chrono::milliseconds heartbeat) {
+    Session s;
+    s.stream = stub->Connect(&s.context);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++stats.sessions;
+    }
+    pb::WorkerMessage hello;
+    hello.mutable_hello()->set_worker_id(options.worker_id);
+    hello.mutable_hello()->set_session_id(session_id);
+    if (!Write(s, hello)) {
+      s.context.TryCancel();
+      (void)s.stream->Finish();
+      return;
+    }
+    std::thread reader([&] { ReaderLoop(s); });
+    bool stop_heartbeats = false;
+    std::thread heartbeats([&] { HeartbeatLoop(s, heartbeat, &stop_heartbeats); });
+    bool drained = false;
+    while (true) {
+      std::optional<pb::TaskAssignment> next;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return drain || s.ended || !s.inbox.empty(); });
+        if (s.ended) break;
+        if (drain) {
+          drained = true;
+          break;
+        }
+        next = std::move(s.inbox.front());
+        s.inbox.pop_front();
+      }
+      Handle(s, *next);
+    }
+    if (drained) {
+      pb::WorkerMessage m;
+      m.mutable_draining();
+      Write(s, m);
+      std::deque<pb::TaskAssignment> left;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        left.swap(s.inbox);
+      }
+      for (const auto& a : left) Refuse(s, a.task_id(), {Refusal::kDraining, "worker draining"});
+      {
+        std::lock_guard<std::mutex> lock(s.write_mu);
+        s.stream->WritesDone();
+      }
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      stop_heartbeats = true;
+      cv.notify_all();
+      // Give the scheduler a moment to end the stream after our half-close, then cancel.
+      if (!cv.wait_for(lock, std::chrono::seconds(2), [&] { return s.ended; })) {
+        s.context.TryCancel();
+      }
+    }
+    heartbeats.join();
+    s.context.TryCancel();
+    reader.join();
+    grpc::Status st = s.stream->Finish();
+    if (!drained) {
+      spdlog::warn("scheduler stream ended: {} {}", static_cast<int>(st.error_code()),
+                   st.error_message());
+    }
+  }
+};
+
+WorkerClient::WorkerClient(const WorkerClientOptions& options, const WorkerModelInfo& model,
+                           TaskRunner* runner)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  impl_->model = model;
+  impl_->runner = runner;
+}
+
+WorkerClient::~WorkerClient() = default;
+
+void WorkerClient::RequestDrain() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->drain = true;
+  impl_->cv.notify_all();
+}
+
+WorkerClientStats WorkerClient::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+Status WorkerClient::Run() {
+  Impl& im = *impl_;
+  if (im.options.scheduler_address.empty()) {
+    return absl::InvalidArgumentError("scheduler address is empty");
+  }
+  if (im.options.worker_id.empty() || im.options.worker_id.size() > 128) {
+    return absl::InvalidArgumentError("worker id must be 1..128 characters");
+  }
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  im.channel = grpc::CreateCustomChannel(im.options.scheduler_address,
+                                         grpc::InsecureChannelCredentials(), args);
+  im.stub = pb::WorkerService::NewStub(im.channel);
+
+  std::chrono::milliseconds backoff = im.options.initial_backoff;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(im.mu);
+      if (im.drain) return absl::OkStatus();
+    }
+    StatusOr<pb::RegisterResponse> reg = im.Register();
+    if (reg.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(im.mu);
+        ++im.stats.registrations;
+      }
+      backoff = im.options.initial_backoff;
+      std::chrono::milliseconds hb = FromDuration(reg->heartbeat_interval());
+      if (hb.count() <= 0) hb = im.options.default_heartbeat;
+      spdlog::info("registered with {} as {} (session {})", im.options.scheduler_address,
+                   im.options.worker_id, reg->session_id());
+      im.RunSession(reg->session_id(), hb);
+      // Tasks leased to the old session return to pending at the scheduler; forget nothing else.
+    } else {
+      spdlog::warn("register with {} failed: {}", im.options.scheduler_address,
+                   reg.status().ToString());
+      if (reg.status().code() == absl::StatusCode::kInvalidArgument) {
+        // The request itself is wrong (e.g. model info); retrying will not help soon, but keep
+        // trying at the slowest rate so a fixed scheduler picks the worker up.
+        backoff = im.options.max_backoff;
+      }
+    }
+    std::uniform_real_distribution<double> jitter(0.8, 1.2);
+    const auto delay = std::chrono::milliseconds(
+        static_cast<int64_t>(static_cast<double>(backoff.count()) * jitter(im.rng)));
+    if (im.SleepUnlessDrain(delay)) return absl::OkStatus();
+    backoff = std::min(backoff * 2, im.options.max_backoff);
+  }
+}
+
+}  // namespace ripplekv::worker

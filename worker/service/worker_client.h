@@ -1,0 +1,83 @@
+#pragma once
+// The worker's gRPC client (docs/API.md, WorkerService): Register, then one Connect stream on
+// which it sends hello, heartbeats (with the prepared-cache keys), task accepted/refused, trial
+// results and task-done, and receives assignments and cancellations. Tasks run one at a time on
+// the thread that called Run(), through TaskRunner. When a stream ends it registers and connects
+// again with exponential backoff (initial_backoff doubling to max_backoff, +/-20 % jitter).
+// RequestDrain() (SIGTERM) finishes the task in progress, sends its results and `draining`,
+// closes the stream and makes Run() return OK.
+//
+// Implementation: a synchronous ClientReaderWriter per session; one reader thread, one heartbeat
+// thread and the Run() thread share it, writes serialized by a mutex.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "kernels/base/status.h"
+#include "worker/service/task_runner.h"
+
+namespace ripplekv::worker {
+
+struct WorkerClientOptions {
+  std::string scheduler_address;   // host:port of the scheduler
+  std::string worker_id;           // stable worker name, 1..128 printable ASCII
+  int64_t memory_limit_bytes = 0;  // advertised prefill cache limit, bytes; 0 = unbounded
+  std::chrono::milliseconds initial_backoff{100};  // first reconnect delay
+  std::chrono::milliseconds max_backoff{5000};     // reconnect delay cap
+  std::chrono::milliseconds register_deadline{10000};
+  std::chrono::milliseconds job_data_deadline{60000};
+  // Heartbeat interval when the scheduler gives none (it normally does, in RegisterResponse).
+  std::chrono::milliseconds default_heartbeat{2000};
+};
+
+// What the worker advertises about its model in Register.
+struct WorkerModelInfo {
+  std::string model_hash;
+  std::string architecture;
+  std::string name;
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int d_model = 0;
+  int vocab_size = 0;
+};
+
+struct WorkerClientStats {
+  int64_t registrations = 0;  // successful Register calls
+  int64_t sessions = 0;       // Connect streams opened
+  int64_t tasks_done = 0;     // task_done sent without error
+  int64_t tasks_failed = 0;   // task_done sent with error
+  int64_t tasks_refused = 0;
+  int64_t trials_sent = 0;
+};
+
+class WorkerClient {
+ public:
+  // `runner` must outlive the client.
+  WorkerClient(const WorkerClientOptions& options, const WorkerModelInfo& model,
+               TaskRunner* runner);
+  ~WorkerClient();
+  WorkerClient(const WorkerClient&) = delete;
+  WorkerClient& operator=(const WorkerClient&) = delete;
+
+  // Serves until RequestDrain() (returns OK once drained). Errors: InvalidArgument for options
+  // that can never work (empty address or worker id).
+  [[nodiscard]] Status Run();
+
+  // Async-signal-unsafe; call from a normal thread (the daemon's signal-watching thread).
+  // Thread-safe, idempotent.
+  void RequestDrain();
+
+  WorkerClientStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ripplekv::worker
