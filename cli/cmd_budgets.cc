@@ -1,17 +1,21 @@
-// ripplekv budgets --profile P --avg-budget B --ratio R [--min-budget N] [--max-budget N]
-//   [--normalization minmax|rank|log-minmax] [--format native|kvpress|trtllm] [--context-len L]
+// ripplekv budgets (--profile P | --scheduler ADDR --model-hash H [--version V]) --avg-budget B
+//   --ratio R [--min-budget N] [--max-budget N] [--normalization minmax|rank|log-minmax] [--format native|kvpress|trtllm] [--context-len L]
 //   [--out FILE] [--json]
 // Turns a sensitivity profile into per-layer KV-cache token budgets (DESIGN.md §2): the total is
-// exactly L * B. stdout: a table, or the map in --format with --json; --out writes the file.
+// exactly L * B. With --scheduler the map is computed by the scheduler (GetBudgetMap, the same
+// library) from its stored profile.
+// stdout: a table, or the map in --format with --json; --out writes the file.
 
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/remote_client.h"
 #include "scheduler/budget/budget_format.h"
 #include "scheduler/budget/budget_map.h"
 #include "scheduler/budget/profile.h"
@@ -23,6 +27,9 @@ namespace {
 
 struct BudgetsArgs {
   std::string profile;
+  std::string scheduler;   // remote: the scheduler's address, instead of --profile
+  std::string model_hash;  // remote: the profile's model hash
+  int64_t version = 0;     // remote: profile version; 0: the latest
   int64_t avg_budget = 0;
   double ratio = 2.0;
   int64_t min_budget = 1;
@@ -34,8 +41,48 @@ struct BudgetsArgs {
   bool json = false;
 };
 
+// GetBudgetMap on the scheduler, and the profile it used (for the table's mean KL column).
+StatusOr<std::pair<scheduler::SensitivityProfile, scheduler::BudgetMap>> RemoteBudgetMap(
+    const BudgetsArgs& args, const scheduler::BudgetOptions& options,
+    scheduler::BudgetFormat format) {
+  RemoteClient client(args.scheduler);
+  v1::GetBudgetMapRequest request;
+  request.set_model_hash(args.model_hash);
+  request.set_profile_version(args.version);
+  v1::BudgetParams* p = request.mutable_params();
+  p->set_average_tokens(args.avg_budget);
+  p->set_ratio(args.ratio);
+  p->set_min_tokens(args.min_budget);
+  if (args.max_budget > 0) p->set_max_tokens(args.max_budget);
+  if (args.context_len > 0) p->set_context_len(args.context_len);
+  p->set_normalization(options.normalization == scheduler::Normalization::kRank
+                           ? v1::NORMALIZATION_RANK
+                           : options.normalization == scheduler::Normalization::kLogMinMax
+                                 ? v1::NORMALIZATION_LOG_MIN_MAX
+                                 : v1::NORMALIZATION_MIN_MAX);
+  p->set_format(format == scheduler::BudgetFormat::kKvpress  ? v1::BUDGET_FORMAT_KVPRESS
+                : format == scheduler::BudgetFormat::kTrtllm ? v1::BUDGET_FORMAT_TRTLLM
+                                                             : v1::BUDGET_FORMAT_NATIVE);
+  ASSIGN_OR_RETURN(v1::BudgetMap remote, client.GetBudgetMap(request));
+  ASSIGN_OR_RETURN(v1::Profile profile, client.GetProfile(args.model_hash, remote.profile_version()));
+  scheduler::BudgetMap map;
+  map.model_hash = remote.model_hash();
+  map.options = options;
+  map.total_tokens = remote.total_tokens();
+  map.tokens.assign(remote.tokens().begin(), remote.tokens().end());
+  map.multipliers.assign(remote.multipliers().begin(), remote.multipliers().end());
+  map.normalized.assign(remote.normalized().begin(), remote.normalized().end());
+  return std::make_pair(ProfileFromProto(profile), std::move(map));
+}
+
 int RunBudgets(const BudgetsArgs& args) {
-  auto profile = scheduler::ReadProfileFile(args.profile);
+  const bool remote = !args.scheduler.empty();
+  if (remote == !args.profile.empty() || remote == args.model_hash.empty()) {
+    return ReportError(absl::InvalidArgumentError(
+        "give either --profile, or --scheduler with --model-hash"));
+  }
+  StatusOr<scheduler::SensitivityProfile> profile =
+      remote ? scheduler::SensitivityProfile{} : scheduler::ReadProfileFile(args.profile);
   if (!profile.ok()) return ReportError(profile.status());
   auto normalization = scheduler::ParseNormalization(args.normalization);
   if (!normalization.ok()) return ReportError(normalization.status());
@@ -52,8 +99,20 @@ int RunBudgets(const BudgetsArgs& args) {
   if (args.max_budget > 0) options.max_tokens = args.max_budget;
   if (args.context_len > 0) options.max_context = args.context_len;
   options.normalization = *normalization;
-  auto map = scheduler::ComputeBudgetMap(*profile, options);
+  StatusOr<scheduler::BudgetMap> map = absl::UnknownError("unset");
+  if (remote) {
+    auto fetched = RemoteBudgetMap(args, options, *format);
+    if (!fetched.ok()) return ReportError(fetched.status());
+    *profile = std::move(fetched->first);
+    map = std::move(fetched->second);
+  } else {
+    map = scheduler::ComputeBudgetMap(*profile, options);
+  }
   if (!map.ok()) return ReportError(map.status());
+  if (map->tokens.size() != profile->layers.size()) {
+    return ReportError(absl::DataLossError(absl::StrCat(
+        "budget map has ", map->tokens.size(), " layers, profile ", profile->layers.size())));
+  }
   const std::optional<int64_t> context =
       args.context_len > 0 ? std::optional<int64_t>(args.context_len) : std::nullopt;
   if (!args.out.empty()) {
@@ -86,7 +145,12 @@ int RunBudgets(const BudgetsArgs& args) {
 void AddBudgetsCommand(CLI::App& app, Action& run) {
   auto a = std::make_shared<BudgetsArgs>();
   CLI::App* cmd = app.add_subcommand("budgets", "Per-layer KV budgets from a sensitivity profile");
-  cmd->add_option("--profile", a->profile, "Profile JSON from `ripplekv calibrate --out`")->required();
+  cmd->add_option("--profile", a->profile, "Profile JSON from `ripplekv calibrate --out`");
+  cmd->add_option("--scheduler", a->scheduler,
+                  "Ask this scheduler (host:port) instead of reading --profile");
+  cmd->add_option("--model-hash", a->model_hash, "With --scheduler: the profile's model hash");
+  cmd->add_option("--version", a->version, "With --scheduler: profile version (0: latest)")
+      ->capture_default_str();
   cmd->add_option("--avg-budget", a->avg_budget, "Average tokens kept per layer B (total = L*B)")
       ->required();
   cmd->add_option("--ratio", a->ratio, "r >= 1: most sensitive layer gets r x the least")

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
 #include "cli/profile_plot.h"
+#include "cli/profile_view.h"
 #include "cli/progress.h"
 #include "scheduler/budget/budget_map.h"
 #include "scheduler/budget/profile.h"
@@ -49,36 +49,10 @@ struct CalibrateArgs {
   bool json = false;
 };
 
-// "0-3,7,10-12" → {0,1,2,3,7,10,11,12}.
-StatusOr<std::vector<int>> ParseLayers(const std::string& text) {
-  std::vector<int> layers;
-  if (text.empty()) return layers;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    std::vector<std::string> range = absl::StrSplit(part, '-');
-    int lo = 0, hi = 0;
-    try {
-      if (range.size() == 1) {
-        lo = hi = std::stoi(range[0]);
-      } else if (range.size() == 2) {
-        lo = std::stoi(range[0]);
-        hi = std::stoi(range[1]);
-      } else {
-        throw std::invalid_argument("range");
-      }
-    } catch (const std::exception&) {
-      return absl::InvalidArgumentError(absl::StrCat("--layers: cannot parse '", std::string(part),
-                                                     "' (expected e.g. 0-3,7)"));
-    }
-    if (lo > hi) return absl::InvalidArgumentError(absl::StrCat("--layers: empty range ", std::string(part)));
-    for (int l = lo; l <= hi; ++l) layers.push_back(l);
-  }
-  return layers;
-}
-
 int RunCalibrate(const CalibrateArgs& args) {
   auto mode = scheduler::ParsePerturbMode(args.mode);
   if (!mode.ok()) return ReportError(mode.status());
-  auto layers = ParseLayers(args.layers);
+  auto layers = ParseLayerList(args.layers);
   if (!layers.ok()) return ReportError(layers.status());
   if (!(args.alpha >= 0.0f)) {
     return ReportError(absl::InvalidArgumentError(
@@ -191,17 +165,7 @@ int RunCalibrate(const CalibrateArgs& args) {
     if (json->empty() || json->back() != '\n') std::fputc('\n', stdout);
     return kExitOk;
   }
-  double max_kl = 0;
-  for (const auto& l : profile.layers) max_kl = std::max(max_kl, l.mean_kl);
-  std::printf("%5s  %12s  %10s  %5s  %10s  %s\n", "layer", "mean KL", "std err", "n",
-              "multiplier", "");
-  for (size_t i = 0; i < profile.layers.size(); ++i) {
-    const auto& l = profile.layers[i];
-    const int bar = max_kl > 0 ? static_cast<int>(30 * l.mean_kl / max_kl + 0.5) : 0;
-    std::printf("%5lld  %12.6g  %10.3g  %5lld  %10.3f  %s\n", static_cast<long long>(l.layer),
-                l.mean_kl, l.std_error, static_cast<long long>(l.count), multipliers[i],
-                std::string(bar, '#').c_str());
-  }
+  PrintProfileTable(profile, args.ratio);
   return kExitOk;
 }
 

@@ -1,0 +1,353 @@
+// The remote subcommands, talking to ripplekv-scheduler's CalibrationService (docs/API.md):
+//   ripplekv submit --scheduler ADDR --model PATH [--model-hash H] [--data F] [--samples N]
+//     [--context-len C] [--probe W] [--alpha A] [--trials T] [--seed S] [--mode cache|prefill]
+//     [--layers LIST] [--priority P] [--idempotency-key K] [--wait [--json]]
+//   ripplekv jobs --scheduler ADDR [--json]
+//   ripplekv watch --scheduler ADDR JOB
+//   ripplekv cancel --scheduler ADDR JOB
+//   ripplekv profile get --scheduler ADDR --model-hash H [--version V] [--json]
+//   ripplekv profile list --scheduler ADDR [--model-hash H]
+// stdout: results (tables, or JSON with --json); stderr: progress and logs. A server error is one
+// line "ripplekv: error: <message>" and the exit code of cli/exit_codes.h (UNAVAILABLE: 3).
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/progress.h"
+#include "cli/profile_view.h"
+#include "cli/remote_client.h"
+#include "google/protobuf/util/json_util.h"
+#include "scheduler/budget/budget_map.h"
+#include "scheduler/budget/profile.h"
+#include "spdlog/spdlog.h"
+#include "worker/model/model_hash.h"
+
+namespace ripplekv::cli {
+
+namespace {
+
+struct SubmitArgs {
+  std::string scheduler;
+  std::string model;
+  std::string model_hash;  // empty: computed from --model
+  std::string data;        // empty: the built-in corpus
+  int samples = 8;
+  int context_len = 512;
+  int probe = 32;
+  float alpha = 0.5f;
+  int trials = 2;
+  uint64_t seed = 0;
+  std::string mode = "cache";
+  std::string layers;
+  int priority = 0;
+  std::string idempotency_key;
+  bool wait = false;
+  bool json = false;  // with --wait: print the profile JSON instead of the table
+};
+
+struct JobArgs {
+  std::string scheduler;
+  std::string job_id;
+  bool json = false;
+};
+
+struct ProfileArgs {
+  std::string scheduler;
+  std::string model_hash;
+  int64_t version = 0;
+  bool json = false;
+};
+
+// "0-3,7,10-12" -> {0,1,2,3,7,10,11,12}; the syntax of `ripplekv calibrate --layers`.
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+int PrintProfile(const v1::Profile& message, bool json) {
+  const scheduler::SensitivityProfile profile = ProfileFromProto(message);
+  if (json) {
+    auto text = scheduler::ProfileToJson(profile);
+    if (!text.ok()) return ReportError(text.status());
+    std::fputs(text->c_str(), stdout);
+    if (text->empty() || text->back() != '\n') std::fputc('\n', stdout);
+    return kExitOk;
+  }
+  std::printf("model %s  version %lld  job %s  created %s\n", profile.model.hash.c_str(),
+              static_cast<long long>(message.version()), message.job_id().c_str(),
+              profile.created_at.c_str());
+  PrintProfileTable(profile, /*ratio=*/4.0);  // calibrate's default --ratio
+  return kExitOk;
+}
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+// Follows the job with WatchJob until it is terminal, with a progress bar on stderr. Reconnects
+// on UNAVAILABLE with exponential backoff (100 ms doubling to 5 s, at most 10 tries in a row).
+// Returns the final Job (GetJob after the stream ends).
+StatusOr<v1::Job> WaitForJob(RemoteClient& client, const std::string& job_id) {
+  std::unique_ptr<Progress> progress;
+  int64_t shown = -1;  // trials_done last shown
+  auto update = [&](const v1::JobProgress& p) {
+    if (p.trials_total() <= 0 || p.trials_done() == shown) return;
+    if (!progress)
+      progress = std::make_unique<Progress>("job " + job_id, p.trials_total(), "trials");
+    progress->Update(p.trials_done());
+    shown = p.trials_done();
+  };
+  int failures = 0;
+  auto backoff = std::chrono::milliseconds(100);
+  while (true) {
+    bool terminal = false;
+    Status s = client.WatchJob(job_id, [&](const v1::JobEvent& event) {
+      failures = 0;
+      if (event.has_snapshot()) {
+        update(event.snapshot().progress());
+        terminal = terminal || IsTerminal(event.snapshot().state());
+      } else if (event.has_progress()) {
+        update(event.progress());
+      } else if (event.has_state_change()) {
+        terminal = terminal || IsTerminal(event.state_change().current());
+      } else if (event.has_warning()) {
+        spdlog::warn("job {}: {}", job_id, event.warning().message());
+      }
+    });
+    if (s.ok() || terminal) break;
+    if (s.code() != absl::StatusCode::kUnavailable || ++failures >= 10) return s;
+    spdlog::warn("watch: {}; reconnecting in {} ms", std::string(s.message()), backoff.count());
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+  }
+  ASSIGN_OR_RETURN(v1::Job job, client.GetJob(job_id));
+  if (progress) update(job.progress());
+  progress.reset();
+  return job;
+}
+
+// Exit status for a terminal job: FAILED reports its error, CANCELLED is a failure.
+int ReportJobEnd(const v1::Job& job) {
+  if (job.state() == v1::JOB_STATE_SUCCEEDED) return kExitOk;
+  if (job.state() == v1::JOB_STATE_FAILED) {
+    return ReportError(
+        absl::Status(static_cast<absl::StatusCode>(job.error().code()),
+                     absl::StrCat("job ", job.job_id(), " failed: ", job.error().message())));
+  }
+  return ReportError(absl::CancelledError(
+      absl::StrCat("job ", job.job_id(), " ended ", JobStateName(job.state()))));
+}
+
+int RunSubmit(const SubmitArgs& args) {
+  auto layers = ParseLayerList(args.layers);
+  if (!layers.ok()) return ReportError(layers.status());
+  auto mode = scheduler::ParsePerturbMode(args.mode);
+  if (!mode.ok()) return ReportError(mode.status());
+  std::string hash = args.model_hash;
+  if (hash.empty()) {
+    spdlog::info("hashing {}", args.model);
+    auto computed = worker::ModelHash(args.model);
+    if (!computed.ok()) return ReportError(computed.status());
+    hash = *computed;
+  }
+  v1::SubmitJobRequest request;
+  request.set_idempotency_key(args.idempotency_key);
+  v1::JobSpec* spec = request.mutable_spec();
+  spec->mutable_model()->set_model_hash(hash);
+  std::error_code ec;
+  const std::filesystem::path model_path = std::filesystem::absolute(args.model, ec);
+  spec->mutable_model()->set_path(ec ? args.model : model_path.string());
+  if (!args.data.empty()) {
+    // A path every worker can read: workers run elsewhere, so make it absolute.
+    const std::filesystem::path data = std::filesystem::absolute(args.data, ec);
+    spec->mutable_data()->set_path(ec ? args.data : data.string());
+  }
+  v1::CalibrationParams* params = spec->mutable_params();
+  params->set_mode(*mode == scheduler::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
+                                                             : v1::PERTURB_MODE_CACHE);
+  params->set_alpha(args.alpha);
+  params->set_trials(args.trials);
+  params->set_seed(args.seed);
+  params->set_samples(args.samples);
+  params->set_context_len(args.context_len);
+  params->set_probe_len(args.probe);
+  for (int l : *layers) params->add_layers(l);
+  spec->set_priority(args.priority);
+
+  RemoteClient client(args.scheduler);
+  auto response = client.SubmitJob(request);
+  if (!response.ok()) return ReportError(response.status());
+  const std::string job_id = response->job().job_id();
+  spdlog::info("{} job {} for model {}", response->existing() ? "existing" : "submitted", job_id,
+               hash.substr(0, 12));
+  if (!args.wait) {
+    std::printf("%s\n", job_id.c_str());
+    return kExitOk;
+  }
+  auto job = WaitForJob(client, job_id);
+  if (!job.ok()) return ReportError(job.status());
+  if (int code = ReportJobEnd(*job); code != kExitOk) return code;
+  auto profile = client.GetProfile(hash, job->profile_version());
+  if (!profile.ok()) return ReportError(profile.status());
+  return PrintProfile(*profile, args.json);
+}
+
+int RunJobs(const JobArgs& args) {
+  RemoteClient client(args.scheduler);
+  auto jobs = client.ListJobs();
+  if (!jobs.ok()) return ReportError(jobs.status());
+  if (args.json) {
+    v1::ListJobsResponse all;
+    for (const v1::Job& job : *jobs) *all.add_jobs() = job;
+    std::printf("%s\n", ToJson(all).c_str());
+    return kExitOk;
+  }
+  std::printf("%-24s  %-10s  %-12s  %15s  %8s\n", "job", "state", "model", "trials", "priority");
+  for (const v1::Job& job : *jobs) {
+    const std::string trials =
+        absl::StrCat(job.progress().trials_done(), "/", job.progress().trials_total());
+    std::printf("%-24s  %-10s  %-12s  %15s  %8d\n", job.job_id().c_str(),
+                JobStateName(job.state()).c_str(),
+                job.spec().model().model_hash().substr(0, 12).c_str(), trials.c_str(),
+                job.spec().priority());
+  }
+  return kExitOk;
+}
+
+int RunWatch(const JobArgs& args) {
+  RemoteClient client(args.scheduler);
+  auto job = WaitForJob(client, args.job_id);
+  if (!job.ok()) return ReportError(job.status());
+  std::printf("%s %s", job->job_id().c_str(), JobStateName(job->state()).c_str());
+  if (job->state() == v1::JOB_STATE_SUCCEEDED) {
+    std::printf(" profile %s version %lld", job->spec().model().model_hash().c_str(),
+                static_cast<long long>(job->profile_version()));
+  }
+  std::printf("\n");
+  return ReportJobEnd(*job);
+}
+
+int RunCancel(const JobArgs& args) {
+  RemoteClient client(args.scheduler);
+  auto job = client.CancelJob(args.job_id);
+  if (!job.ok()) return ReportError(job.status());
+  std::printf("%s %s\n", job->job_id().c_str(), JobStateName(job->state()).c_str());
+  return kExitOk;
+}
+
+int RunProfileGet(const ProfileArgs& args) {
+  RemoteClient client(args.scheduler);
+  auto profile = client.GetProfile(args.model_hash, args.version);
+  if (!profile.ok()) return ReportError(profile.status());
+  return PrintProfile(*profile, args.json);
+}
+
+int RunProfileList(const ProfileArgs& args) {
+  RemoteClient client(args.scheduler);
+  auto profiles = client.ListProfiles(args.model_hash);
+  if (!profiles.ok()) return ReportError(profiles.status());
+  std::printf("%-64s  %7s  %-24s  %s\n", "model hash", "version", "job", "created");
+  for (const v1::Profile& p : *profiles) {
+    std::printf("%-64s  %7lld  %-24s  %s\n", p.model_hash().c_str(),
+                static_cast<long long>(p.version()), p.job_id().c_str(),
+                scheduler::FormatIso8601Utc(std::chrono::system_clock::time_point(
+                                                std::chrono::seconds(p.create_time().seconds())))
+                    .c_str());
+  }
+  return kExitOk;
+}
+
+void AddSchedulerOption(CLI::App* cmd, std::string& address) {
+  cmd->add_option("--scheduler", address, "Scheduler address host:port")->required();
+}
+
+}  // namespace
+
+void AddRemoteCommands(CLI::App& app, Action& run) {
+  {
+    auto a = std::make_shared<SubmitArgs>();
+    CLI::App* cmd = app.add_subcommand("submit", "Submit a calibration job to a scheduler");
+    AddSchedulerOption(cmd, a->scheduler);
+    cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face model directory")
+        ->required();
+    cmd->add_option("--model-hash", a->model_hash, "Model hash (default: computed from --model)");
+    cmd->add_option("--data", a->data,
+                    "Calibration data file every worker can read (default: built-in prose)");
+    cmd->add_option("--samples", a->samples, "Samples N")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--context-len", a->context_len, "Context tokens C per sample")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--probe", a->probe, "Probe tokens W per sample (W < C)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--alpha", a->alpha, "Noise scale")->capture_default_str();
+    cmd->add_option("--trials", a->trials, "Trials per (sample, layer)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--seed", a->seed, "Noise seed")->capture_default_str();
+    cmd->add_option("--mode", a->mode, "cache or prefill")->capture_default_str();
+    cmd->add_option("--layers", a->layers, "Layers to measure, e.g. 0-3,7 (default: all)");
+    cmd->add_option("--priority", a->priority, "-1000..1000, higher first")->capture_default_str();
+    cmd->add_option("--idempotency-key", a->idempotency_key,
+                    "Resubmitting with the same key returns the first job");
+    cmd->add_flag("--wait", a->wait, "Wait for the job (progress on stderr), print the profile");
+    cmd->add_flag("--json", a->json, "With --wait: print the profile JSON instead of the table");
+    cmd->callback([a, &run] { run = [a] { return RunSubmit(*a); }; });
+  }
+  {
+    auto a = std::make_shared<JobArgs>();
+    CLI::App* cmd = app.add_subcommand("jobs", "List a scheduler's jobs, newest first");
+    AddSchedulerOption(cmd, a->scheduler);
+    cmd->add_flag("--json", a->json, "Print JSON instead of the table");
+    cmd->callback([a, &run] { run = [a] { return RunJobs(*a); }; });
+  }
+  {
+    auto a = std::make_shared<JobArgs>();
+    CLI::App* cmd = app.add_subcommand("watch", "Follow a job until it ends");
+    AddSchedulerOption(cmd, a->scheduler);
+    cmd->add_option("job", a->job_id, "Job id")->required();
+    cmd->callback([a, &run] { run = [a] { return RunWatch(*a); }; });
+  }
+  {
+    auto a = std::make_shared<JobArgs>();
+    CLI::App* cmd = app.add_subcommand("cancel", "Cancel a job");
+    AddSchedulerOption(cmd, a->scheduler);
+    cmd->add_option("job", a->job_id, "Job id")->required();
+    cmd->callback([a, &run] { run = [a] { return RunCancel(*a); }; });
+  }
+  {
+    CLI::App* profile = app.add_subcommand("profile", "Profiles stored by a scheduler");
+    profile->require_subcommand(1);
+    auto g = std::make_shared<ProfileArgs>();
+    CLI::App* get = profile->add_subcommand("get", "Print one profile (latest by default)");
+    AddSchedulerOption(get, g->scheduler);
+    get->add_option("--model-hash", g->model_hash, "Model hash")->required();
+    get->add_option("--version", g->version, "Profile version (0: latest)")->capture_default_str();
+    get->add_flag("--json", g->json, "Print the profile JSON (as `calibrate --json`)");
+    get->callback([g, &run] { run = [g] { return RunProfileGet(*g); }; });
+    auto l = std::make_shared<ProfileArgs>();
+    CLI::App* list = profile->add_subcommand("list", "List profile versions");
+    AddSchedulerOption(list, l->scheduler);
+    list->add_option("--model-hash", l->model_hash, "Only this model's versions");
+    list->callback([l, &run] { run = [l] { return RunProfileList(*l); }; });
+  }
+}
+
+}  // namespace ripplekv::cli

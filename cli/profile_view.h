@@ -1,0 +1,19 @@
+#pragma once
+// Shared pieces of the commands that take or show a profile (calibrate, submit, profile get).
+
+#include <string>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "scheduler/budget/profile.h"
+
+namespace ripplekv::cli {
+
+// "0-3,7,10-12" → {0,1,2,3,7,10,11,12}; "" → {} (all layers). InvalidArgument names the part.
+StatusOr<std::vector<int>> ParseLayerList(const std::string& text);
+
+// The profile table on stdout: layer, mean KL, standard error, count, budget multiplier r^n for
+// `ratio` (min-max normalization), and a bar.
+void PrintProfileTable(const scheduler::SensitivityProfile& profile, double ratio);
+
+}  // namespace ripplekv::cli

@@ -1,0 +1,189 @@
+#include "cli/remote_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+
+namespace ripplekv::cli {
+
+namespace {
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline) {
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
+}
+
+}  // namespace
+
+Status FromGrpc(const grpc::Status& status, const std::string& address) {
+  if (status.ok()) return absl::OkStatus();
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  if (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded) {
+    return absl::Status(code, absl::StrCat("scheduler ", address, ": ", status.error_message()));
+  }
+  return absl::Status(code, status.error_message());
+}
+
+RemoteClient::RemoteClient(const std::string& address)
+    : address_(address), stub_(v1::CalibrationService::NewStub(MakeChannel(address))) {}
+
+StatusOr<v1::SubmitJobResponse> RemoteClient::SubmitJob(const v1::SubmitJobRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(context, kSubmitDeadline);
+  v1::SubmitJobResponse response;
+  RETURN_IF_ERROR(FromGrpc(stub_->SubmitJob(&context, request, &response), address_));
+  return response;
+}
+
+StatusOr<v1::Job> RemoteClient::GetJob(const std::string& job_id) {
+  grpc::ClientContext context;
+  SetDeadline(context, kUnaryDeadline);
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job job;
+  RETURN_IF_ERROR(FromGrpc(stub_->GetJob(&context, request, &job), address_));
+  return job;
+}
+
+StatusOr<std::vector<v1::Job>> RemoteClient::ListJobs() {
+  std::vector<v1::Job> jobs;
+  std::string token;
+  do {
+    grpc::ClientContext context;
+    SetDeadline(context, kUnaryDeadline);
+    v1::ListJobsRequest request;
+    request.set_page_size(1000);
+    request.set_page_token(token);
+    v1::ListJobsResponse response;
+    RETURN_IF_ERROR(FromGrpc(stub_->ListJobs(&context, request, &response), address_));
+    for (auto& job : *response.mutable_jobs()) jobs.push_back(std::move(job));
+    token = response.next_page_token();
+  } while (!token.empty());
+  return jobs;
+}
+
+StatusOr<v1::Job> RemoteClient::CancelJob(const std::string& job_id) {
+  grpc::ClientContext context;
+  SetDeadline(context, kUnaryDeadline);
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job job;
+  RETURN_IF_ERROR(FromGrpc(stub_->CancelJob(&context, request, &job), address_));
+  return job;
+}
+
+StatusOr<v1::Profile> RemoteClient::GetProfile(const std::string& model_hash, int64_t version) {
+  grpc::ClientContext context;
+  SetDeadline(context, kUnaryDeadline);
+  v1::GetProfileRequest request;
+  request.set_model_hash(model_hash);
+  request.set_version(version);
+  v1::Profile profile;
+  RETURN_IF_ERROR(FromGrpc(stub_->GetProfile(&context, request, &profile), address_));
+  return profile;
+}
+
+StatusOr<std::vector<v1::Profile>> RemoteClient::ListProfiles(const std::string& model_hash) {
+  std::vector<v1::Profile> profiles;
+  std::string token;
+  do {
+    grpc::ClientContext context;
+    SetDeadline(context, kUnaryDeadline);
+    v1::ListProfilesRequest request;
+    request.set_model_hash(model_hash);
+    request.set_page_size(1000);
+    request.set_page_token(token);
+    v1::ListProfilesResponse response;
+    RETURN_IF_ERROR(FromGrpc(stub_->ListProfiles(&context, request, &response), address_));
+    for (auto& p : *response.mutable_profiles()) profiles.push_back(std::move(p));
+    token = response.next_page_token();
+  } while (!token.empty());
+  return profiles;
+}
+
+StatusOr<v1::BudgetMap> RemoteClient::GetBudgetMap(const v1::GetBudgetMapRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(context, kUnaryDeadline);
+  v1::BudgetMap map;
+  RETURN_IF_ERROR(FromGrpc(stub_->GetBudgetMap(&context, request, &map), address_));
+  return map;
+}
+
+Status RemoteClient::WatchJob(const std::string& job_id,
+                              const std::function<void(const v1::JobEvent&)>& on_event) {
+  grpc::ClientContext context;
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->WatchJob(&context, request);
+  v1::JobEvent event;
+  while (reader->Read(&event)) on_event(event);
+  return FromGrpc(reader->Finish(), address_);
+}
+
+scheduler::SensitivityProfile ProfileFromProto(const v1::Profile& p) {
+  scheduler::SensitivityProfile out;
+  const v1::ModelInfo& m = p.model();
+  out.model = {.hash = p.model_hash(),
+               .architecture = m.architecture(),
+               .name = m.name(),
+               .n_layers = m.n_layers(),
+               .n_kv_heads = m.n_kv_heads(),
+               .head_dim = m.head_dim(),
+               .d_model = m.d_model(),
+               .vocab_size = m.vocab_size()};
+  const v1::CalibrationParams& params = p.params();
+  out.params.mode = params.mode() == v1::PERTURB_MODE_PREFILL ? scheduler::PerturbMode::kPrefill
+                                                              : scheduler::PerturbMode::kCache;
+  out.params.alpha = params.alpha();
+  out.params.trials = params.trials();
+  out.params.seed = params.seed();
+  out.params.samples = params.samples();
+  out.params.context_len = params.context_len();
+  out.params.probe_len = params.probe_len();
+  for (int32_t l : params.layers()) out.params.layers.push_back(l);
+  out.params.data_source = p.data_source();
+  for (const v1::LayerSensitivity& l : p.layers()) {
+    scheduler::LayerSensitivity layer;
+    layer.layer = l.layer();
+    layer.mean_kl = l.mean_kl();
+    layer.std_error = l.std_error();
+    layer.count = l.count();
+    layer.per_sample_mean.assign(l.per_sample_mean().begin(), l.per_sample_mean().end());
+    out.layers.push_back(std::move(layer));
+  }
+  out.created_at = scheduler::FormatIso8601Utc(
+      std::chrono::system_clock::time_point(std::chrono::seconds(p.create_time().seconds())));
+  out.tool_version = p.tool_version();
+  return out;
+}
+
+std::string JobStateName(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_PENDING:
+      return "PENDING";
+    case v1::JOB_STATE_RUNNING:
+      return "RUNNING";
+    case v1::JOB_STATE_SUCCEEDED:
+      return "SUCCEEDED";
+    case v1::JOB_STATE_FAILED:
+      return "FAILED";
+    case v1::JOB_STATE_CANCELLED:
+      return "CANCELLED";
+    default:
+      return "UNSPECIFIED";
+  }
+}
+
+}  // namespace ripplekv::cli

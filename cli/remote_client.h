@@ -1,0 +1,58 @@
+#pragma once
+// The CLI's side of the CalibrationService (docs/API.md): one channel to the scheduler with the
+// documented keepalive and backoff arguments, and unary calls that always carry a deadline and
+// return absl::Status (gRPC codes map one to one; an unreachable server is UNAVAILABLE).
+// Thread-safe: the stub may be called from several threads.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "ripplekv/v1/calibration.grpc.pb.h"
+#include "scheduler/budget/profile.h"
+
+namespace ripplekv::cli {
+
+// Deadlines of the unary calls (docs/API.md "Deadlines").
+inline constexpr std::chrono::seconds kSubmitDeadline{60};
+inline constexpr std::chrono::seconds kUnaryDeadline{10};
+
+class RemoteClient {
+ public:
+  // `address` is host:port. Never fails here: connection errors surface on the first call.
+  explicit RemoteClient(const std::string& address);
+
+  [[nodiscard]] StatusOr<v1::SubmitJobResponse> SubmitJob(const v1::SubmitJobRequest& request);
+  [[nodiscard]] StatusOr<v1::Job> GetJob(const std::string& job_id);
+  // Every page, newest first.
+  [[nodiscard]] StatusOr<std::vector<v1::Job>> ListJobs();
+  [[nodiscard]] StatusOr<v1::Job> CancelJob(const std::string& job_id);
+  [[nodiscard]] StatusOr<v1::Profile> GetProfile(const std::string& model_hash, int64_t version);
+  // Every page; `model_hash` empty: every model.
+  [[nodiscard]] StatusOr<std::vector<v1::Profile>> ListProfiles(const std::string& model_hash);
+  [[nodiscard]] StatusOr<v1::BudgetMap> GetBudgetMap(const v1::GetBudgetMapRequest& request);
+
+  // Streams WatchJob events to `on_event` until the job ends (server closes with OK) or the
+  // stream fails. No deadline (docs/API.md). Returns the stream's final status.
+  [[nodiscard]] Status WatchJob(const std::string& job_id,
+                                const std::function<void(const v1::JobEvent&)>& on_event);
+
+ private:
+  std::string address_;
+  std::unique_ptr<v1::CalibrationService::Stub> stub_;
+};
+
+// grpc::Status -> Status, code and message unchanged; the address is named for UNAVAILABLE.
+Status FromGrpc(const grpc::Status& status, const std::string& address);
+
+// The Profile message as the profile document of scheduler/budget/profile.h (lossless for every
+// field `ripplekv calibrate --json` prints; created_at from create_time, seconds precision).
+scheduler::SensitivityProfile ProfileFromProto(const v1::Profile& profile);
+
+// "PENDING", "RUNNING", ... for a JobState.
+std::string JobStateName(v1::JobState state);
+
+}  // namespace ripplekv::cli
