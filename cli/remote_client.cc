@@ -4,22 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/client_channel.h"
 
 namespace ripplekv::cli {
 
 namespace {
-
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
-  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
 
 void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline) {
   context.set_deadline(std::chrono::system_clock::now() + deadline);
@@ -37,7 +26,7 @@ Status FromGrpc(const grpc::Status& status, const std::string& address) {
 }
 
 RemoteClient::RemoteClient(const std::string& address)
-    : address_(address), stub_(v1::CalibrationService::NewStub(MakeChannel(address))) {}
+    : address_(address), stub_(v1::CalibrationService::NewStub(v1::MakeClientChannel(address))) {}
 
 StatusOr<v1::SubmitJobResponse> RemoteClient::SubmitJob(const v1::SubmitJobRequest& request) {
   grpc::ClientContext context;

@@ -141,37 +141,47 @@ struct IndexContents {
   std::vector<std::string> shards;                             // sorted, unique
 };
 
-StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, path, "open");
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, path, "stat");
+// A regular file opened read-only; closed when this goes out of scope.
+struct OpenedFile {
+  int fd = -1;
+  uint64_t size = 0;  // bytes, at open time
+  OpenedFile() = default;
+  OpenedFile(OpenedFile&& other) noexcept
+      : fd(std::exchange(other.fd, -1)), size(other.size) {}
+  OpenedFile& operator=(OpenedFile&&) = delete;
+  ~OpenedFile() {
+    if (fd >= 0) ::close(fd);
   }
+};
+
+// Errors name the path and the failing call; a directory or device is InvalidArgument.
+StatusOr<OpenedFile> OpenRegularFile(const std::string& path) {
+  OpenedFile file;
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file.fd < 0) return ErrnoStatus(errno, path, "open");
+  struct stat st;
+  if (::fstat(file.fd, &st) != 0) return ErrnoStatus(errno, path, "stat");
   if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
+  file.size = static_cast<uint64_t>(st.st_size);
+  return file;
+}
+
+StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
+  ASSIGN_OR_RETURN(OpenedFile file, OpenRegularFile(path));
+  if (file.size > max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", st.st_size, " bytes is more than the ", max_bytes, " bytes accepted"));
+        path, ": ", file.size, " bytes is more than the ", max_bytes, " bytes accepted"));
   }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
+  std::string text(static_cast<size_t>(file.size), '\0');
   size_t done = 0;
   while (done < text.size()) {
-    ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    ssize_t n = ::read(file.fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      return ErrnoStatus(err, path, "read");
-    }
+    if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, path, "read");
     done += static_cast<size_t>(n);
   }
-  ::close(fd);
   return text;
 }
 
@@ -248,30 +258,15 @@ struct SafetensorsFile::Mapping {
 SafetensorsFile::~SafetensorsFile() = default;
 
 StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, path, "open");
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, path, "stat");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
+  ASSIGN_OR_RETURN(OpenedFile opened, OpenRegularFile(path));
   auto mapping = std::make_unique<Mapping>();
-  mapping->size = static_cast<size_t>(st.st_size);
+  mapping->size = static_cast<size_t>(opened.size);
   if (mapping->size > 0) {
-    void* addr = ::mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, path, "mmap");
-    }
+    void* addr = ::mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, opened.fd, 0);
+    if (addr == MAP_FAILED) return ErrnoStatus(errno, path, "mmap");
     mapping->addr = addr;
   }
-  ::close(fd);  // the mapping keeps the file alive
+  // Closing the descriptor (when `opened` goes out of scope) leaves the mapping valid.
 
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = path;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/client_channel.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -416,17 +417,8 @@ Status WorkerClient::Run() {
   if (im.options.worker_id.empty() || im.options.worker_id.size() > 128) {
     return absl::InvalidArgumentError("worker id must be 1..128 characters");
   }
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  args.SetMaxReceiveMessageSize(64 << 20);
-  im.channel = grpc::CreateCustomChannel(im.options.scheduler_address,
-                                         grpc::InsecureChannelCredentials(), args);
+  im.channel = pb::MakeClientChannel(im.options.scheduler_address,
+                                       {.keepalive_without_calls = true});
   im.stub = pb::WorkerService::NewStub(im.channel);
 
   std::chrono::milliseconds backoff = im.options.initial_backoff;
