@@ -1,7 +1,7 @@
 // The remote subcommands, talking to ripplekv-scheduler's CalibrationService (docs/API.md):
 //   ripplekv submit --scheduler ADDR --model PATH [--model-hash H] [--data F] [--samples N]
 //     [--context-len C] [--probe W] [--alpha A] [--trials T] [--seed S] [--mode cache|prefill]
-//     [--layers LIST] [--priority P] [--idempotency-key K] [--wait [--json]]
+//     [--layers LIST] [--strict] [--priority P] [--idempotency-key K] [--wait [--json]]
 //   ripplekv jobs --scheduler ADDR [--json]
 //   ripplekv watch --scheduler ADDR JOB
 //   ripplekv cancel --scheduler ADDR JOB
@@ -31,6 +31,7 @@
 #include "scheduler/budget/profile.h"
 #include "spdlog/spdlog.h"
 #include "worker/model/model_hash.h"
+#include "worker/model/model_loader.h"
 
 namespace ripplekv::cli {
 
@@ -49,6 +50,7 @@ struct SubmitArgs {
   uint64_t seed = 0;
   std::string mode = "cache";
   std::string layers;
+  bool strict = false;  // a JSONL record with too few tokens fails the job
   int priority = 0;
   std::string idempotency_key;
   bool wait = false;
@@ -169,6 +171,15 @@ int RunSubmit(const SubmitArgs& args) {
   request.set_idempotency_key(args.idempotency_key);
   v1::JobSpec* spec = request.mutable_spec();
   spec->mutable_model()->set_model_hash(hash);
+  // The layer count and name from the model's headers, so a job can be queued before any worker
+  // holding the model has registered. A model readable only by the workers (--model-hash given)
+  // leaves them to the workers' report.
+  if (auto summary = worker::DescribeModel(args.model); summary.ok()) {
+    spec->mutable_model()->set_n_layers(summary->config.n_layers);
+    spec->mutable_model()->set_name(summary->config.name);
+  } else if (args.model_hash.empty()) {
+    return ReportError(summary.status());
+  }
   std::error_code ec;
   const std::filesystem::path model_path = std::filesystem::absolute(args.model, ec);
   spec->mutable_model()->set_path(ec ? args.model : model_path.string());
@@ -177,6 +188,7 @@ int RunSubmit(const SubmitArgs& args) {
     const std::filesystem::path data = std::filesystem::absolute(args.data, ec);
     spec->mutable_data()->set_path(ec ? args.data : data.string());
   }
+  spec->mutable_data()->set_strict(args.strict);
   v1::CalibrationParams* params = spec->mutable_params();
   params->set_mode(*mode == scheduler::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
                                                              : v1::PERTURB_MODE_CACHE);
@@ -304,6 +316,7 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
     cmd->add_option("--seed", a->seed, "Noise seed")->capture_default_str();
     cmd->add_option("--mode", a->mode, "cache or prefill")->capture_default_str();
     cmd->add_option("--layers", a->layers, "Layers to measure, e.g. 0-3,7 (default: all)");
+    cmd->add_flag("--strict", a->strict, "Fail the job when any data record is too short");
     cmd->add_option("--priority", a->priority, "-1000..1000, higher first")->capture_default_str();
     cmd->add_option("--idempotency-key", a->idempotency_key,
                     "Resubmitting with the same key returns the first job");

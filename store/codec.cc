@@ -78,6 +78,8 @@ class Reader {
     return absl::OkStatus();
   }
 
+  bool Has(std::string_view name) const { return obj_.contains(std::string(name)); }
+
   StatusOr<const Json*> Member(std::string_view name) const {
     auto it = obj_.find(std::string(name));
     if (it == obj_.end()) return Corrupt(Join(prefix_, name), "is missing");
@@ -117,6 +119,12 @@ class Reader {
     ASSIGN_OR_RETURN(const Json* v, Member(name));
     if (!v->is_number()) return Corrupt(Join(prefix_, name), Cat("is not a number: ", v->dump()));
     return v->get<double>();
+  }
+
+  StatusOr<bool> Bool(std::string_view name) const {
+    ASSIGN_OR_RETURN(const Json* v, Member(name));
+    if (!v->is_boolean()) return Corrupt(Join(prefix_, name), "is not a boolean");
+    return v->get<bool>();
   }
 
   StatusOr<std::string> String(std::string_view name) const {
@@ -181,6 +189,7 @@ Status CheckSpecEncodable(const JobSpec& spec) {
   RETURN_IF_ERROR(CheckUtf8(spec.model_path, "spec.model_path"));
   RETURN_IF_ERROR(CheckUtf8(spec.model_hash, "spec.model_hash"));
   RETURN_IF_ERROR(CheckUtf8(spec.data_path, "spec.data_path"));
+  RETURN_IF_ERROR(CheckUtf8(spec.data_builtin, "spec.data_builtin"));
   return CheckUtf8(spec.idempotency_key, "spec.idempotency_key");
 }
 
@@ -190,6 +199,9 @@ Json SpecToJson(const JobSpec& spec) {
       {"model_path", spec.model_path},
       {"model_hash", spec.model_hash},
       {"data_path", spec.data_path},
+      {"data_format", DataFormatName(spec.data_format)},
+      {"data_strict", spec.data_strict},
+      {"data_builtin", spec.data_builtin},
       {"params",
        {{"mode", CalibrationModeName(p.mode)},
         {"alpha", p.alpha},
@@ -206,11 +218,22 @@ Json SpecToJson(const JobSpec& spec) {
 
 StatusOr<JobSpec> SpecFromJson(const Reader& r) {
   RETURN_IF_ERROR(r.OnlyFields(
-      {"model_path", "model_hash", "data_path", "params", "priority", "idempotency_key"}));
+      {"model_path", "model_hash", "data_path", "data_format", "data_strict", "data_builtin",
+       "params", "priority", "idempotency_key"}));
   JobSpec spec;
   ASSIGN_OR_RETURN(spec.model_path, r.String("model_path"));
   ASSIGN_OR_RETURN(spec.model_hash, r.String("model_hash"));
   ASSIGN_OR_RETURN(spec.data_path, r.String("data_path"));
+  // The data_* fields came after the first stored records; absent means the defaults.
+  if (r.Has("data_format")) {
+    ASSIGN_OR_RETURN(spec.data_format, r.Enumerated<DataFormat>("data_format", &ParseDataFormat));
+  }
+  if (r.Has("data_strict")) {
+    ASSIGN_OR_RETURN(spec.data_strict, r.Bool("data_strict"));
+  }
+  if (r.Has("data_builtin")) {
+    ASSIGN_OR_RETURN(spec.data_builtin, r.String("data_builtin"));
+  }
   ASSIGN_OR_RETURN(int64_t priority, r.I64("priority", INT32_MIN, INT32_MAX));
   spec.priority = static_cast<int32_t>(priority);
   ASSIGN_OR_RETURN(spec.idempotency_key, r.String("idempotency_key"));

@@ -27,6 +27,11 @@ constexpr std::array<std::pair<CalibrationMode, std::string_view>, 2> kModes = {
     {CalibrationMode::kCache, "cache"},
     {CalibrationMode::kPrefill, "prefill"},
 }};
+constexpr std::array<std::pair<DataFormat, std::string_view>, 3> kDataFormats = {{
+    {DataFormat::kAuto, "auto"},
+    {DataFormat::kJsonl, "jsonl"},
+    {DataFormat::kText, "text"},
+}};
 constexpr std::array<std::pair<JobState, std::string_view>, 5> kJobStates = {{
     {JobState::kPending, "pending"},
     {JobState::kRunning, "running"},
@@ -48,11 +53,15 @@ bool IsTerminal(JobState state) {
 }
 
 std::string_view CalibrationModeName(CalibrationMode mode) { return NameOf(kModes, mode); }
+std::string_view DataFormatName(DataFormat format) { return NameOf(kDataFormats, format); }
 std::string_view JobStateName(JobState state) { return NameOf(kJobStates, state); }
 std::string_view TaskStateName(TaskState state) { return NameOf(kTaskStates, state); }
 
 std::optional<CalibrationMode> ParseCalibrationMode(std::string_view name) {
   return Lookup(kModes, name);
+}
+std::optional<DataFormat> ParseDataFormat(std::string_view name) {
+  return Lookup(kDataFormats, name);
 }
 std::optional<JobState> ParseJobState(std::string_view name) { return Lookup(kJobStates, name); }
 std::optional<TaskState> ParseTaskState(std::string_view name) { return Lookup(kTaskStates, name); }

@@ -31,6 +31,13 @@ enum class CalibrationMode : uint8_t {
   kPrefill = 1,  // "prefill": inside the forward pass, rippling into deeper layers' caches
 };
 
+// How workers read a job's calibration data (worker/calibration/calibration_data.h).
+enum class DataFormat : uint8_t {
+  kAuto = 0,   // by the path's extension (.jsonl/.ndjson/.json are JSONL); data_path only
+  kJsonl = 1,  // one JSON object per line
+  kText = 2,   // plain text cut into windows of C + W tokens
+};
+
 // The calibration method's parameters, as submitted.
 struct MethodParams {
   CalibrationMode mode = CalibrationMode::kCache;
@@ -52,7 +59,12 @@ struct JobSpec {
   std::string model_hash;   // expected model hash (docs/MODEL_HASH.md), 1..256 bytes, no NUL
   std::string data_inline;  // calibration data itself (JSONL or text); empty when by path
   std::string data_path;    // calibration data path visible to workers; empty when inline
-                            // (both empty: the built-in calibration text)
+                            // (both empty: the built-in corpus `data_builtin`)
+  // data_inline: kJsonl or kText (what was submitted); data_path: as submitted (kAuto: by the
+  // extension); built-in corpus: kAuto.
+  DataFormat data_format = DataFormat::kAuto;
+  bool data_strict = false;  // a JSONL record with too few tokens fails the job instead of a skip
+  std::string data_builtin;  // built-in corpus name when neither inline nor path; empty: default
   MethodParams params;
   int32_t priority = 0;         // higher runs first
   std::string idempotency_key;  // empty = none; else a resubmission returns the existing job
@@ -148,10 +160,12 @@ struct BudgetMapRecord {
 
 // Lower-case names used in messages and in the stored encoding: "cache", "pending", "leased"...
 std::string_view CalibrationModeName(CalibrationMode mode);
+std::string_view DataFormatName(DataFormat format);
 std::string_view JobStateName(JobState state);
 std::string_view TaskStateName(TaskState state);
 // Inverses of the above; nullopt for any other string.
 std::optional<CalibrationMode> ParseCalibrationMode(std::string_view name);
+std::optional<DataFormat> ParseDataFormat(std::string_view name);
 std::optional<JobState> ParseJobState(std::string_view name);
 std::optional<TaskState> ParseTaskState(std::string_view name);
 

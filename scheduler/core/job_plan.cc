@@ -22,6 +22,22 @@ Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers) {
   if (!spec.data_inline.empty() && !spec.data_path.empty()) {
     return Bad("data_path", "give calibration data inline or by path, not both");
   }
+  const bool builtin = spec.data_inline.empty() && spec.data_path.empty();
+  if (!builtin && !spec.data_builtin.empty()) {
+    return Bad("data_builtin", "names a built-in corpus, but data is given inline or by path");
+  }
+  if (builtin && !spec.data_builtin.empty() && spec.data_builtin != "sherlock-holmes" &&
+      spec.data_builtin != "tom-sawyer") {
+    return Bad("data_builtin", absl::StrCat("\"", spec.data_builtin,
+                                            "\" is not a built-in corpus (sherlock-holmes, "
+                                            "tom-sawyer)"));
+  }
+  if (builtin && spec.data_format != store::DataFormat::kAuto) {
+    return Bad("data_format", "a built-in corpus is plain text; leave the format unset");
+  }
+  if (!spec.data_inline.empty() && spec.data_format == store::DataFormat::kAuto) {
+    return Bad("data_format", "inline data needs kJsonl or kText");
+  }
   const store::MethodParams& p = spec.params;
   if (!std::isfinite(p.alpha) || p.alpha <= 0) {
     return Bad("params.alpha", absl::StrCat("must be finite and > 0, got ", p.alpha));

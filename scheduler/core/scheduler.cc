@@ -52,14 +52,18 @@ Scheduler::Scheduler(store::Store* store, SchedulerOptions options, Clock clock)
 StatusOr<store::Job> Scheduler::SubmitJob(const SubmitRequest& request) {
   std::lock_guard lock(mu_);
   int64_t n_layers = request.model_n_layers;
+  auto known = models_.find(request.spec.model_hash);
   if (n_layers == 0) {
-    auto it = models_.find(request.spec.model_hash);
-    if (it == models_.end()) {
+    if (known == models_.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "job spec field model_n_layers: not given, and no registered worker holds model ",
+          "job spec field model.n_layers: not given, and no registered worker holds model ",
           request.spec.model_hash));
     }
-    n_layers = it->second.n_layers;
+    n_layers = known->second.n_layers;
+  } else if (known != models_.end() && known->second.n_layers != n_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job spec field model.n_layers: ", n_layers, ", but workers holding model ",
+                     request.spec.model_hash, " report ", known->second.n_layers, " layers"));
   }
   RETURN_IF_ERROR(ValidateJobSpec(request.spec, n_layers));
   const uint64_t n_layers_used = request.spec.params.layers.empty()
@@ -194,7 +198,7 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   if (w.leased.size() >= w.capacity) return std::optional<Assignment>();
   ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs({.active_only = true}));
   for (const store::Job& job : jobs) {  // priority, then age
-    if (job.spec.model_hash != w.model.hash) continue;
+    if (job.spec.model_hash != w.model.hash || w.refused_jobs.contains(job.id)) continue;
     ASSIGN_OR_RETURN(std::vector<store::Task> tasks, store_->ListTasks(job.id));
     std::optional<store::TaskKey> key = Choose(worker_id, w, job.id, tasks);
     if (!key) continue;
@@ -324,6 +328,32 @@ Status Scheduler::FinishReadyJobs(const std::string& model_hash) {
 
 void Scheduler::ForgetLease(const store::TaskKey& key) {
   for (auto& [id, w] : workers_) w.leased.erase(key);
+}
+
+StatusOr<bool> Scheduler::RefuseJob(const std::string& worker_id, const store::TaskKey& key,
+                                    bool fail_if_none_left, const std::string& why) {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
+  }
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(key.job));
+  WorkerState& w = it->second;
+  w.refused_jobs.insert(key.job);
+  w.last_sample.erase(key.job);
+  if (w.leased.erase(key) > 0) {
+    StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
+    if (!t.ok() && !LeaseGone(t.status())) return t.status();
+  }
+  if (!fail_if_none_left || store::IsTerminal(job.state)) return false;
+  for (const auto& [id, other] : workers_) {
+    if (other.model.hash == job.spec.model_hash && !other.refused_jobs.contains(job.id)) {
+      return false;
+    }
+  }
+  RETURN_IF_ERROR(store_->UpdateJobState(job.id, store::JobState::kFailed, why).status());
+  rates_.erase(job.id);
+  return true;
 }
 
 StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {

@@ -152,6 +152,14 @@ class Scheduler {
       const std::string& worker_id, const store::TaskKey& key,
       std::span<const store::TrialResult> results, bool done);
 
+  // The worker refused task `key` for a reason that holds for the whole job on this worker (it
+  // cannot read the job's data; its model is not the job's): the lease returns to pending and
+  // none of the job's tasks is offered to this worker again (until it registers again). When
+  // `fail_if_none_left` and every registered worker of the job's model has now refused the job,
+  // the job fails with `why` (outcome true). NotFound: unknown worker or job.
+  [[nodiscard]] StatusOr<bool> RefuseJob(const std::string& worker_id, const store::TaskKey& key,
+                                         bool fail_if_none_left, const std::string& why);
+
   // Call periodically: drops workers silent past heartbeat_timeout_ms (their leases return to
   // pending), then returns every lease past its deadline to pending.
   [[nodiscard]] StatusOr<ExpireOutcome> ExpireLeases();
@@ -176,6 +184,7 @@ class Scheduler {
     std::set<PrefillKey> held;
     std::map<store::JobId, uint32_t> last_sample;  // affinity: sample given last, per job
     std::set<store::TaskKey> leased;
+    std::set<store::JobId> refused_jobs;  // jobs it refused as a whole (RefuseJob)
   };
   struct RateObservation {
     int64_t first_ms = 0;

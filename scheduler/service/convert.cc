@@ -13,6 +13,7 @@ namespace ripplekv::scheduler::service {
 namespace {
 
 constexpr char kDefaultBuiltin[] = "sherlock-holmes";
+constexpr char kSecondBuiltin[] = "tom-sawyer";
 
 bool IsPrintableAscii(std::string_view text) {
   for (char c : text) {
@@ -103,6 +104,11 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
   store::JobSpec& spec = out.spec;
   spec.model_hash = in.model().model_hash();
   spec.model_path = in.model().path();
+  if (in.model().n_layers() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.model.n_layers: ", in.model().n_layers(), " is negative"));
+  }
+  out.model_n_layers = in.model().n_layers();
   spec.priority = in.priority();
   spec.idempotency_key = key;
 
@@ -111,17 +117,25 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
       data.source_case() != v1::CalibrationData::kPath) {
     return absl::InvalidArgumentError("spec.data.format: only allowed with spec.data.path");
   }
-  if (data.format() != v1::DATA_FORMAT_UNSPECIFIED) {
-    // TODO(#4): the store keeps no data format; the worker reads a path by its extension.
-    return absl::InvalidArgumentError(
-        "spec.data.format: not supported by this scheduler yet; leave it unset (by extension)");
+  switch (data.format()) {
+    case v1::DATA_FORMAT_UNSPECIFIED:
+      spec.data_format = store::DataFormat::kAuto;
+      break;
+    case v1::DATA_FORMAT_JSONL:
+      spec.data_format = store::DataFormat::kJsonl;
+      break;
+    case v1::DATA_FORMAT_TEXT:
+      spec.data_format = store::DataFormat::kText;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.data.format: unknown value ", static_cast<int>(data.format())));
   }
-  if (data.strict()) {
-    return absl::InvalidArgumentError("spec.data.strict: not supported by this scheduler yet");
-  }
+  spec.data_strict = data.strict();
   switch (data.source_case()) {
     case v1::CalibrationData::kText:
       spec.data_inline = data.text();
+      spec.data_format = store::DataFormat::kText;
       break;
     case v1::CalibrationData::kJsonl:
       for (const std::string& line : data.jsonl().lines()) {
@@ -131,6 +145,7 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
         spec.data_inline += line;
         spec.data_inline += '\n';
       }
+      spec.data_format = store::DataFormat::kJsonl;
       if (spec.data_inline.empty()) {
         return absl::InvalidArgumentError("spec.data.jsonl.lines: empty");
       }
@@ -143,11 +158,13 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
       spec.data_path = data.path();
       break;
     case v1::CalibrationData::kBuiltin:
-      if (data.builtin() != kDefaultBuiltin) {
+      if (data.builtin() != kDefaultBuiltin && data.builtin() != kSecondBuiltin) {
         return absl::InvalidArgumentError(absl::StrCat("spec.data.builtin: \"", data.builtin(),
-                                                       "\" is not supported (only \"",
-                                                       kDefaultBuiltin, "\")"));
+                                                       "\" is not a built-in corpus (\"",
+                                                       kDefaultBuiltin, "\", \"", kSecondBuiltin,
+                                                       "\")"));
       }
+      spec.data_builtin = data.builtin();
       break;
     case v1::CalibrationData::SOURCE_NOT_SET:
       break;
@@ -215,10 +232,9 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
 
 void CalibrationDataToProto(const store::JobSpec& spec, bool with_inline_data,
                             v1::CalibrationData* out) {
+  out->set_strict(spec.data_strict);
   if (!spec.data_inline.empty()) {
-    // TODO(#4): the store does not keep text vs JSONL; JSONL is recognised by its first byte.
-    const bool jsonl = spec.data_inline.front() == '{';
-    if (jsonl) {
+    if (spec.data_format == store::DataFormat::kJsonl) {
       v1::JsonlLines* lines = out->mutable_jsonl();
       if (with_inline_data) {
         for (absl::string_view line : absl::StrSplit(spec.data_inline, '\n', absl::SkipEmpty())) {
@@ -231,8 +247,12 @@ void CalibrationDataToProto(const store::JobSpec& spec, bool with_inline_data,
     out->set_inline_bytes(static_cast<int64_t>(spec.data_inline.size()));
   } else if (!spec.data_path.empty()) {
     out->set_path(spec.data_path);
+    out->set_format(spec.data_format == store::DataFormat::kJsonl  ? v1::DATA_FORMAT_JSONL
+                    : spec.data_format == store::DataFormat::kText ? v1::DATA_FORMAT_TEXT
+                                                                   : v1::DATA_FORMAT_UNSPECIFIED);
   } else {
-    out->set_builtin(kDefaultBuiltin);
+    out->set_builtin(spec.data_builtin.empty() ? std::string(kDefaultBuiltin)
+                                               : spec.data_builtin);
   }
 }
 

@@ -260,11 +260,27 @@ class WorkerServiceImpl::ConnectReactor final
                               " as invalid: ", refused.message()));
         break;
       case v1::REFUSAL_REASON_DRAINING:
-      case v1::REFUSAL_REASON_MODEL_HASH_MISMATCH:
-        // TODO(#4): the core cannot exclude one worker from one job; stop giving it work.
         draining_ = true;
         GiveBack(*key, /*fail_job=*/false, {});
         break;
+      case v1::REFUSAL_REASON_MODEL_HASH_MISMATCH:
+      case v1::REFUSAL_REASON_DATA_UNAVAILABLE: {
+        // The job as a whole cannot run here; other jobs can. A job whose data no worker of its
+        // model can read fails rather than circling (worker.proto, RefusalReason).
+        leases_.erase(*key);
+        const bool data = refused.reason() == v1::REFUSAL_REASON_DATA_UNAVAILABLE;
+        StatusOr<bool> failed = service_->scheduler_->RefuseJob(
+            worker_id_, *key, /*fail_if_none_left=*/data,
+            absl::StrCat("every worker refused the job's data; last: worker ", worker_id_, ": ",
+                         refused.message()));
+        if (!failed.ok()) {
+          spdlog::warn("worker {}: refusal of task {}: {}", worker_id_, refused.task_id(),
+                       failed.status().ToString());
+        } else if (*failed) {
+          spdlog::warn("job {} failed: no worker can read its data", key->job);
+        }
+        return Fill();
+      }
       default:
         GiveBack(*key, /*fail_job=*/false, {});
         break;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace ripplekv::store {
 namespace {
@@ -18,6 +19,8 @@ Job FullJob() {
   job.spec.model_hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
   job.spec.data_inline = "{\"text\": \"line one\"}\n{\"text\": \"two\\u0000\"}\n";
   job.spec.data_path = "";
+  job.spec.data_format = DataFormat::kJsonl;
+  job.spec.data_strict = true;
   job.spec.params = {.mode = CalibrationMode::kPrefill,
                      .alpha = 0.1,
                      .trials = 7,
@@ -59,6 +62,28 @@ TEST(StoreCodecTest, JobRoundTripsEveryField) {
   StatusOr<std::string> data_back = DecodeJobData(*data);
   ASSERT_TRUE(data_back.ok()) << data_back.status();
   EXPECT_EQ(*data_back, job.spec.data_inline);
+}
+
+TEST(StoreCodecTest, JobRecordsWrittenBeforeTheDataFieldsReadWithDefaults) {
+  Job job = FullJob();
+  job.spec.data_format = DataFormat::kText;
+  job.spec.data_strict = true;
+  job.spec.data_builtin = "tom-sawyer";
+  StatusOr<std::string> encoded = EncodeJob(job);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  nlohmann::json j = nlohmann::json::parse(*encoded);
+  ASSERT_EQ(j["spec"]["data_format"], "text");
+  ASSERT_EQ(j["spec"]["data_builtin"], "tom-sawyer");
+  for (const char* field : {"data_format", "data_strict", "data_builtin"}) j["spec"].erase(field);
+  StatusOr<Job> decoded = DecodeJob(job.id, j.dump());
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->spec.data_format, DataFormat::kAuto);
+  EXPECT_FALSE(decoded->spec.data_strict);
+  EXPECT_TRUE(decoded->spec.data_builtin.empty());
+  j["spec"]["data_format"] = "yaml";
+  StatusOr<Job> bad = DecodeJob(job.id, j.dump());
+  ASSERT_TRUE(absl::IsDataLoss(bad.status()));
+  EXPECT_NE(bad.status().message().find("spec.data_format"), std::string_view::npos);
 }
 
 TEST(StoreCodecTest, TaskRoundTripsAndKeyFieldsComeFromTheKey) {

@@ -79,5 +79,25 @@ TEST(JobPlanTest, RejectsBadFieldsNamingThem) {
   ExpectBadField(GoodSpec(), 0, "model_n_layers");
 }
 
+TEST(JobPlanTest, DataFieldsMustFitTheSource) {
+  store::JobSpec s = GoodSpec();
+  s.data_builtin = "tom-sawyer";
+  EXPECT_TRUE(ValidateJobSpec(s, 30).ok());
+  s.data_builtin = "war-and-peace";
+  ExpectBadField(s, 30, "data_builtin");
+  s = GoodSpec();
+  s.data_path = "/d.txt";
+  s.data_builtin = "tom-sawyer";
+  ExpectBadField(s, 30, "data_builtin");
+  s = GoodSpec();
+  s.data_format = store::DataFormat::kJsonl;  // the built-in corpus is plain text
+  ExpectBadField(s, 30, "data_format");
+  s = GoodSpec();
+  s.data_inline = "{\"text\": \"x\"}\n";  // inline data needs its kind
+  ExpectBadField(s, 30, "data_format");
+  s.data_format = store::DataFormat::kJsonl;
+  EXPECT_TRUE(ValidateJobSpec(s, 30).ok());
+}
+
 }  // namespace
 }  // namespace ripplekv::scheduler

@@ -156,7 +156,7 @@ TEST_F(SchedulerTest, SubmitNamesTheBadFieldAndNeedsTheLayerCount) {
   EXPECT_NE(r.status().message().find("params.alpha"), std::string_view::npos);
   r = scheduler_->SubmitJob({.spec = Spec(2)});  // no layer count, no worker
   ASSERT_TRUE(absl::IsInvalidArgument(r.status()));
-  EXPECT_NE(r.status().message().find("model_n_layers"), std::string_view::npos);
+  EXPECT_NE(r.status().message().find("model.n_layers"), std::string_view::npos);
   Register("w1");  // now the model's layer count is known from the worker
   r = scheduler_->SubmitJob({.spec = Spec(2)});
   ASSERT_TRUE(r.ok()) << r.status();
@@ -513,4 +513,72 @@ TEST_F(SchedulerTest, ReRegisteringAWorkerReleasesItsOldLeases) {
 }
 
 }  // namespace
+
+TEST_F(SchedulerTest, SubmitTakesTheLayerCountGivenAndChecksItAgainstWorkers) {
+  // Before any worker registered: the request's count plans the job.
+  auto early = scheduler_->SubmitJob({.spec = Spec(2), .model_n_layers = 30});
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_EQ(early->tasks_total, 2u * 30u);
+  Register("w1");  // reports 30 layers
+  auto wrong = scheduler_->SubmitJob({.spec = Spec(2), .model_n_layers = 12});
+  ASSERT_TRUE(absl::IsInvalidArgument(wrong.status()));
+  EXPECT_NE(wrong.status().message().find("model.n_layers"), std::string_view::npos);
+  EXPECT_NE(wrong.status().message().find("30"), std::string_view::npos);
+}
+
+TEST_F(SchedulerTest, RefusedJobIsNoLongerOfferedToThatWorkerOnly) {
+  const store::Job first = Submit(Spec(1, 2, /*priority=*/5));
+  const store::Job second = Submit(Spec(1));
+  Register("w1");
+  Register("w2");
+  auto a = Next("w1");
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->key.job, first.id);
+  auto failed = scheduler_->RefuseJob("w1", a->key, /*fail_if_none_left=*/true, "no data");
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_FALSE(*failed);  // w2 may still read it
+  // w1 now only gets the other job; the refused task went back to pending for w2.
+  auto b = Next("w1");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->key.job, second.id);
+  auto c = Next("w2");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->key, a->key);
+  // Registering again (a restarted worker may read the data now) forgets the refusal.
+  Register("w1");
+  auto d = Next("w1");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key.job, first.id);
+}
+
+TEST_F(SchedulerTest, JobFailsWhenEveryWorkerOfItsModelRefusedItsData) {
+  const store::Job job = Submit(Spec(2));
+  Register("w1");
+  Register("w2");
+  Register("other", 1, kOtherHash);  // a worker of another model does not count
+  auto a = Next("w1");
+  ASSERT_TRUE(a.has_value());
+  auto r1 = scheduler_->RefuseJob("w1", a->key, true, "w1 cannot read /data/x.jsonl");
+  ASSERT_TRUE(r1.ok());
+  EXPECT_FALSE(*r1);
+  auto b = Next("w2");
+  ASSERT_TRUE(b.has_value());
+  auto r2 = scheduler_->RefuseJob("w2", b->key, true, "w2 cannot read /data/x.jsonl");
+  ASSERT_TRUE(r2.ok());
+  EXPECT_TRUE(*r2);
+  auto stored = store_->GetJob(job.id);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state, store::JobState::kFailed);
+  EXPECT_NE(stored->error.find("w2 cannot read"), std::string::npos) << stored->error;
+  // A model-hash refusal (fail_if_none_left false) never fails the job on its own.
+  const store::Job other = Submit(Spec(1));
+  auto c = Next("w1");
+  ASSERT_TRUE(c.has_value());
+  ASSERT_EQ(c->key.job, other.id);
+  auto r3 = scheduler_->RefuseJob("w1", c->key, false, "hash");
+  ASSERT_TRUE(r3.ok());
+  EXPECT_FALSE(*r3);
+  EXPECT_EQ(store_->GetJob(other.id)->state, store::JobState::kRunning);
+}
+
 }  // namespace ripplekv::scheduler

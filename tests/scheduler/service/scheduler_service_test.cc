@@ -274,7 +274,7 @@ TEST_F(SchedulerServiceTest, BadRequestsNameTheField) {
   // No worker holds the model yet: the layer count is unknown.
   grpc::Status status = Submit(OneSampleJob(), &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("model_n_layers"), std::string::npos)
+  EXPECT_NE(status.error_message().find("model.n_layers"), std::string::npos)
       << status.error_message();
 
   Register("w1");
@@ -502,6 +502,72 @@ TEST_F(SchedulerServiceTest, CancelSendsTheWorkerATaskCancellation) {
     }
   }
   EXPECT_TRUE(got);
+  EXPECT_TRUE(worker.End().ok());
+}
+
+TEST_F(SchedulerServiceTest, DataSourceFormatAndStrictReachWorkersAsSubmitted) {
+  Register("w1");
+  auto job_data = [&](const std::string& job_id) {
+    v1::GetJobDataRequest request;
+    request.set_job_id(job_id);
+    v1::GetJobDataResponse data;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    EXPECT_TRUE(workers_->GetJobData(&context, request, &data).ok());
+    return data.data();
+  };
+  v1::SubmitJobRequest by_path = OneSampleJob();
+  by_path.mutable_spec()->mutable_data()->set_path("/data/calibration.txt");
+  by_path.mutable_spec()->mutable_data()->set_format(v1::DATA_FORMAT_JSONL);
+  by_path.mutable_spec()->mutable_data()->set_strict(true);
+  v1::SubmitJobResponse submitted;
+  ASSERT_TRUE(Submit(by_path, &submitted).ok());
+  v1::CalibrationData data = job_data(submitted.job().job_id());
+  EXPECT_EQ(data.path(), "/data/calibration.txt");
+  EXPECT_EQ(data.format(), v1::DATA_FORMAT_JSONL);
+  EXPECT_TRUE(data.strict());
+
+  v1::SubmitJobRequest inline_text = OneSampleJob();
+  inline_text.mutable_spec()->mutable_data()->set_text("{not JSON, just prose}");
+  ASSERT_TRUE(Submit(inline_text, &submitted).ok());
+  data = job_data(submitted.job().job_id());
+  EXPECT_EQ(data.source_case(), v1::CalibrationData::kText);  // kept as text, whatever it starts with
+  EXPECT_EQ(data.text(), "{not JSON, just prose}");
+  EXPECT_FALSE(data.strict());
+
+  v1::SubmitJobRequest second_corpus = OneSampleJob();
+  second_corpus.mutable_spec()->mutable_data()->set_builtin("tom-sawyer");
+  ASSERT_TRUE(Submit(second_corpus, &submitted).ok());
+  EXPECT_EQ(job_data(submitted.job().job_id()).builtin(), "tom-sawyer");
+
+  v1::SubmitJobRequest unknown_corpus = OneSampleJob();
+  unknown_corpus.mutable_spec()->mutable_data()->set_builtin("moby-dick");
+  const grpc::Status status = Submit(unknown_corpus, &submitted);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec.data.builtin"), std::string::npos);
+}
+
+TEST_F(SchedulerServiceTest, JobFailsWhenItsOnlyWorkerCannotReadItsData) {
+  const std::string session = Register("w1", /*n_layers=*/2, /*capacity=*/1);
+  v1::SubmitJobResponse submitted;
+  ASSERT_TRUE(Submit(OneSampleJob(), &submitted).ok());
+  FakeWorker worker(workers_.get(), "w1", session);
+  std::vector<v1::TaskAssignment> tasks = worker.ReadAssignments(1);
+  ASSERT_EQ(tasks.size(), 1u);
+  v1::WorkerMessage refusal;
+  refusal.mutable_task_refused()->set_task_id(tasks[0].task_id());
+  refusal.mutable_task_refused()->set_reason(v1::REFUSAL_REASON_DATA_UNAVAILABLE);
+  refusal.mutable_task_refused()->set_message("/data/x.jsonl: no such file");
+  ASSERT_TRUE(worker.Send(refusal));
+  v1::Job job;
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(GetJob(submitted.job().job_id(), &job).ok());
+    if (job.state() == v1::JOB_STATE_FAILED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_NE(job.error().message().find("no such file"), std::string::npos)
+      << job.error().message();
   EXPECT_TRUE(worker.End().ok());
 }
 

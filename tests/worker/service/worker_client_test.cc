@@ -148,7 +148,7 @@ struct Worker {
     transformer = std::make_unique<Transformer>(Transformer::Create(model, {}).value());
     tokenizer = CreateTokenizer(testing::ByteLevelSpec({})).value();
     runner =
-        std::make_unique<TaskRunner>(*transformer, tokenizer.get(), kHash, PreparedCacheOptions{});
+        std::make_unique<TaskRunner>(*transformer, tokenizer.get(), kHash, TaskRunnerOptions{});
     WorkerClientOptions options;
     options.scheduler_address = "127.0.0.1:" + std::to_string(port);
     options.worker_id = "test-worker";
