@@ -73,13 +73,21 @@ struct CachedSampleKey {
   int sample = 0;
 };
 
+struct TaskRunnerOptions {
+  PreparedCacheOptions cache;  // bounds of the prepared-sample cache
+  // Benchmark mode: tasks are checked and their job data loaded as usual, but Run returns
+  // synthetic KL values (NoComputeKl) without touching the model, so a scheduler's own overhead
+  // can be measured with workers that cost nothing. Never for real jobs.
+  bool no_compute = false;
+};
+
 class TaskRunner {
  public:
   // `model` (and `tokenizer`, when not null) must outlive the runner. `model_hash` is the loaded
   // model's worker::ModelHash. Without a tokenizer only tasks whose samples were given by
   // SetJobSamples can run.
   TaskRunner(const Transformer& model, const Tokenizer* tokenizer, std::string model_hash,
-             const PreparedCacheOptions& cache_options);
+             const TaskRunnerOptions& options);
 
   // Refusal for a task this worker must not run (model hash mismatch, layer out of range, bad
   // parameters), or nullopt. Cheap; needs no data.
@@ -114,6 +122,7 @@ class TaskRunner {
   const Transformer* model_;
   const Tokenizer* tokenizer_;
   const std::string model_hash_;
+  const bool no_compute_;
   PreparedSampleCache cache_;
   mutable std::mutex mu_;
   // guarded by mu_: each job's samples
@@ -124,6 +133,10 @@ class TaskRunner {
 [[nodiscard]] StatusOr<CalibrationSet> BuildCalibrationSet(const JobData& data,
                                                            const Tokenizer& tokenizer,
                                                            DataOptions options);
+
+// The KL a no-compute runner reports for a trial: positive, finite, a pure function of its
+// arguments (so retries agree), growing with the layer.
+double NoComputeKl(uint64_t seed, int sample, int layer, int trial);
 
 // "job/sample": the prepared-cache key of a sample; "job/" prefixes all of a job's keys.
 std::string SampleKey(const std::string& job_id, int sample);

@@ -258,7 +258,17 @@ struct WorkerClient::Impl {
 
   // Runs one assignment and reports it on the stream.
   void Handle(Session& s, const pb::TaskAssignment& a) {
+    const auto start = Clock::now();
+    HandleTask(s, a);
+    std::lock_guard<std::mutex> lock(mu);
+    stats.busy_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  void HandleTask(Session& s, const pb::TaskAssignment& a) {
     const TaskSpec spec = SpecFromProto(a);
+    // One line per task started: operators (and the fault-injection tests) follow work by it.
+    spdlog::info("task {} (job {}, sample {}, layer {}, {} trials)", spec.task_id, spec.job_id,
+                 spec.sample, spec.layer, spec.trials.trials);
     if (std::optional<TaskRefusal> r = runner->Check(spec)) return Refuse(s, spec.task_id, *r);
     const auto t0 = Clock::now();
     if (!runner->HasJob(spec.job_id)) {
@@ -334,6 +344,7 @@ struct WorkerClient::Impl {
       (void)s.stream->Finish();
       return;
     }
+    const auto session_start = Clock::now();
     std::thread reader([&] { ReaderLoop(s); });
     bool stop_heartbeats = false;
     std::thread heartbeats([&] { HeartbeatLoop(s, heartbeat, &stop_heartbeats); });
@@ -381,6 +392,11 @@ struct WorkerClient::Impl {
     s.context.TryCancel();
     reader.join();
     grpc::Status st = s.stream->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stats.connected_seconds +=
+          std::chrono::duration<double>(Clock::now() - session_start).count();
+    }
     if (!drained) {
       spdlog::warn("scheduler stream ended: {} {}", static_cast<int>(st.error_code()),
                    st.error_message());

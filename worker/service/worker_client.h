@@ -54,6 +54,10 @@ struct WorkerClientStats {
   int64_t tasks_failed = 0;   // task_done sent with error
   int64_t tasks_refused = 0;
   int64_t trials_sent = 0;
+  // Wall time with a stream open, and the part of it spent handling tasks (checking, loading job
+  // data, running, sending results); connected - busy is time waiting for work. Seconds.
+  double connected_seconds = 0;
+  double busy_seconds = 0;
 };
 
 class WorkerClient {

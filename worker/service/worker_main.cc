@@ -65,12 +65,16 @@ int Main(int argc, char** argv) {
   std::string scheduler, model_path, id = HostName();
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int64_t cache_mb = 1024;
+  bool no_compute = false;
   app.add_option("--scheduler", scheduler, "Scheduler address host:port")->required();
   app.add_option("--model", model_path, "GGUF file or Hugging Face directory")->required();
   app.add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
   app.add_option("--prefill-cache-mb", cache_mb, "Prepared-sample cache limit, MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--id", id, "Stable worker id (default: host name)");
+  app.add_flag("--no-compute", no_compute,
+               "Benchmark mode: report synthetic KL without running the model (never for real "
+               "jobs; bench/scheduler_overhead.py)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -99,15 +103,18 @@ int Main(int argc, char** argv) {
   spdlog::info("loaded {} ({}, {} layers), model hash {}", model_path, c.architecture, c.n_layers,
                *hash);
 
+  if (no_compute) spdlog::warn("--no-compute: trial results are synthetic (benchmark mode)");
   TaskRunner runner(*transformer, tokenizer->get(), *hash,
-                    {.max_bytes = cache_mb * (int64_t{1} << 20)});
+                    {.cache = {.max_bytes = cache_mb * (int64_t{1} << 20)},
+                     .no_compute = no_compute});
   WorkerClientOptions options;
   options.scheduler_address = scheduler;
   options.worker_id = id;
   options.memory_limit_bytes = cache_mb * (int64_t{1} << 20);
   WorkerModelInfo info{.model_hash = *hash,
                        .architecture = c.architecture,
-                       .name = std::filesystem::path(model_path).filename().string(),
+                       // As `ripplekv calibrate` names it, so profiles agree.
+                       .name = c.name,
                        .n_layers = c.n_layers,
                        .n_kv_heads = c.n_kv_heads,
                        .head_dim = c.head_dim,
@@ -130,7 +137,12 @@ int Main(int argc, char** argv) {
   if (write(g_signal_pipe[1], &quit, 1) != 1) spdlog::warn("cannot stop the signal thread");
   signal_thread.join();
   if (!s.ok()) return Fail(s);
-  spdlog::info("drained; exiting");
+  const WorkerClientStats st = client.stats();
+  spdlog::info("drained; exiting. {} tasks done, {} trials sent; busy {:.3f} s of {:.3f} s "
+               "connected ({:.1f}% waiting for work)",
+               st.tasks_done, st.trials_sent, st.busy_seconds, st.connected_seconds,
+               st.connected_seconds > 0 ? 100.0 * (1.0 - st.busy_seconds / st.connected_seconds)
+                                        : 0.0);
   return 0;
 }
 
