@@ -14,7 +14,6 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
-#include "cli/profile_plot.h"
 #include "cli/profile_view.h"
 #include "cli/progress.h"
 #include "scheduler/budget/budget_map.h"
@@ -134,27 +133,10 @@ int RunCalibrate(const CalibrateArgs& args) {
     if (Status st = scheduler::WriteProfileFile(args.out, profile); !st.ok()) return ReportError(st);
     spdlog::info("wrote profile {}", args.out);
   }
-  // Multipliers r^n_l of the budget mapping (before clamping), for the table and the plot.
-  std::vector<double> sens;
-  for (const auto& l : profile.layers) sens.push_back(l.mean_kl);
-  auto normalized = scheduler::NormalizeSensitivities(sens, scheduler::Normalization::kMinMax);
-  if (!normalized.ok()) return ReportError(normalized.status());
-  std::vector<double> multipliers;
-  for (double n : *normalized) multipliers.push_back(std::pow(args.ratio, n));
   if (!args.plot.empty()) {
-    ProfilePlotData plot;
-    plot.title = absl::StrCat(cfg.name.empty() ? cfg.architecture : cfg.name, " — value-cache sensitivity");
-    plot.subtitle = absl::StrCat(args.mode, " mode, alpha ", args.alpha, ", ", args.trials,
-                                 " trials, ", inputs.size(), " samples of C=", args.context_len,
-                                 " W=", args.probe, ", model ", hash->substr(0, 12));
-    for (const auto& l : profile.layers) {
-      plot.layers.push_back(static_cast<int>(l.layer));
-      plot.mean_kl.push_back(l.mean_kl);
-      plot.stderr_kl.push_back(l.std_error);
+    if (Status st = WriteProfilePlot(profile, args.ratio, args.plot); !st.ok()) {
+      return ReportError(st);
     }
-    plot.multipliers = multipliers;
-    plot.multiplier_label = absl::StrCat("budget multiplier r^n (r = ", args.ratio, ")");
-    if (Status st = WriteProfileSvg(plot, args.plot); !st.ok()) return ReportError(st);
     spdlog::info("wrote plot {}", args.plot);
   }
 

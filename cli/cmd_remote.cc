@@ -5,7 +5,8 @@
 //   ripplekv jobs --scheduler ADDR [--json]
 //   ripplekv watch --scheduler ADDR JOB
 //   ripplekv cancel --scheduler ADDR JOB
-//   ripplekv profile get --scheduler ADDR --model-hash H [--version V] [--json]
+//   ripplekv profile get --scheduler ADDR --model-hash H [--version V] [--json] [--plot F.svg]
+//     [--ratio R]
 //   ripplekv profile list --scheduler ADDR [--model-hash H]
 // stdout: results (tables, or JSON with --json); stderr: progress and logs. A server error is one
 // line "ripplekv: error: <message>" and the exit code of cli/exit_codes.h (UNAVAILABLE: 3).
@@ -68,6 +69,8 @@ struct ProfileArgs {
   std::string model_hash;
   int64_t version = 0;
   bool json = false;
+  std::string plot;    // also write the SVG chart here
+  double ratio = 4.0;  // budget multipliers shown in the table and the plot
 };
 
 // "0-3,7,10-12" -> {0,1,2,3,7,10,11,12}; the syntax of `ripplekv calibrate --layers`.
@@ -80,8 +83,13 @@ std::string ToJson(const google::protobuf::Message& message) {
   return out;
 }
 
-int PrintProfile(const v1::Profile& message, bool json) {
+int PrintProfile(const v1::Profile& message, bool json, double ratio = 4.0,
+                 const std::string& plot = {}) {
   const scheduler::SensitivityProfile profile = ProfileFromProto(message);
+  if (!plot.empty()) {
+    if (Status st = WriteProfilePlot(profile, ratio, plot); !st.ok()) return ReportError(st);
+    spdlog::info("wrote plot {}", plot);
+  }
   if (json) {
     auto text = scheduler::ProfileToJson(profile);
     if (!text.ok()) return ReportError(text.status());
@@ -92,7 +100,7 @@ int PrintProfile(const v1::Profile& message, bool json) {
   std::printf("model %s  version %lld  job %s  created %s\n", profile.model.hash.c_str(),
               static_cast<long long>(message.version()), message.job_id().c_str(),
               profile.created_at.c_str());
-  PrintProfileTable(profile, /*ratio=*/4.0);  // calibrate's default --ratio
+  PrintProfileTable(profile, ratio);
   return kExitOk;
 }
 
@@ -266,7 +274,7 @@ int RunProfileGet(const ProfileArgs& args) {
   RemoteClient client(args.scheduler);
   auto profile = client.GetProfile(args.model_hash, args.version);
   if (!profile.ok()) return ReportError(profile.status());
-  return PrintProfile(*profile, args.json);
+  return PrintProfile(*profile, args.json, args.ratio, args.plot);
 }
 
 int RunProfileList(const ProfileArgs& args) {
@@ -354,6 +362,10 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
     get->add_option("--model-hash", g->model_hash, "Model hash")->required();
     get->add_option("--version", g->version, "Profile version (0: latest)")->capture_default_str();
     get->add_flag("--json", g->json, "Print the profile JSON (as `calibrate --json`)");
+    get->add_option("--plot", g->plot, "Also write an SVG chart of the profile here");
+    get->add_option("--ratio", g->ratio, "Budget multipliers r^n shown in the table and plot")
+        ->capture_default_str()
+        ->check(CLI::Range(1.0, 1e6));
     get->callback([g, &run] { run = [g] { return RunProfileGet(*g); }; });
     auto l = std::make_shared<ProfileArgs>();
     CLI::App* list = profile->add_subcommand("list", "List profile versions");

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "cli/profile_plot.h"
 #include "scheduler/budget/budget_map.h"
 
 namespace ripplekv::cli {
@@ -45,6 +46,32 @@ void PrintProfileTable(const scheduler::SensitivityProfile& profile, double rati
                 l.mean_kl, l.std_error, static_cast<long long>(l.count), m,
                 std::string(bar, '#').c_str());
   }
+}
+
+Status WriteProfilePlot(const scheduler::SensitivityProfile& profile, double ratio,
+                        const std::string& path) {
+  std::vector<double> sens;
+  for (const auto& l : profile.layers) sens.push_back(l.mean_kl);
+  ASSIGN_OR_RETURN(std::vector<double> normalized,
+                   scheduler::NormalizeSensitivities(sens, scheduler::Normalization::kMinMax));
+  const scheduler::ProfileParams& p = profile.params;
+  ProfilePlotData plot;
+  plot.title = absl::StrCat(profile.model.name.empty() ? profile.model.architecture
+                                                       : profile.model.name,
+                            " — value-cache sensitivity");
+  plot.subtitle = absl::StrCat(p.mode == scheduler::PerturbMode::kCache ? "cache" : "prefill",
+                               " mode, alpha ", p.alpha, ", ", p.trials, " trials, ", p.samples,
+                               " samples of C=", p.context_len, " W=", p.probe_len, ", model ",
+                               profile.model.hash.substr(0, 12));
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    const auto& l = profile.layers[i];
+    plot.layers.push_back(static_cast<int>(l.layer));
+    plot.mean_kl.push_back(l.mean_kl);
+    plot.stderr_kl.push_back(l.std_error);
+    plot.multipliers.push_back(std::pow(ratio, normalized[i]));
+  }
+  plot.multiplier_label = absl::StrCat("budget multiplier r^n (r = ", ratio, ")");
+  return WriteProfileSvg(plot, path);
 }
 
 }  // namespace ripplekv::cli

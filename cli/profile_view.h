@@ -16,4 +16,9 @@ StatusOr<std::vector<int>> ParseLayerList(const std::string& text);
 // `ratio` (min-max normalization), and a bar.
 void PrintProfileTable(const scheduler::SensitivityProfile& profile, double ratio);
 
+// The profile's SVG chart (cli/profile_plot.h) with the budget multipliers r^n for `ratio`
+// (min-max normalization), titled from the profile's model and parameters; written atomically.
+[[nodiscard]] Status WriteProfilePlot(const scheduler::SensitivityProfile& profile, double ratio,
+                                      const std::string& path);
+
 }  // namespace ripplekv::cli

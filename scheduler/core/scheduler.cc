@@ -143,41 +143,75 @@ Status Scheduler::DropWorker(const std::string& worker_id) {
   if (it == workers_.end()) return absl::OkStatus();
   for (const store::TaskKey& key : it->second.leased) {
     StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
-    if (!t.ok() && !LeaseGone(t.status())) return t.status();
+    if (t.ok()) {
+      MarkPending(key);
+    } else if (!LeaseGone(t.status())) {
+      return t.status();
+    }
   }
   workers_.erase(it);
   return absl::OkStatus();
 }
 
+StatusOr<Scheduler::PendingSet*> Scheduler::Pending(store::JobId job) {
+  auto it = pending_.find(job);
+  if (it != pending_.end()) return &it->second;
+  ASSIGN_OR_RETURN(std::vector<store::Task> tasks, store_->ListTasks(job));
+  PendingSet pending;
+  for (const store::Task& t : tasks) {
+    if (t.state == store::TaskState::kPending) pending.insert(pending.end(), t.key);
+  }
+  return &pending_.emplace(job, std::move(pending)).first->second;
+}
+
+void Scheduler::MarkPending(const store::TaskKey& key) {
+  auto it = pending_.find(key.job);
+  if (it != pending_.end()) it->second.insert(key);
+}
+
 std::optional<store::TaskKey> Scheduler::Choose(const std::string& worker_id,
                                                 const WorkerState& worker, store::JobId job,
-                                                const std::vector<store::Task>& tasks) const {
+                                                const PendingSet& pending) const {
+  // The lowest pending task of sample `s`, if any.
+  auto of_sample = [&](uint32_t s) -> std::optional<store::TaskKey> {
+    auto it = pending.lower_bound(store::TaskKey{job, s, 0});
+    if (it != pending.end() && it->sample == s) return *it;
+    return std::nullopt;
+  };
+  // The lowest pending task whose sample satisfies `pred`, visiting each sample once.
   auto first_pending = [&](auto&& pred) -> std::optional<store::TaskKey> {
-    for (const store::Task& t : tasks) {
-      if (t.state == store::TaskState::kPending && pred(t.key.sample)) return t.key;
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (pred(it->sample)) return *it;
+      if (it->sample == UINT32_MAX) break;
+      it = pending.lower_bound(store::TaskKey{job, it->sample + 1, 0});
     }
     return std::nullopt;
   };
-  if (!options_.prefill_affinity) return first_pending([](uint32_t) { return true; });
+  if (pending.empty()) return std::nullopt;
+  if (!options_.prefill_affinity) return *pending.begin();
 
   std::optional<uint32_t> last;
   if (auto it = worker.last_sample.find(job); it != worker.last_sample.end()) last = it->second;
   auto holds = [&](uint32_t s) { return worker.held.contains(PrefillKey{job, s}); };
   // 1. A sample whose prefill the worker holds, the one it was given last first.
   if (last && holds(*last)) {
-    if (auto k = first_pending([&](uint32_t s) { return s == *last; })) return k;
+    if (auto k = of_sample(*last)) return k;
   }
-  if (auto k = first_pending(holds)) return k;
+  for (auto held = worker.held.lower_bound(PrefillKey{job, 0});
+       held != worker.held.end() && held->job == job; ++held) {
+    if (auto k = of_sample(held->sample)) return k;
+  }
   // 2. The sample it was given last (its prefill is probably cached even if not reported yet).
   if (last) {
-    if (auto k = first_pending([&](uint32_t s) { return s == *last; })) return k;
+    if (auto k = of_sample(*last)) return k;
   }
   // 3. A sample no other worker holds or works on, so two workers do not prefill the same one.
   std::set<uint32_t> claimed;
   for (const auto& [id, other] : workers_) {
     if (id == worker_id || other.model.hash != worker.model.hash) continue;
-    for (const PrefillKey& p : other.held) {
-      if (p.job == job) claimed.insert(p.sample);
+    for (auto held = other.held.lower_bound(PrefillKey{job, 0});
+         held != other.held.end() && held->job == job; ++held) {
+      claimed.insert(held->sample);
     }
     if (auto it = other.last_sample.find(job); it != other.last_sample.end()) {
       claimed.insert(it->second);
@@ -185,7 +219,7 @@ std::optional<store::TaskKey> Scheduler::Choose(const std::string& worker_id,
   }
   if (auto k = first_pending([&](uint32_t s) { return !claimed.contains(s); })) return k;
   // 4. Anything left (tail of the job: help another worker's sample).
-  return first_pending([](uint32_t) { return true; });
+  return *pending.begin();
 }
 
 StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worker_id) {
@@ -199,11 +233,12 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs({.active_only = true}));
   for (const store::Job& job : jobs) {  // priority, then age
     if (job.spec.model_hash != w.model.hash || w.refused_jobs.contains(job.id)) continue;
-    ASSIGN_OR_RETURN(std::vector<store::Task> tasks, store_->ListTasks(job.id));
-    std::optional<store::TaskKey> key = Choose(worker_id, w, job.id, tasks);
+    ASSIGN_OR_RETURN(PendingSet * pending, Pending(job.id));
+    std::optional<store::TaskKey> key = Choose(worker_id, w, job.id, *pending);
     if (!key) continue;
     const int64_t deadline = clock_() + options_.lease_duration_ms;
     ASSIGN_OR_RETURN(store::Task leased, store_->LeaseTask(*key, worker_id, deadline));
+    pending->erase(*key);
     w.leased.insert(*key);
     const bool held = w.held.contains(PrefillKey{key->job, key->sample});
     w.last_sample[job.id] = key->sample;
@@ -249,6 +284,8 @@ StatusOr<TaskResultsOutcome> Scheduler::TaskResults(const std::string& worker_id
   if (done) {
     ASSIGN_OR_RETURN(written, store_->CompleteTask(key, results));
     it->second.leased.erase(key);
+    // A late worker may complete a task that had gone back to pending.
+    if (auto p = pending_.find(key.job); p != pending_.end()) p->second.erase(key);
   } else if (!results.empty()) {
     ASSIGN_OR_RETURN(written, store_->PutResults(results));
   }
@@ -310,6 +347,7 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
   ASSIGN_OR_RETURN(store::ProfileVersion version,
                    store_->PutProfileVersion(job.spec.model_hash, *json, job.id));
   rates_.erase(job.id);
+  pending_.erase(job.id);
   return version.version;
 }
 
@@ -343,7 +381,11 @@ StatusOr<bool> Scheduler::RefuseJob(const std::string& worker_id, const store::T
   w.last_sample.erase(key.job);
   if (w.leased.erase(key) > 0) {
     StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
-    if (!t.ok() && !LeaseGone(t.status())) return t.status();
+    if (t.ok()) {
+      MarkPending(key);
+    } else if (!LeaseGone(t.status())) {
+      return t.status();
+    }
   }
   if (!fail_if_none_left || store::IsTerminal(job.state)) return false;
   for (const auto& [id, other] : workers_) {
@@ -353,7 +395,36 @@ StatusOr<bool> Scheduler::RefuseJob(const std::string& worker_id, const store::T
   }
   RETURN_IF_ERROR(store_->UpdateJobState(job.id, store::JobState::kFailed, why).status());
   rates_.erase(job.id);
+  pending_.erase(job.id);
   return true;
+}
+
+Status Scheduler::ReleaseTask(const std::string& worker_id, const store::TaskKey& key) {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
+  }
+  it->second.leased.erase(key);
+  StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
+  if (t.ok()) {
+    MarkPending(key);
+  } else if (!LeaseGone(t.status())) {
+    return t.status();
+  }
+  return absl::OkStatus();
+}
+
+Status Scheduler::FailJob(store::JobId id, const std::string& why) {
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(store_->UpdateJobState(id, store::JobState::kFailed, why).status());
+  for (auto& [worker_id, w] : workers_) {
+    std::erase_if(w.leased, [id](const store::TaskKey& k) { return k.job == id; });
+    w.last_sample.erase(id);
+  }
+  rates_.erase(id);
+  pending_.erase(id);
+  return absl::OkStatus();
 }
 
 StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
@@ -368,6 +439,7 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
     for (const store::TaskKey& key : workers_[id].leased) {
       StatusOr<store::Task> t = store_->ReleaseLease(key, id);
       if (t.ok()) {
+        MarkPending(key);
         outcome.released.push_back(key);
       } else if (!LeaseGone(t.status())) {
         return t.status();
@@ -379,6 +451,7 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
   ASSIGN_OR_RETURN(std::vector<store::TaskKey> expired, store_->ReleaseExpiredLeases(now));
   for (const store::TaskKey& key : expired) {
     ForgetLease(key);
+    MarkPending(key);
     outcome.released.push_back(key);
   }
   std::sort(outcome.released.begin(), outcome.released.end());
@@ -403,6 +476,7 @@ StatusOr<std::vector<Revocation>> Scheduler::CancelJob(store::JobId id, const st
     w.last_sample.erase(id);
   }
   rates_.erase(id);
+  pending_.erase(id);
   return revoked;
 }
 
@@ -422,9 +496,10 @@ StatusOr<JobProgress> Scheduler::Progress(store::JobId id) {
   JobProgress progress;
   ASSIGN_OR_RETURN(progress.job, store_->GetJob(id));
   progress.job.spec.data_inline.clear();
-  ASSIGN_OR_RETURN(std::vector<store::Task> tasks, store_->ListTasks(id));
-  for (const store::Task& t : tasks) {
-    if (t.state == store::TaskState::kLeased) ++progress.tasks_leased;
+  if (!store::IsTerminal(progress.job.state)) {
+    // Leased = neither done nor pending: the index answers without a scan.
+    ASSIGN_OR_RETURN(PendingSet * pending, Pending(id));
+    progress.tasks_leased = progress.job.tasks_total - progress.job.tasks_done - pending->size();
   }
   auto it = rates_.find(id);
   if (it != rates_.end() && it->second.last_ms > it->second.first_ms &&

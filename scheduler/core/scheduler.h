@@ -7,7 +7,10 @@
 //
 // State: everything durable lives in the store (store/store.h), which this class only uses
 // through its interface; the worker registry, prefill affinity and rate observations are in
-// memory and rebuilt as workers register again. Constructing a Scheduler over a reopened store
+// memory and rebuilt as workers register again. So is an index of each active job's pending
+// tasks, loaded from the store on first use and kept in step with every transition this class
+// makes, so a dispatch costs O(log tasks) rather than a scan of the job's tasks. Every task
+// transition must therefore go through this class (the store is not shared with other writers). Constructing a Scheduler over a reopened store
 // continues every unfinished job (the store returned leased tasks to pending on open); a job
 // whose tasks were all done before a crash but has no profile yet is finished as soon as a
 // worker holding its model registers (the profile needs the model summary that workers report).
@@ -160,6 +163,14 @@ class Scheduler {
   [[nodiscard]] StatusOr<bool> RefuseJob(const std::string& worker_id, const store::TaskKey& key,
                                          bool fail_if_none_left, const std::string& why);
 
+  // The worker gives task `key` back unrun (it cannot take it now): the lease returns to pending.
+  // A lease that is gone already is not an error. NotFound: unknown worker.
+  [[nodiscard]] Status ReleaseTask(const std::string& worker_id, const store::TaskKey& key);
+
+  // Fails an active job (e.g. a worker found its task invalid): no more tasks are handed out.
+  // NotFound; FailedPrecondition when the job is already final.
+  [[nodiscard]] Status FailJob(store::JobId id, const std::string& why);
+
   // Call periodically: drops workers silent past heartbeat_timeout_ms (their leases return to
   // pending), then returns every lease past its deadline to pending.
   [[nodiscard]] StatusOr<ExpireOutcome> ExpireLeases();
@@ -193,9 +204,14 @@ class Scheduler {
     uint64_t last_done = 0;
   };
 
+  using PendingSet = std::set<store::TaskKey>;  // canonical (sample, layer) order
+
   std::optional<store::TaskKey> Choose(const std::string& worker_id, const WorkerState& worker,
-                                       store::JobId job,
-                                       const std::vector<store::Task>& tasks) const;
+                                       store::JobId job, const PendingSet& pending) const;
+  // The pending tasks of `job`, loaded from the store on first use.
+  [[nodiscard]] StatusOr<PendingSet*> Pending(store::JobId job);
+  // A lease of `key` went back to pending in the store.
+  void MarkPending(const store::TaskKey& key);
   void ForgetLease(const store::TaskKey& key);
   [[nodiscard]] Status DropWorker(const std::string& worker_id);
   [[nodiscard]] StatusOr<uint32_t> FinishJob(const store::Job& job);
@@ -210,6 +226,7 @@ class Scheduler {
   std::map<std::string, WorkerState> workers_;
   std::map<std::string, ProfileModel> models_;  // by hash, first report kept
   std::map<store::JobId, RateObservation> rates_;
+  std::map<store::JobId, PendingSet> pending_;  // loaded jobs only; dropped when a job ends
 };
 
 // The profile's data_source line for a spec: "inline data, N bytes", "file PATH" or

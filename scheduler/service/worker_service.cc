@@ -233,12 +233,11 @@ class WorkerServiceImpl::ConnectReactor final
   void GiveBack(const store::TaskKey& key, bool fail_job, const std::string& why) {
     leases_.erase(key);
     if (fail_job) {
-      StatusOr<store::Job> job =
-          service_->store_->UpdateJobState(key.job, store::JobState::kFailed, why);
-      if (!job.ok()) spdlog::warn("failing job {}: {}", key.job, job.status().ToString());
+      Status failed = service_->scheduler_->FailJob(key.job, why);
+      if (!failed.ok()) spdlog::warn("failing job {}: {}", key.job, failed.ToString());
     } else {
-      StatusOr<store::Task> task = service_->store_->ReleaseLease(key, worker_id_);
-      if (!task.ok()) spdlog::debug("releasing task: {}", task.status().ToString());
+      Status released = service_->scheduler_->ReleaseTask(worker_id_, key);
+      if (!released.ok()) spdlog::debug("releasing task: {}", released.ToString());
     }
     // The scheduler forgets leases that are gone on the next heartbeat; do it now.
     Status status = Alive();

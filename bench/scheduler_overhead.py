@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Scheduler overhead: dispatch and result throughput with no-compute workers, and the share of
+worker time spent waiting for work in a real job.
+
+Usage:
+  bench/scheduler_overhead.py --model PATH [--build build] [--workers 1,2,4] [--samples 16,64]
+      [--real-samples 8] [--real-context 512] [--no-real] [--json]
+
+Part 1 (overhead): a ripplekv-scheduler (fresh RocksDB, fsync on every change, as deployed) and N
+`ripplekv-worker --no-compute` processes, which answer every task with synthetic KL values at
+once; a job of S samples x all layers x 2 trials is submitted and followed until SUCCEEDED.
+Reported: tasks dispatched per second and trial results stored per second over the job's wall
+time (submit to success), i.e. everything but the model: planning, leasing, the gRPC stream,
+results and task completions written to RocksDB, and the final aggregation into a profile.
+
+Part 2 (wait share): 2 real workers (1 thread each) run the quickstart job (8 samples x 512
+context, 32 probe tokens, 2 trials, all layers). Each worker logs, when drained, the time it spent
+handling tasks; waiting share = 1 - busy / job wall time.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_bin(build, name, sub):
+    for p in (build / name, build / sub / name):
+        if p.exists():
+            return p
+    sys.exit(f"{name} not found under {build}")
+
+
+class Cluster:
+    def __init__(self, build, model, workers, no_compute, tmp):
+        self.cli = find_bin(build, "ripplekv", "cli")
+        self.addr = f"127.0.0.1:{free_port()}"
+        self.tmp = tmp
+        self.procs = []
+        self.logs = []
+        sched = find_bin(build, "ripplekv-scheduler", "scheduler/service")
+        worker = find_bin(build, "ripplekv-worker", "worker/service")
+        self._spawn([sched, "--listen", self.addr, "--db", tmp / "db"], "scheduler")
+        self._wait(lambda: self._cli("jobs").returncode == 0, 30, "scheduler")
+        for i in range(workers):
+            args = [worker, "--scheduler", self.addr, "--model", model, "--threads", "1",
+                    "--id", f"w{i}"]
+            if no_compute:
+                args.append("--no-compute")
+            log = self._spawn(args, f"w{i}")
+            self._wait(lambda: "registered with" in log.read_text(), 60, f"worker {i}")
+
+    def _spawn(self, args, name):
+        log = self.tmp / f"{name}.log"
+        f = open(log, "w")
+        self.procs.append(subprocess.Popen([str(a) for a in args], stdout=f, stderr=f))
+        self.logs.append(log)
+        return log
+
+    @staticmethod
+    def _wait(pred, timeout, what):
+        deadline = time.time() + timeout
+        while not pred():
+            if time.time() > deadline:
+                sys.exit(f"{what} not ready in {timeout} s")
+            time.sleep(0.1)
+
+    def _cli(self, *args):
+        return subprocess.run([str(self.cli), args[0], "--scheduler", self.addr, *args[1:]],
+                              capture_output=True, text=True)
+
+    def run_job(self, model, samples, context, probe):
+        t0 = time.perf_counter()
+        r = self._cli("submit", "-q", "--model", str(model), "--samples", str(samples),
+                      "--context-len", str(context), "--probe", str(probe), "--trials", "2",
+                      "--wait", "--json")
+        wall = time.perf_counter() - t0
+        if r.returncode != 0:
+            sys.exit(f"job failed: {r.stderr}")
+        return wall
+
+    def stop(self):
+        # Workers first (they drain and print their summary), then the scheduler.
+        for p in self.procs[1:] + self.procs[:1]:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    def busy_seconds(self):
+        out = []
+        for log in self.logs[1:]:
+            m = re.search(r"busy ([0-9.]+) s of ([0-9.]+) s connected", log.read_text())
+            out.append(float(m.group(1)) if m else float("nan"))
+        return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--build", default=os.environ.get("RIPPLEKV_BUILD_DIR", "build"))
+    ap.add_argument("--workers", default="1,2,4")
+    ap.add_argument("--samples", default="16,64")
+    ap.add_argument("--real-samples", type=int, default=8)
+    ap.add_argument("--real-context", type=int, default=512)
+    ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    build = Path(args.build)
+    layers = 30
+    rows = []
+    for workers in [int(w) for w in args.workers.split(",")]:
+        for samples in [int(s) for s in args.samples.split(",")]:
+            with tempfile.TemporaryDirectory() as d:
+                c = Cluster(build, args.model, workers, True, Path(d))
+                try:
+                    wall = c.run_job(args.model, samples, 64, 8)
+                finally:
+                    c.stop()
+            tasks = samples * layers
+            rows.append({"part": "no-compute", "workers": workers, "tasks": tasks,
+                         "wall_s": round(wall, 3), "tasks_per_s": round(tasks / wall, 1),
+                         "results_per_s": round(2 * tasks / wall, 1)})
+    if not args.no_real:
+        with tempfile.TemporaryDirectory() as d:
+            c = Cluster(build, args.model, 2, False, Path(d))
+            try:
+                wall = c.run_job(args.model, args.real_samples, args.real_context, 32)
+            finally:
+                c.stop()
+            busy = c.busy_seconds()
+        rows.append({"part": "real", "workers": 2, "tasks": args.real_samples * layers,
+                     "wall_s": round(wall, 3),
+                     "busy_s": [round(b, 3) for b in busy],
+                     "waiting_share": [round(1 - b / wall, 4) for b in busy]})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        if r["part"] == "no-compute":
+            print(f"no-compute  workers {r['workers']}  tasks {r['tasks']:5d}  wall {r['wall_s']:7.2f} s"
+                  f"  dispatch {r['tasks_per_s']:8.1f} tasks/s  store {r['results_per_s']:8.1f} results/s")
+        else:
+            shares = ", ".join(f"{100 * s:.1f}%" for s in r["waiting_share"])
+            print(f"real SmolLM2 job  workers 2  tasks {r['tasks']}  wall {r['wall_s']:.2f} s"
+                  f"  busy {r['busy_s']} s  waiting {shares}")
+
+
+if __name__ == "__main__":
+    main()
