@@ -1,0 +1,162 @@
+// EvaluateExample on SmolLM2 (needs RIPPLEKV_SMOLLM2_GGUF; the books come from the Debian
+// package): one prefill serves every method and budget and gives the same records as one prefill
+// per method; a budget at least the prompt length is the full cache exactly; the full cache
+// scores itself KL 0, top-1 1; kept memory is what the budgets say; records cover every
+// method x budget.
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "worker/eval/eval_runner.h"
+#include "worker/eval/fidelity_task.h"
+#include "worker/eval/synthetic_tasks.h"
+#include "worker/model/gguf_reader.h"
+#include "worker/model/model_loader.h"
+
+namespace ripplekv::worker {
+namespace {
+
+struct Fixture {
+  Model model;
+  std::unique_ptr<Transformer> transformer;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<HaystackCorpus> corpus;
+};
+
+Fixture* Load() {
+  static Fixture* f = [] () -> Fixture* {
+    const char* path = std::getenv("RIPPLEKV_SMOLLM2_GGUF");
+    if (path == nullptr || *path == '\0') return nullptr;
+    auto* out = new Fixture;
+    auto model = LoadModel(path);
+    auto gguf = GgufFile::Open(path);
+    if (!model.ok() || !gguf.ok()) return nullptr;
+    out->model = *std::move(model);
+    auto t = Transformer::Create(out->model, {.num_threads = 2});
+    auto tok = TokenizerFromGguf(**gguf);
+    if (!t.ok() || !tok.ok()) return nullptr;
+    out->transformer = std::make_unique<Transformer>(*std::move(t));
+    out->tokenizer = *std::move(tok);
+    auto corpus = LoadHaystackCorpus("tom-sawyer", *out->tokenizer);
+    if (!corpus.ok()) return nullptr;
+    out->corpus = std::make_unique<HaystackCorpus>(*std::move(corpus));
+    return out;
+  }();
+  return f;
+}
+
+class EvalRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* path = std::getenv("RIPPLEKV_SMOLLM2_GGUF");
+    if (path == nullptr || *path == '\0') {
+      GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF is not set (scripts/fetch-model)";
+    }
+    f_ = Load();
+    ASSERT_NE(f_, nullptr) << "could not load the model, tokenizer or the tom-sawyer corpus";
+  }
+
+  EvalRunOptions Options(const std::vector<std::string>& names, std::vector<int> budgets) {
+    EvalRunOptions o;
+    for (const std::string& n : names) {
+      auto m = ParseMethod(n);
+      EXPECT_TRUE(m.ok()) << m.status();
+      o.methods.push_back(*m);
+    }
+    o.budgets = std::move(budgets);
+    return o;
+  }
+
+  Fixture* f_ = nullptr;
+};
+
+TEST_F(EvalRunnerTest, SharedPrefillGivesTheRecordsOfOnePrefillPerMethod) {
+  auto examples = GenerateSynthetic(SyntheticTask::kPasskey, *f_->corpus, *f_->tokenizer,
+                                    {.prompt_len = 256, .num_examples = 1, .seed = 3});
+  ASSERT_TRUE(examples.ok()) << examples.status();
+  EvalRunOptions options = Options({"full", "snapkv", "streaming", "h2o", "pyramidkv"}, {48, 96});
+  auto shared = EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], options);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_EQ(shared->prefills, 1);
+  options.shared_prefill = false;
+  auto separate = EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], options);
+  ASSERT_TRUE(separate.ok()) << separate.status();
+  EXPECT_EQ(separate->prefills, 1 + 4 * 2);
+  ASSERT_EQ(shared->records.size(), 1u + 4u * 2u);
+  ASSERT_EQ(separate->records.size(), shared->records.size());
+  std::set<std::pair<std::string, int>> seen;
+  for (size_t i = 0; i < shared->records.size(); ++i) {
+    const ScoreRecord& a = shared->records[i];
+    const ScoreRecord& b = separate->records[i];
+    EXPECT_EQ(a.method, b.method);
+    EXPECT_EQ(a.budget, b.budget);
+    EXPECT_EQ(a.score, b.score);
+    EXPECT_EQ(shared->predictions.at({a.method, a.budget}),
+              separate->predictions.at({b.method, b.budget}));
+    EXPECT_EQ(a.task, "passkey");
+    seen.insert({a.method, a.budget});
+  }
+  EXPECT_EQ(seen.size(), shared->records.size());
+  // The full cache finds the pass key in this prompt (the point of the task); its answer is the
+  // number itself.
+  EXPECT_EQ(shared->records[0].method, "full");
+  EXPECT_EQ(shared->records[0].budget, kFullCacheBudget);
+  EXPECT_EQ(shared->records[0].score, 1.0) << shared->predictions.at({"full", 0});
+}
+
+TEST_F(EvalRunnerTest, FidelityOfTheFullCacheAndOfAnAmpleBudgetIsExact) {
+  auto examples = GenerateFidelity(*f_->corpus, *f_->tokenizer,
+                                   {.context_len = 200, .continuation_len = 16, .num_examples = 1});
+  ASSERT_TRUE(examples.ok()) << examples.status();
+  const int n = static_cast<int>((*examples)[0].prompt.size());
+  // Budget n keeps every token (no compression); budget 40 compresses.
+  EvalRunOptions options = Options({"full", "snapkv", "streaming"}, {40, n});
+  auto run = EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], options);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->records.size(), 3u * (1 + 2 * 2));
+  for (const ScoreRecord& r : run->records) {
+    SCOPED_TRACE(r.method + "@" + std::to_string(r.budget) + " " + r.task);
+    const bool exact = r.method == "full" || r.budget == n;
+    if (r.task == kFidelityKlTask) {
+      EXPECT_GE(r.score, 0.0);
+      if (exact) EXPECT_EQ(r.score, 0.0);
+      if (!exact) EXPECT_GT(r.score, 0.0);
+    } else if (r.task == kFidelityTop1Task) {
+      if (exact) EXPECT_EQ(r.score, 1.0);
+      EXPECT_LE(r.score, 1.0);
+    } else {
+      ASSERT_EQ(r.task, kFidelityDeltaNllTask);
+      if (exact) EXPECT_EQ(r.score, 0.0);
+    }
+  }
+}
+
+TEST_F(EvalRunnerTest, MapMethodsNeedAMapForEveryBudget) {
+  auto examples = GenerateFidelity(*f_->corpus, *f_->tokenizer,
+                                   {.context_len = 100, .continuation_len = 4, .num_examples = 1});
+  ASSERT_TRUE(examples.ok());
+  EvalRunOptions options = Options({"ripple+snapkv"}, {40, 64});
+  const int layers = f_->transformer->config().n_layers;
+  options.budget_maps[40] = std::vector<int>(layers, 40);
+  auto run = EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], options);
+  ASSERT_TRUE(absl::IsInvalidArgument(run.status()));
+  EXPECT_NE(run.status().message().find("64"), std::string_view::npos) << run.status();
+  options.budget_maps[64] = std::vector<int>(layers, 64);
+  // A uniform map is uniform+snapkv: same scores.
+  run = EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], options);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EvalRunOptions uniform = Options({"snapkv"}, {40, 64});
+  auto reference = EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], uniform);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  ASSERT_EQ(run->records.size(), reference->records.size());
+  for (size_t i = 0; i < run->records.size(); ++i) {
+    EXPECT_EQ(run->records[i].score, reference->records[i].score) << run->records[i].task;
+  }
+}
+
+}  // namespace
+}  // namespace ripplekv::worker

@@ -1,0 +1,60 @@
+#pragma once
+// Runs one evaluation example under every method × budget from a single prefill (issue: "one
+// prefill per example serves every method and budget"; compression happens after prefill).
+//
+// Per example:
+//   1. PrefillObserved over example.prompt into a cache with room for the decode, recording the
+//      statistics every requested method needs (worker/compress/prefill_observer.h).
+//   2. Full cache: the reference. Text tasks: greedy answer; fidelity: the continuation's logits.
+//   3. For each method (other than "full") and average budget B: a copy of the prefilled cache is
+//      compressed (PlanBudgets + CompressCache), then decoded at the true positions n, n+1, ...
+//      Text tasks: greedy decoding until an end-of-generation token or max_new_tokens, the first
+//      token being the argmax of the prefill's last logits (the same for every method, as in
+//      SnapKV-style serving: the prompt is processed with the full cache); scored by ScoreAnswer.
+//      Fidelity: the continuation is teacher-forced in one pass; ScoreFidelity against the full
+//      cache gives KL, top-1 agreement and ΔNLL (three records).
+// Every record of the full cache has budget kFullCacheBudget. Results do not depend on the
+// thread count (the engine's guarantee).
+//
+// Thread-safety: stateless; the Transformer may be shared.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "worker/compress/method.h"
+#include "worker/engine/transformer.h"
+#include "worker/eval/eval_example.h"
+#include "worker/eval/results_table.h"
+#include "worker/tokenizer/tokenizer.h"
+
+namespace ripplekv::worker {
+
+struct EvalRunOptions {
+  std::vector<Method> methods;  // "full" may be among them; it is evaluated once per example
+  std::vector<int> budgets;     // average budgets B (tokens per layer and KV head), each >= 1
+  CompressOptions compress;     // window, pooling, sinks, PyramidKV beta, CAKE temperatures
+  // Per-layer budget maps of the kMap methods ("ripple", "map"), by average budget: each has
+  // n_layers entries summing to n_layers * B. Required for every B when such a method is asked.
+  std::map<int, std::vector<int>> budget_maps;
+  // false: prefill again for every method × budget (the baseline the benchmark compares with).
+  bool shared_prefill = true;
+};
+
+struct ExampleRun {
+  std::vector<ScoreRecord> records;
+  // The generated text per (method, budget) for text tasks, for --json output and debugging.
+  std::map<std::pair<std::string, int>, std::string> predictions;
+  int prefills = 0;  // prefills run for this example
+};
+
+// Errors: InvalidArgument (no method, a budget < 1, a missing budget map, an empty prompt, a
+// prompt longer than the model's context), and those of the engine and the compression library.
+[[nodiscard]] StatusOr<ExampleRun> EvaluateExample(const Transformer& model,
+                                                   const Tokenizer& tokenizer,
+                                                   const EvalExample& example,
+                                                   const EvalRunOptions& options);
+
+}  // namespace ripplekv::worker
