@@ -16,6 +16,7 @@ void AddHashCommand(CLI::App& app, Action& run);
 void AddInfoCommand(CLI::App& app, Action& run);
 void AddCalibrateCommand(CLI::App& app, Action& run);
 void AddBudgetsCommand(CLI::App& app, Action& run);
+void AddEvalCommand(CLI::App& app, Action& run);
 // submit, jobs, watch, cancel, profile {get,list}: the scheduler's CalibrationService.
 void AddRemoteCommands(CLI::App& app, Action& run);
 

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   ripplekv::cli::AddInfoCommand(app, run);
   ripplekv::cli::AddCalibrateCommand(app, run);
   ripplekv::cli::AddBudgetsCommand(app, run);
+  ripplekv::cli::AddEvalCommand(app, run);
   ripplekv::cli::AddRemoteCommands(app, run);
 
   try {
