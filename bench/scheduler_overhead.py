@@ -11,7 +11,8 @@ Part 1 (overhead): a ripplekv-scheduler (fresh RocksDB, fsync on every change, a
 once; a job of S samples x all layers x 2 trials is submitted and followed until SUCCEEDED.
 Reported: tasks dispatched per second and trial results stored per second over the job's wall
 time (submit to success), i.e. everything but the model: planning, leasing, the gRPC stream,
-results and task completions written to RocksDB, and the final aggregation into a profile.
+results and task completions written to RocksDB, and the final aggregation into a profile; and
+the marginal rates between the smallest and largest job, where the fixed costs cancel.
 
 Part 2 (wait share): 2 real workers (1 thread each) run the quickstart job (8 samples x 512
 context, 32 probe tokens, 2 trials, all layers). Each worker logs, when drained, the time it spent
@@ -137,6 +138,17 @@ def main():
             rows.append({"part": "no-compute", "workers": workers, "tasks": tasks,
                          "wall_s": round(wall, 3), "tasks_per_s": round(tasks / wall, 1),
                          "results_per_s": round(2 * tasks / wall, 1)})
+    # Marginal rates between the smallest and the largest job of each worker count: the fixed
+    # costs (hashing the model at submit, each worker tokenizing the job's data once, the final
+    # aggregation) cancel out.
+    for workers in sorted({r["workers"] for r in rows}):
+        mine = sorted((r for r in rows if r["workers"] == workers), key=lambda r: r["tasks"])
+        if len(mine) >= 2 and mine[-1]["wall_s"] > mine[0]["wall_s"]:
+            dt = mine[-1]["tasks"] - mine[0]["tasks"]
+            dw = mine[-1]["wall_s"] - mine[0]["wall_s"]
+            rows.append({"part": "marginal", "workers": workers, "tasks": dt,
+                         "wall_s": round(dw, 3), "tasks_per_s": round(dt / dw, 1),
+                         "results_per_s": round(2 * dt / dw, 1)})
     if not args.no_real:
         with tempfile.TemporaryDirectory() as d:
             c = Cluster(build, args.model, 2, False, Path(d))
@@ -153,8 +165,8 @@ def main():
         print(json.dumps(rows, indent=2))
         return
     for r in rows:
-        if r["part"] == "no-compute":
-            print(f"no-compute  workers {r['workers']}  tasks {r['tasks']:5d}  wall {r['wall_s']:7.2f} s"
+        if r["part"] in ("no-compute", "marginal"):
+            print(f"{r['part']:10s}  workers {r['workers']}  tasks {r['tasks']:5d}  wall {r['wall_s']:7.2f} s"
                   f"  dispatch {r['tasks_per_s']:8.1f} tasks/s  store {r['results_per_s']:8.1f} results/s")
         else:
             shares = ", ".join(f"{100 * s:.1f}%" for s in r["waiting_share"])

@@ -1,7 +1,9 @@
 // ripplekv eval --model M [--methods LIST] [--budgets 64,128,256] [--tasks LIST] [--profile P]
 //   [--ratio R] [--budget-map F] [--samples N] [--prompt-len T] [--context-len C]
-//   [--continuation W] [--depth D] [--corpus NAME] [--seed S] [--chat] [--longbench F]
+//   [--continuation W] [--depth D] [--kv-pairs N] [--kv-format uuid|short] [--needles N]
+//   [--corpus NAME] [--seed S] [--chat] [--longbench F]
 //   [--templates F] [--max-prompt-tokens N] [--threads N] [--no-shared-prefill] [--json|--csv]
+//   [--json-out F]
 //
 // Evaluates KV-cache compression methods at matched memory (docs/EVAL.md): every example is
 // prefilled once, then each method x budget compresses a copy of the cache and decodes from it.
@@ -29,6 +31,7 @@
 #include "kernels/base/strings.h"
 #include "scheduler/budget/budget_format.h"
 #include "scheduler/budget/budget_map.h"
+#include "scheduler/budget/file_io.h"
 #include "scheduler/budget/profile.h"
 #include "spdlog/spdlog.h"
 #include "worker/compress/method.h"
@@ -56,6 +59,9 @@ struct EvalArgs {
   int64_t context_len = 1024;   // fidelity: context tokens
   int64_t continuation = 64;    // fidelity: teacher-forced tokens
   double depth = 0.5;
+  int kv_pairs = 0;                // kv-retrieval: 0 = the body is all pairs
+  std::string kv_format = "uuid";  // kv-retrieval keys and values: uuid or short
+  int needles = 4;                 // multi-needle
   std::string corpus = "tom-sawyer";
   uint64_t seed = 0;
   bool chat = false;
@@ -66,6 +72,7 @@ struct EvalArgs {
   bool no_shared_prefill = false;
   bool json = false;
   bool csv = false;
+  std::string json_out;  // also write the JSON table here
 };
 
 StatusOr<std::vector<std::string>> SplitList(const std::string& text, std::string_view flag) {
@@ -138,6 +145,10 @@ StatusOr<std::vector<worker::EvalExample>> MakeExamples(const EvalArgs& args,
       options.seed = args.seed;
       options.chat = args.chat;
       options.depth = args.depth;
+      options.kv_pairs = args.kv_pairs;
+      options.kv_format =
+          args.kv_format == "short" ? worker::KvFormat::kShort : worker::KvFormat::kUuid;
+      options.num_needles = args.needles;
       ASSIGN_OR_RETURN(examples, worker::GenerateSynthetic(*synthetic, *corpus, tokenizer, options));
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -268,6 +279,13 @@ int RunEval(const EvalArgs& args) {
   const worker::TableFormat format = args.json  ? worker::TableFormat::kJson
                                      : args.csv ? worker::TableFormat::kCsv
                                                 : worker::TableFormat::kMarkdown;
+  if (!args.json_out.empty()) {
+    if (Status st = scheduler::WriteFileAtomically(args.json_out, worker::RenderJson(*table));
+        !st.ok()) {
+      return ReportError(st);
+    }
+    spdlog::info("wrote {}", args.json_out);
+  }
   const std::string text = worker::RenderTable(*table, format);
   std::fputs(text.c_str(), stdout);
   if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
@@ -311,6 +329,16 @@ void AddEvalCommand(CLI::App& app, Action& run) {
   cmd->add_option("--depth", a->depth, "passkey / kv-retrieval: needle depth in [0, 1]")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--kv-pairs", a->kv_pairs,
+                  "kv-retrieval: pairs in one block inside the prose (0: the body is all pairs)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-format", a->kv_format, "kv-retrieval keys and values: uuid or short")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"uuid", "short"}));
+  cmd->add_option("--needles", a->needles, "multi-needle: needles in the haystack")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--corpus", a->corpus, "Haystack and fidelity text: tom-sawyer or sherlock-holmes")
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the generated examples")->capture_default_str();
@@ -325,6 +353,7 @@ void AddEvalCommand(CLI::App& app, Action& run) {
                 "Prefill again for every method x budget (benchmark baseline)");
   cmd->add_flag("--json", a->json, "Print the table as JSON");
   cmd->add_flag("--csv", a->csv, "Print the table as CSV");
+  cmd->add_option("--json-out", a->json_out, "Also write the table as JSON to this file");
   cmd->callback([a, &run] { run = [a] { return RunEval(*a); }; });
 }
 
