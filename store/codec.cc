@@ -274,6 +274,7 @@ Status CheckJsonDocument(std::string_view text, std::string_view field) {
 StatusOr<std::string> EncodeJob(const Job& job) {
   RETURN_IF_ERROR(CheckSpecEncodable(job.spec));
   RETURN_IF_ERROR(CheckUtf8(job.error, "error"));
+  RETURN_IF_ERROR(CheckUtf8(job.data_description, "data_description"));
   const Json j = {
       {"v", kValueFormatVersion},
       {"spec", SpecToJson(job.spec)},
@@ -287,6 +288,7 @@ StatusOr<std::string> EncodeJob(const Job& job) {
       {"conflicting_results", job.conflicting_results},
       {"profile_version", job.profile_version},
       {"error", job.error},
+      {"data_description", job.data_description},
   };
   return Dump(j, "job");
 }
@@ -296,7 +298,8 @@ StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
   const Reader r(j, "");
   RETURN_IF_ERROR(r.OnlyFields({"v", "spec", "state", "created_at_ms", "updated_at_ms",
                                 "tasks_total", "tasks_done", "results_stored", "duplicate_results",
-                                "conflicting_results", "profile_version", "error"}));
+                                "conflicting_results", "profile_version", "error",
+                                "data_description"}));
   Job job;
   job.id = id;
   ASSIGN_OR_RETURN(Reader spec, r.Object("spec"));
@@ -311,6 +314,9 @@ StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
   ASSIGN_OR_RETURN(job.conflicting_results, r.U64("conflicting_results"));
   ASSIGN_OR_RETURN(job.profile_version, r.U32("profile_version"));
   ASSIGN_OR_RETURN(job.error, r.String("error"));
+  if (r.Has("data_description")) {  // absent in records written before the field existed
+    ASSIGN_OR_RETURN(job.data_description, r.String("data_description"));
+  }
   if (job.tasks_done > job.tasks_total) {
     return Corrupt("tasks_done",
                    Cat("is ", job.tasks_done, ", above tasks_total ", job.tasks_total));

@@ -423,4 +423,21 @@ StatusOr<Job> RocksStore::UpdateJobState(JobId id, JobState state, const std::st
   return job;
 }
 
+StatusOr<Job> RocksStore::SetDataDescription(JobId id, std::string_view description) {
+  if (description.empty() || description.size() > 4096) {
+    return absl::InvalidArgumentError(
+        Cat("data description of job ", id, ": ", description.size(), " bytes, want 1..4096"));
+  }
+  RETURN_IF_ERROR(CheckUtf8(description, "data_description"));
+  std::lock_guard<std::mutex> lock(write_mu_);
+  ASSIGN_OR_RETURN(Job job, ReadJob(id, /*with_data=*/true));
+  if (!job.data_description.empty()) return job;
+  job.data_description = std::string(description);
+  job.updated_at_ms = Now();
+  rocksdb::WriteBatch batch;
+  RETURN_IF_ERROR(PutJob(&batch, job));
+  RETURN_IF_ERROR(Write(&batch));
+  return job;
+}
+
 }  // namespace ripplekv::store

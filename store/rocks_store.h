@@ -37,6 +37,7 @@ class RocksStore final : public Store {
   StatusOr<Job> GetJob(JobId id) const override;
   StatusOr<std::vector<Job>> ListJobs(const ListJobsOptions& options) const override;
   StatusOr<Job> UpdateJobState(JobId id, JobState state, const std::string& error) override;
+  StatusOr<Job> SetDataDescription(JobId id, std::string_view description) override;
 
   StatusOr<Task> GetTask(const TaskKey& key) const override;
   StatusOr<std::vector<Task>> ListTasks(JobId job) const override;

@@ -115,6 +115,12 @@ class Store {
   [[nodiscard]] virtual StatusOr<Job> UpdateJobState(JobId id, JobState state,
                                                      const std::string& error = {}) = 0;
 
+  // Records the workers' description of the job's calibration set when the job has none yet
+  // (the first report wins; a later one is ignored). Returns the job. NotFound; InvalidArgument
+  // when `description` is empty, over 4 KiB or not UTF-8.
+  [[nodiscard]] virtual StatusOr<Job> SetDataDescription(JobId id,
+                                                         std::string_view description) = 0;
+
   // ---- Tasks and leases ----
 
   // NotFound when the task does not exist.

@@ -95,6 +95,9 @@ struct Job {
   uint64_t conflicting_results = 0;  // of those, results whose KL differed from the stored one
   uint32_t profile_version = 0;      // profile version written when the job finished; 0 = none
   std::string error;                 // why the job failed or was cancelled; empty otherwise
+  // The calibration set as the first worker to report it described it (source, shape, token
+  // fingerprint); empty until then (Store::SetDataDescription).
+  std::string data_description;
 
   friend bool operator==(const Job&, const Job&) = default;
 };

@@ -325,7 +325,8 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
   profile.params.samples = p.samples;
   profile.params.context_len = p.context_len;
   profile.params.probe_len = p.probe_len;
-  profile.params.data_source = DescribeDataSource(job.spec);
+  profile.params.data_source =
+      job.data_description.empty() ? DescribeDataSource(job.spec) : job.data_description;
   profile.created_at =
       FormatIso8601Utc(std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_())));
   profile.tool_version = options_.tool_version;
@@ -397,6 +398,16 @@ StatusOr<bool> Scheduler::RefuseJob(const std::string& worker_id, const store::T
   rates_.erase(job.id);
   pending_.erase(job.id);
   return true;
+}
+
+StatusOr<bool> Scheduler::DescribeJobData(store::JobId id, const std::string& description) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
+  if (store::IsTerminal(job.state)) return true;
+  if (job.data_description.empty()) {
+    ASSIGN_OR_RETURN(job, store_->SetDataDescription(id, description));
+  }
+  return job.data_description == description;
 }
 
 Status Scheduler::ReleaseTask(const std::string& worker_id, const store::TaskKey& key) {

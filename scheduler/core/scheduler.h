@@ -155,6 +155,13 @@ class Scheduler {
       const std::string& worker_id, const store::TaskKey& key,
       std::span<const store::TrialResult> results, bool done);
 
+  // A worker's description of a job's calibration set (source, shape, token fingerprint): kept
+  // with the job (the first report wins) and written into its profile as data_source, as
+  // `ripplekv calibrate` writes it. Ignored for final jobs and for jobs described already; a later
+  // report that differs is logged by the caller (outcome false: it differs from the stored one).
+  // NotFound: unknown job; InvalidArgument: see Store::SetDataDescription.
+  [[nodiscard]] StatusOr<bool> DescribeJobData(store::JobId id, const std::string& description);
+
   // The worker refused task `key` for a reason that holds for the whole job on this worker (it
   // cannot read the job's data; its model is not the job's): the lease returns to pending and
   // none of the job's tasks is offered to this worker again (until it registers again). When
@@ -229,8 +236,8 @@ class Scheduler {
   std::map<store::JobId, PendingSet> pending_;  // loaded jobs only; dropped when a job ends
 };
 
-// The profile's data_source line for a spec: "inline data, N bytes", "file PATH" or
-// "built-in calibration text".
+// The profile's data_source line for a spec when no worker described the data: "inline data, N
+// bytes", "file PATH" or "built-in calibration text".
 std::string DescribeDataSource(const store::JobSpec& spec);
 
 }  // namespace ripplekv::scheduler

@@ -320,6 +320,18 @@ class WorkerServiceImpl::ConnectReactor final
       return Fill();
     }
     leases_.erase(*key);
+    if (!done.data_description().empty()) {
+      StatusOr<bool> same =
+          service_->scheduler_->DescribeJobData(key->job, done.data_description());
+      if (!same.ok()) {
+        spdlog::warn("worker {}: data description of job {}: {}", worker_id_, key->job,
+                     same.status().ToString());
+      } else if (!*same) {
+        // Workers derived different samples from the same data: their results would not agree.
+        spdlog::warn("worker {} describes job {}'s data as \"{}\", unlike the first report",
+                     worker_id_, key->job, done.data_description());
+      }
+    }
     StatusOr<TaskResultsOutcome> outcome =
         service_->scheduler_->TaskResults(worker_id_, *key, {}, /*done=*/true);
     if (!outcome.ok()) {

@@ -58,13 +58,11 @@ inline void ExpectSameProfile(const nlohmann::json& remote, const nlohmann::json
     EXPECT_EQ(b[i]["count"], a[i]["count"]);
     EXPECT_GT(a[i]["mean_kl"].get<double>(), 0.0);
   }
-  // The data source line describes the data (with its fingerprint locally, its origin remotely);
-  // the method parameters must agree exactly.
-  nlohmann::json remote_params = remote["params"], local_params = local["params"];
-  remote_params.erase("data_source");
-  local_params.erase("data_source");
-  EXPECT_EQ(remote_params, local_params);
+  // Parameters, the data description (source, shape and token fingerprint, as the workers
+  // derived the samples) and the model summary agree exactly; only created_at differs.
+  EXPECT_EQ(remote["params"], local["params"]);
   EXPECT_EQ(remote["model"], local["model"]);
+  EXPECT_EQ(remote["tool_version"], local["tool_version"]);
 }
 
 }  // namespace ripplekv::testing

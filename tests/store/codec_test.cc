@@ -41,6 +41,7 @@ Job FullJob() {
   job.conflicting_results = 1;
   job.profile_version = 0;
   job.error = "worker w3: model hash mismatch";
+  job.data_description = "sherlock-holmes@0: 8 samples of 512 + 32 tokens, fingerprint 0123";
   return job;
 }
 

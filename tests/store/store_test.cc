@@ -105,6 +105,21 @@ TEST_F(StoreTest, CreateJobAllocatesIdsFromOneAndStoresPendingTasksInCanonicalOr
   }
 }
 
+TEST_F(StoreTest, FirstDataDescriptionWinsAndSurvivesReopen) {
+  const Job job = NewJob();
+  StatusOr<Job> described = store_->SetDataDescription(job.id, "book@0: 2 samples, fp 1");
+  ASSERT_TRUE(described.ok()) << described.status();
+  EXPECT_EQ(described->data_description, "book@0: 2 samples, fp 1");
+  described = store_->SetDataDescription(job.id, "something else");
+  ASSERT_TRUE(described.ok());
+  EXPECT_EQ(described->data_description, "book@0: 2 samples, fp 1");
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->SetDataDescription(job.id, "").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->SetDataDescription(job.id, "\xff").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->SetDataDescription(job.id + 7, "x").status()));
+  Reopen();
+  EXPECT_EQ(store_->GetJob(job.id)->data_description, "book@0: 2 samples, fp 1");
+}
+
 TEST_F(StoreTest, JobSpecSurvivesReopenExactly) {
   JobSpec spec = MakeSpec("9f86d0", 5);
   spec.params = {.mode = CalibrationMode::kPrefill,

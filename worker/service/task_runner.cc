@@ -120,18 +120,20 @@ Status TaskRunner::LoadJob(const std::string& job_id, const JobData& data,
     return absl::FailedPreconditionError("worker has no tokenizer to read calibration data");
   }
   ASSIGN_OR_RETURN(CalibrationSet set, BuildCalibrationSet(data, *tokenizer_, options));
-  SetJobSamples(job_id, std::move(set.samples));
+  SetJobSamples(job_id, std::move(set.samples), std::move(set.description));
   return absl::OkStatus();
 }
 
-void TaskRunner::SetJobSamples(const std::string& job_id, std::vector<CalibrationSample> samples) {
-  auto shared = std::make_shared<const std::vector<CalibrationSample>>(std::move(samples));
+void TaskRunner::SetJobSamples(const std::string& job_id, std::vector<CalibrationSample> samples,
+                               std::string description) {
+  auto shared = std::make_shared<const LoadedJob>(
+      LoadedJob{.samples = std::move(samples), .description = std::move(description)});
   std::lock_guard<std::mutex> lock(mu_);
   jobs_[job_id] = std::move(shared);
 }
 
 StatusOr<TaskOutcome> TaskRunner::Run(const TaskSpec& spec) {
-  std::shared_ptr<const std::vector<CalibrationSample>> samples;
+  std::shared_ptr<const LoadedJob> job;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(spec.job_id);
@@ -139,13 +141,15 @@ StatusOr<TaskOutcome> TaskRunner::Run(const TaskSpec& spec) {
       return absl::FailedPreconditionError(
           absl::StrCat("job ", spec.job_id, ": calibration data not loaded"));
     }
-    samples = it->second;
+    job = it->second;
   }
-  if (spec.sample < 0 || spec.sample >= static_cast<int>(samples->size())) {
+  if (spec.sample < 0 || spec.sample >= static_cast<int>(job->samples.size())) {
     return absl::InvalidArgumentError(
-        absl::StrCat("sample ", spec.sample, " out of range [0, ", samples->size(), ")"));
+        absl::StrCat("sample ", spec.sample, " out of range [0, ", job->samples.size(), ")"));
   }
-  return RunOnSample(spec, (*samples)[spec.sample]);
+  ASSIGN_OR_RETURN(TaskOutcome outcome, RunOnSample(spec, job->samples[spec.sample]));
+  outcome.data_description = job->description;
+  return outcome;
 }
 
 StatusOr<TaskOutcome> TaskRunner::RunOnSample(const TaskSpec& spec,

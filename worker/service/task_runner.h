@@ -66,6 +66,7 @@ struct TaskRefusal {
 struct TaskOutcome {
   std::vector<double> kl;       // per trial 0..trials-1, nats
   bool prefill_reused = false;  // the prepared sample came from the cache
+  std::string data_description;  // the job's CalibrationSet::description (empty when unknown)
 };
 
 struct CachedSampleKey {
@@ -100,8 +101,10 @@ class TaskRunner {
   // job. Errors: those of the data functions; FailedPrecondition without a tokenizer.
   [[nodiscard]] Status LoadJob(const std::string& job_id, const JobData& data,
                                const DataOptions& options);
-  // Installs already derived samples for a job (tests, or a caller that loaded them itself).
-  void SetJobSamples(const std::string& job_id, std::vector<CalibrationSample> samples);
+  // Installs already derived samples for a job (tests, or a caller that loaded them itself),
+  // with the set's description when known.
+  void SetJobSamples(const std::string& job_id, std::vector<CalibrationSample> samples,
+                     std::string description = {});
 
   // Runs every trial of the task. Errors: FailedPrecondition (job not loaded), InvalidArgument
   // (sample out of range, parameters the engine rejects), others from the engine.
@@ -125,8 +128,12 @@ class TaskRunner {
   const bool no_compute_;
   PreparedSampleCache cache_;
   mutable std::mutex mu_;
+  struct LoadedJob {
+    std::vector<CalibrationSample> samples;
+    std::string description;
+  };
   // guarded by mu_: each job's samples
-  std::map<std::string, std::shared_ptr<const std::vector<CalibrationSample>>> jobs_;
+  std::map<std::string, std::shared_ptr<const LoadedJob>> jobs_;
 };
 
 // Builds a job's calibration set from its data (see TaskRunner::LoadJob).

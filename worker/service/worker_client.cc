@@ -305,6 +305,7 @@ struct WorkerClient::Impl {
     int64_t trials_sent = 0;
     if (outcome.ok()) {
       d->set_prefill_reused(outcome->prefill_reused);
+      d->set_data_description(outcome->data_description);
       for (size_t t = 0; t < outcome->kl.size(); ++t) {
         pb::WorkerMessage m;
         pb::TrialResult* r = m.mutable_trial_result();

@@ -680,4 +680,21 @@ TEST_F(SchedulerTest, RandomTransitionsNeverLoseOrDoubleLeaseATask) {
   EXPECT_EQ(layers(ProfileJson(job.id)), layers(reference));
 }
 
+
+TEST_F(SchedulerTest, TheWorkersDataDescriptionBecomesTheProfilesDataSource) {
+  const store::Job job = Submit(Spec(1));
+  Register("w1");
+  auto same = scheduler_->DescribeJobData(job.id, "sherlock-holmes: 1 sample, fingerprint 42");
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(*same);
+  same = scheduler_->DescribeJobData(job.id, "another tokenizer's view");
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(*same);  // differs from the first report, which is kept
+  Drain("w1", 2);
+  const std::string json = ProfileJson(job.id);
+  EXPECT_NE(json.find("\"data_source\": \"sherlock-holmes: 1 sample, fingerprint 42\""),
+            std::string::npos)
+      << json;
+}
+
 }  // namespace ripplekv::scheduler
