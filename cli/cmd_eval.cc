@@ -3,7 +3,7 @@
 //   [--continuation W] [--depth D] [--kv-pairs N] [--kv-format uuid|short] [--needles N]
 //   [--corpus NAME] [--seed S] [--chat] [--longbench F]
 //   [--templates F] [--max-prompt-tokens N] [--threads N] [--no-shared-prefill] [--json|--csv]
-//   [--json-out F]
+//   [--json-out F] [--records-out F]
 //
 // Evaluates KV-cache compression methods at matched memory (docs/EVAL.md): every example is
 // prefilled once, then each method x budget compresses a copy of the cache and decodes from it.
@@ -29,6 +29,7 @@
 #include "cli/model_session.h"
 #include "cli/progress.h"
 #include "kernels/base/strings.h"
+#include "nlohmann/json.hpp"
 #include "scheduler/budget/budget_format.h"
 #include "scheduler/budget/budget_map.h"
 #include "scheduler/budget/file_io.h"
@@ -72,7 +73,8 @@ struct EvalArgs {
   bool no_shared_prefill = false;
   bool json = false;
   bool csv = false;
-  std::string json_out;  // also write the JSON table here
+  std::string json_out;     // also write the JSON table here
+  std::string records_out;  // also write every per-example score here (JSONL)
 };
 
 StatusOr<std::vector<std::string>> SplitList(const std::string& text, std::string_view flag) {
@@ -250,6 +252,7 @@ int RunEval(const EvalArgs& args) {
   if (!examples.ok()) return ReportError(examples.status());
 
   std::vector<worker::ScoreRecord> records;
+  std::string record_lines;  // --records-out: one JSON object per score
   int64_t prefills = 0;
   const auto start = std::chrono::steady_clock::now();
   {
@@ -261,6 +264,14 @@ int RunEval(const EvalArgs& args) {
       if (!result.ok()) return ReportError(result.status());
       for (const auto& [key, answer] : result->predictions) {
         spdlog::debug("{} {}@{}: {:?}", example.id, key.first, key.second, answer);
+      }
+      for (const worker::ScoreRecord& r : result->records) {
+        nlohmann::json line = {{"method", r.method}, {"budget", r.budget}, {"task", r.task},
+                               {"example", r.example_id}, {"score", r.score}};
+        auto answer = result->predictions.find({r.method, r.budget});
+        if (answer != result->predictions.end()) line["prediction"] = answer->second;
+        record_lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        record_lines += '\n';
       }
       records.insert(records.end(), result->records.begin(), result->records.end());
       prefills += result->prefills;
@@ -279,6 +290,12 @@ int RunEval(const EvalArgs& args) {
   const worker::TableFormat format = args.json  ? worker::TableFormat::kJson
                                      : args.csv ? worker::TableFormat::kCsv
                                                 : worker::TableFormat::kMarkdown;
+  if (!args.records_out.empty()) {
+    if (Status st = scheduler::WriteFileAtomically(args.records_out, record_lines); !st.ok()) {
+      return ReportError(st);
+    }
+    spdlog::info("wrote {}", args.records_out);
+  }
   if (!args.json_out.empty()) {
     if (Status st = scheduler::WriteFileAtomically(args.json_out, worker::RenderJson(*table));
         !st.ok()) {
@@ -354,6 +371,8 @@ void AddEvalCommand(CLI::App& app, Action& run) {
   cmd->add_flag("--json", a->json, "Print the table as JSON");
   cmd->add_flag("--csv", a->csv, "Print the table as CSV");
   cmd->add_option("--json-out", a->json_out, "Also write the table as JSON to this file");
+  cmd->add_option("--records-out", a->records_out,
+                  "Also write every example's score (and answer) as JSONL to this file");
   cmd->callback([a, &run] { run = [a] { return RunEval(*a); }; });
 }
 

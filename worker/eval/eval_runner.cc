@@ -188,7 +188,9 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
     for (int budget : options.budgets) {
       std::optional<Prefilled> own;  // the per-method prefill of the baseline mode
       if (!options.shared_prefill) {
-        ASSIGN_OR_RETURN(own, Prefill(model, example, observer, extra));
+        // What a loop over methods would do: a prefill recording only this method's needs.
+        ASSIGN_OR_RETURN(own, Prefill(model, example,
+                                      ObserverOptionsFor(method, options.compress), extra));
         ++run.prefills;
       }
       const Prefilled& source = own ? *own : prefilled;

@@ -36,7 +36,7 @@ Fixture* Load() {
     auto gguf = GgufFile::Open(path);
     if (!model.ok() || !gguf.ok()) return nullptr;
     out->model = *std::move(model);
-    auto t = Transformer::Create(out->model, {.num_threads = 2});
+    auto t = Transformer::Create(out->model, {.num_threads = 1});
     auto tok = TokenizerFromGguf(**gguf);
     if (!t.ok() || !tok.ok()) return nullptr;
     out->transformer = std::make_unique<Transformer>(*std::move(t));
