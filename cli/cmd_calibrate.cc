@@ -54,12 +54,13 @@ int RunCalibrate(const CalibrateArgs& args) {
   auto layers = ParseLayerList(args.layers);
   if (!layers.ok()) return ReportError(layers.status());
   if (!(args.alpha >= 0.0f)) {
-    return ReportError(absl::InvalidArgumentError(
-        absl::StrCat("--alpha must be >= 0, got ", args.alpha)));
+    return ReportError(
+        absl::InvalidArgumentError(absl::StrCat("--alpha must be >= 0, got ", args.alpha)));
   }
-  const worker::DataOptions data_options{
-      .samples = args.samples, .context_len = args.context_len, .probe_len = args.probe,
-      .strict = args.strict};
+  const worker::DataOptions data_options{.samples = args.samples,
+                                         .context_len = args.context_len,
+                                         .probe_len = args.probe,
+                                         .strict = args.strict};
   if (Status s = worker::ValidateDataOptions(data_options); !s.ok()) return ReportError(s);
 
   auto session_or = OpenModel(args.model, args.threads);
@@ -67,9 +68,9 @@ int RunCalibrate(const CalibrateArgs& args) {
   ModelSession& s = **session_or;
   const worker::ModelConfig& cfg = s.model.config;
   if (args.context_len + args.probe > cfg.context_length && cfg.context_length > 0) {
-    return ReportError(absl::InvalidArgumentError(absl::StrCat(
-        "--context-len + --probe = ", args.context_len + args.probe,
-        " exceeds the model's context of ", cfg.context_length)));
+    return ReportError(absl::InvalidArgumentError(
+        absl::StrCat("--context-len + --probe = ", args.context_len + args.probe,
+                     " exceeds the model's context of ", cfg.context_length)));
   }
   auto data = args.data.empty()
                   ? worker::DefaultCalibrationData(*s.tokenizer, data_options)
@@ -95,8 +96,8 @@ int RunCalibrate(const CalibrateArgs& args) {
                args.alpha);
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Progress> progress;
-  auto results = worker::RunCalibration(
-      *s.transformer, inputs, options, [&](int64_t done, int64_t total) {
+  auto results =
+      worker::RunCalibration(*s.transformer, inputs, options, [&](int64_t done, int64_t total) {
         if (!progress) progress = std::make_unique<Progress>("calibrate", total, "layer-samples");
         progress->Update(done);
       });
@@ -112,9 +113,13 @@ int RunCalibrate(const CalibrateArgs& args) {
   if (!per_layer.ok()) return ReportError(per_layer.status());
 
   scheduler::SensitivityProfile profile;
-  profile.model = {.hash = *hash, .architecture = cfg.architecture, .name = cfg.name,
-                   .n_layers = cfg.n_layers, .n_kv_heads = cfg.n_kv_heads,
-                   .head_dim = cfg.head_dim, .d_model = cfg.d_model,
+  profile.model = {.hash = *hash,
+                   .architecture = cfg.architecture,
+                   .name = cfg.name,
+                   .n_layers = cfg.n_layers,
+                   .n_kv_heads = cfg.n_kv_heads,
+                   .head_dim = cfg.head_dim,
+                   .d_model = cfg.d_model,
                    .vocab_size = cfg.vocab_size};
   profile.params.mode = *mode;
   profile.params.alpha = args.alpha;
@@ -130,7 +135,8 @@ int RunCalibrate(const CalibrateArgs& args) {
   profile.tool_version = "ripplekv 0.1.0";
 
   if (!args.out.empty()) {
-    if (Status st = scheduler::WriteProfileFile(args.out, profile); !st.ok()) return ReportError(st);
+    if (Status st = scheduler::WriteProfileFile(args.out, profile); !st.ok())
+      return ReportError(st);
     spdlog::info("wrote profile {}", args.out);
   }
   if (!args.plot.empty()) {
@@ -161,25 +167,33 @@ void AddCalibrateCommand(CLI::App& app, Action& run) {
   cmd->add_option("--data", a->data,
                   "Calibration data: JSONL ({\"text\"} or {\"context\",\"continuation\"}) or plain "
                   "text; default: the built-in prose set (docs/DATA.md)");
-  cmd->add_option("--samples", a->samples, "Samples N")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--samples", a->samples, "Samples N")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--context-len", a->context_len, "Context tokens C per sample")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--probe", a->probe, "Probe tokens W per sample (W < C)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--alpha", a->alpha, "Noise scale: expected relative perturbation per value vector")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--alpha", a->alpha,
+                  "Noise scale: expected relative perturbation per value vector")
       ->capture_default_str();
   cmd->add_option("--trials", a->trials, "Trials per (sample, layer)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", a->seed, "Noise seed")->capture_default_str();
   cmd->add_option("--mode", a->mode, "cache (perturb the cache after prefill) or prefill")
       ->capture_default_str();
   cmd->add_option("--layers", a->layers, "Layers to measure, e.g. 0-3,7 (default: all)");
   cmd->add_option("-t,--threads", a->threads, "CPU threads")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("-o,--out", a->out, "Write the profile JSON here");
   cmd->add_option("--plot", a->plot, "Write an SVG plot of the profile and budget multipliers");
   cmd->add_option("--ratio", a->ratio, "Budget ratio r shown in the table and plot")
-      ->capture_default_str()->check(CLI::Range(1.0, 1e6));
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e6));
   cmd->add_flag("--naive", a->naive, "Reference path: a full forward pass per trial (slow)");
   cmd->add_flag("--strict", a->strict, "Reject the data when any sample is too short");
   cmd->add_flag("--json", a->json, "Print the profile JSON instead of the table");

@@ -56,9 +56,9 @@ struct EvalArgs {
   double ratio = 2.0;
   std::string budget_map;
   int samples = 8;
-  int64_t prompt_len = 1024;    // synthetic tasks: prompt tokens
-  int64_t context_len = 1024;   // fidelity: context tokens
-  int64_t continuation = 64;    // fidelity: teacher-forced tokens
+  int64_t prompt_len = 1024;   // synthetic tasks: prompt tokens
+  int64_t context_len = 1024;  // fidelity: context tokens
+  int64_t continuation = 64;   // fidelity: teacher-forced tokens
   double depth = 0.5;
   int kv_pairs = 0;                // kv-retrieval: 0 = the body is all pairs
   std::string kv_format = "uuid";  // kv-retrieval keys and values: uuid or short
@@ -134,11 +134,11 @@ StatusOr<std::vector<worker::EvalExample>> MakeExamples(const EvalArgs& args,
       if (!args.templates.empty()) {
         ASSIGN_OR_RETURN(templates, worker::ReadLongBenchTemplates(args.templates));
       }
-      ASSIGN_OR_RETURN(examples, worker::MakeLongBenchExamples(
-                                     records, templates, tokenizer,
-                                     {.max_prompt_tokens = args.max_prompt_tokens,
-                                      .chat = args.chat,
-                                      .max_per_dataset = args.samples}));
+      ASSIGN_OR_RETURN(examples,
+                       worker::MakeLongBenchExamples(records, templates, tokenizer,
+                                                     {.max_prompt_tokens = args.max_prompt_tokens,
+                                                      .chat = args.chat,
+                                                      .max_per_dataset = args.samples}));
     } else if (auto synthetic = worker::ParseSyntheticTask(task)) {
       RETURN_IF_ERROR(load_corpus());
       worker::SyntheticOptions options;
@@ -151,11 +151,12 @@ StatusOr<std::vector<worker::EvalExample>> MakeExamples(const EvalArgs& args,
       options.kv_format =
           args.kv_format == "short" ? worker::KvFormat::kShort : worker::KvFormat::kUuid;
       options.num_needles = args.needles;
-      ASSIGN_OR_RETURN(examples, worker::GenerateSynthetic(*synthetic, *corpus, tokenizer, options));
+      ASSIGN_OR_RETURN(examples,
+                       worker::GenerateSynthetic(*synthetic, *corpus, tokenizer, options));
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--tasks: unknown task '", task,
-          "' (fidelity, passkey, kv-retrieval, multi-needle, longbench)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tasks: unknown task '", task,
+                       "' (fidelity, passkey, kv-retrieval, multi-needle, longbench)"));
     }
     all.insert(all.end(), std::make_move_iterator(examples.begin()),
                std::make_move_iterator(examples.end()));
@@ -165,13 +166,14 @@ StatusOr<std::vector<worker::EvalExample>> MakeExamples(const EvalArgs& args,
 
 // Budget maps of the kMap methods per average budget: from --profile (RippleKV's mapping, as
 // `ripplekv budgets`), or --budget-map (a map file, usable at its own average only).
-StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(
-    const EvalArgs& args, const std::vector<worker::Method>& methods,
-    const std::vector<int>& budgets, const worker::CompressOptions& compress,
-    const ModelSession& session) {
+StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(const EvalArgs& args,
+                                                         const std::vector<worker::Method>& methods,
+                                                         const std::vector<int>& budgets,
+                                                         const worker::CompressOptions& compress,
+                                                         const ModelSession& session) {
   std::map<int, std::vector<int>> maps;
-  const bool needed =
-      std::any_of(methods.begin(), methods.end(), [](const auto& m) { return m.needs_budget_map(); });
+  const bool needed = std::any_of(methods.begin(), methods.end(),
+                                  [](const auto& m) { return m.needs_budget_map(); });
   if (!needed) return maps;
   const int64_t n_layers = session.model.config.n_layers;
   if (!args.profile.empty() == !args.budget_map.empty()) {
@@ -186,17 +188,16 @@ StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(
     }
     for (int b : budgets) {
       if (map.total_tokens != n_layers * b) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            args.budget_map, ": total ", map.total_tokens, " tokens is not ", n_layers, " x ", b,
-            " (a map file serves only its own average; pass --budgets ",
-            map.total_tokens / n_layers, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(args.budget_map, ": total ", map.total_tokens, " tokens is not ", n_layers,
+                         " x ", b, " (a map file serves only its own average; pass --budgets ",
+                         map.total_tokens / n_layers, ")"));
       }
       maps[b].assign(map.tokens.begin(), map.tokens.end());
     }
     return maps;
   }
-  ASSIGN_OR_RETURN(scheduler::SensitivityProfile profile,
-                   scheduler::ReadProfileFile(args.profile));
+  ASSIGN_OR_RETURN(scheduler::SensitivityProfile profile, scheduler::ReadProfileFile(args.profile));
   ASSIGN_OR_RETURN(std::string hash, worker::ModelHash(args.model));
   if (profile.model.hash != hash) {
     return absl::InvalidArgumentError(absl::StrCat(args.profile, ": profile of model ",
@@ -266,8 +267,11 @@ int RunEval(const EvalArgs& args) {
         spdlog::debug("{} {}@{}: {:?}", example.id, key.first, key.second, answer);
       }
       for (const worker::ScoreRecord& r : result->records) {
-        nlohmann::json line = {{"method", r.method}, {"budget", r.budget}, {"task", r.task},
-                               {"example", r.example_id}, {"score", r.score}};
+        nlohmann::json line = {{"method", r.method},
+                               {"budget", r.budget},
+                               {"task", r.task},
+                               {"example", r.example_id},
+                               {"score", r.score}};
         auto answer = result->predictions.find({r.method, r.budget});
         if (answer != result->predictions.end()) line["prediction"] = answer->second;
         record_lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -315,18 +319,17 @@ void AddEvalCommand(CLI::App& app, Action& run) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd =
       app.add_subcommand("eval", "Compare KV-cache compression methods at matched memory");
-  cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face model directory")
-      ->required();
+  cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face model directory")->required();
   cmd->add_option("--methods", a->methods,
                   "Comma-separated methods (docs/COMPRESSION.md); ripple+snapkv is added when "
                   "--profile is given and --methods is not")
       ->capture_default_str();
   cmd->add_option("--budgets", a->budgets, "Average tokens kept per layer and KV head")
       ->capture_default_str();
-  cmd->add_option("--tasks", a->tasks,
-                  "fidelity, passkey, kv-retrieval, multi-needle, longbench")
+  cmd->add_option("--tasks", a->tasks, "fidelity, passkey, kv-retrieval, multi-needle, longbench")
       ->capture_default_str();
-  cmd->add_option("--profile", a->profile, "Profile JSON for ripple+... (ripplekv calibrate --out)");
+  cmd->add_option("--profile", a->profile,
+                  "Profile JSON for ripple+... (ripplekv calibrate --out)");
   cmd->add_option("--ratio", a->ratio, "RippleKV ratio r of the budget maps from --profile")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e6));
@@ -356,7 +359,8 @@ void AddEvalCommand(CLI::App& app, Action& run) {
   cmd->add_option("--needles", a->needles, "multi-needle: needles in the haystack")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  cmd->add_option("--corpus", a->corpus, "Haystack and fidelity text: tom-sawyer or sherlock-holmes")
+  cmd->add_option("--corpus", a->corpus,
+                  "Haystack and fidelity text: tom-sawyer or sherlock-holmes")
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the generated examples")->capture_default_str();
   cmd->add_flag("--chat", a->chat, "Wrap prompts in the model's chat template");

@@ -56,13 +56,13 @@ Status WriteProfilePlot(const scheduler::SensitivityProfile& profile, double rat
                    scheduler::NormalizeSensitivities(sens, scheduler::Normalization::kMinMax));
   const scheduler::ProfileParams& p = profile.params;
   ProfilePlotData plot;
-  plot.title = absl::StrCat(profile.model.name.empty() ? profile.model.architecture
-                                                       : profile.model.name,
-                            " — value-cache sensitivity");
-  plot.subtitle = absl::StrCat(p.mode == scheduler::PerturbMode::kCache ? "cache" : "prefill",
-                               " mode, alpha ", p.alpha, ", ", p.trials, " trials, ", p.samples,
-                               " samples of C=", p.context_len, " W=", p.probe_len, ", model ",
-                               profile.model.hash.substr(0, 12));
+  plot.title =
+      absl::StrCat(profile.model.name.empty() ? profile.model.architecture : profile.model.name,
+                   " — value-cache sensitivity");
+  plot.subtitle =
+      absl::StrCat(p.mode == scheduler::PerturbMode::kCache ? "cache" : "prefill", " mode, alpha ",
+                   p.alpha, ", ", p.trials, " trials, ", p.samples, " samples of C=", p.context_len,
+                   " W=", p.probe_len, ", model ", profile.model.hash.substr(0, 12));
   for (size_t i = 0; i < profile.layers.size(); ++i) {
     const auto& l = profile.layers[i];
     plot.layers.push_back(static_cast<int>(l.layer));

@@ -217,9 +217,9 @@ Json SpecToJson(const JobSpec& spec) {
 }
 
 StatusOr<JobSpec> SpecFromJson(const Reader& r) {
-  RETURN_IF_ERROR(r.OnlyFields(
-      {"model_path", "model_hash", "data_path", "data_format", "data_strict", "data_builtin",
-       "params", "priority", "idempotency_key"}));
+  RETURN_IF_ERROR(
+      r.OnlyFields({"model_path", "model_hash", "data_path", "data_format", "data_strict",
+                    "data_builtin", "params", "priority", "idempotency_key"}));
   JobSpec spec;
   ASSIGN_OR_RETURN(spec.model_path, r.String("model_path"));
   ASSIGN_OR_RETURN(spec.model_hash, r.String("model_hash"));
@@ -296,10 +296,10 @@ StatusOr<std::string> EncodeJob(const Job& job) {
 StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
   ASSIGN_OR_RETURN(Json j, ParseValue(value));
   const Reader r(j, "");
-  RETURN_IF_ERROR(r.OnlyFields({"v", "spec", "state", "created_at_ms", "updated_at_ms",
-                                "tasks_total", "tasks_done", "results_stored", "duplicate_results",
-                                "conflicting_results", "profile_version", "error",
-                                "data_description"}));
+  RETURN_IF_ERROR(
+      r.OnlyFields({"v", "spec", "state", "created_at_ms", "updated_at_ms", "tasks_total",
+                    "tasks_done", "results_stored", "duplicate_results", "conflicting_results",
+                    "profile_version", "error", "data_description"}));
   Job job;
   job.id = id;
   ASSIGN_OR_RETURN(Reader spec, r.Object("spec"));

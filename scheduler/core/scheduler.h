@@ -10,10 +10,11 @@
 // memory and rebuilt as workers register again. So is an index of each active job's pending
 // tasks, loaded from the store on first use and kept in step with every transition this class
 // makes, so a dispatch costs O(log tasks) rather than a scan of the job's tasks. Every task
-// transition must therefore go through this class (the store is not shared with other writers). Constructing a Scheduler over a reopened store
-// continues every unfinished job (the store returned leased tasks to pending on open); a job
-// whose tasks were all done before a crash but has no profile yet is finished as soon as a
-// worker holding its model registers (the profile needs the model summary that workers report).
+// transition must therefore go through this class (the store is not shared with other writers).
+// Constructing a Scheduler over a reopened store continues every unfinished job (the store returned
+// leased tasks to pending on open); a job whose tasks were all done before a crash but has no
+// profile yet is finished as soon as a worker holding its model registers (the profile needs the
+// model summary that workers report).
 //
 // Model summary: workers report their model (hash, architecture, name, n_layers, n_kv_heads,
 // head_dim, d_model, vocab_size) at registration; the first report per hash is kept. SubmitJob

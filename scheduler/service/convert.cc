@@ -159,10 +159,9 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
       break;
     case v1::CalibrationData::kBuiltin:
       if (data.builtin() != kDefaultBuiltin && data.builtin() != kSecondBuiltin) {
-        return absl::InvalidArgumentError(absl::StrCat("spec.data.builtin: \"", data.builtin(),
-                                                       "\" is not a built-in corpus (\"",
-                                                       kDefaultBuiltin, "\", \"", kSecondBuiltin,
-                                                       "\")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("spec.data.builtin: \"", data.builtin(), "\" is not a built-in corpus (\"",
+                         kDefaultBuiltin, "\", \"", kSecondBuiltin, "\")"));
       }
       spec.data_builtin = data.builtin();
       break;
@@ -251,8 +250,7 @@ void CalibrationDataToProto(const store::JobSpec& spec, bool with_inline_data,
                     : spec.data_format == store::DataFormat::kText ? v1::DATA_FORMAT_TEXT
                                                                    : v1::DATA_FORMAT_UNSPECIFIED);
   } else {
-    out->set_builtin(spec.data_builtin.empty() ? std::string(kDefaultBuiltin)
-                                               : spec.data_builtin);
+    out->set_builtin(spec.data_builtin.empty() ? std::string(kDefaultBuiltin) : spec.data_builtin);
   }
 }
 

@@ -36,8 +36,8 @@ TEST(ClusterE2eTest, TwoWorkerJobEqualsLocalCalibrateBitForBit) {
               cluster.Registered("worker-2", std::chrono::seconds(40)))
       << "workers did not register" << cluster.Logs();
 
-  std::vector<std::string> submit = {"submit", "--scheduler", cluster.address(), "--model", model,
-                                     "--wait"};
+  std::vector<std::string> submit = {"submit",  "--scheduler", cluster.address(),
+                                     "--model", model,         "--wait"};
   submit.insert(submit.end(), kParams.begin(), kParams.end());
   const CliResult job = RunCli(tmp.path(), "submit", submit, std::chrono::seconds(60));
   ASSERT_EQ(job.exit_code, 0) << job.err << cluster.Logs();

@@ -29,10 +29,9 @@ inline nlohmann::json LocalCalibrateJson(const fs::path& dir, const std::string&
 // The latest profile of `hash` from the scheduler at `address`; null JSON on error.
 inline nlohmann::json FetchProfileJson(const fs::path& dir, const std::string& address,
                                        const std::string& hash) {
-  const CliResult r =
-      RunCli(dir, "profile", {"profile", "get", "--scheduler", address, "--model-hash", hash,
-                              "--json"},
-             std::chrono::seconds(20));
+  const CliResult r = RunCli(
+      dir, "profile", {"profile", "get", "--scheduler", address, "--model-hash", hash, "--json"},
+      std::chrono::seconds(20));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (r.exit_code != 0) return nullptr;
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);

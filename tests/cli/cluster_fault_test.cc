@@ -94,9 +94,8 @@ class ClusterFaultTest : public ::testing::Test {
 
   // The job as `ripplekv jobs --json` prints it; null when the scheduler does not answer.
   nlohmann::json Job(const std::string& id) {
-    const CliResult r =
-        RunCli(tmp_.path(), "jobs", {"jobs", "--scheduler", cluster_->address(), "--json"},
-               seconds(10));
+    const CliResult r = RunCli(tmp_.path(), "jobs",
+                               {"jobs", "--scheduler", cluster_->address(), "--json"}, seconds(10));
     if (r.exit_code != 0) return nullptr;
     const nlohmann::json all = nlohmann::json::parse(r.out, nullptr, false);
     if (all.is_discarded() || !all.contains("jobs")) return nullptr;
@@ -155,14 +154,13 @@ TEST_F(ClusterFaultTest, WorkerKilledMidTaskJobCompletesWithTheSameProfile) {
   // Only the task worker-a died in may have run twice (when it had not finished it).
   for (const auto& [task, count] : runs) {
     if (count > 1) {
-      EXPECT_EQ(task, by_a.back()) << "task (" << task.first << ", " << task.second
-                                   << ") ran " << count << " times";
+      EXPECT_EQ(task, by_a.back())
+          << "task (" << task.first << ", " << task.second << ") ran " << count << " times";
       EXPECT_EQ(count, 2);
     }
   }
   std::cout << "worker-a started " << by_a.size() << " tasks before kill -9, worker-b "
-            << by_b.size() << "; tasks run twice: " << by_a.size() + by_b.size() - kTasks
-            << "\n";
+            << by_b.size() << "; tasks run twice: " << by_a.size() + by_b.size() - kTasks << "\n";
   const std::string scheduler_log =
       ReadFile(tmp_.path() / "scheduler-0.out") + ReadFile(tmp_.path() / "scheduler-0.err");
   // The scheduler saw the stream break (and returned the lease at once, not at its deadline).
@@ -278,8 +276,7 @@ TEST_F(ClusterFaultTest, BadRequestsToTheRunningSchedulerNameTheField) {
 
   v1::SubmitJobRequest r = good;
   r.clear_spec();
-  ExpectError(stub.Call(&S::SubmitJob, r, &submitted), grpc::StatusCode::INVALID_ARGUMENT,
-              "spec");
+  ExpectError(stub.Call(&S::SubmitJob, r, &submitted), grpc::StatusCode::INVALID_ARGUMENT, "spec");
   r = good;
   r.mutable_spec()->mutable_model()->clear_model_hash();
   ExpectError(stub.Call(&S::SubmitJob, r, &submitted), grpc::StatusCode::INVALID_ARGUMENT,
@@ -319,10 +316,10 @@ TEST_F(ClusterFaultTest, BadRequestsToTheRunningSchedulerNameTheField) {
   ExpectError(stub.Call(&S::GetJob, no_id, &job), grpc::StatusCode::INVALID_ARGUMENT, "job_id");
 
   // Through the CLI: one line on stderr, exit code 2 (bad input).
-  const CliResult alpha = RunCli(tmp_.path(), "bad-alpha",
-                                 {"submit", "--scheduler", cluster_->address(), "--model", model_,
-                                  "--alpha", "-1"},
-                                 seconds(60));
+  const CliResult alpha =
+      RunCli(tmp_.path(), "bad-alpha",
+             {"submit", "--scheduler", cluster_->address(), "--model", model_, "--alpha", "-1"},
+             seconds(60));
   EXPECT_EQ(alpha.exit_code, 2) << alpha.err;
   EXPECT_NE(alpha.err.find("spec.params.alpha"), std::string::npos) << alpha.err;
   size_t error_lines = 0;
@@ -331,9 +328,9 @@ TEST_F(ClusterFaultTest, BadRequestsToTheRunningSchedulerNameTheField) {
     ++error_lines;
   }
   EXPECT_EQ(error_lines, 1u) << alpha.err;
-  const CliResult watch = RunCli(
-      tmp_.path(), "bad-watch", {"watch", "--scheduler", cluster_->address(), "424242"},
-      seconds(20));
+  const CliResult watch =
+      RunCli(tmp_.path(), "bad-watch", {"watch", "--scheduler", cluster_->address(), "424242"},
+             seconds(20));
   EXPECT_EQ(watch.exit_code, 2) << watch.err;
   EXPECT_NE(watch.err.find("424242"), std::string::npos) << watch.err;
 }
@@ -368,8 +365,7 @@ TEST_F(ClusterFaultTest, WorkerWithAnotherModelHashIsNotGivenTheJob) {
   StartWorkers({"worker-right"});
   ASSERT_EQ(Watch(job), 0);
   EXPECT_TRUE(StartedTasks(cluster_->WorkerLog("worker-other")).empty());
-  EXPECT_EQ(StartedTasks(cluster_->WorkerLog("worker-right")).size(),
-            static_cast<size_t>(kTasks));
+  EXPECT_EQ(StartedTasks(cluster_->WorkerLog("worker-right")).size(), static_cast<size_t>(kTasks));
 }
 
 }  // namespace

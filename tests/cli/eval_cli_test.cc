@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
+#include <tuple>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,9 +25,9 @@ class EvalCliTest : public ::testing::Test {
     ASSERT_FALSE(tmp_.path().empty());
   }
   CliResult Eval(const std::string& name, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"eval",          "--model",   model_, "--samples", "2",
-                                     "--prompt-len",  "200",       "--context-len", "160",
-                                     "--continuation", "8",        "--threads", "1"};
+    std::vector<std::string> args = {
+        "eval", "--model",        model_, "--samples", "2", "--prompt-len", "200", "--context-len",
+        "160",  "--continuation", "8",    "--threads", "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     return RunCli(tmp_.path(), name, args, std::chrono::seconds(300));
   }
@@ -35,9 +37,9 @@ class EvalCliTest : public ::testing::Test {
 
 TEST_F(EvalCliTest, JsonTableAndRecordsCoverEveryMethodBudgetAndTask) {
   const fs::path records = tmp_.path() / "records.jsonl";
-  const CliResult r = Eval("eval", {"--methods", "full,snapkv,streaming", "--budgets", "40,80",
-                                    "--tasks", "passkey,fidelity", "--json", "--records-out",
-                                    records.string()});
+  const CliResult r =
+      Eval("eval", {"--methods", "full,snapkv,streaming", "--budgets", "40,80", "--tasks",
+                    "passkey,fidelity", "--json", "--records-out", records.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("examples/min"), std::string::npos) << r.err;
   const nlohmann::json table = nlohmann::json::parse(r.out, nullptr, false);
@@ -63,6 +65,54 @@ TEST_F(EvalCliTest, JsonTableAndRecordsCoverEveryMethodBudgetAndTask) {
     EXPECT_EQ(row["n"], it->second.first);
     EXPECT_NEAR(row["mean"].get<double>(), it->second.second / it->second.first, 1e-12);
   }
+}
+
+TEST_F(EvalCliTest, LongBenchFileWithTemplatesIsScoredPerDataset) {
+  const fs::path data = tmp_.path() / "lb.jsonl";
+  const fs::path templates = tmp_.path() / "templates.json";
+  {
+    std::ofstream f(data);
+    const std::string passage =
+        "Anna Petrova founded the Riverside Observatory in 1921. The observatory sits on a hill "
+        "north of the town, and its first telescope came from a shipyard in Glasgow. ";
+    std::string context;
+    for (int i = 0; i < 6; ++i) context += passage;
+    for (const auto& [id, question, answer] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"q1", "Who founded the Riverside Observatory?", "Anna Petrova"},
+             {"q2", "In which year was the observatory founded?", "1921"}}) {
+      f << nlohmann::json{{"_id", id},
+                          {"dataset", "multifieldqa_en"},
+                          {"input", question},
+                          {"context", context},
+                          {"answers", {answer}},
+                          {"all_classes", nullptr},
+                          {"length", 120}}
+               .dump()
+        << "\n";
+    }
+    std::ofstream(templates) << R"({"multifieldqa_en": {"template": "Read the text.\n\n{context}\n\nQuestion: {input}\nAnswer:", "max_new_tokens": 12}})";
+  }
+  const CliResult r =
+      Eval("longbench", {"--methods", "full,snapkv", "--budgets", "48", "--tasks", "longbench",
+                         "--longbench", data.string(), "--templates", templates.string(), "--chat",
+                         "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json table = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(table.is_discarded()) << r.out;
+  ASSERT_EQ(table["results"].size(), 2u);  // full and snapkv@48, one dataset
+  for (const auto& row : table["results"]) {
+    EXPECT_EQ(row["task"], "multifieldqa_en");
+    EXPECT_EQ(row["n"], 2);
+    EXPECT_GE(row["mean"].get<double>(), 0.0);
+    EXPECT_LE(row["mean"].get<double>(), 1.0);
+  }
+  // A malformed record names the file and line.
+  std::ofstream(data, std::ios::app) << "{\"dataset\": \"multifieldqa_en\", \"input\": 3}\n";
+  const CliResult bad = Eval("longbench-bad", {"--methods", "full", "--tasks", "longbench",
+                                               "--longbench", data.string()});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("lb.jsonl:3"), std::string::npos) << bad.err;
 }
 
 TEST_F(EvalCliTest, BadInputIsOneErrorLineAndExitCodeTwo) {

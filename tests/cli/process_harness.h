@@ -134,8 +134,8 @@ struct CliResult {
 
 // Runs `ripplekv args...` to completion in `dir` (output files NAME.out / NAME.err), killing it
 // after `timeout`.
-inline CliResult RunCli(const fs::path& dir, const std::string& name,
-                        std::vector<std::string> args, std::chrono::milliseconds timeout) {
+inline CliResult RunCli(const fs::path& dir, const std::string& name, std::vector<std::string> args,
+                        std::chrono::milliseconds timeout) {
   args.insert(args.begin(), RIPPLEKV_CLI);
   const fs::path out = dir / (name + ".out"), err = dir / (name + ".err");
   CliResult r;
@@ -189,19 +189,18 @@ class LocalCluster {
   bool SchedulerAnswers(std::chrono::milliseconds timeout) {
     return WaitFor(
         [&] {
-          return RunCli(dir_, "probe", {"jobs", "--scheduler", address()},
-                        std::chrono::seconds(5))
+          return RunCli(dir_, "probe", {"jobs", "--scheduler", address()}, std::chrono::seconds(5))
                      .exit_code == 0;
         },
         timeout, std::chrono::milliseconds(100));
   }
 
   Process& StartWorker(const std::string& id, const std::string& model) {
-    workers_.emplace_back(id, std::make_unique<Process>(
-                                  std::vector<std::string>{RIPPLEKV_WORKER, "--scheduler",
-                                                           address(), "--model", model,
-                                                           "--threads", "1", "--id", id},
-                                  dir_ / (id + ".out"), dir_ / (id + ".err")));
+    workers_.emplace_back(
+        id, std::make_unique<Process>(
+                std::vector<std::string>{RIPPLEKV_WORKER, "--scheduler", address(), "--model",
+                                         model, "--threads", "1", "--id", id},
+                dir_ / (id + ".out"), dir_ / (id + ".err")));
     return *workers_.back().second;
   }
 

@@ -98,8 +98,7 @@ StatusOr<Output> Run(const Transformer& model, const Tokenizer& tokenizer,
   const int n = static_cast<int>(example.prompt.size());
   Output out;
   if (example.metric == MetricKind::kFidelity) {
-    ASSIGN_OR_RETURN(out.logits,
-                     ContinuationLogits(model, first, n, example.continuation, cache));
+    ASSIGN_OR_RETURN(out.logits, ContinuationLogits(model, first, n, example.continuation, cache));
   } else {
     ASSIGN_OR_RETURN(out.answer,
                      GreedyAnswer(model, tokenizer, first, n, example.max_new_tokens, cache));
@@ -149,8 +148,7 @@ Status Validate(const Transformer& model, const EvalExample& example,
   if (need > model.config().context_length) {
     return absl::InvalidArgumentError(
         absl::StrCat("example ", example.id, ": ", example.prompt.size(), " prompt + ", extra,
-                     " new tokens exceed the model's context of ",
-                     model.config().context_length));
+                     " new tokens exceed the model's context of ", model.config().context_length));
   }
   return absl::OkStatus();
 }
@@ -189,8 +187,8 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
       std::optional<Prefilled> own;  // the per-method prefill of the baseline mode
       if (!options.shared_prefill) {
         // What a loop over methods would do: a prefill recording only this method's needs.
-        ASSIGN_OR_RETURN(own, Prefill(model, example,
-                                      ObserverOptionsFor(method, options.compress), extra));
+        ASSIGN_OR_RETURN(
+            own, Prefill(model, example, ObserverOptionsFor(method, options.compress), extra));
         ++run.prefills;
       }
       const Prefilled& source = own ? *own : prefilled;
@@ -199,9 +197,8 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
       ASSIGN_OR_RETURN(std::vector<int> budgets,
                        PlanBudgets(method, budget, source.observed.layers, options.compress, map));
       KvCache cache = source.cache;
-      RETURN_IF_ERROR(CompressCache(method, budgets, source.observed.layers, options.compress,
-                                    cache)
-                          .status());
+      RETURN_IF_ERROR(
+          CompressCache(method, budgets, source.observed.layers, options.compress, cache).status());
       ASSIGN_OR_RETURN(Output out, Run(model, tokenizer, example, first, cache));
       RETURN_IF_ERROR(AddRecords(example, method.name, budget, out, full, vocab, run));
     }

@@ -214,13 +214,14 @@ std::string RenderMarkdown(const ResultTable& table) {
       const MeanCi& s = it->second->stats;
       std::string cell = value(s.mean, s.half_width);
       if (s.n != task_n[t]) cell += fmt::format(" (n={})", s.n);  // differs from the header
-      out += " " + cell + " |";
+      out += fmt::format(" {} |", cell);
     }
     if (!averages.empty()) {
       const auto it = averages.find({method, budget});
-      out += " " + (it == averages.end() ? std::string("–")
-                                         : value(it->second->mean, it->second->half_width)) +
-             " |";
+      const std::string average = it == averages.end()
+                                      ? std::string("–")
+                                      : value(it->second->mean, it->second->half_width);
+      out += fmt::format(" {} |", average);
     }
     out += "\n";
   }

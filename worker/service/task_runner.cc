@@ -183,8 +183,8 @@ void TaskRunner::DropJob(const std::string& job_id) {
 
 double NoComputeKl(uint64_t seed, int sample, int layer, int trial) {
   // splitmix64 of the key, mapped to [0, 1): a spread of values per layer, identical on retries.
-  uint64_t z = seed ^ (static_cast<uint64_t>(sample) << 40) ^
-               (static_cast<uint64_t>(layer) << 20) ^ static_cast<uint64_t>(trial);
+  uint64_t z = seed ^ (static_cast<uint64_t>(sample) << 40) ^ (static_cast<uint64_t>(layer) << 20) ^
+               static_cast<uint64_t>(trial);
   z += 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;

@@ -64,8 +64,8 @@ struct TaskRefusal {
 };
 
 struct TaskOutcome {
-  std::vector<double> kl;       // per trial 0..trials-1, nats
-  bool prefill_reused = false;  // the prepared sample came from the cache
+  std::vector<double> kl;        // per trial 0..trials-1, nats
+  bool prefill_reused = false;   // the prepared sample came from the cache
   std::string data_description;  // the job's CalibrationSet::description (empty when unknown)
 };
 

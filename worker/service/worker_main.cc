@@ -104,9 +104,9 @@ int Main(int argc, char** argv) {
                *hash);
 
   if (no_compute) spdlog::warn("--no-compute: trial results are synthetic (benchmark mode)");
-  TaskRunner runner(*transformer, tokenizer->get(), *hash,
-                    {.cache = {.max_bytes = cache_mb * (int64_t{1} << 20)},
-                     .no_compute = no_compute});
+  TaskRunner runner(
+      *transformer, tokenizer->get(), *hash,
+      {.cache = {.max_bytes = cache_mb * (int64_t{1} << 20)}, .no_compute = no_compute});
   WorkerClientOptions options;
   options.scheduler_address = scheduler;
   options.worker_id = id;
@@ -138,11 +138,11 @@ int Main(int argc, char** argv) {
   signal_thread.join();
   if (!s.ok()) return Fail(s);
   const WorkerClientStats st = client.stats();
-  spdlog::info("drained; exiting. {} tasks done, {} trials sent; busy {:.3f} s of {:.3f} s "
-               "connected ({:.1f}% waiting for work)",
-               st.tasks_done, st.trials_sent, st.busy_seconds, st.connected_seconds,
-               st.connected_seconds > 0 ? 100.0 * (1.0 - st.busy_seconds / st.connected_seconds)
-                                        : 0.0);
+  spdlog::info(
+      "drained; exiting. {} tasks done, {} trials sent; busy {:.3f} s of {:.3f} s "
+      "connected ({:.1f}% waiting for work)",
+      st.tasks_done, st.trials_sent, st.busy_seconds, st.connected_seconds,
+      st.connected_seconds > 0 ? 100.0 * (1.0 - st.busy_seconds / st.connected_seconds) : 0.0);
   return 0;
 }
 

@@ -582,7 +582,6 @@ TEST_F(SchedulerTest, JobFailsWhenEveryWorkerOfItsModelRefusedItsData) {
   EXPECT_EQ(store_->GetJob(other.id)->state, store::JobState::kRunning);
 }
 
-
 // The pending-task index must follow every transition: random leases, completions, give-backs,
 // disconnects, expiries and a store reopen never hand out a task twice at once or lose one, and
 // the job ends with the same profile as an undisturbed run.
@@ -679,7 +678,6 @@ TEST_F(SchedulerTest, RandomTransitionsNeverLoseOrDoubleLeaseATask) {
   };
   EXPECT_EQ(layers(ProfileJson(job.id)), layers(reference));
 }
-
 
 TEST_F(SchedulerTest, TheWorkersDataDescriptionBecomesTheProfilesDataSource) {
   const store::Job job = Submit(Spec(1));

@@ -531,7 +531,8 @@ TEST_F(SchedulerServiceTest, DataSourceFormatAndStrictReachWorkersAsSubmitted) {
   inline_text.mutable_spec()->mutable_data()->set_text("{not JSON, just prose}");
   ASSERT_TRUE(Submit(inline_text, &submitted).ok());
   data = job_data(submitted.job().job_id());
-  EXPECT_EQ(data.source_case(), v1::CalibrationData::kText);  // kept as text, whatever it starts with
+  EXPECT_EQ(data.source_case(),
+            v1::CalibrationData::kText);  // kept as text, whatever it starts with
   EXPECT_EQ(data.text(), "{not JSON, just prose}");
   EXPECT_FALSE(data.strict());
 
@@ -566,8 +567,7 @@ TEST_F(SchedulerServiceTest, JobFailsWhenItsOnlyWorkerCannotReadItsData) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
-  EXPECT_NE(job.error().message().find("no such file"), std::string::npos)
-      << job.error().message();
+  EXPECT_NE(job.error().message().find("no such file"), std::string::npos) << job.error().message();
   EXPECT_TRUE(worker.End().ok());
 }
 

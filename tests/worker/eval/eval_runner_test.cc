@@ -4,6 +4,8 @@
 // scores itself KL 0, top-1 1; kept memory is what the budgets say; records cover every
 // method x budget.
 
+#include "worker/eval/eval_runner.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -11,7 +13,6 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "worker/eval/eval_runner.h"
 #include "worker/eval/fidelity_task.h"
 #include "worker/eval/synthetic_tasks.h"
 #include "worker/model/gguf_reader.h"
@@ -28,7 +29,7 @@ struct Fixture {
 };
 
 Fixture* Load() {
-  static Fixture* f = [] () -> Fixture* {
+  static Fixture* f = []() -> Fixture* {
     const char* path = std::getenv("RIPPLEKV_SMOLLM2_GGUF");
     if (path == nullptr || *path == '\0') return nullptr;
     auto* out = new Fixture;
@@ -123,14 +124,21 @@ TEST_F(EvalRunnerTest, FidelityOfTheFullCacheAndOfAnAmpleBudgetIsExact) {
     const bool exact = r.method == "full" || r.budget == n;
     if (r.task == kFidelityKlTask) {
       EXPECT_GE(r.score, 0.0);
-      if (exact) EXPECT_EQ(r.score, 0.0);
-      if (!exact) EXPECT_GT(r.score, 0.0);
+      if (exact) {
+        EXPECT_EQ(r.score, 0.0);
+      } else {
+        EXPECT_GT(r.score, 0.0);
+      }
     } else if (r.task == kFidelityTop1Task) {
-      if (exact) EXPECT_EQ(r.score, 1.0);
+      if (exact) {
+        EXPECT_EQ(r.score, 1.0);
+      }
       EXPECT_LE(r.score, 1.0);
     } else {
       ASSERT_EQ(r.task, kFidelityDeltaNllTask);
-      if (exact) EXPECT_EQ(r.score, 0.0);
+      if (exact) {
+        EXPECT_EQ(r.score, 0.0);
+      }
     }
   }
 }
