@@ -1,6 +1,6 @@
 // ripplekv eval --model M [--methods LIST] [--budgets 64,128,256] [--tasks LIST] [--profile P]
-//   [--ratio R] [--budget-map F] [--samples N] [--prompt-len T] [--context-len C]
-//   [--continuation W] [--depth D] [--kv-pairs N] [--kv-format uuid|short] [--needles N]
+//   [--ratio R] [--budget-map F] [--samples N] [--prompt-len T,...] [--context-len C]
+//   [--continuation W] [--depth D,...] [--kv-pairs N] [--kv-format uuid|short] [--needles N]
 //   [--corpus NAME] [--seed S] [--chat] [--longbench F]
 //   [--templates F] [--max-prompt-tokens N] [--threads N] [--no-shared-prefill] [--json|--csv]
 //   [--json-out F] [--records-out F]
@@ -56,10 +56,11 @@ struct EvalArgs {
   double ratio = 2.0;
   std::string budget_map;
   int samples = 8;
-  int64_t prompt_len = 1024;   // synthetic tasks: prompt tokens
+  // Synthetic tasks: prompt lengths (tokens) and needle depths; every combination is generated.
+  std::vector<int64_t> prompt_lens = {1024};
   int64_t context_len = 1024;  // fidelity: context tokens
   int64_t continuation = 64;   // fidelity: teacher-forced tokens
-  double depth = 0.5;
+  std::vector<double> depths = {0.5};
   int kv_pairs = 0;                // kv-retrieval: 0 = the body is all pairs
   std::string kv_format = "uuid";  // kv-retrieval keys and values: uuid or short
   int needles = 4;                 // multi-needle
@@ -141,18 +142,32 @@ StatusOr<std::vector<worker::EvalExample>> MakeExamples(const EvalArgs& args,
                                                       .max_per_dataset = args.samples}));
     } else if (auto synthetic = worker::ParseSyntheticTask(task)) {
       RETURN_IF_ERROR(load_corpus());
-      worker::SyntheticOptions options;
-      options.prompt_len = args.prompt_len;
-      options.num_examples = args.samples;
-      options.seed = args.seed;
-      options.chat = args.chat;
-      options.depth = args.depth;
-      options.kv_pairs = args.kv_pairs;
-      options.kv_format =
-          args.kv_format == "short" ? worker::KvFormat::kShort : worker::KvFormat::kUuid;
-      options.num_needles = args.needles;
-      ASSIGN_OR_RETURN(examples,
-                       worker::GenerateSynthetic(*synthetic, *corpus, tokenizer, options));
+      // multi-needle spreads its needles itself; the depths apply to the single-needle tasks.
+      const std::vector<double> depths = *synthetic == worker::SyntheticTask::kMultiNeedle
+                                             ? std::vector<double>{args.depths.front()}
+                                             : args.depths;
+      for (int64_t length : args.prompt_lens) {
+        for (double depth : depths) {
+          worker::SyntheticOptions options;
+          options.prompt_len = length;
+          options.num_examples = args.samples;
+          options.seed = args.seed;
+          options.chat = args.chat;
+          options.depth = depth;
+          options.kv_pairs = args.kv_pairs;
+          options.kv_format =
+              args.kv_format == "short" ? worker::KvFormat::kShort : worker::KvFormat::kUuid;
+          options.num_needles = args.needles;
+          ASSIGN_OR_RETURN(std::vector<worker::EvalExample> some,
+                           worker::GenerateSynthetic(*synthetic, *corpus, tokenizer, options));
+          for (worker::EvalExample& e : some) {
+            // One column per length when several are asked (RULER reports by length); depths
+            // are pooled within a length.
+            if (args.prompt_lens.size() > 1) e.task = absl::StrCat(e.task, "/L", length);
+            examples.push_back(std::move(e));
+          }
+        }
+      }
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("--tasks: unknown task '", task,
@@ -337,7 +352,9 @@ void AddEvalCommand(CLI::App& app, Action& run) {
   cmd->add_option("--samples", a->samples, "Examples per task (LongBench: per dataset)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--prompt-len", a->prompt_len, "Synthetic tasks: prompt tokens")
+  cmd->add_option("--prompt-len", a->prompt_lens,
+                  "Synthetic tasks: prompt tokens, a list gives a column per length")
+      ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--context-len", a->context_len, "Fidelity: context tokens")
@@ -346,7 +363,9 @@ void AddEvalCommand(CLI::App& app, Action& run) {
   cmd->add_option("--continuation", a->continuation, "Fidelity: teacher-forced tokens scored")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--depth", a->depth, "passkey / kv-retrieval: needle depth in [0, 1]")
+  cmd->add_option("--depth", a->depths,
+                  "passkey / kv-retrieval: needle depths in [0, 1], pooled per length")
+      ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--kv-pairs", a->kv_pairs,

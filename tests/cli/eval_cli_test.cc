@@ -4,11 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
-#include <tuple>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -24,10 +25,15 @@ class EvalCliTest : public ::testing::Test {
     if (model_.empty()) GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF is not set";
     ASSERT_FALSE(tmp_.path().empty());
   }
+  // `ripplekv eval` on small examples; --prompt-len 200 unless `extra` gives lengths (a list
+  // option accumulates over repeats).
   CliResult Eval(const std::string& name, std::vector<std::string> extra) {
-    std::vector<std::string> args = {
-        "eval", "--model",        model_, "--samples", "2", "--prompt-len", "200", "--context-len",
-        "160",  "--continuation", "8",    "--threads", "1"};
+    std::vector<std::string> args = {"eval", "--model",       model_, "--samples",
+                                     "2",    "--context-len", "160",  "--continuation",
+                                     "8",    "--threads",     "1"};
+    if (std::find(extra.begin(), extra.end(), "--prompt-len") == extra.end()) {
+      args.insert(args.end(), {"--prompt-len", "200"});
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     return RunCli(tmp_.path(), name, args, std::chrono::seconds(300));
   }
@@ -55,7 +61,9 @@ TEST_F(EvalCliTest, JsonTableAndRecordsCoverEveryMethodBudgetAndTask) {
     auto& [n, sum] = sums[{rec["method"], rec["budget"].get<int>(), rec["task"]}];
     ++n;
     sum += rec["score"].get<double>();
-    if (rec["task"] == "passkey") EXPECT_TRUE(rec.contains("prediction")) << line;
+    if (rec["task"] == "passkey") {
+      EXPECT_TRUE(rec.contains("prediction")) << line;
+    }
     ++count;
   }
   EXPECT_EQ(count, 5u * 4u * 2u);  // two examples per task
@@ -65,6 +73,18 @@ TEST_F(EvalCliTest, JsonTableAndRecordsCoverEveryMethodBudgetAndTask) {
     EXPECT_EQ(row["n"], it->second.first);
     EXPECT_NEAR(row["mean"].get<double>(), it->second.second / it->second.first, 1e-12);
   }
+}
+
+TEST_F(EvalCliTest, SeveralLengthsGiveAColumnEachAndDepthsArePooled) {
+  const CliResult r = Eval("lengths", {"--methods", "full", "--tasks", "passkey", "--prompt-len",
+                                       "128,192", "--depth", "0.2,0.8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json table = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(table.is_discarded()) << r.out;
+  ASSERT_EQ(table["results"].size(), 2u);
+  EXPECT_EQ(table["results"][0]["task"], "passkey/L128");
+  EXPECT_EQ(table["results"][1]["task"], "passkey/L192");
+  for (const auto& row : table["results"]) EXPECT_EQ(row["n"], 2 * 2);  // 2 samples x 2 depths
 }
 
 TEST_F(EvalCliTest, LongBenchFileWithTemplatesIsScoredPerDataset) {
@@ -81,22 +101,19 @@ TEST_F(EvalCliTest, LongBenchFileWithTemplatesIsScoredPerDataset) {
          std::vector<std::tuple<std::string, std::string, std::string>>{
              {"q1", "Who founded the Riverside Observatory?", "Anna Petrova"},
              {"q2", "In which year was the observatory founded?", "1921"}}) {
-      f << nlohmann::json{{"_id", id},
-                          {"dataset", "multifieldqa_en"},
-                          {"input", question},
-                          {"context", context},
-                          {"answers", {answer}},
-                          {"all_classes", nullptr},
+      f << nlohmann::json{{"_id", id},           {"dataset", "multifieldqa_en"},
+                          {"input", question},   {"context", context},
+                          {"answers", {answer}}, {"all_classes", nullptr},
                           {"length", 120}}
                .dump()
         << "\n";
     }
-    std::ofstream(templates) << R"({"multifieldqa_en": {"template": "Read the text.\n\n{context}\n\nQuestion: {input}\nAnswer:", "max_new_tokens": 12}})";
+    std::ofstream(templates)
+        << R"({"multifieldqa_en": {"template": "Read the text.\n\n{context}\n\nQuestion: {input}\nAnswer:", "max_new_tokens": 12}})";
   }
-  const CliResult r =
-      Eval("longbench", {"--methods", "full,snapkv", "--budgets", "48", "--tasks", "longbench",
-                         "--longbench", data.string(), "--templates", templates.string(), "--chat",
-                         "--json"});
+  const CliResult r = Eval("longbench", {"--methods", "full,snapkv", "--budgets", "48", "--tasks",
+                                         "longbench", "--longbench", data.string(), "--templates",
+                                         templates.string(), "--chat", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json table = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(table.is_discarded()) << r.out;
@@ -109,8 +126,8 @@ TEST_F(EvalCliTest, LongBenchFileWithTemplatesIsScoredPerDataset) {
   }
   // A malformed record names the file and line.
   std::ofstream(data, std::ios::app) << "{\"dataset\": \"multifieldqa_en\", \"input\": 3}\n";
-  const CliResult bad = Eval("longbench-bad", {"--methods", "full", "--tasks", "longbench",
-                                               "--longbench", data.string()});
+  const CliResult bad = Eval(
+      "longbench-bad", {"--methods", "full", "--tasks", "longbench", "--longbench", data.string()});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("lb.jsonl:3"), std::string::npos) << bad.err;
 }
