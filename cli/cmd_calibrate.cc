@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/method_flags.h"
 #include "cli/model_session.h"
 #include "cli/profile_view.h"
 #include "cli/progress.h"
@@ -30,51 +31,42 @@ namespace {
 
 struct CalibrateArgs {
   std::string model;
-  std::string data;
-  int samples = 8;
-  int context_len = 512;
-  int probe = 32;
-  float alpha = 0.5f;
-  int trials = 2;
-  uint64_t seed = 0;
-  std::string mode = "cache";
-  std::string layers;
+  MethodFlags method;
   int threads = DefaultThreads();
   std::string out;
   std::string plot;
   double ratio = 4.0;
   bool naive = false;
-  bool strict = false;
   bool json = false;
 };
 
 int RunCalibrate(const CalibrateArgs& args) {
-  auto mode = scheduler::ParsePerturbMode(args.mode);
+  auto mode = scheduler::ParsePerturbMode(args.method.mode);
   if (!mode.ok()) return ReportError(mode.status());
-  auto layers = ParseLayerList(args.layers);
+  auto layers = ParseLayerList(args.method.layers);
   if (!layers.ok()) return ReportError(layers.status());
-  if (!(args.alpha >= 0.0f)) {
+  if (!(args.method.alpha >= 0.0f)) {
     return ReportError(
-        absl::InvalidArgumentError(absl::StrCat("--alpha must be >= 0, got ", args.alpha)));
+        absl::InvalidArgumentError(absl::StrCat("--alpha must be >= 0, got ", args.method.alpha)));
   }
-  const worker::DataOptions data_options{.samples = args.samples,
-                                         .context_len = args.context_len,
-                                         .probe_len = args.probe,
-                                         .strict = args.strict};
+  const worker::DataOptions data_options{.samples = args.method.samples,
+                                         .context_len = args.method.context_len,
+                                         .probe_len = args.method.probe,
+                                         .strict = args.method.strict};
   if (Status s = worker::ValidateDataOptions(data_options); !s.ok()) return ReportError(s);
 
   auto session_or = OpenModel(args.model, args.threads);
   if (!session_or.ok()) return ReportError(session_or.status());
   ModelSession& s = **session_or;
   const worker::ModelConfig& cfg = s.model.config;
-  if (args.context_len + args.probe > cfg.context_length && cfg.context_length > 0) {
+  if (args.method.context_len + args.method.probe > cfg.context_length && cfg.context_length > 0) {
     return ReportError(absl::InvalidArgumentError(
-        absl::StrCat("--context-len + --probe = ", args.context_len + args.probe,
+        absl::StrCat("--context-len + --probe = ", args.method.context_len + args.method.probe,
                      " exceeds the model's context of ", cfg.context_length)));
   }
-  auto data = args.data.empty()
+  auto data = args.method.data.empty()
                   ? worker::DefaultCalibrationData(*s.tokenizer, data_options)
-                  : worker::LoadCalibrationData(args.data, *s.tokenizer, data_options);
+                  : worker::LoadCalibrationData(args.method.data, *s.tokenizer, data_options);
   if (!data.ok()) return ReportError(data.status());
   for (const auto& skipped : data->skipped) {
     spdlog::warn("skipped sample {}: {}", skipped.source, skipped.reason);
@@ -85,15 +77,16 @@ int RunCalibrate(const CalibrateArgs& args) {
   std::vector<worker::CalibrationInput> inputs;
   for (const auto& sample : data->samples) inputs.push_back({sample.context, sample.probe});
   worker::CalibrationOptions options;
-  options.trials = {.alpha = args.alpha, .trials = args.trials, .seed = args.seed};
+  options.trials = {
+      .alpha = args.method.alpha, .trials = args.method.trials, .seed = args.method.seed};
   options.mode = *mode == scheduler::PerturbMode::kCache ? worker::PerturbMode::kCache
                                                          : worker::PerturbMode::kPrefill;
   options.layers = *layers;
   options.naive = args.naive;
   spdlog::info("calibrating {} samples x {} layers x {} trials ({} mode{}, C={}, W={}, alpha={})",
                inputs.size(), layers->empty() ? cfg.n_layers : static_cast<int>(layers->size()),
-               args.trials, args.mode, args.naive ? ", naive" : "", args.context_len, args.probe,
-               args.alpha);
+               args.method.trials, args.method.mode, args.naive ? ", naive" : "",
+               args.method.context_len, args.method.probe, args.method.alpha);
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Progress> progress;
   auto results =
@@ -122,12 +115,12 @@ int RunCalibrate(const CalibrateArgs& args) {
                    .d_model = cfg.d_model,
                    .vocab_size = cfg.vocab_size};
   profile.params.mode = *mode;
-  profile.params.alpha = args.alpha;
-  profile.params.trials = args.trials;
-  profile.params.seed = args.seed;
+  profile.params.alpha = args.method.alpha;
+  profile.params.trials = args.method.trials;
+  profile.params.seed = args.method.seed;
   profile.params.samples = static_cast<int64_t>(inputs.size());
-  profile.params.context_len = args.context_len;
-  profile.params.probe_len = args.probe;
+  profile.params.context_len = args.method.context_len;
+  profile.params.probe_len = args.method.probe;
   for (const auto& l : *per_layer) profile.params.layers.push_back(l.layer);
   profile.params.data_source = data->description;
   profile.layers = std::move(per_layer).value();
@@ -164,28 +157,9 @@ void AddCalibrateCommand(CLI::App& app, Action& run) {
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Measure per-layer value-cache sensitivity (KL under norm-adaptive noise)");
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face model directory")->required();
-  cmd->add_option("--data", a->data,
-                  "Calibration data: JSONL ({\"text\"} or {\"context\",\"continuation\"}) or plain "
-                  "text; default: the built-in prose set (docs/DATA.md)");
-  cmd->add_option("--samples", a->samples, "Samples N")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--context-len", a->context_len, "Context tokens C per sample")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--probe", a->probe, "Probe tokens W per sample (W < C)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--alpha", a->alpha,
-                  "Noise scale: expected relative perturbation per value vector")
-      ->capture_default_str();
-  cmd->add_option("--trials", a->trials, "Trials per (sample, layer)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", a->seed, "Noise seed")->capture_default_str();
-  cmd->add_option("--mode", a->mode, "cache (perturb the cache after prefill) or prefill")
-      ->capture_default_str();
-  cmd->add_option("--layers", a->layers, "Layers to measure, e.g. 0-3,7 (default: all)");
+  AddMethodFlags(cmd, a->method,
+                 "Calibration data: JSONL ({\"text\"} or {\"context\",\"continuation\"}) or plain "
+                 "text; default: the built-in prose set (docs/DATA.md)");
   cmd->add_option("-t,--threads", a->threads, "CPU threads")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -195,7 +169,6 @@ void AddCalibrateCommand(CLI::App& app, Action& run) {
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e6));
   cmd->add_flag("--naive", a->naive, "Reference path: a full forward pass per trial (slow)");
-  cmd->add_flag("--strict", a->strict, "Reject the data when any sample is too short");
   cmd->add_flag("--json", a->json, "Print the profile JSON instead of the table");
   cmd->callback([a, &run] { run = [a] { return RunCalibrate(*a); }; });
 }

@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/method_flags.h"
 #include "cli/profile_view.h"
 #include "cli/progress.h"
 #include "cli/remote_client.h"
@@ -42,16 +43,7 @@ struct SubmitArgs {
   std::string scheduler;
   std::string model;
   std::string model_hash;  // empty: computed from --model
-  std::string data;        // empty: the built-in corpus
-  int samples = 8;
-  int context_len = 512;
-  int probe = 32;
-  float alpha = 0.5f;
-  int trials = 2;
-  uint64_t seed = 0;
-  std::string mode = "cache";
-  std::string layers;
-  bool strict = false;  // a JSONL record with too few tokens fails the job
+  MethodFlags method;      // method.data: a path every worker can read
   int priority = 0;
   std::string idempotency_key;
   bool wait = false;
@@ -164,9 +156,9 @@ int ReportJobEnd(const v1::Job& job) {
 }
 
 int RunSubmit(const SubmitArgs& args) {
-  auto layers = ParseLayerList(args.layers);
+  auto layers = ParseLayerList(args.method.layers);
   if (!layers.ok()) return ReportError(layers.status());
-  auto mode = scheduler::ParsePerturbMode(args.mode);
+  auto mode = scheduler::ParsePerturbMode(args.method.mode);
   if (!mode.ok()) return ReportError(mode.status());
   std::string hash = args.model_hash;
   if (hash.empty()) {
@@ -191,21 +183,21 @@ int RunSubmit(const SubmitArgs& args) {
   std::error_code ec;
   const std::filesystem::path model_path = std::filesystem::absolute(args.model, ec);
   spec->mutable_model()->set_path(ec ? args.model : model_path.string());
-  if (!args.data.empty()) {
+  if (!args.method.data.empty()) {
     // A path every worker can read: workers run elsewhere, so make it absolute.
-    const std::filesystem::path data = std::filesystem::absolute(args.data, ec);
-    spec->mutable_data()->set_path(ec ? args.data : data.string());
+    const std::filesystem::path data = std::filesystem::absolute(args.method.data, ec);
+    spec->mutable_data()->set_path(ec ? args.method.data : data.string());
   }
-  spec->mutable_data()->set_strict(args.strict);
+  spec->mutable_data()->set_strict(args.method.strict);
   v1::CalibrationParams* params = spec->mutable_params();
   params->set_mode(*mode == scheduler::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
                                                              : v1::PERTURB_MODE_CACHE);
-  params->set_alpha(args.alpha);
-  params->set_trials(args.trials);
-  params->set_seed(args.seed);
-  params->set_samples(args.samples);
-  params->set_context_len(args.context_len);
-  params->set_probe_len(args.probe);
+  params->set_alpha(args.method.alpha);
+  params->set_trials(args.method.trials);
+  params->set_seed(args.method.seed);
+  params->set_samples(args.method.samples);
+  params->set_context_len(args.method.context_len);
+  params->set_probe_len(args.method.probe);
   for (int l : *layers) params->add_layers(l);
   spec->set_priority(args.priority);
 
@@ -306,25 +298,8 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
     cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face model directory")
         ->required();
     cmd->add_option("--model-hash", a->model_hash, "Model hash (default: computed from --model)");
-    cmd->add_option("--data", a->data,
-                    "Calibration data file every worker can read (default: built-in prose)");
-    cmd->add_option("--samples", a->samples, "Samples N")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    cmd->add_option("--context-len", a->context_len, "Context tokens C per sample")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    cmd->add_option("--probe", a->probe, "Probe tokens W per sample (W < C)")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    cmd->add_option("--alpha", a->alpha, "Noise scale")->capture_default_str();
-    cmd->add_option("--trials", a->trials, "Trials per (sample, layer)")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    cmd->add_option("--seed", a->seed, "Noise seed")->capture_default_str();
-    cmd->add_option("--mode", a->mode, "cache or prefill")->capture_default_str();
-    cmd->add_option("--layers", a->layers, "Layers to measure, e.g. 0-3,7 (default: all)");
-    cmd->add_flag("--strict", a->strict, "Fail the job when any data record is too short");
+    AddMethodFlags(cmd, a->method,
+                   "Calibration data file every worker can read (default: built-in prose)");
     cmd->add_option("--priority", a->priority, "-1000..1000, higher first")->capture_default_str();
     cmd->add_option("--idempotency-key", a->idempotency_key,
                     "Resubmitting with the same key returns the first job");

@@ -349,6 +349,7 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
                    store_->PutProfileVersion(job.spec.model_hash, *json, job.id));
   rates_.erase(job.id);
   pending_.erase(job.id);
+  data_descriptions_.erase(job.id);
   return version.version;
 }
 
@@ -397,16 +398,22 @@ StatusOr<bool> Scheduler::RefuseJob(const std::string& worker_id, const store::T
   RETURN_IF_ERROR(store_->UpdateJobState(job.id, store::JobState::kFailed, why).status());
   rates_.erase(job.id);
   pending_.erase(job.id);
+  data_descriptions_.erase(job.id);
   return true;
 }
 
 StatusOr<bool> Scheduler::DescribeJobData(store::JobId id, const std::string& description) {
   std::lock_guard lock(mu_);
+  // Every TaskDone carries the description; only the job's first one needs the store.
+  if (auto known = data_descriptions_.find(id); known != data_descriptions_.end()) {
+    return known->second == description;
+  }
   ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
   if (store::IsTerminal(job.state)) return true;
   if (job.data_description.empty()) {
     ASSIGN_OR_RETURN(job, store_->SetDataDescription(id, description));
   }
+  data_descriptions_.emplace(id, job.data_description);
   return job.data_description == description;
 }
 
@@ -435,6 +442,7 @@ Status Scheduler::FailJob(store::JobId id, const std::string& why) {
   }
   rates_.erase(id);
   pending_.erase(id);
+  data_descriptions_.erase(id);
   return absl::OkStatus();
 }
 
@@ -488,6 +496,7 @@ StatusOr<std::vector<Revocation>> Scheduler::CancelJob(store::JobId id, const st
   }
   rates_.erase(id);
   pending_.erase(id);
+  data_descriptions_.erase(id);
   return revoked;
 }
 

@@ -235,6 +235,7 @@ class Scheduler {
   std::map<std::string, ProfileModel> models_;  // by hash, first report kept
   std::map<store::JobId, RateObservation> rates_;
   std::map<store::JobId, PendingSet> pending_;  // loaded jobs only; dropped when a job ends
+  std::map<store::JobId, std::string> data_descriptions_;  // as stored; dropped when a job ends
 };
 
 // The profile's data_source line for a spec when no worker described the data: "inline data, N

@@ -196,7 +196,7 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
       if (method.needs_budget_map()) map = options.budget_maps.at(budget);
       ASSIGN_OR_RETURN(std::vector<int> budgets,
                        PlanBudgets(method, budget, source.observed.layers, options.compress, map));
-      KvCache cache = source.cache;
+      KvCache cache = own ? std::move(own->cache) : prefilled.cache;  // a copy only if shared
       RETURN_IF_ERROR(
           CompressCache(method, budgets, source.observed.layers, options.compress, cache).status());
       ASSIGN_OR_RETURN(Output out, Run(model, tokenizer, example, first, cache));
