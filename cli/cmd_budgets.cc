@@ -16,9 +16,9 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/remote_client.h"
-#include "scheduler/budget/budget_format.h"
-#include "scheduler/budget/budget_map.h"
-#include "scheduler/budget/profile.h"
+#include "method/budget_format.h"
+#include "method/budget_map.h"
+#include "method/profile.h"
 #include "spdlog/spdlog.h"
 
 namespace ripplekv::cli {
@@ -42,9 +42,9 @@ struct BudgetsArgs {
 };
 
 // GetBudgetMap on the scheduler, and the profile it used (for the table's mean KL column).
-StatusOr<std::pair<scheduler::SensitivityProfile, scheduler::BudgetMap>> RemoteBudgetMap(
-    const BudgetsArgs& args, const scheduler::BudgetOptions& options,
-    scheduler::BudgetFormat format) {
+StatusOr<std::pair<method::SensitivityProfile, method::BudgetMap>> RemoteBudgetMap(
+    const BudgetsArgs& args, const method::BudgetOptions& options,
+    method::BudgetFormat format) {
   RemoteClient client(args.scheduler);
   v1::GetBudgetMapRequest request;
   request.set_model_hash(args.model_hash);
@@ -55,17 +55,17 @@ StatusOr<std::pair<scheduler::SensitivityProfile, scheduler::BudgetMap>> RemoteB
   p->set_min_tokens(args.min_budget);
   if (args.max_budget > 0) p->set_max_tokens(args.max_budget);
   if (args.context_len > 0) p->set_context_len(args.context_len);
-  p->set_normalization(options.normalization == scheduler::Normalization::kRank
+  p->set_normalization(options.normalization == method::Normalization::kRank
                            ? v1::NORMALIZATION_RANK
-                           : options.normalization == scheduler::Normalization::kLogMinMax
+                           : options.normalization == method::Normalization::kLogMinMax
                                  ? v1::NORMALIZATION_LOG_MIN_MAX
                                  : v1::NORMALIZATION_MIN_MAX);
-  p->set_format(format == scheduler::BudgetFormat::kKvpress  ? v1::BUDGET_FORMAT_KVPRESS
-                : format == scheduler::BudgetFormat::kTrtllm ? v1::BUDGET_FORMAT_TRTLLM
+  p->set_format(format == method::BudgetFormat::kKvpress  ? v1::BUDGET_FORMAT_KVPRESS
+                : format == method::BudgetFormat::kTrtllm ? v1::BUDGET_FORMAT_TRTLLM
                                                              : v1::BUDGET_FORMAT_NATIVE);
   ASSIGN_OR_RETURN(v1::BudgetMap remote, client.GetBudgetMap(request));
   ASSIGN_OR_RETURN(v1::Profile profile, client.GetProfile(args.model_hash, remote.profile_version()));
-  scheduler::BudgetMap map;
+  method::BudgetMap map;
   map.model_hash = remote.model_hash();
   map.options = options;
   map.total_tokens = remote.total_tokens();
@@ -81,32 +81,32 @@ int RunBudgets(const BudgetsArgs& args) {
     return ReportError(absl::InvalidArgumentError(
         "give either --profile, or --scheduler with --model-hash"));
   }
-  StatusOr<scheduler::SensitivityProfile> profile =
-      remote ? scheduler::SensitivityProfile{} : scheduler::ReadProfileFile(args.profile);
+  StatusOr<method::SensitivityProfile> profile =
+      remote ? method::SensitivityProfile{} : method::ReadProfileFile(args.profile);
   if (!profile.ok()) return ReportError(profile.status());
-  auto normalization = scheduler::ParseNormalization(args.normalization);
+  auto normalization = method::ParseNormalization(args.normalization);
   if (!normalization.ok()) return ReportError(normalization.status());
-  auto format = scheduler::ParseBudgetFormat(args.format);
+  auto format = method::ParseBudgetFormat(args.format);
   if (!format.ok()) return ReportError(format.status());
-  if (*format == scheduler::BudgetFormat::kKvpress && args.context_len <= 0) {
+  if (*format == method::BudgetFormat::kKvpress && args.context_len <= 0) {
     return ReportError(absl::InvalidArgumentError(
         "--format kvpress needs --context-len (kvpress takes ratios of a context length)"));
   }
-  scheduler::BudgetOptions options;
+  method::BudgetOptions options;
   options.ratio = args.ratio;
   options.average_tokens = args.avg_budget;
   options.min_tokens = args.min_budget;
   if (args.max_budget > 0) options.max_tokens = args.max_budget;
   if (args.context_len > 0) options.max_context = args.context_len;
   options.normalization = *normalization;
-  StatusOr<scheduler::BudgetMap> map = absl::UnknownError("unset");
+  StatusOr<method::BudgetMap> map = absl::UnknownError("unset");
   if (remote) {
     auto fetched = RemoteBudgetMap(args, options, *format);
     if (!fetched.ok()) return ReportError(fetched.status());
     *profile = std::move(fetched->first);
     map = std::move(fetched->second);
   } else {
-    map = scheduler::ComputeBudgetMap(*profile, options);
+    map = method::ComputeBudgetMap(*profile, options);
   }
   if (!map.ok()) return ReportError(map.status());
   if (map->tokens.size() != profile->layers.size()) {
@@ -116,13 +116,13 @@ int RunBudgets(const BudgetsArgs& args) {
   const std::optional<int64_t> context =
       args.context_len > 0 ? std::optional<int64_t>(args.context_len) : std::nullopt;
   if (!args.out.empty()) {
-    if (Status s = scheduler::WriteBudgetMapFile(args.out, *map, *format, context); !s.ok()) {
+    if (Status s = method::WriteBudgetMapFile(args.out, *map, *format, context); !s.ok()) {
       return ReportError(s);
     }
     spdlog::info("wrote {} budget map {}", args.format, args.out);
   }
   if (args.json) {
-    auto text = scheduler::FormatBudgetMap(*map, *format, context);
+    auto text = method::FormatBudgetMap(*map, *format, context);
     if (!text.ok()) return ReportError(text.status());
     std::fputs(text->c_str(), stdout);
     if (text->empty() || text->back() != '\n') std::fputc('\n', stdout);

@@ -17,9 +17,9 @@
 #include "cli/model_session.h"
 #include "cli/profile_view.h"
 #include "cli/progress.h"
-#include "scheduler/budget/budget_map.h"
-#include "scheduler/budget/profile.h"
-#include "scheduler/budget/profile_aggregate.h"
+#include "method/budget_map.h"
+#include "method/profile.h"
+#include "method/profile_aggregate.h"
 #include "spdlog/spdlog.h"
 #include "worker/calibration/calibration_data.h"
 #include "worker/calibration/calibration_run.h"
@@ -41,7 +41,7 @@ struct CalibrateArgs {
 };
 
 int RunCalibrate(const CalibrateArgs& args) {
-  auto mode = scheduler::ParsePerturbMode(args.method.mode);
+  auto mode = method::ParsePerturbMode(args.method.mode);
   if (!mode.ok()) return ReportError(mode.status());
   auto layers = ParseLayerList(args.method.layers);
   if (!layers.ok()) return ReportError(layers.status());
@@ -79,7 +79,7 @@ int RunCalibrate(const CalibrateArgs& args) {
   worker::CalibrationOptions options;
   options.trials = {
       .alpha = args.method.alpha, .trials = args.method.trials, .seed = args.method.seed};
-  options.mode = *mode == scheduler::PerturbMode::kCache ? worker::PerturbMode::kCache
+  options.mode = *mode == method::PerturbMode::kCache ? worker::PerturbMode::kCache
                                                          : worker::PerturbMode::kPrefill;
   options.layers = *layers;
   options.naive = args.naive;
@@ -100,12 +100,12 @@ int RunCalibrate(const CalibrateArgs& args) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("calibration took {:.1f} s", seconds);
 
-  std::vector<scheduler::TrialKl> trials;
+  std::vector<method::TrialKl> trials;
   for (const auto& r : *results) trials.push_back({r.sample, r.layer, r.trial, r.kl});
-  auto per_layer = scheduler::AggregateProfile(trials);
+  auto per_layer = method::AggregateProfile(trials);
   if (!per_layer.ok()) return ReportError(per_layer.status());
 
-  scheduler::SensitivityProfile profile;
+  method::SensitivityProfile profile;
   profile.model = {.hash = *hash,
                    .architecture = cfg.architecture,
                    .name = cfg.name,
@@ -124,11 +124,11 @@ int RunCalibrate(const CalibrateArgs& args) {
   for (const auto& l : *per_layer) profile.params.layers.push_back(l.layer);
   profile.params.data_source = data->description;
   profile.layers = std::move(per_layer).value();
-  profile.created_at = scheduler::FormatIso8601Utc(std::chrono::system_clock::now());
+  profile.created_at = method::FormatIso8601Utc(std::chrono::system_clock::now());
   profile.tool_version = "ripplekv 0.1.0";
 
   if (!args.out.empty()) {
-    if (Status st = scheduler::WriteProfileFile(args.out, profile); !st.ok())
+    if (Status st = method::WriteProfileFile(args.out, profile); !st.ok())
       return ReportError(st);
     spdlog::info("wrote profile {}", args.out);
   }
@@ -140,7 +140,7 @@ int RunCalibrate(const CalibrateArgs& args) {
   }
 
   if (args.json) {
-    auto json = scheduler::ProfileToJson(profile);
+    auto json = method::ProfileToJson(profile);
     if (!json.ok()) return ReportError(json.status());
     std::fputs(json->c_str(), stdout);
     if (json->empty() || json->back() != '\n') std::fputc('\n', stdout);

@@ -30,10 +30,10 @@
 #include "cli/progress.h"
 #include "kernels/base/strings.h"
 #include "nlohmann/json.hpp"
-#include "scheduler/budget/budget_format.h"
-#include "scheduler/budget/budget_map.h"
-#include "scheduler/budget/file_io.h"
-#include "scheduler/budget/profile.h"
+#include "method/budget_format.h"
+#include "method/budget_map.h"
+#include "kernels/base/file_io.h"
+#include "method/profile.h"
 #include "spdlog/spdlog.h"
 #include "worker/compress/method.h"
 #include "worker/eval/eval_runner.h"
@@ -196,7 +196,7 @@ StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(const EvalArgs& args,
         "methods ripple+... / map+... need exactly one of --profile P.json and --budget-map F");
   }
   if (!args.budget_map.empty()) {
-    ASSIGN_OR_RETURN(scheduler::BudgetMap map, scheduler::ReadBudgetMapFile(args.budget_map));
+    ASSIGN_OR_RETURN(method::BudgetMap map, method::ReadBudgetMapFile(args.budget_map));
     if (static_cast<int64_t>(map.tokens.size()) != n_layers) {
       return absl::InvalidArgumentError(absl::StrCat(args.budget_map, ": ", map.tokens.size(),
                                                      " layers, the model has ", n_layers));
@@ -212,7 +212,7 @@ StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(const EvalArgs& args,
     }
     return maps;
   }
-  ASSIGN_OR_RETURN(scheduler::SensitivityProfile profile, scheduler::ReadProfileFile(args.profile));
+  ASSIGN_OR_RETURN(method::SensitivityProfile profile, method::ReadProfileFile(args.profile));
   ASSIGN_OR_RETURN(std::string hash, worker::ModelHash(args.model));
   if (profile.model.hash != hash) {
     return absl::InvalidArgumentError(absl::StrCat(args.profile, ": profile of model ",
@@ -228,11 +228,11 @@ StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(const EvalArgs& args,
                                       std::numeric_limits<int>::max()));
   }
   for (int b : budgets) {
-    scheduler::BudgetOptions options;
+    method::BudgetOptions options;
     options.ratio = args.ratio;
     options.average_tokens = b;
     options.min_tokens = std::min<int64_t>(min_tokens, b);
-    ASSIGN_OR_RETURN(scheduler::BudgetMap map, scheduler::ComputeBudgetMap(profile, options));
+    ASSIGN_OR_RETURN(method::BudgetMap map, method::ComputeBudgetMap(profile, options));
     maps[b].assign(map.tokens.begin(), map.tokens.end());
   }
   return maps;
@@ -310,13 +310,13 @@ int RunEval(const EvalArgs& args) {
                                      : args.csv ? worker::TableFormat::kCsv
                                                 : worker::TableFormat::kMarkdown;
   if (!args.records_out.empty()) {
-    if (Status st = scheduler::WriteFileAtomically(args.records_out, record_lines); !st.ok()) {
+    if (Status st = WriteFileAtomically(args.records_out, record_lines); !st.ok()) {
       return ReportError(st);
     }
     spdlog::info("wrote {}", args.records_out);
   }
   if (!args.json_out.empty()) {
-    if (Status st = scheduler::WriteFileAtomically(args.json_out, worker::RenderJson(*table));
+    if (Status st = WriteFileAtomically(args.json_out, worker::RenderJson(*table));
         !st.ok()) {
       return ReportError(st);
     }

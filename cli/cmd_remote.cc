@@ -29,8 +29,8 @@
 #include "cli/progress.h"
 #include "cli/remote_client.h"
 #include "google/protobuf/util/json_util.h"
-#include "scheduler/budget/budget_map.h"
-#include "scheduler/budget/profile.h"
+#include "method/budget_map.h"
+#include "method/profile.h"
 #include "spdlog/spdlog.h"
 #include "worker/model/model_hash.h"
 #include "worker/model/model_loader.h"
@@ -77,13 +77,13 @@ std::string ToJson(const google::protobuf::Message& message) {
 
 int PrintProfile(const v1::Profile& message, bool json, double ratio = 4.0,
                  const std::string& plot = {}) {
-  const scheduler::SensitivityProfile profile = ProfileFromProto(message);
+  const method::SensitivityProfile profile = ProfileFromProto(message);
   if (!plot.empty()) {
     if (Status st = WriteProfilePlot(profile, ratio, plot); !st.ok()) return ReportError(st);
     spdlog::info("wrote plot {}", plot);
   }
   if (json) {
-    auto text = scheduler::ProfileToJson(profile);
+    auto text = method::ProfileToJson(profile);
     if (!text.ok()) return ReportError(text.status());
     std::fputs(text->c_str(), stdout);
     if (text->empty() || text->back() != '\n') std::fputc('\n', stdout);
@@ -158,7 +158,7 @@ int ReportJobEnd(const v1::Job& job) {
 int RunSubmit(const SubmitArgs& args) {
   auto layers = ParseLayerList(args.method.layers);
   if (!layers.ok()) return ReportError(layers.status());
-  auto mode = scheduler::ParsePerturbMode(args.method.mode);
+  auto mode = method::ParsePerturbMode(args.method.mode);
   if (!mode.ok()) return ReportError(mode.status());
   std::string hash = args.model_hash;
   if (hash.empty()) {
@@ -190,7 +190,7 @@ int RunSubmit(const SubmitArgs& args) {
   }
   spec->mutable_data()->set_strict(args.method.strict);
   v1::CalibrationParams* params = spec->mutable_params();
-  params->set_mode(*mode == scheduler::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
+  params->set_mode(*mode == method::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
                                                              : v1::PERTURB_MODE_CACHE);
   params->set_alpha(args.method.alpha);
   params->set_trials(args.method.trials);
@@ -277,7 +277,7 @@ int RunProfileList(const ProfileArgs& args) {
   for (const v1::Profile& p : *profiles) {
     std::printf("%-64s  %7lld  %-24s  %s\n", p.model_hash().c_str(),
                 static_cast<long long>(p.version()), p.job_id().c_str(),
-                scheduler::FormatIso8601Utc(std::chrono::system_clock::time_point(
+                method::FormatIso8601Utc(std::chrono::system_clock::time_point(
                                                 std::chrono::seconds(p.create_time().seconds())))
                     .c_str());
   }

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/profile_plot.h"
-#include "scheduler/budget/budget_map.h"
+#include "method/budget_map.h"
 
 namespace ripplekv::cli {
 
@@ -30,10 +30,10 @@ StatusOr<std::vector<int>> ParseLayerList(const std::string& text) {
   return layers;
 }
 
-void PrintProfileTable(const scheduler::SensitivityProfile& profile, double ratio) {
+void PrintProfileTable(const method::SensitivityProfile& profile, double ratio) {
   std::vector<double> sens;
   for (const auto& l : profile.layers) sens.push_back(l.mean_kl);
-  auto normalized = scheduler::NormalizeSensitivities(sens, scheduler::Normalization::kMinMax);
+  auto normalized = method::NormalizeSensitivities(sens, method::Normalization::kMinMax);
   double max_kl = 0;
   for (double s : sens) max_kl = std::max(max_kl, s);
   std::printf("%5s  %12s  %10s  %5s  %10s  %s\n", "layer", "mean KL", "std err", "n", "multiplier",
@@ -48,19 +48,19 @@ void PrintProfileTable(const scheduler::SensitivityProfile& profile, double rati
   }
 }
 
-Status WriteProfilePlot(const scheduler::SensitivityProfile& profile, double ratio,
+Status WriteProfilePlot(const method::SensitivityProfile& profile, double ratio,
                         const std::string& path) {
   std::vector<double> sens;
   for (const auto& l : profile.layers) sens.push_back(l.mean_kl);
   ASSIGN_OR_RETURN(std::vector<double> normalized,
-                   scheduler::NormalizeSensitivities(sens, scheduler::Normalization::kMinMax));
-  const scheduler::ProfileParams& p = profile.params;
+                   method::NormalizeSensitivities(sens, method::Normalization::kMinMax));
+  const method::ProfileParams& p = profile.params;
   ProfilePlotData plot;
   plot.title =
       absl::StrCat(profile.model.name.empty() ? profile.model.architecture : profile.model.name,
                    " — value-cache sensitivity");
   plot.subtitle =
-      absl::StrCat(p.mode == scheduler::PerturbMode::kCache ? "cache" : "prefill", " mode, alpha ",
+      absl::StrCat(p.mode == method::PerturbMode::kCache ? "cache" : "prefill", " mode, alpha ",
                    p.alpha, ", ", p.trials, " trials, ", p.samples, " samples of C=", p.context_len,
                    " W=", p.probe_len, ", model ", profile.model.hash.substr(0, 12));
   for (size_t i = 0; i < profile.layers.size(); ++i) {

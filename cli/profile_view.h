@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/base/status.h"
-#include "scheduler/budget/profile.h"
+#include "method/profile.h"
 
 namespace ripplekv::cli {
 
@@ -14,11 +14,11 @@ StatusOr<std::vector<int>> ParseLayerList(const std::string& text);
 
 // The profile table on stdout: layer, mean KL, standard error, count, budget multiplier r^n for
 // `ratio` (min-max normalization), and a bar.
-void PrintProfileTable(const scheduler::SensitivityProfile& profile, double ratio);
+void PrintProfileTable(const method::SensitivityProfile& profile, double ratio);
 
 // The profile's SVG chart (cli/profile_plot.h) with the budget multipliers r^n for `ratio`
 // (min-max normalization), titled from the profile's model and parameters; written atomically.
-[[nodiscard]] Status WriteProfilePlot(const scheduler::SensitivityProfile& profile, double ratio,
+[[nodiscard]] Status WriteProfilePlot(const method::SensitivityProfile& profile, double ratio,
                                       const std::string& path);
 
 }  // namespace ripplekv::cli

@@ -121,8 +121,8 @@ Status RemoteClient::WatchJob(const std::string& job_id,
   return FromGrpc(reader->Finish(), address_);
 }
 
-scheduler::SensitivityProfile ProfileFromProto(const v1::Profile& p) {
-  scheduler::SensitivityProfile out;
+method::SensitivityProfile ProfileFromProto(const v1::Profile& p) {
+  method::SensitivityProfile out;
   const v1::ModelInfo& m = p.model();
   out.model = {.hash = p.model_hash(),
                .architecture = m.architecture(),
@@ -133,8 +133,8 @@ scheduler::SensitivityProfile ProfileFromProto(const v1::Profile& p) {
                .d_model = m.d_model(),
                .vocab_size = m.vocab_size()};
   const v1::CalibrationParams& params = p.params();
-  out.params.mode = params.mode() == v1::PERTURB_MODE_PREFILL ? scheduler::PerturbMode::kPrefill
-                                                              : scheduler::PerturbMode::kCache;
+  out.params.mode = params.mode() == v1::PERTURB_MODE_PREFILL ? method::PerturbMode::kPrefill
+                                                              : method::PerturbMode::kCache;
   out.params.alpha = params.alpha();
   out.params.trials = params.trials();
   out.params.seed = params.seed();
@@ -144,7 +144,7 @@ scheduler::SensitivityProfile ProfileFromProto(const v1::Profile& p) {
   for (int32_t l : params.layers()) out.params.layers.push_back(l);
   out.params.data_source = p.data_source();
   for (const v1::LayerSensitivity& l : p.layers()) {
-    scheduler::LayerSensitivity layer;
+    method::LayerSensitivity layer;
     layer.layer = l.layer();
     layer.mean_kl = l.mean_kl();
     layer.std_error = l.std_error();
@@ -152,7 +152,7 @@ scheduler::SensitivityProfile ProfileFromProto(const v1::Profile& p) {
     layer.per_sample_mean.assign(l.per_sample_mean().begin(), l.per_sample_mean().end());
     out.layers.push_back(std::move(layer));
   }
-  out.created_at = scheduler::FormatIso8601Utc(
+  out.created_at = method::FormatIso8601Utc(
       std::chrono::system_clock::time_point(std::chrono::seconds(p.create_time().seconds())));
   out.tool_version = p.tool_version();
   return out;

@@ -12,7 +12,7 @@
 
 #include "kernels/base/status.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
-#include "scheduler/budget/profile.h"
+#include "method/profile.h"
 
 namespace ripplekv::cli {
 
@@ -48,9 +48,9 @@ class RemoteClient {
 // grpc::Status -> Status, code and message unchanged; the address is named for UNAVAILABLE.
 Status FromGrpc(const grpc::Status& status, const std::string& address);
 
-// The Profile message as the profile document of scheduler/budget/profile.h (lossless for every
+// The Profile message as the profile document of method/profile.h (lossless for every
 // field `ripplekv calibrate --json` prints; created_at from create_time, seconds precision).
-scheduler::SensitivityProfile ProfileFromProto(const v1::Profile& profile);
+method::SensitivityProfile ProfileFromProto(const v1::Profile& profile);
 
 // "PENDING", "RUNNING", ... for a JobState.
 std::string JobStateName(v1::JobState state);

@@ -6,19 +6,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/base/strings.h"
-#include "scheduler/budget/profile_aggregate.h"
+#include "method/profile_aggregate.h"
 #include "scheduler/core/job_plan.h"
 
 namespace ripplekv::scheduler {
 namespace {
 
-bool SameModel(const ProfileModel& a, const ProfileModel& b) {
+bool SameModel(const method::ProfileModel& a, const method::ProfileModel& b) {
   return a.hash == b.hash && a.architecture == b.architecture && a.name == b.name &&
          a.n_layers == b.n_layers && a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim &&
          a.d_model == b.d_model && a.vocab_size == b.vocab_size;
 }
 
-Status ValidateModel(const ProfileModel& m) {
+Status ValidateModel(const method::ProfileModel& m) {
   auto bad = [](std::string_view field, int64_t v) {
     return absl::InvalidArgumentError(
         absl::StrCat("worker registration field model.", Sv(field), ": must be > 0, got ", v));
@@ -311,14 +311,14 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
                      job.spec.model_hash, " has registered; it is finished when one does"));
   }
   ASSIGN_OR_RETURN(std::vector<store::TrialResult> stored, store_->ListResults(job.id));
-  std::vector<TrialKl> trials;
+  std::vector<method::TrialKl> trials;
   trials.reserve(stored.size());
   for (const store::TrialResult& r : stored) trials.push_back({r.sample, r.layer, r.trial, r.kl});
-  SensitivityProfile profile;
+  method::SensitivityProfile profile;
   profile.model = model->second;
   const store::MethodParams& p = job.spec.params;
   profile.params.mode =
-      p.mode == store::CalibrationMode::kCache ? PerturbMode::kCache : PerturbMode::kPrefill;
+      p.mode == store::CalibrationMode::kCache ? method::PerturbMode::kCache : method::PerturbMode::kPrefill;
   profile.params.alpha = p.alpha;
   profile.params.trials = p.trials;
   profile.params.seed = p.seed;
@@ -328,14 +328,14 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
   profile.params.data_source =
       job.data_description.empty() ? DescribeDataSource(job.spec) : job.data_description;
   profile.created_at =
-      FormatIso8601Utc(std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_())));
+      method::FormatIso8601Utc(std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_())));
   profile.tool_version = options_.tool_version;
-  StatusOr<std::vector<LayerSensitivity>> layers = AggregateProfile(trials);
+  StatusOr<std::vector<method::LayerSensitivity>> layers = method::AggregateProfile(trials);
   StatusOr<std::string> json = absl::UnknownError("not aggregated");
   if (layers.ok()) {
-    for (const LayerSensitivity& l : *layers) profile.params.layers.push_back(l.layer);
+    for (const method::LayerSensitivity& l : *layers) profile.params.layers.push_back(l.layer);
     profile.layers = *std::move(layers);
-    json = ProfileToJson(profile);
+    json = method::ProfileToJson(profile);
   }
   if (!json.ok()) {
     const Status failure = layers.ok() ? json.status() : layers.status();

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "kernels/base/status.h"
-#include "scheduler/budget/profile.h"
+#include "method/profile.h"
 #include "store/store.h"
 #include "store/types.h"
 
@@ -62,7 +62,7 @@ struct SubmitRequest {
 
 struct WorkerRegistration {
   std::string worker_id;  // 1..256 bytes, unique per live worker
-  ProfileModel model;     // the model the worker loaded; model.hash identifies it
+  method::ProfileModel model;     // the model the worker loaded; model.hash identifies it
   uint32_t capacity = 1;  // tasks it runs at once (leases it may hold), >= 1
 };
 
@@ -197,7 +197,7 @@ class Scheduler {
 
  private:
   struct WorkerState {
-    ProfileModel model;
+    method::ProfileModel model;
     uint32_t capacity = 1;
     int64_t last_seen_ms = 0;
     std::set<PrefillKey> held;
@@ -232,7 +232,7 @@ class Scheduler {
 
   mutable std::mutex mu_;
   std::map<std::string, WorkerState> workers_;
-  std::map<std::string, ProfileModel> models_;  // by hash, first report kept
+  std::map<std::string, method::ProfileModel> models_;  // by hash, first report kept
   std::map<store::JobId, RateObservation> rates_;
   std::map<store::JobId, PendingSet> pending_;  // loaded jobs only; dropped when a job ends
   std::map<store::JobId, std::string> data_descriptions_;  // as stored; dropped when a job ends

@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "scheduler/budget/budget_format.h"
-#include "scheduler/budget/budget_map.h"
-#include "scheduler/budget/profile.h"
+#include "method/budget_format.h"
+#include "method/budget_map.h"
+#include "method/profile.h"
 #include "scheduler/service/convert.h"
 
 namespace ripplekv::scheduler::service {
@@ -275,7 +275,7 @@ Status CalibrationServiceImpl::DoGetProfile(const v1::GetProfileRequest& request
   RETURN_IF_ERROR(CheckModelHash(request.model_hash(), "model_hash"));
   ASSIGN_OR_RETURN(uint32_t version, ProfileVersionArg(request.version(), "version"));
   ASSIGN_OR_RETURN(store::ProfileVersion record, store_->GetProfile(request.model_hash(), version));
-  StatusOr<SensitivityProfile> profile = ProfileFromJson(record.profile_json);
+  StatusOr<method::SensitivityProfile> profile = method::ProfileFromJson(record.profile_json);
   if (!profile.ok()) {
     return absl::DataLossError(absl::StrCat("stored profile ", record.model_hash, " version ",
                                             record.version, ": ", profile.status().message()));
@@ -300,7 +300,7 @@ Status CalibrationServiceImpl::DoListProfiles(const v1::ListProfilesRequest& req
             });
   const size_t end = std::min(records.size(), offset + static_cast<size_t>(page_size));
   for (size_t i = offset; i < end; ++i) {
-    StatusOr<SensitivityProfile> profile = ProfileFromJson(records[i].profile_json);
+    StatusOr<method::SensitivityProfile> profile = method::ProfileFromJson(records[i].profile_json);
     if (!profile.ok()) {
       return absl::DataLossError(absl::StrCat("stored profile ", records[i].model_hash, " version ",
                                               records[i].version, ": ",
@@ -320,7 +320,7 @@ Status CalibrationServiceImpl::DoGetBudgetMap(const v1::GetBudgetMapRequest& req
   if (!request.has_params()) return absl::InvalidArgumentError("params is required");
   ASSIGN_OR_RETURN(BudgetRequest budget, BudgetRequestFromProto(request.params()));
   ASSIGN_OR_RETURN(store::ProfileVersion record, store_->GetProfile(request.model_hash(), version));
-  StatusOr<SensitivityProfile> profile = ProfileFromJson(record.profile_json);
+  StatusOr<method::SensitivityProfile> profile = method::ProfileFromJson(record.profile_json);
   if (!profile.ok()) {
     return absl::DataLossError(absl::StrCat("stored profile ", record.model_hash, " version ",
                                             record.version, ": ", profile.status().message()));
@@ -334,8 +334,8 @@ Status CalibrationServiceImpl::DoGetBudgetMap(const v1::GetBudgetMapRequest& req
           " of ", profile->model.n_layers, "; a budget map needs every layer"));
     }
   }
-  ASSIGN_OR_RETURN(BudgetMap map, ComputeBudgetMap(*profile, budget.options));
-  ASSIGN_OR_RETURN(std::string formatted, FormatBudgetMap(map, budget.format, budget.context_len));
+  ASSIGN_OR_RETURN(method::BudgetMap map, method::ComputeBudgetMap(*profile, budget.options));
+  ASSIGN_OR_RETURN(std::string formatted, method::FormatBudgetMap(map, budget.format, budget.context_len));
   *response = BudgetMapToProto(map, budget, record.version, formatted);
   return absl::OkStatus();
 }

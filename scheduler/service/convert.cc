@@ -349,7 +349,7 @@ v1::Job JobToProto(const JobProgress& progress) {
   return out;
 }
 
-v1::Profile ProfileToProto(const SensitivityProfile& profile, const store::ProfileVersion& record,
+v1::Profile ProfileToProto(const method::SensitivityProfile& profile, const store::ProfileVersion& record,
                            bool with_layers) {
   v1::Profile out;
   out.set_model_hash(record.model_hash);
@@ -366,7 +366,7 @@ v1::Profile ProfileToProto(const SensitivityProfile& profile, const store::Profi
   model->set_d_model(static_cast<int32_t>(profile.model.d_model));
   model->set_vocab_size(static_cast<int32_t>(profile.model.vocab_size));
   v1::CalibrationParams* params = out.mutable_params();
-  params->set_mode(profile.params.mode == PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
+  params->set_mode(profile.params.mode == method::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
                                                                 : v1::PERTURB_MODE_CACHE);
   params->set_alpha(static_cast<float>(profile.params.alpha));
   params->set_trials(static_cast<int32_t>(profile.params.trials));
@@ -378,7 +378,7 @@ v1::Profile ProfileToProto(const SensitivityProfile& profile, const store::Profi
   out.set_data_source(profile.params.data_source);
   out.set_tool_version(profile.tool_version);
   if (with_layers) {
-    for (const LayerSensitivity& layer : profile.layers) {
+    for (const method::LayerSensitivity& layer : profile.layers) {
       v1::LayerSensitivity* l = out.add_layers();
       l->set_layer(static_cast<int32_t>(layer.layer));
       l->set_mean_kl(layer.mean_kl);
@@ -416,13 +416,13 @@ StatusOr<BudgetRequest> BudgetRequestFromProto(const v1::BudgetParams& params) {
   switch (params.normalization()) {
     case v1::NORMALIZATION_UNSPECIFIED:
     case v1::NORMALIZATION_MIN_MAX:
-      out.options.normalization = Normalization::kMinMax;
+      out.options.normalization = method::Normalization::kMinMax;
       break;
     case v1::NORMALIZATION_RANK:
-      out.options.normalization = Normalization::kRank;
+      out.options.normalization = method::Normalization::kRank;
       break;
     case v1::NORMALIZATION_LOG_MIN_MAX:
-      out.options.normalization = Normalization::kLogMinMax;
+      out.options.normalization = method::Normalization::kLogMinMax;
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("params.normalization: unknown value ",
@@ -439,17 +439,17 @@ StatusOr<BudgetRequest> BudgetRequestFromProto(const v1::BudgetParams& params) {
   switch (params.format()) {
     case v1::BUDGET_FORMAT_UNSPECIFIED:
     case v1::BUDGET_FORMAT_NATIVE:
-      out.format = BudgetFormat::kNative;
+      out.format = method::BudgetFormat::kNative;
       break;
     case v1::BUDGET_FORMAT_KVPRESS:
-      out.format = BudgetFormat::kKvpress;
+      out.format = method::BudgetFormat::kKvpress;
       if (!out.context_len) {
         return absl::InvalidArgumentError(
             "params.context_len is required for BUDGET_FORMAT_KVPRESS");
       }
       break;
     case v1::BUDGET_FORMAT_TRTLLM:
-      out.format = BudgetFormat::kTrtllm;
+      out.format = method::BudgetFormat::kTrtllm;
       break;
     default:
       return absl::InvalidArgumentError(
@@ -458,7 +458,7 @@ StatusOr<BudgetRequest> BudgetRequestFromProto(const v1::BudgetParams& params) {
   return out;
 }
 
-v1::BudgetMap BudgetMapToProto(const BudgetMap& map, const BudgetRequest& request,
+v1::BudgetMap BudgetMapToProto(const method::BudgetMap& map, const BudgetRequest& request,
                                uint32_t profile_version, const std::string& formatted_json) {
   v1::BudgetMap out;
   out.set_model_hash(map.model_hash);
@@ -473,25 +473,25 @@ v1::BudgetMap BudgetMapToProto(const BudgetMap& map, const BudgetRequest& reques
   params->set_min_tokens(map.options.min_tokens);
   if (map.options.max_tokens) params->set_max_tokens(*map.options.max_tokens);
   switch (map.options.normalization) {
-    case Normalization::kMinMax:
+    case method::Normalization::kMinMax:
       params->set_normalization(v1::NORMALIZATION_MIN_MAX);
       break;
-    case Normalization::kRank:
+    case method::Normalization::kRank:
       params->set_normalization(v1::NORMALIZATION_RANK);
       break;
-    case Normalization::kLogMinMax:
+    case method::Normalization::kLogMinMax:
       params->set_normalization(v1::NORMALIZATION_LOG_MIN_MAX);
       break;
   }
   if (request.context_len) params->set_context_len(*request.context_len);
   switch (request.format) {
-    case BudgetFormat::kNative:
+    case method::BudgetFormat::kNative:
       params->set_format(v1::BUDGET_FORMAT_NATIVE);
       break;
-    case BudgetFormat::kKvpress:
+    case method::BudgetFormat::kKvpress:
       params->set_format(v1::BUDGET_FORMAT_KVPRESS);
       break;
-    case BudgetFormat::kTrtllm:
+    case method::BudgetFormat::kTrtllm:
       params->set_format(v1::BUDGET_FORMAT_TRTLLM);
       break;
   }

@@ -16,9 +16,9 @@
 #include "kernels/base/status.h"
 #include "ripplekv/v1/calibration.pb.h"
 #include "ripplekv/v1/worker.pb.h"
-#include "scheduler/budget/budget_format.h"
-#include "scheduler/budget/budget_map.h"
-#include "scheduler/budget/profile.h"
+#include "method/budget_format.h"
+#include "method/budget_map.h"
+#include "method/profile.h"
 #include "scheduler/core/scheduler.h"
 #include "store/types.h"
 
@@ -65,20 +65,20 @@ v1::Job JobToProto(const JobProgress& progress);
 void TimeMsToProto(store::TimeMs ms, google::protobuf::Timestamp* out);
 
 // Profile document + its store record -> message. `with_layers` false leaves `layers` empty.
-v1::Profile ProfileToProto(const SensitivityProfile& profile, const store::ProfileVersion& record,
+v1::Profile ProfileToProto(const method::SensitivityProfile& profile, const store::ProfileVersion& record,
                            bool with_layers);
 
 // BudgetParams -> library options (context_len becomes max_context). InvalidArgument naming the
 // field ("params.total": neither set; "params.average_tokens: 0 must be > 0", ...), and
 // "params.context_len" for the kvpress format without it.
 struct BudgetRequest {
-  BudgetOptions options;
-  BudgetFormat format = BudgetFormat::kNative;
+  method::BudgetOptions options;
+  method::BudgetFormat format = method::BudgetFormat::kNative;
   std::optional<int64_t> context_len;
 };
 [[nodiscard]] StatusOr<BudgetRequest> BudgetRequestFromProto(const v1::BudgetParams& params);
 // The map and the parameters asked, defaults resolved.
-v1::BudgetMap BudgetMapToProto(const BudgetMap& map, const BudgetRequest& request,
+v1::BudgetMap BudgetMapToProto(const method::BudgetMap& map, const BudgetRequest& request,
                                uint32_t profile_version, const std::string& formatted_json);
 
 // RegisterRequest -> core registration. InvalidArgument naming the field: worker_id empty, over

@@ -1,4 +1,4 @@
-// libFuzzer target for native budget-map JSON (scheduler/budget/budget_format.h): any byte string
+// libFuzzer target for native budget-map JSON (method/budget_format.h): any byte string
 // must give a Status or a map, never a crash or a sanitizer report. A map that parses must write
 // back (BudgetMapToJson), read back, and write the same text again; it must sum to its total, and
 // the serving formats (kvpress, trtllm) must either convert it or return a Status. A broken
@@ -10,13 +10,13 @@
 #include <string>
 #include <string_view>
 
-#include "scheduler/budget/budget_format.h"
-#include "scheduler/budget/budget_map.h"
+#include "method/budget_format.h"
+#include "method/budget_map.h"
 
 namespace {
 
-using ripplekv::scheduler::BudgetFormat;
-using ripplekv::scheduler::BudgetMap;
+using ripplekv::method::BudgetFormat;
+using ripplekv::method::BudgetMap;
 
 void Require(bool property) {
   if (!property) __builtin_trap();
@@ -26,7 +26,7 @@ void Require(bool property) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto map = ripplekv::scheduler::BudgetMapFromJson(text);
+  auto map = ripplekv::method::BudgetMapFromJson(text);
   if (!map.ok()) return 0;
 
   // A map that reads back is what ValidateBudgetMap() promises: an exact total, in bounds.
@@ -38,22 +38,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     sum += t;
   }
   Require(sum == m.total_tokens);
-  Require(m.total_tokens == ripplekv::scheduler::TotalTokens(m.tokens.size(), m.options));
+  Require(m.total_tokens == ripplekv::method::TotalTokens(m.tokens.size(), m.options));
 
-  auto json = ripplekv::scheduler::BudgetMapToJson(m);
+  auto json = ripplekv::method::BudgetMapToJson(m);
   Require(json.ok());
-  auto again = ripplekv::scheduler::BudgetMapFromJson(*json);
+  auto again = ripplekv::method::BudgetMapFromJson(*json);
   Require(again.ok());
-  auto json_again = ripplekv::scheduler::BudgetMapToJson(*again);
+  auto json_again = ripplekv::method::BudgetMapToJson(*again);
   Require(json_again.ok());
   Require(*json_again == *json);
 
   // Serving formats: the largest budget as context length always converts; others may refuse.
   const int64_t largest = *std::max_element(m.tokens.begin(), m.tokens.end());
   for (int64_t context_len : {largest, largest + 1, int64_t{4096}, m.total_tokens}) {
-    auto kvpress = ripplekv::scheduler::FormatBudgetMap(m, BudgetFormat::kKvpress, context_len);
+    auto kvpress = ripplekv::method::FormatBudgetMap(m, BudgetFormat::kKvpress, context_len);
     if (context_len >= largest) Require(kvpress.ok());
   }
-  Require(ripplekv::scheduler::FormatBudgetMap(m, BudgetFormat::kTrtllm, std::nullopt).ok());
+  Require(ripplekv::method::FormatBudgetMap(m, BudgetFormat::kTrtllm, std::nullopt).ok());
   return 0;
 }

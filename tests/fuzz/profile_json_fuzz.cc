@@ -1,4 +1,4 @@
-// libFuzzer target for sensitivity-profile JSON (scheduler/budget/profile.h): any byte string must
+// libFuzzer target for sensitivity-profile JSON (method/profile.h): any byte string must
 // give a Status or a profile, never a crash or a sanitizer report. A profile that parses must
 // write back (ProfileToJson), read back, and write the same text again. Its budget maps, for a few
 // fixed option sets, must sum to exactly the requested total, stay in bounds and round-trip
@@ -10,16 +10,16 @@
 #include <string>
 #include <string_view>
 
-#include "scheduler/budget/budget_format.h"
-#include "scheduler/budget/budget_map.h"
-#include "scheduler/budget/profile.h"
+#include "method/budget_format.h"
+#include "method/budget_map.h"
+#include "method/profile.h"
 
 namespace {
 
-using ripplekv::scheduler::BudgetMap;
-using ripplekv::scheduler::BudgetOptions;
-using ripplekv::scheduler::Normalization;
-using ripplekv::scheduler::SensitivityProfile;
+using ripplekv::method::BudgetMap;
+using ripplekv::method::BudgetOptions;
+using ripplekv::method::Normalization;
+using ripplekv::method::SensitivityProfile;
 
 // Profiles with more layers than this skip budget mapping (keeps each run fast).
 constexpr int64_t kMaxMappedLayers = 4096;
@@ -53,10 +53,10 @@ void CheckBudgetMaps(const SensitivityProfile& profile) {
       Options(1e300, 0, int64_t{1} << 40, 1, std::nullopt, Normalization::kMinMax),
   };
   for (const BudgetOptions& options : option_sets) {
-    auto map = ripplekv::scheduler::ComputeBudgetMap(profile, options);
+    auto map = ripplekv::method::ComputeBudgetMap(profile, options);
     if (!map.ok()) continue;
     const size_t L = static_cast<size_t>(profile.model.n_layers);
-    const int64_t total = ripplekv::scheduler::TotalTokens(L, options);
+    const int64_t total = ripplekv::method::TotalTokens(L, options);
     Require(map->total_tokens == total);
     Require(map->tokens.size() == L);
     int64_t sum = 0;
@@ -66,10 +66,10 @@ void CheckBudgetMaps(const SensitivityProfile& profile) {
       sum += t;
     }
     Require(sum == total);
-    Require(ripplekv::scheduler::ValidateBudgetMap(*map).ok());
-    auto json = ripplekv::scheduler::BudgetMapToJson(*map);
+    Require(ripplekv::method::ValidateBudgetMap(*map).ok());
+    auto json = ripplekv::method::BudgetMapToJson(*map);
     Require(json.ok());
-    auto back = ripplekv::scheduler::BudgetMapFromJson(*json);
+    auto back = ripplekv::method::BudgetMapFromJson(*json);
     Require(back.ok());
     Require(back->tokens == map->tokens);
   }
@@ -79,14 +79,14 @@ void CheckBudgetMaps(const SensitivityProfile& profile) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto profile = ripplekv::scheduler::ProfileFromJson(text);
+  auto profile = ripplekv::method::ProfileFromJson(text);
   if (!profile.ok()) return 0;
 
-  auto json = ripplekv::scheduler::ProfileToJson(*profile);
+  auto json = ripplekv::method::ProfileToJson(*profile);
   Require(json.ok());
-  auto again = ripplekv::scheduler::ProfileFromJson(*json);
+  auto again = ripplekv::method::ProfileFromJson(*json);
   Require(again.ok());
-  auto json_again = ripplekv::scheduler::ProfileToJson(*again);
+  auto json_again = ripplekv::method::ProfileToJson(*again);
   Require(json_again.ok());
   Require(*json_again == *json);
 

@@ -1,7 +1,7 @@
 #pragma once
 // A whole local calibration: every sample x layer x trial of DESIGN.md §2, run in a canonical
 // order with one prefill per sample. The result is the raw KL of every trial; aggregation into a
-// profile (means, standard errors) is scheduler/budget/profile.h's AggregateProfile, shared with
+// profile (means, standard errors) is method/profile.h's AggregateProfile, shared with
 // the distributed service so both give bit-identical profiles.
 
 #include <cstdint>

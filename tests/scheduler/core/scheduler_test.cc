@@ -11,7 +11,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "scheduler/budget/profile_aggregate.h"
+#include "method/profile_aggregate.h"
 
 namespace ripplekv::scheduler {
 namespace {
@@ -37,7 +37,7 @@ class TempDir {
   std::string path_;
 };
 
-ProfileModel Model(const std::string& hash = kHash, int64_t n_layers = 30) {
+method::ProfileModel Model(const std::string& hash = kHash, int64_t n_layers = 30) {
   return {.hash = hash,
           .architecture = "llama",
           .name = "test-model",
@@ -358,15 +358,15 @@ TEST_F(SchedulerTest, CompletionWritesProfileEqualToAggregateOfTheResults) {
   EXPECT_EQ(done.state, store::JobState::kSucceeded);
   EXPECT_EQ(done.profile_version, 1u);
 
-  std::vector<TrialKl> trials;
+  std::vector<method::TrialKl> trials;
   for (uint32_t s = 0; s < 4; ++s) {
     for (uint32_t l = 0; l < 30; ++l) {
       for (uint32_t t = 0; t < 3; ++t) trials.push_back({s, l, t, Kl(s, l, t)});
     }
   }
-  auto expected = AggregateProfile(trials);
+  auto expected = method::AggregateProfile(trials);
   ASSERT_TRUE(expected.ok());
-  auto profile = ProfileFromJson(ProfileJson(job.id));
+  auto profile = method::ProfileFromJson(ProfileJson(job.id));
   ASSERT_TRUE(profile.ok()) << profile.status();
   ASSERT_EQ(profile->layers.size(), 30u);
   for (size_t i = 0; i < 30; ++i) {
@@ -507,7 +507,7 @@ TEST_F(SchedulerTest, ReRegisteringAWorkerReleasesItsOldLeases) {
   EXPECT_TRUE(absl::IsNotFound(scheduler_->Heartbeat("nobody", {})));
   EXPECT_TRUE(absl::IsInvalidArgument(
       scheduler_->RegisterWorker({.worker_id = "x", .model = Model(kHash, 0)})));
-  ProfileModel differs = Model();
+  method::ProfileModel differs = Model();
   differs.n_layers = 31;
   EXPECT_TRUE(
       absl::IsFailedPrecondition(scheduler_->RegisterWorker({.worker_id = "y", .model = differs})));

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "kernels/base/status.h"
-#include "scheduler/budget/profile.h"
+#include "method/profile.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv::method {
 
 // One trial result: KL(s, l, t) in nats.
 struct TrialKl {
@@ -33,4 +33,4 @@ struct TrialKl {
 [[nodiscard]] StatusOr<std::vector<LayerSensitivity>> AggregateProfile(
     std::span<const TrialKl> results);
 
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv::method

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "kernels/base/status.h"
-#include "scheduler/budget/budget_map.h"
+#include "method/budget_map.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv::method {
 
 // The only native budget-map schema version this code reads and writes.
 inline constexpr int kBudgetMapSchemaVersion = 1;
@@ -68,4 +68,4 @@ std::string_view BudgetFormatName(BudgetFormat format);
                                         BudgetFormat format = BudgetFormat::kNative,
                                         std::optional<int64_t> context_len = std::nullopt);
 
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv::method

@@ -1,4 +1,4 @@
-#include "scheduler/budget/profile_aggregate.h"
+#include "method/profile_aggregate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv::method {
 namespace {
 
 std::string Key(const TrialKl& r) {
@@ -95,4 +95,4 @@ StatusOr<std::vector<LayerSensitivity>> AggregateProfile(std::span<const TrialKl
   return out;
 }
 
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv::method

@@ -1,4 +1,4 @@
-#include "scheduler/budget/budget_map.h"
+#include "method/budget_map.h"
 #include "kernels/base/strings.h"
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/base/check.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv::method {
 namespace {
 
 Status BudgetError(std::string_view message) {
@@ -318,4 +318,4 @@ StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
   return map;
 }
 
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv::method

@@ -1,4 +1,4 @@
-#include "scheduler/budget/json_fields.h"
+#include "method/json_fields.h"
 #include "kernels/base/strings.h"
 
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace ripplekv::scheduler::json_fields {
+namespace ripplekv::method::json_fields {
 namespace {
 
 Status TypeError(std::string_view what, const std::string& path, std::string_view expected,
@@ -144,4 +144,4 @@ Status ExpectArray(const Json& value, std::string_view what, const std::string& 
   return absl::OkStatus();
 }
 
-}  // namespace ripplekv::scheduler::json_fields
+}  // namespace ripplekv::method::json_fields

@@ -1,4 +1,4 @@
-#include "scheduler/budget/profile.h"
+#include "method/profile.h"
 #include "kernels/base/strings.h"
 
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "scheduler/budget/file_io.h"
-#include "scheduler/budget/json_fields.h"
+#include "kernels/base/file_io.h"
+#include "method/json_fields.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv::method {
 namespace {
 
 using json_fields::AsDouble;
@@ -343,4 +343,4 @@ bool IsIso8601DateTime(std::string_view s) {
   return false;
 }
 
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv::method

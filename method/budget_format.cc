@@ -1,4 +1,4 @@
-#include "scheduler/budget/budget_format.h"
+#include "method/budget_format.h"
 #include "kernels/base/strings.h"
 
 #include <cmath>
@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "kernels/base/check.h"
-#include "scheduler/budget/file_io.h"
-#include "scheduler/budget/json_fields.h"
+#include "kernels/base/file_io.h"
+#include "method/json_fields.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv::method {
 namespace {
 
 using json_fields::AsDouble;
@@ -298,4 +298,4 @@ Status WriteBudgetMapFile(const std::string& path, const BudgetMap& map, BudgetF
   return WriteFileAtomically(path, text);
 }
 
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv::method

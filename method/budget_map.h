@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "kernels/base/status.h"
-#include "scheduler/budget/profile.h"
+#include "method/profile.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv::method {
 
 // Largest total budget L * B accepted, tokens. Keeps every intermediate in double exact to far
 // below one token, so rounding cannot be disturbed by floating-point error.
@@ -92,4 +92,4 @@ int64_t TotalTokens(size_t num_layers, const BudgetOptions& options);
 [[nodiscard]] StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
                                                    const BudgetOptions& options);
 
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv::method

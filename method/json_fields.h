@@ -1,5 +1,5 @@
 #pragma once
-// Internal to scheduler/budget: strict reading of JSON documents. Every error names the JSON path
+// Internal to method/: strict reading of JSON documents. Every error names the JSON path
 // of the offending value ("layers[3].mean_kl") after a prefix naming the document ("profile: ").
 // Readers reject missing fields, mistyped values, non-finite numbers, integers out of range and
 // unknown keys, so a typo in a hand-edited file is an error rather than a silent default.
@@ -13,7 +13,7 @@
 #include "kernels/base/status.h"
 #include "nlohmann/json.hpp"
 
-namespace ripplekv::scheduler::json_fields {
+namespace ripplekv::method::json_fields {
 
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
@@ -63,4 +63,4 @@ std::string Index(const std::string& path, size_t index);
 // An InvalidArgument "<what>: <path>: <problem>".
 Status Error(std::string_view what, const std::string& path, std::string_view problem);
 
-}  // namespace ripplekv::scheduler::json_fields
+}  // namespace ripplekv::method::json_fields

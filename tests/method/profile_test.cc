@@ -1,4 +1,4 @@
-#include "scheduler/budget/profile.h"
+#include "method/profile.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,9 +18,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "scheduler/budget/profile_aggregate.h"
+#include "method/profile_aggregate.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv::method {
 namespace {
 
 using ::testing::HasSubstr;
@@ -479,4 +479,4 @@ TEST(AggregateProfileTest, RejectsBadResults) {
 }
 
 }  // namespace
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv::method

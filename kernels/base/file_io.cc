@@ -1,4 +1,4 @@
-#include "scheduler/budget/file_io.h"
+#include "kernels/base/file_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv {
 namespace {
 
 Status ErrnoStatus(int error_number, const std::string& what, const std::string& path) {
@@ -105,4 +105,4 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents) {
   return absl::OkStatus();
 }
 
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv

@@ -1,4 +1,4 @@
-#include "scheduler/budget/budget_map.h"
+#include "method/budget_map.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,9 +11,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "scheduler/budget/budget_format.h"
+#include "method/budget_format.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv::method {
 namespace {
 
 using ::testing::ElementsAre;
@@ -629,4 +629,4 @@ TEST(BudgetFormatTest, FormatNamesRoundTrip) {
 }
 
 }  // namespace
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv::method

@@ -9,7 +9,7 @@
 
 #include "kernels/base/status.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv {
 
 // The contents of the file at `path`. Errors: NotFound (no such file), InvalidArgument (not a
 // regular file), ResourceExhausted (larger than `max_bytes`; nothing is allocated for it), others
@@ -22,4 +22,4 @@ namespace ripplekv::scheduler {
 // last. The temporary file is removed on failure. Errors are mapped from errno and name the path.
 [[nodiscard]] Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv

@@ -19,7 +19,7 @@
 
 #include "kernels/base/status.h"
 
-namespace ripplekv::scheduler {
+namespace ripplekv::method {
 
 // The only schema version this code reads and writes.
 inline constexpr int kProfileSchemaVersion = 1;
@@ -109,4 +109,4 @@ std::string FormatIso8601Utc(std::chrono::system_clock::time_point time);
 // fields in range (month 1-12, day 1-31, hour 0-23, minute 0-59, second 0-60).
 bool IsIso8601DateTime(std::string_view text);
 
-}  // namespace ripplekv::scheduler
+}  // namespace ripplekv::method
