@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,47 @@ Status ValidateModel(const method::ProfileModel& m) {
 // A lease that is gone already (done, expired and re-leased): not an error for the caller.
 bool LeaseGone(const Status& s) { return absl::IsFailedPrecondition(s) || absl::IsNotFound(s); }
 
+// The page's [begin, end) in a listing of `total` items. InvalidArgument naming page_size or
+// page_token (PageRequest).
+struct PageRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+StatusOr<PageRange> Page(const PageRequest& page, size_t total) {
+  if (page.page_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("page_size: ", page.page_size, " is negative"));
+  }
+  const size_t size =
+      page.page_size == 0 ? kDefaultPageSize : std::min(page.page_size, kMaxPageSize);
+  size_t offset = 0;
+  for (char c : page.page_token) {
+    if (c < '0' || c > '9' || offset > (std::numeric_limits<size_t>::max() - 9) / 10) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "page_token: \"", page.page_token.substr(0, 80), "\" is not a token of this server"));
+    }
+    offset = offset * 10 + static_cast<size_t>(c - '0');
+  }
+  const size_t begin = std::min(offset, total);
+  return PageRange{.begin = begin, .end = std::min(total, begin + size)};
+}
+
+std::string NextPageToken(const PageRange& range, size_t total) {
+  return range.end < total ? absl::StrCat(range.end) : std::string();
+}
+
+StatusOr<StoredProfile> ParseStoredProfile(store::ProfileVersion record) {
+  StatusOr<method::SensitivityProfile> profile = method::ProfileFromJson(record.profile_json);
+  if (!profile.ok()) {
+    return absl::DataLossError(absl::StrCat("stored profile ", record.model_hash, " version ",
+                                            record.version, ": ", profile.status().message()));
+  }
+  return StoredProfile{.model_hash = std::move(record.model_hash),
+                       .version = record.version,
+                       .job = record.job,
+                       .created_at_ms = record.created_at_ms,
+                       .profile = *std::move(profile)};
+}
+
 }  // namespace
 
 std::string DescribeDataSource(const store::JobSpec& spec) {
@@ -49,7 +91,7 @@ std::string DescribeDataSource(const store::JobSpec& spec) {
 Scheduler::Scheduler(store::Store* store, SchedulerOptions options, Clock clock)
     : store_(store), options_(std::move(options)), clock_(std::move(clock)) {}
 
-StatusOr<store::Job> Scheduler::SubmitJob(const SubmitRequest& request) {
+StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
   std::lock_guard lock(mu_);
   int64_t n_layers = request.model_n_layers;
   auto known = models_.find(request.spec.model_hash);
@@ -76,8 +118,10 @@ StatusOr<store::Job> Scheduler::SubmitJob(const SubmitRequest& request) {
         n_layers_used, " layers exceeds the limit of ", options_.max_tasks_per_job, " tasks"));
   }
   const std::vector<store::PlannedTask> tasks = PlanTasks(request.spec, n_layers);
+  // The store decides `created` in the write that creates the job (its writes are serialized),
+  // so no separate lookup of the idempotency key can race another submit.
   ASSIGN_OR_RETURN(store::CreateJobOutcome outcome, store_->CreateJob(request.spec, tasks));
-  return outcome.job;
+  return SubmitOutcome{.job = std::move(outcome.job), .created = outcome.created};
 }
 
 Status Scheduler::RegisterWorker(const WorkerRegistration& registration) {
@@ -244,6 +288,8 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     w.last_sample[job.id] = key->sample;
     return std::optional<Assignment>(Assignment{.key = *key,
                                                 .lease_deadline_ms = leased.lease_deadline_ms,
+                                                .model_hash = job.spec.model_hash,
+                                                .params = job.spec.params,
                                                 .trials = job.spec.params.trials,
                                                 .attempts = leased.attempts,
                                                 .prefill_held = held});
@@ -317,8 +363,8 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
   method::SensitivityProfile profile;
   profile.model = model->second;
   const store::MethodParams& p = job.spec.params;
-  profile.params.mode =
-      p.mode == store::CalibrationMode::kCache ? method::PerturbMode::kCache : method::PerturbMode::kPrefill;
+  profile.params.mode = p.mode == store::CalibrationMode::kCache ? method::PerturbMode::kCache
+                                                                 : method::PerturbMode::kPrefill;
   profile.params.alpha = p.alpha;
   profile.params.trials = p.trials;
   profile.params.seed = p.seed;
@@ -327,8 +373,8 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
   profile.params.probe_len = p.probe_len;
   profile.params.data_source =
       job.data_description.empty() ? DescribeDataSource(job.spec) : job.data_description;
-  profile.created_at =
-      method::FormatIso8601Utc(std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_())));
+  profile.created_at = method::FormatIso8601Utc(
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_())));
   profile.tool_version = options_.tool_version;
   StatusOr<std::vector<method::LayerSensitivity>> layers = method::AggregateProfile(trials);
   StatusOr<std::string> json = absl::UnknownError("not aggregated");
@@ -477,16 +523,24 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
   return outcome;
 }
 
-StatusOr<std::vector<Revocation>> Scheduler::CancelJob(store::JobId id, const std::string& reason) {
+StatusOr<CancelOutcome> Scheduler::CancelJob(store::JobId id, const std::string& reason) {
   std::lock_guard lock(mu_);
-  RETURN_IF_ERROR(
-      store_->UpdateJobState(id, store::JobState::kCancelled, reason.empty() ? "cancelled" : reason)
-          .status());
-  std::vector<Revocation> revoked;
+  CancelOutcome outcome;
+  // Every state change goes through this class under mu_, so the state read here is the one
+  // UpdateJobState sees.
+  ASSIGN_OR_RETURN(outcome.job, store_->GetJob(id));
+  if (outcome.job.state == store::JobState::kCancelled) {
+    outcome.already_cancelled = true;
+    outcome.job.spec.data_inline.clear();
+    return outcome;
+  }
+  ASSIGN_OR_RETURN(outcome.job, store_->UpdateJobState(id, store::JobState::kCancelled,
+                                                       reason.empty() ? "cancelled" : reason));
+  outcome.job.spec.data_inline.clear();
   for (auto& [worker_id, w] : workers_) {
     for (auto lease = w.leased.begin(); lease != w.leased.end();) {
       if (lease->job == id) {
-        revoked.push_back({worker_id, *lease});
+        outcome.revocations.push_back({worker_id, *lease});
         lease = w.leased.erase(lease);
       } else {
         ++lease;
@@ -497,7 +551,7 @@ StatusOr<std::vector<Revocation>> Scheduler::CancelJob(store::JobId id, const st
   rates_.erase(id);
   pending_.erase(id);
   data_descriptions_.erase(id);
-  return revoked;
+  return outcome;
 }
 
 void Scheduler::ObserveProgress(const store::Job& job) {
@@ -532,6 +586,90 @@ StatusOr<JobProgress> Scheduler::Progress(store::JobId id) {
         static_cast<int64_t>(static_cast<double>(remaining) * 1000.0 / progress.tasks_per_second);
   }
   return progress;
+}
+
+StatusOr<store::JobSpec> Scheduler::JobData(store::JobId id) const {
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
+  if (store::IsTerminal(job.state)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " is ", std::string(store::JobStateName(job.state))));
+  }
+  return std::move(job.spec);
+}
+
+StatusOr<JobPage> Scheduler::ListJobs(const JobFilter& filter) const {
+  // The page arguments are checked before the store is read.
+  RETURN_IF_ERROR(Page(filter.page, 0).status());
+  ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs());
+  std::erase_if(jobs, [&](const store::Job& job) {
+    if (!filter.states.empty() &&
+        std::find(filter.states.begin(), filter.states.end(), job.state) == filter.states.end()) {
+      return true;
+    }
+    return !filter.model_hash.empty() && job.spec.model_hash != filter.model_hash;
+  });
+  // Newest first: by create time, then id, both descending.
+  std::sort(jobs.begin(), jobs.end(), [](const store::Job& a, const store::Job& b) {
+    if (a.created_at_ms != b.created_at_ms) return a.created_at_ms > b.created_at_ms;
+    return a.id > b.id;
+  });
+  ASSIGN_OR_RETURN(PageRange range, Page(filter.page, jobs.size()));
+  JobPage page;
+  page.jobs.assign(std::make_move_iterator(jobs.begin() + static_cast<ptrdiff_t>(range.begin)),
+                   std::make_move_iterator(jobs.begin() + static_cast<ptrdiff_t>(range.end)));
+  page.next_page_token = NextPageToken(range, jobs.size());
+  return page;
+}
+
+StatusOr<StoredProfile> Scheduler::GetProfile(const std::string& model_hash,
+                                              uint32_t version) const {
+  ASSIGN_OR_RETURN(store::ProfileVersion record, store_->GetProfile(model_hash, version));
+  return ParseStoredProfile(std::move(record));
+}
+
+StatusOr<ProfilePage> Scheduler::ListProfiles(const std::string& model_hash,
+                                              const PageRequest& page) const {
+  RETURN_IF_ERROR(Page(page, 0).status());
+  ASSIGN_OR_RETURN(std::vector<store::ProfileVersion> records, store_->ListProfiles(model_hash));
+  // By hash, then version descending.
+  std::sort(records.begin(), records.end(),
+            [](const store::ProfileVersion& a, const store::ProfileVersion& b) {
+              if (a.model_hash != b.model_hash) return a.model_hash < b.model_hash;
+              return a.version > b.version;
+            });
+  ASSIGN_OR_RETURN(PageRange range, Page(page, records.size()));
+  ProfilePage out;
+  for (size_t i = range.begin; i < range.end; ++i) {
+    ASSIGN_OR_RETURN(StoredProfile profile, ParseStoredProfile(std::move(records[i])));
+    out.profiles.push_back(std::move(profile));
+  }
+  out.next_page_token = NextPageToken(range, records.size());
+  return out;
+}
+
+StatusOr<ProfileBudgetMap> Scheduler::GetBudgetMap(const std::string& model_hash, uint32_t version,
+                                                   const method::BudgetOptions& options) const {
+  ProfileBudgetMap out;
+  ASSIGN_OR_RETURN(out.profile, GetProfile(model_hash, version));
+  StatusOr<method::BudgetMap> map = method::ComputeBudgetMap(out.profile.profile, options);
+  if (!map.ok()) {
+    if (!absl::IsInvalidArgument(map.status())) return map.status();
+    // Whose fault: the profile's when it gives no map even under options every complete profile
+    // admits (ratio 1, one token per layer); then the request is fine but the stored version
+    // cannot serve it. The rule (every layer covered) stays method::ComputeBudgetMap's.
+    method::BudgetOptions lenient;
+    lenient.ratio = 1.0;
+    lenient.average_tokens = 1;
+    const Status profile_fault = method::ComputeBudgetMap(out.profile.profile, lenient).status();
+    if (!profile_fault.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("profile ", out.profile.model_hash,
+                                                        " version ", out.profile.version, ": ",
+                                                        profile_fault.message()));
+    }
+    return map.status();
+  }
+  out.map = *std::move(map);
+  return out;
 }
 
 std::vector<std::string> Scheduler::Workers() const {

@@ -16,6 +16,10 @@
 // profile yet is finished as soon as a worker holding its model registers (the profile needs the
 // model summary that workers report).
 //
+// Reads for the adapters: filtered, paged listings of jobs and profile versions, typed (parsed)
+// profiles and budget maps computed from them, and the data of an active job, so the gRPC
+// adapters only convert messages and map Status codes (they never read the store).
+//
 // Model summary: workers report their model (hash, architecture, name, n_layers, n_kv_heads,
 // head_dim, d_model, vocab_size) at registration; the first report per hash is kept. SubmitJob
 // needs the model's layer count: given in the request, or known from a registered worker.
@@ -34,6 +38,7 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "method/budget_map.h"
 #include "method/profile.h"
 #include "store/store.h"
 #include "store/types.h"
@@ -61,9 +66,9 @@ struct SubmitRequest {
 };
 
 struct WorkerRegistration {
-  std::string worker_id;  // 1..256 bytes, unique per live worker
-  method::ProfileModel model;     // the model the worker loaded; model.hash identifies it
-  uint32_t capacity = 1;  // tasks it runs at once (leases it may hold), >= 1
+  std::string worker_id;       // 1..256 bytes, unique per live worker
+  method::ProfileModel model;  // the model the worker loaded; model.hash identifies it
+  uint32_t capacity = 1;       // tasks it runs at once (leases it may hold), >= 1
 };
 
 // A prepared sample a worker holds in its PreparedSampleCache.
@@ -76,9 +81,11 @@ struct PrefillKey {
 struct Assignment {
   store::TaskKey key;
   store::TimeMs lease_deadline_ms = 0;
-  uint32_t trials = 0;        // the job's params.trials: the worker runs trials 0..trials-1
-  uint32_t attempts = 0;      // times the task has been leased, this one included
-  bool prefill_held = false;  // the worker said it holds this sample's prefill
+  std::string model_hash;      // the job's spec.model_hash
+  store::MethodParams params;  // the job's params, as stored (defaults resolved at submit)
+  uint32_t trials = 0;         // the job's params.trials: the worker runs trials 0..trials-1
+  uint32_t attempts = 0;       // times the task has been leased, this one included
+  bool prefill_held = false;   // the worker said it holds this sample's prefill
 };
 
 struct TaskResultsOutcome {
@@ -102,6 +109,64 @@ struct Revocation {
   store::TaskKey key;
 };
 
+struct SubmitOutcome {
+  store::Job job;
+  // true: this call created the job; false: the idempotency key named an existing job with an
+  // equal spec, which `job` is. Decided by the store write itself, so of concurrent submits with
+  // one key exactly one sees true.
+  bool created = false;
+};
+
+struct CancelOutcome {
+  store::Job job;  // the job after the call (state cancelled); spec.data_inline left empty
+  bool already_cancelled = false;       // the job was cancelled before: nothing was changed
+  std::vector<Revocation> revocations;  // leases workers should abandon (empty when already
+                                        // cancelled)
+};
+
+// Paging of the listings (AIP-158). A page token is the decimal offset of the page's first item
+// in the listing, so it stays meaningful while the listing does not change between pages.
+inline constexpr int32_t kDefaultPageSize = 50;  // items per page when none is asked
+inline constexpr int32_t kMaxPageSize = 1000;    // a larger page size is cut to this
+
+struct PageRequest {
+  int32_t page_size = 0;   // items; 0: kDefaultPageSize; above kMaxPageSize: kMaxPageSize;
+                           // negative: InvalidArgument naming "page_size"
+  std::string page_token;  // empty: the first page; else a next_page_token of the same listing
+                           // (InvalidArgument naming "page_token" for anything else)
+};
+
+struct JobFilter {
+  std::vector<store::JobState> states;  // keep jobs in one of these states; empty: every state
+  std::string model_hash;               // keep jobs of this model; empty: every model
+  PageRequest page;
+};
+
+struct JobPage {
+  // Newest first: by create time, then id, both descending. spec.data_inline left empty.
+  std::vector<store::Job> jobs;
+  std::string next_page_token;  // empty on the last page
+};
+
+// A stored profile version, parsed (method/profile.h), with the store's record of it.
+struct StoredProfile {
+  std::string model_hash;
+  uint32_t version = 0;              // 1, 2, ... per model hash
+  store::JobId job = store::kNoJob;  // the job that measured it; kNoJob for an imported profile
+  store::TimeMs created_at_ms = 0;   // when the store wrote it, ms since the epoch
+  method::SensitivityProfile profile;
+};
+
+struct ProfilePage {
+  std::vector<StoredProfile> profiles;  // by model hash (bytewise), then version descending
+  std::string next_page_token;          // empty on the last page
+};
+
+struct ProfileBudgetMap {
+  StoredProfile profile;  // the version the map was computed from (kLatestVersion resolved)
+  method::BudgetMap map;
+};
+
 struct JobProgress {
   store::Job job;  // spec.data_inline left empty
   uint64_t tasks_leased = 0;
@@ -121,8 +186,10 @@ class Scheduler {
 
   // Validates (ValidateJobSpec, InvalidArgument naming the field), plans one task per
   // (sample, layer) and creates the job in one store write. An idempotency key naming an equal
-  // job returns that job; a different one is AlreadyExists. Store errors pass through.
-  [[nodiscard]] StatusOr<store::Job> SubmitJob(const SubmitRequest& request);
+  // job returns that job with created = false (decided in the same store write, so concurrent
+  // submits of one key create one job and exactly one of them gets created = true); a different
+  // one is AlreadyExists. Store errors pass through.
+  [[nodiscard]] StatusOr<SubmitOutcome> SubmitJob(const SubmitRequest& request);
 
   // Registers (or re-registers, releasing the leases of the previous registration) a worker,
   // starting its heartbeat clock. InvalidArgument: empty id, capacity 0, empty or invalid
@@ -184,13 +251,44 @@ class Scheduler {
   [[nodiscard]] StatusOr<ExpireOutcome> ExpireLeases();
 
   // Cancels a pending or running job: its tasks are no longer handed out and later results are
-  // ignored. Returns the leases workers should abandon. NotFound; FailedPrecondition when the
-  // job is already final.
-  [[nodiscard]] StatusOr<std::vector<Revocation>> CancelJob(store::JobId id,
-                                                            const std::string& reason = {});
+  // ignored. Returns the job after cancelling and the leases workers should abandon. Cancelling
+  // a cancelled job changes nothing and is not an error (outcome.already_cancelled). NotFound;
+  // FailedPrecondition when the job succeeded or failed.
+  [[nodiscard]] StatusOr<CancelOutcome> CancelJob(store::JobId id, const std::string& reason = {});
 
   // Progress of a job for WatchJob. NotFound for an unknown job.
   [[nodiscard]] StatusOr<JobProgress> Progress(store::JobId id);
+
+  // ---- Reads (they take no lock of this class: each reads one consistent store snapshot) ----
+
+  // The spec of an active job with its data (inline content included), for workers deriving its
+  // samples. NotFound; FailedPrecondition ("job N is cancelled") when the job is final.
+  [[nodiscard]] StatusOr<store::JobSpec> JobData(store::JobId id) const;
+
+  // One page of the jobs that pass `filter`, newest first. InvalidArgument naming page_size or
+  // page_token (see PageRequest); store errors pass through. O(jobs) per call.
+  [[nodiscard]] StatusOr<JobPage> ListJobs(const JobFilter& filter) const;
+
+  // Version `version` of the model's profile (kLatestVersion: the latest), parsed. NotFound
+  // when there is no such version; DataLoss ("stored profile H version V: ...") when the stored
+  // document does not parse as a profile.
+  [[nodiscard]] StatusOr<StoredProfile> GetProfile(const std::string& model_hash,
+                                                   uint32_t version = store::kLatestVersion) const;
+
+  // One page of the profile versions of `model_hash` (of every model when empty), by hash then
+  // version descending; only the page's documents are parsed. InvalidArgument as ListJobs;
+  // DataLoss as GetProfile.
+  [[nodiscard]] StatusOr<ProfilePage> ListProfiles(const std::string& model_hash,
+                                                   const PageRequest& page) const;
+
+  // The budget map of profile version `version` (kLatestVersion: the latest) under `options`,
+  // computed by method::ComputeBudgetMap. Errors: GetProfile's; FailedPrecondition when the
+  // profile cannot give a budget map under any options (it misses a layer; the message is the
+  // method's, naming the layer); InvalidArgument (with the numbers) when `options` do not fit
+  // this profile (bounds infeasible for its layer count, a budget above max_context, ...).
+  [[nodiscard]] StatusOr<ProfileBudgetMap> GetBudgetMap(const std::string& model_hash,
+                                                        uint32_t version,
+                                                        const method::BudgetOptions& options) const;
 
   // Ids of the registered workers, sorted.
   std::vector<std::string> Workers() const;

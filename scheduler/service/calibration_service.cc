@@ -1,6 +1,5 @@
 #include "scheduler/service/calibration_service.h"
 
-#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <limits>
@@ -10,15 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "method/budget_format.h"
-#include "method/budget_map.h"
-#include "method/profile.h"
 #include "scheduler/service/convert.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
-
-constexpr int32_t kDefaultPageSize = 50;
-constexpr int32_t kMaxPageSize = 1000;
 
 grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -26,28 +20,7 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const Sta
   return reactor;
 }
 
-StatusOr<int32_t> PageSize(int32_t page_size) {
-  if (page_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("page_size: ", page_size, " is negative"));
-  }
-  if (page_size == 0) return kDefaultPageSize;
-  return std::min(page_size, kMaxPageSize);
-}
-
-// Page tokens are the decimal offset of the page's first item in the listing.
-StatusOr<size_t> PageOffset(const std::string& token) {
-  if (token.empty()) return size_t{0};
-  size_t offset = 0;
-  for (char c : token) {
-    if (c < '0' || c > '9' || offset > (std::numeric_limits<size_t>::max() - 9) / 10) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("page_token: \"", token.substr(0, 80), "\" is not a token of this server"));
-    }
-    offset = offset * 10 + static_cast<size_t>(c - '0');
-  }
-  return offset;
-}
-
+// A version field of a request: 0 = latest; beyond uint32 no version can exist.
 StatusOr<uint32_t> ProfileVersionArg(int64_t version, std::string_view field) {
   if (version < 0) {
     return absl::InvalidArgumentError(
@@ -185,9 +158,9 @@ class CalibrationServiceImpl::WatchReactor final : public grpc::ServerWriteReact
   bool cancelled_ = false;      // guarded by mu_
 };
 
-CalibrationServiceImpl::CalibrationServiceImpl(Scheduler* scheduler, store::Store* store,
+CalibrationServiceImpl::CalibrationServiceImpl(Scheduler* scheduler,
                                                CalibrationServiceOptions options)
-    : scheduler_(scheduler), store_(store), options_(std::move(options)) {}
+    : scheduler_(scheduler), options_(std::move(options)) {}
 
 CalibrationServiceImpl::~CalibrationServiceImpl() { Shutdown(); }
 
@@ -202,17 +175,9 @@ void CalibrationServiceImpl::Shutdown() {
 Status CalibrationServiceImpl::DoSubmitJob(const v1::SubmitJobRequest& request,
                                            v1::SubmitJobResponse* response) {
   ASSIGN_OR_RETURN(SubmitRequest submit, SubmitRequestFromProto(request));
-  bool existing = false;
-  if (!submit.spec.idempotency_key.empty()) {
-    // The core returns an equal job for a reused key; tell the caller it is not new.
-    ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs());
-    existing = std::any_of(jobs.begin(), jobs.end(), [&](const store::Job& job) {
-      return job.spec.idempotency_key == submit.spec.idempotency_key;
-    });
-  }
-  ASSIGN_OR_RETURN(store::Job job, scheduler_->SubmitJob(submit));
-  *response->mutable_job() = JobToProto(job);
-  response->set_existing(existing);
+  ASSIGN_OR_RETURN(SubmitOutcome outcome, scheduler_->SubmitJob(submit));
+  *response->mutable_job() = JobToProto(outcome.job);
+  response->set_existing(!outcome.created);
   return absl::OkStatus();
 }
 
@@ -225,9 +190,7 @@ Status CalibrationServiceImpl::DoGetJob(const v1::GetJobRequest& request, v1::Jo
 
 Status CalibrationServiceImpl::DoListJobs(const v1::ListJobsRequest& request,
                                           v1::ListJobsResponse* response) {
-  ASSIGN_OR_RETURN(int32_t page_size, PageSize(request.page_size()));
-  ASSIGN_OR_RETURN(size_t offset, PageOffset(request.page_token()));
-  std::vector<store::JobState> states;
+  JobFilter filter;
   for (int i = 0; i < request.states_size(); ++i) {
     const std::optional<store::JobState> state =
         JobStateFromProto(static_cast<v1::JobState>(request.states(i)));
@@ -235,38 +198,25 @@ Status CalibrationServiceImpl::DoListJobs(const v1::ListJobsRequest& request,
       return absl::InvalidArgumentError(
           absl::StrCat("states[", i, "]: ", request.states(i), " is not a job state"));
     }
-    states.push_back(*state);
+    filter.states.push_back(*state);
   }
   if (!request.model_hash().empty())
     RETURN_IF_ERROR(CheckModelHash(request.model_hash(), "model_hash"));
-  ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs());
-  std::erase_if(jobs, [&](const store::Job& job) {
-    if (!states.empty() && std::find(states.begin(), states.end(), job.state) == states.end()) {
-      return true;
-    }
-    return !request.model_hash().empty() && job.spec.model_hash != request.model_hash();
-  });
-  // Newest first: by create time, then id, both descending.
-  std::sort(jobs.begin(), jobs.end(), [](const store::Job& a, const store::Job& b) {
-    if (a.created_at_ms != b.created_at_ms) return a.created_at_ms > b.created_at_ms;
-    return a.id > b.id;
-  });
-  const size_t end = std::min(jobs.size(), offset + static_cast<size_t>(page_size));
-  for (size_t i = offset; i < end; ++i) *response->add_jobs() = JobToProto(jobs[i]);
-  if (end < jobs.size()) response->set_next_page_token(absl::StrCat(end));
+  filter.model_hash = request.model_hash();
+  filter.page = {.page_size = request.page_size(), .page_token = request.page_token()};
+  ASSIGN_OR_RETURN(JobPage page, scheduler_->ListJobs(filter));
+  for (const store::Job& job : page.jobs) *response->add_jobs() = JobToProto(job);
+  response->set_next_page_token(page.next_page_token);
   return absl::OkStatus();
 }
 
 Status CalibrationServiceImpl::DoCancelJob(const v1::CancelJobRequest& request, v1::Job* response) {
   ASSIGN_OR_RETURN(store::JobId id, ParseJobId(request.job_id(), "job_id"));
-  ASSIGN_OR_RETURN(store::Job before, store_->GetJob(id));
-  if (before.state != store::JobState::kCancelled) {
-    ASSIGN_OR_RETURN(std::vector<Revocation> revocations,
-                     scheduler_->CancelJob(id, "cancelled by CancelJob"));
-    if (options_.on_revocations) options_.on_revocations(revocations);
+  ASSIGN_OR_RETURN(CancelOutcome outcome, scheduler_->CancelJob(id, "cancelled by CancelJob"));
+  if (!outcome.already_cancelled && options_.on_revocations) {
+    options_.on_revocations(outcome.revocations);
   }
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
-  *response = JobToProto(job);
+  *response = JobToProto(outcome.job);
   return absl::OkStatus();
 }
 
@@ -274,13 +224,8 @@ Status CalibrationServiceImpl::DoGetProfile(const v1::GetProfileRequest& request
                                             v1::Profile* response) {
   RETURN_IF_ERROR(CheckModelHash(request.model_hash(), "model_hash"));
   ASSIGN_OR_RETURN(uint32_t version, ProfileVersionArg(request.version(), "version"));
-  ASSIGN_OR_RETURN(store::ProfileVersion record, store_->GetProfile(request.model_hash(), version));
-  StatusOr<method::SensitivityProfile> profile = method::ProfileFromJson(record.profile_json);
-  if (!profile.ok()) {
-    return absl::DataLossError(absl::StrCat("stored profile ", record.model_hash, " version ",
-                                            record.version, ": ", profile.status().message()));
-  }
-  *response = ProfileToProto(*profile, record, /*with_layers=*/true);
+  ASSIGN_OR_RETURN(StoredProfile profile, scheduler_->GetProfile(request.model_hash(), version));
+  *response = ProfileToProto(profile, /*with_layers=*/true);
   return absl::OkStatus();
 }
 
@@ -288,27 +233,14 @@ Status CalibrationServiceImpl::DoListProfiles(const v1::ListProfilesRequest& req
                                               v1::ListProfilesResponse* response) {
   if (!request.model_hash().empty())
     RETURN_IF_ERROR(CheckModelHash(request.model_hash(), "model_hash"));
-  ASSIGN_OR_RETURN(int32_t page_size, PageSize(request.page_size()));
-  ASSIGN_OR_RETURN(size_t offset, PageOffset(request.page_token()));
-  ASSIGN_OR_RETURN(std::vector<store::ProfileVersion> records,
-                   store_->ListProfiles(request.model_hash()));
-  // By hash, then version descending.
-  std::sort(records.begin(), records.end(),
-            [](const store::ProfileVersion& a, const store::ProfileVersion& b) {
-              if (a.model_hash != b.model_hash) return a.model_hash < b.model_hash;
-              return a.version > b.version;
-            });
-  const size_t end = std::min(records.size(), offset + static_cast<size_t>(page_size));
-  for (size_t i = offset; i < end; ++i) {
-    StatusOr<method::SensitivityProfile> profile = method::ProfileFromJson(records[i].profile_json);
-    if (!profile.ok()) {
-      return absl::DataLossError(absl::StrCat("stored profile ", records[i].model_hash, " version ",
-                                              records[i].version, ": ",
-                                              profile.status().message()));
-    }
-    *response->add_profiles() = ProfileToProto(*profile, records[i], /*with_layers=*/false);
+  ASSIGN_OR_RETURN(
+      ProfilePage page,
+      scheduler_->ListProfiles(request.model_hash(), {.page_size = request.page_size(),
+                                                      .page_token = request.page_token()}));
+  for (const StoredProfile& profile : page.profiles) {
+    *response->add_profiles() = ProfileToProto(profile, /*with_layers=*/false);
   }
-  if (end < records.size()) response->set_next_page_token(absl::StrCat(end));
+  response->set_next_page_token(page.next_page_token);
   return absl::OkStatus();
 }
 
@@ -319,24 +251,11 @@ Status CalibrationServiceImpl::DoGetBudgetMap(const v1::GetBudgetMapRequest& req
                    ProfileVersionArg(request.profile_version(), "profile_version"));
   if (!request.has_params()) return absl::InvalidArgumentError("params is required");
   ASSIGN_OR_RETURN(BudgetRequest budget, BudgetRequestFromProto(request.params()));
-  ASSIGN_OR_RETURN(store::ProfileVersion record, store_->GetProfile(request.model_hash(), version));
-  StatusOr<method::SensitivityProfile> profile = method::ProfileFromJson(record.profile_json);
-  if (!profile.ok()) {
-    return absl::DataLossError(absl::StrCat("stored profile ", record.model_hash, " version ",
-                                            record.version, ": ", profile.status().message()));
-  }
-  // A budget map covers every layer; a profile of some layers only cannot give one.
-  const std::vector<int64_t>& layers = profile->params.layers;
-  for (int64_t l = 0; l < profile->model.n_layers; ++l) {
-    if (static_cast<size_t>(l) >= layers.size() || layers[static_cast<size_t>(l)] != l) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "profile ", record.model_hash, " version ", record.version, " does not cover layer ", l,
-          " of ", profile->model.n_layers, "; a budget map needs every layer"));
-    }
-  }
-  ASSIGN_OR_RETURN(method::BudgetMap map, method::ComputeBudgetMap(*profile, budget.options));
-  ASSIGN_OR_RETURN(std::string formatted, method::FormatBudgetMap(map, budget.format, budget.context_len));
-  *response = BudgetMapToProto(map, budget, record.version, formatted);
+  ASSIGN_OR_RETURN(ProfileBudgetMap result,
+                   scheduler_->GetBudgetMap(request.model_hash(), version, budget.options));
+  ASSIGN_OR_RETURN(std::string formatted,
+                   method::FormatBudgetMap(result.map, budget.format, budget.context_len));
+  *response = BudgetMapToProto(result.map, budget, result.profile.version, formatted);
   return absl::OkStatus();
 }
 

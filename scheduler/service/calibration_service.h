@@ -1,11 +1,12 @@
 #pragma once
 // ripplekv.v1.CalibrationService over the scheduler core (docs/API.md): a thin adapter that
-// converts messages (convert.h), calls scheduler::Scheduler and store::Store, and maps Status
-// codes one to one. WatchJob polls Scheduler::Progress on its own thread per stream.
+// converts messages (convert.h), calls scheduler::Scheduler (which owns every domain rule:
+// idempotency, filtering, paging, parsing profiles, budget maps) and maps Status codes one to
+// one. WatchJob polls Scheduler::Progress on its own thread per stream.
 //
-// Thread-safety: handlers run on gRPC's callback threads; the Scheduler and Store are
-// thread-safe. Shutdown() must be called before the grpc::Server is shut down, so that watch
-// streams end (UNAVAILABLE) instead of holding the server open.
+// Thread-safety: handlers run on gRPC's callback threads; the Scheduler is thread-safe. Shutdown()
+// must be called before the grpc::Server is shut down, so that watch streams end (UNAVAILABLE)
+// instead of holding the server open.
 
 #include <grpcpp/grpcpp.h>
 
@@ -17,7 +18,6 @@
 
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "scheduler/core/scheduler.h"
-#include "store/store.h"
 
 namespace ripplekv::scheduler::service {
 
@@ -31,9 +31,8 @@ struct CalibrationServiceOptions {
 
 class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::CallbackService {
  public:
-  // `scheduler` and `store` are not owned and must outlive this service.
-  CalibrationServiceImpl(Scheduler* scheduler, store::Store* store,
-                         CalibrationServiceOptions options);
+  // `scheduler` is not owned and must outlive this service.
+  CalibrationServiceImpl(Scheduler* scheduler, CalibrationServiceOptions options);
   ~CalibrationServiceImpl() override;
 
   // Ends every watch stream with UNAVAILABLE and refuses new ones. Idempotent; blocks until the
@@ -80,7 +79,6 @@ class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::
   class WatchReactor;
 
   Scheduler* const scheduler_;
-  store::Store* const store_;
   const CalibrationServiceOptions options_;
 
   std::atomic<bool> shutting_down_{false};

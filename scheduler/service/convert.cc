@@ -349,13 +349,13 @@ v1::Job JobToProto(const JobProgress& progress) {
   return out;
 }
 
-v1::Profile ProfileToProto(const method::SensitivityProfile& profile, const store::ProfileVersion& record,
-                           bool with_layers) {
+v1::Profile ProfileToProto(const StoredProfile& stored, bool with_layers) {
+  const method::SensitivityProfile& profile = stored.profile;
   v1::Profile out;
-  out.set_model_hash(record.model_hash);
-  out.set_version(record.version);
-  if (record.job != store::kNoJob) out.set_job_id(FormatJobId(record.job));
-  TimeMsToProto(record.created_at_ms / 1000 * 1000, out.mutable_create_time());
+  out.set_model_hash(stored.model_hash);
+  out.set_version(stored.version);
+  if (stored.job != store::kNoJob) out.set_job_id(FormatJobId(stored.job));
+  TimeMsToProto(stored.created_at_ms / 1000 * 1000, out.mutable_create_time());
   v1::ModelInfo* model = out.mutable_model();
   model->set_model_hash(profile.model.hash);
   model->set_architecture(profile.model.architecture);
@@ -367,7 +367,7 @@ v1::Profile ProfileToProto(const method::SensitivityProfile& profile, const stor
   model->set_vocab_size(static_cast<int32_t>(profile.model.vocab_size));
   v1::CalibrationParams* params = out.mutable_params();
   params->set_mode(profile.params.mode == method::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
-                                                                : v1::PERTURB_MODE_CACHE);
+                                                                        : v1::PERTURB_MODE_CACHE);
   params->set_alpha(static_cast<float>(profile.params.alpha));
   params->set_trials(static_cast<int32_t>(profile.params.trials));
   params->set_seed(profile.params.seed);
@@ -549,14 +549,14 @@ StatusOr<store::TaskKey> ParseTaskId(std::string_view text, std::string_view fie
   return key;
 }
 
-v1::TaskAssignment AssignmentToProto(const Assignment& assignment, const store::Job& job) {
+v1::TaskAssignment AssignmentToProto(const Assignment& assignment) {
   v1::TaskAssignment out;
   out.set_task_id(FormatTaskId(assignment.key, assignment.attempts));
   out.set_job_id(FormatJobId(assignment.key.job));
-  out.set_model_hash(job.spec.model_hash);
+  out.set_model_hash(assignment.model_hash);
   out.set_sample(static_cast<int32_t>(assignment.key.sample));
   out.set_layer(static_cast<int32_t>(assignment.key.layer));
-  MethodParamsToProto(job.spec.params, out.mutable_params());
+  MethodParamsToProto(assignment.params, out.mutable_params());
   return out;
 }
 

@@ -14,11 +14,11 @@
 #include <string_view>
 
 #include "kernels/base/status.h"
-#include "ripplekv/v1/calibration.pb.h"
-#include "ripplekv/v1/worker.pb.h"
 #include "method/budget_format.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
+#include "ripplekv/v1/calibration.pb.h"
+#include "ripplekv/v1/worker.pb.h"
 #include "scheduler/core/scheduler.h"
 #include "store/types.h"
 
@@ -64,9 +64,8 @@ v1::Job JobToProto(const store::Job& job);
 v1::Job JobToProto(const JobProgress& progress);
 void TimeMsToProto(store::TimeMs ms, google::protobuf::Timestamp* out);
 
-// Profile document + its store record -> message. `with_layers` false leaves `layers` empty.
-v1::Profile ProfileToProto(const method::SensitivityProfile& profile, const store::ProfileVersion& record,
-                           bool with_layers);
+// A stored profile version -> message. `with_layers` false leaves `layers` empty.
+v1::Profile ProfileToProto(const StoredProfile& stored, bool with_layers);
 
 // BudgetParams -> library options (context_len becomes max_context). InvalidArgument naming the
 // field ("params.total": neither set; "params.average_tokens: 0 must be > 0", ...), and
@@ -91,7 +90,7 @@ std::string FormatTaskId(const store::TaskKey& key, uint32_t attempt);
 // InvalidArgument naming `field` when `text` is not a task id.
 [[nodiscard]] StatusOr<store::TaskKey> ParseTaskId(std::string_view text, std::string_view field);
 
-// An assignment for the worker stream, with the job's parameters.
-v1::TaskAssignment AssignmentToProto(const Assignment& assignment, const store::Job& job);
+// An assignment for the worker stream, with the job's model hash and parameters.
+v1::TaskAssignment AssignmentToProto(const Assignment& assignment);
 
 }  // namespace ripplekv::scheduler::service

@@ -50,8 +50,8 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   WorkerServiceOptions worker_options;
   worker_options.heartbeat_interval_ms = options.heartbeat_interval_ms;
   worker_options.lease_timeout_ms = options.heartbeat_timeout_ms;
-  server->worker_service_ = std::make_unique<WorkerServiceImpl>(
-      server->scheduler_.get(), server->store_.get(), worker_options);
+  server->worker_service_ =
+      std::make_unique<WorkerServiceImpl>(server->scheduler_.get(), worker_options);
   CalibrationServiceOptions calibration_options;
   calibration_options.watch_poll_ms = options.watch_poll_ms;
   WorkerServiceImpl* workers = server->worker_service_.get();
@@ -59,7 +59,7 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     workers->Revoke(revocations);
   };
   server->calibration_service_ = std::make_unique<CalibrationServiceImpl>(
-      server->scheduler_.get(), server->store_.get(), std::move(calibration_options));
+      server->scheduler_.get(), std::move(calibration_options));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -216,14 +216,8 @@ class WorkerServiceImpl::ConnectReactor final
       RETURN_IF_ERROR(next.status());
       if (!next->has_value()) return absl::OkStatus();
       const Assignment& assignment = **next;
-      auto job = jobs_.find(assignment.key.job);
-      if (job == jobs_.end()) {
-        ASSIGN_OR_RETURN(store::Job loaded, service_->store_->GetJob(assignment.key.job));
-        loaded.spec.data_inline.clear();  // workers fetch it with GetJobData
-        job = jobs_.emplace(assignment.key.job, std::move(loaded)).first;
-      }
       v1::SchedulerMessage message;
-      *message.mutable_task_assignment() = AssignmentToProto(assignment, job->second);
+      *message.mutable_task_assignment() = AssignmentToProto(assignment);
       leases_[assignment.key] = message.task_assignment().task_id();
       Enqueue(std::move(message));
     }
@@ -351,7 +345,6 @@ class WorkerServiceImpl::ConnectReactor final
   std::string worker_id_;                         // set by hello; guarded by mu_
   std::vector<PrefillKey> held_;                  // last heartbeat's prefills; guarded by mu_
   std::map<store::TaskKey, std::string> leases_;  // task ids sent; guarded by mu_
-  std::map<store::JobId, store::Job> jobs_;       // specs of jobs given, without inline data
   std::deque<v1::SchedulerMessage> out_;          // front is being written when writing_
   bool writing_ = false;
   bool draining_ = false;
@@ -360,9 +353,8 @@ class WorkerServiceImpl::ConnectReactor final
   std::optional<grpc::Status> pending_finish_;
 };
 
-WorkerServiceImpl::WorkerServiceImpl(Scheduler* scheduler, store::Store* store,
-                                     WorkerServiceOptions options)
-    : scheduler_(scheduler), store_(store), options_(options) {}
+WorkerServiceImpl::WorkerServiceImpl(Scheduler* scheduler, WorkerServiceOptions options)
+    : scheduler_(scheduler), options_(options) {}
 
 WorkerServiceImpl::~WorkerServiceImpl() { Shutdown(); }
 
@@ -410,12 +402,8 @@ Status WorkerServiceImpl::DoRegister(const v1::RegisterRequest& request,
 Status WorkerServiceImpl::DoGetJobData(const v1::GetJobDataRequest& request,
                                        v1::GetJobDataResponse* response) {
   ASSIGN_OR_RETURN(store::JobId id, ParseJobId(request.job_id(), "job_id"));
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
-  if (IsTerminal(job.state)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", id, " is ", std::string(store::JobStateName(job.state))));
-  }
-  CalibrationDataToProto(job.spec, /*with_inline_data=*/true, response->mutable_data());
+  ASSIGN_OR_RETURN(store::JobSpec spec, scheduler_->JobData(id));
+  CalibrationDataToProto(spec, /*with_inline_data=*/true, response->mutable_data());
   return absl::OkStatus();
 }
 

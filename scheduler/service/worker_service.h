@@ -27,7 +27,6 @@
 
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "scheduler/core/scheduler.h"
-#include "store/store.h"
 
 namespace ripplekv::scheduler::service {
 
@@ -39,8 +38,8 @@ struct WorkerServiceOptions {
 
 class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackService {
  public:
-  // `scheduler` and `store` are not owned and must outlive this service.
-  WorkerServiceImpl(Scheduler* scheduler, store::Store* store, WorkerServiceOptions options);
+  // `scheduler` is not owned and must outlive this service.
+  WorkerServiceImpl(Scheduler* scheduler, WorkerServiceOptions options);
   ~WorkerServiceImpl() override;
 
   // Sends a task_cancellation for each revoked lease to its worker's stream (if connected).
@@ -78,7 +77,6 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
   void Detach(ConnectReactor* stream);
 
   Scheduler* const scheduler_;
-  store::Store* const store_;
   const WorkerServiceOptions options_;
 
   // Recursive: a stream's OnDone (which locks it) may in principle run inline from a Finish

@@ -103,9 +103,9 @@ class SchedulerTest : public ::testing::Test {
   }
 
   store::Job Submit(const store::JobSpec& spec, int64_t n_layers = 30) {
-    auto job = scheduler_->SubmitJob({.spec = spec, .model_n_layers = n_layers});
-    EXPECT_TRUE(job.ok()) << job.status();
-    return job.ok() ? *job : store::Job{};
+    auto outcome = scheduler_->SubmitJob({.spec = spec, .model_n_layers = n_layers});
+    EXPECT_TRUE(outcome.ok()) << outcome.status();
+    return outcome.ok() ? outcome->job : store::Job{};
   }
 
   std::optional<Assignment> Next(const std::string& id) {
@@ -161,7 +161,7 @@ TEST_F(SchedulerTest, SubmitNamesTheBadFieldAndNeedsTheLayerCount) {
   Register("w1");  // now the model's layer count is known from the worker
   r = scheduler_->SubmitJob({.spec = Spec(2)});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->tasks_total, 60u);
+  EXPECT_EQ(r->job.tasks_total, 60u);
 }
 
 TEST_F(SchedulerTest, IdempotencyKeyReturnsTheSameJob) {
@@ -334,17 +334,24 @@ TEST_F(SchedulerTest, CancelledJobHandsOutNothingAndIgnoresResults) {
   Register("w1");
   auto a = Next("w1");
   ASSERT_TRUE(a);
-  auto revoked = scheduler_->CancelJob(job.id, "user asked");
-  ASSERT_TRUE(revoked.ok()) << revoked.status();
-  ASSERT_EQ(revoked->size(), 1u);
-  EXPECT_EQ((*revoked)[0].worker_id, "w1");
+  auto cancelled = scheduler_->CancelJob(job.id, "user asked");
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_FALSE(cancelled->already_cancelled);
+  EXPECT_EQ(cancelled->job.state, store::JobState::kCancelled);
+  const std::vector<Revocation>& revoked = cancelled->revocations;
+  ASSERT_EQ(revoked.size(), 1u);
+  EXPECT_EQ(revoked[0].worker_id, "w1");
   EXPECT_FALSE(Next("w1"));
   TaskResultsOutcome late = Complete("w1", a->key, 2);
   EXPECT_TRUE(late.ignored);
   store::Job after = *store_->GetJob(job.id);
   EXPECT_EQ(after.state, store::JobState::kCancelled);
   EXPECT_EQ(after.results_stored, 0u);
-  EXPECT_TRUE(absl::IsFailedPrecondition(scheduler_->CancelJob(job.id).status()));
+  auto again = scheduler_->CancelJob(job.id);
+  ASSERT_TRUE(again.ok()) << again.status() << ": cancelling twice is a no-op";
+  EXPECT_TRUE(again->already_cancelled);
+  EXPECT_TRUE(again->revocations.empty());
+  EXPECT_EQ(again->job.state, store::JobState::kCancelled);
   EXPECT_TRUE(absl::IsNotFound(scheduler_->CancelJob(999).status()));
 }
 
@@ -519,7 +526,7 @@ TEST_F(SchedulerTest, SubmitTakesTheLayerCountGivenAndChecksItAgainstWorkers) {
   // Before any worker registered: the request's count plans the job.
   auto early = scheduler_->SubmitJob({.spec = Spec(2), .model_n_layers = 30});
   ASSERT_TRUE(early.ok()) << early.status();
-  EXPECT_EQ(early->tasks_total, 2u * 30u);
+  EXPECT_EQ(early->job.tasks_total, 2u * 30u);
   Register("w1");  // reports 30 layers
   auto wrong = scheduler_->SubmitJob({.spec = Spec(2), .model_n_layers = 12});
   ASSERT_TRUE(absl::IsInvalidArgument(wrong.status()));
