@@ -1,5 +1,4 @@
 #include "method/budget_map.h"
-#include "kernels/base/strings.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +6,8 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/check.h"
+#include "kernels/base/strings.h"
+#include "method/apportion.h"
 
 namespace ripplekv::method {
 namespace {
@@ -98,114 +98,6 @@ Status ValidateOptionsImpl(size_t num_layers, const BudgetOptions& o) {
   return absl::OkStatus();
 }
 
-// Steps 3-4: b_l = clamp(lambda * m_l, lo, hi) with lambda such that sum(b) == total (exactly, up
-// to floating-point rounding). Each round spreads what the fixed layers leave over the free ones
-// in proportion to m, then fixes violators at their bound. Which violators are fixed follows the
-// sign of their net excess E = sum(bound - b): E > 0 means the free layers must shrink (lambda
-// falls), so layers below lo now stay below lo and are fixed at lo, while a layer above hi may come
-// back inside and is left free; E < 0 is the mirror case; E == 0 fixes both. Every round fixes at
-// least one layer, so there are at most L + 1 rounds, and no fixed layer is ever released.
-// Only the proportions of m matter, so they are scaled into (0, 1] first: with a ratio near the
-// top of the double range, m_l (up to r) or their sum would overflow to infinity, and so would
-// remaining * m_l long before. Each budget is remaining times a fraction in (0, 1].
-std::vector<double> WaterFill(const std::vector<double>& multipliers, int64_t total, int64_t lo,
-                              std::optional<int64_t> hi) {
-  const size_t L = multipliers.size();
-  const double m_max = *std::max_element(multipliers.begin(), multipliers.end());
-  std::vector<double> m(L);  // m_l / max m: >= 1 / r > 0, as every m_l >= 1
-  for (size_t l = 0; l < L; ++l) m[l] = multipliers[l] / m_max;
-  std::vector<double> b(L, 0.0);
-  std::vector<bool> fixed(L, false);
-  int64_t fixed_total = 0;  // integer bounds, so exact
-  std::vector<size_t> lows, highs;
-  for (size_t round = 0; round <= L; ++round) {
-    double m_free = 0.0;
-    for (size_t l = 0; l < L; ++l) {
-      if (!fixed[l]) m_free += m[l];
-    }
-    if (m_free == 0.0) break;  // every layer fixed
-    const double remaining = static_cast<double>(total - fixed_total);
-    lows.clear();
-    highs.clear();
-    double excess = 0.0;
-    for (size_t l = 0; l < L; ++l) {
-      if (fixed[l]) continue;
-      b[l] = remaining * (m[l] / m_free);
-      if (b[l] < static_cast<double>(lo)) {
-        excess += static_cast<double>(lo) - b[l];
-        lows.push_back(l);
-      } else if (hi && b[l] > static_cast<double>(*hi)) {
-        excess += static_cast<double>(*hi) - b[l];
-        highs.push_back(l);
-      }
-    }
-    if (lows.empty() && highs.empty()) break;
-    if (excess >= 0) {
-      for (size_t l : lows) {
-        b[l] = static_cast<double>(lo);
-        fixed[l] = true;
-        fixed_total += lo;
-      }
-    }
-    if (excess <= 0) {
-      for (size_t l : highs) {
-        b[l] = static_cast<double>(*hi);
-        fixed[l] = true;
-        fixed_total += *hi;
-      }
-    }
-  }
-  return b;
-}
-
-// Step 5: integers in [lo, hi] summing to exactly `total`, by largest remainder. Equal remainders
-// go to the more sensitive layer first, then to the lower index, so budgets never order against
-// sensitivity (with r = 1 or a near-flat profile, equal remainders are common). Each value is
-// first clamped into [lo, hi] (water-filling can leave a free layer an ulp outside), so floors are
-// >= lo and a layer below hi has room for its extra token.
-std::vector<int64_t> RoundLargestRemainder(const std::vector<double>& b,
-                                           std::span<const double> sensitivity, int64_t total,
-                                           int64_t lo, std::optional<int64_t> hi) {
-  const size_t L = b.size();
-  const double dlo = static_cast<double>(lo);
-  std::vector<int64_t> tokens(L);
-  std::vector<double> remainder(L);
-  int64_t sum = 0;
-  for (size_t l = 0; l < L; ++l) {
-    double v = std::max(b[l], dlo);
-    if (hi) v = std::min(v, static_cast<double>(*hi));
-    const double f = std::floor(v);
-    tokens[l] = static_cast<int64_t>(f);
-    remainder[l] = v - f;
-    sum += tokens[l];
-  }
-  std::vector<size_t> order(L);
-  std::iota(order.begin(), order.end(), size_t{0});
-  // Largest remainder first, then the more sensitive layer; stable, so full ties keep ascending
-  // layer order.
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t c) {
-    if (remainder[a] != remainder[c]) return remainder[a] > remainder[c];
-    return sensitivity[a] > sensitivity[c];
-  });
-  // The water-filled values sum to `total` up to rounding error, so the floors fall short by
-  // fewer than L tokens (or overshoot by a hair); anything else is a bug in WaterFill.
-  int64_t deficit = total - sum;
-  RIPPLEKV_CHECK(deficit <= static_cast<int64_t>(L) && deficit >= -1);
-  for (size_t l : order) {
-    if (deficit <= 0) break;
-    if (hi && tokens[l] >= *hi) continue;
-    ++tokens[l];
-    --deficit;
-  }
-  for (auto it = order.rbegin(); it != order.rend() && deficit < 0; ++it) {
-    if (tokens[*it] <= lo) continue;
-    --tokens[*it];
-    ++deficit;
-  }
-  RIPPLEKV_CHECK(deficit == 0);
-  return tokens;
-}
-
 }  // namespace
 
 std::string_view NormalizationName(Normalization normalization) {
@@ -281,10 +173,12 @@ StatusOr<BudgetMap> ComputeBudgetMap(std::span<const double> sensitivity,
   map.normalized = std::move(normalized);
   map.multipliers.resize(L);
   for (size_t l = 0; l < L; ++l) map.multipliers[l] = std::pow(options.ratio, map.normalized[l]);
-  const std::vector<double> real =
-      WaterFill(map.multipliers, map.total_tokens, options.min_tokens, options.max_tokens);
-  map.tokens = RoundLargestRemainder(real, sensitivity, map.total_tokens, options.min_tokens,
-                                     options.max_tokens);
+  // Steps 3-5 (the budget is preserved by apportioning the total in proportion to m): the one
+  // apportioning routine, equal remainders to the more sensitive layer.
+  ASSIGN_OR_RETURN(
+      map.tokens,
+      Apportion(map.multipliers, map.total_tokens,
+                {.min_tokens = options.min_tokens, .max_tokens = options.max_tokens}, sensitivity));
   if (options.max_context) {
     for (size_t l = 0; l < L; ++l) {
       if (map.tokens[l] > *options.max_context) {

@@ -9,8 +9,9 @@
 //   4. clamp to [b_min, b_max] and redistribute the excess over the unclamped layers
 //      (water-filling) until the total is T again;
 //   5. round by largest remainder, so the integers sum to exactly T; equal remainders go to the
-//   more
-//      sensitive layer, then to the lower layer index.
+//      more sensitive layer, then to the lower layer index.
+// Steps 3-5 are the one apportioning routine of method/apportion.h, with the multipliers as
+// weights and the sensitivities as the tie priority.
 // A budget counts every token a layer keeps (observation window and sink tokens included), per KV
 // head. docs/BUDGETS.md has a worked example.
 //
@@ -24,13 +25,14 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "method/apportion.h"
 #include "method/profile.h"
 
 namespace ripplekv::method {
 
 // Largest total budget L * B accepted, tokens. Keeps every intermediate in double exact to far
 // below one token, so rounding cannot be disturbed by floating-point error.
-inline constexpr int64_t kMaxTotalTokens = int64_t{1} << 40;
+inline constexpr int64_t kMaxTotalTokens = kMaxApportionTotal;
 
 enum class Normalization {
   kMinMax,     // "minmax": n = (s - min s) / (max s - min s) (the DESIGN.md §2 default)

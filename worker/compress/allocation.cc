@@ -3,61 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "kernels/base/strings.h"
+#include "method/apportion.h"
 
 namespace ripplekv::worker {
-
-namespace {
-
-// Tolerance when flooring a real budget that should be an integer (e.g. 40 computed as
-// 39.999999999): far below any real remainder, far above double rounding on token counts.
-constexpr double kFloorSlack = 1e-9;
-constexpr int kBisectionSteps = 200;
-
-// Real budgets clamp(c * t_l, lo, hi) whose sum is `total`: bisection for c, then the exact c for
-// the layers left strictly inside the bounds.
-std::vector<double> WaterFill(std::vector<double> t, int64_t total, double lo, double hi) {
-  const double t_max = *std::max_element(t.begin(), t.end());
-  if (t_max <= 0.0) {
-    std::fill(t.begin(), t.end(), 1.0);
-  } else {
-    for (double& v : t) v = std::max(v, t_max * 1e-12);  // a zero share still reaches hi
-  }
-  auto filled = [&](double c) {
-    double s = 0.0;
-    for (double v : t) s += std::clamp(c * v, lo, hi);
-    return s;
-  };
-  const double target = static_cast<double>(total);
-  double c_lo = 0.0, c_hi = 1.0;
-  while (filled(c_hi) < target) c_hi *= 2.0;
-  for (int i = 0; i < kBisectionSteps; ++i) {
-    const double mid = 0.5 * (c_lo + c_hi);
-    if (mid <= c_lo || mid >= c_hi) break;
-    (filled(mid) < target ? c_lo : c_hi) = mid;
-  }
-  double fixed = 0.0, free_t = 0.0;
-  for (double v : t) {
-    const double x = c_hi * v;
-    if (x <= lo) {
-      fixed += lo;
-    } else if (x >= hi) {
-      fixed += hi;
-    } else {
-      free_t += v;
-    }
-  }
-  const double c = free_t > 0.0 ? (target - fixed) / free_t : c_hi;
-  std::vector<double> r(t.size());
-  for (size_t l = 0; l < t.size(); ++l) {
-    const double x = c_hi * t[l];
-    r[l] = x <= lo ? lo : x >= hi ? hi : std::clamp(c * t[l], lo, hi);
-  }
-  return r;
-}
-
-}  // namespace
 
 StatusOr<int64_t> TotalBudget(int n_layers, int average, BudgetBounds b) {
   if (n_layers < 1) return absl::InvalidArgumentError(Cat("n_layers must be >= 1, got ", n_layers));
@@ -77,67 +28,17 @@ StatusOr<int64_t> TotalBudget(int n_layers, int average, BudgetBounds b) {
 
 StatusOr<std::vector<int>> FitBudgets(std::span<const double> targets, int64_t total,
                                       BudgetBounds b) {
-  const int n = static_cast<int>(targets.size());
-  if (n == 0) return absl::InvalidArgumentError("FitBudgets: no layers");
-  const int lo = b.min_budget, hi = b.max_budget;
-  if (lo < 0 || lo > hi) {
-    return absl::InvalidArgumentError(Cat("FitBudgets: bounds [", lo, ", ", hi, "] are empty"));
+  StatusOr<std::vector<int64_t>> tokens =
+      method::Apportion(targets, total, {.min_tokens = b.min_budget, .max_tokens = b.max_budget});
+  if (!tokens.ok()) {
+    return absl::InvalidArgumentError(Cat("FitBudgets: ", std::string(tokens.status().message())));
   }
-  if (total < static_cast<int64_t>(n) * lo || total > static_cast<int64_t>(n) * hi) {
-    return absl::InvalidArgumentError(Cat("FitBudgets: a total of ", total, " tokens over ", n,
-                                          " layers is outside [", static_cast<int64_t>(n) * lo,
-                                          ", ", static_cast<int64_t>(n) * hi, "]"));
-  }
-  double sum = 0.0;
-  bool inside = true;
-  for (int l = 0; l < n; ++l) {
-    if (!std::isfinite(targets[l]) || targets[l] < 0.0) {
-      return absl::InvalidArgumentError(
-          Cat("FitBudgets: layer ", l, " has target ", targets[l], " (must be finite and >= 0)"));
-    }
-    sum += targets[l];
-    inside = inside && targets[l] >= lo && targets[l] <= hi;
-  }
-  const std::vector<double> real =
-      inside && sum == static_cast<double>(total)
-          ? std::vector<double>(targets.begin(), targets.end())
-          : WaterFill(std::vector<double>(targets.begin(), targets.end()), total, lo, hi);
-
-  // Largest remainder, with a repair loop that also absorbs any floating-point excess.
-  std::vector<int> out(n);
-  std::vector<double> rem(n);
-  int64_t assigned = 0;
-  for (int l = 0; l < n; ++l) {
-    out[l] = std::clamp(static_cast<int>(std::floor(real[l] + kFloorSlack)), lo, hi);
-    rem[l] = real[l] - out[l];
-    assigned += out[l];
-  }
-  std::vector<int> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  int64_t diff = total - assigned;
-  if (diff > 0) {
-    std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return rem[a] > rem[c]; });
-  } else if (diff < 0) {
-    std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return rem[a] < rem[c]; });
-  }
-  while (diff != 0) {  // terminates: the total is feasible, so some layer can always move
-    for (int l : order) {
-      if (diff > 0 && out[l] < hi) {
-        ++out[l];
-        --diff;
-      } else if (diff < 0 && out[l] > lo) {
-        --out[l];
-        ++diff;
-      }
-      if (diff == 0) break;
-    }
-  }
-  return out;
+  return std::vector<int>(tokens->begin(), tokens->end());  // each in [min, max], so fits an int
 }
 
 StatusOr<std::vector<int>> UniformBudgets(int n_layers, int average, BudgetBounds b) {
   ASSIGN_OR_RETURN(const int64_t total, TotalBudget(n_layers, average, b));
-  return std::vector<int>(n_layers, static_cast<int>(total / n_layers));
+  return FitBudgets(std::vector<double>(n_layers, 1.0), total, b);
 }
 
 StatusOr<std::vector<int>> PyramidBudgets(int n_layers, int average, int window, double beta,
@@ -216,6 +117,11 @@ StatusOr<std::vector<int>> MapBudgets(std::span<const int> map, int average, Bud
                                           n_layers, " layers; average budget ", average,
                                           " needs exactly ", expected));
   }
+  // Exactly as given when it fits: same total, every layer within the bounds.
+  const bool fits = map_total == total && std::all_of(map.begin(), map.end(), [&](int v) {
+                      return v >= b.min_budget && v <= b.max_budget;
+                    });
+  if (fits) return std::vector<int>(map.begin(), map.end());
   std::vector<double> targets(map.begin(), map.end());
   return FitBudgets(targets, total, b);
 }

@@ -10,7 +10,9 @@
 //     whose share would exceed n is clamped and the surplus is redistributed over the other
 //     layers in proportion to their shares (water-filling), likewise for a layer raised to
 //     min_budget; so every method spends the same memory at the same B;
-//   * integers: largest remainder (equal remainders: lower layer first);
+//   * apportioning: method/apportion.h, the one routine every allocator (and RippleKV's budget
+//     maps) uses: water-filling, then largest remainder, equal remainders to the larger target,
+//     then the lower layer;
 //   * InvalidArgument when B < min_budget < n (the average cannot pay for the minimum).
 //
 // Thread-safety: pure functions.
@@ -34,10 +36,10 @@ struct BudgetBounds {
 [[nodiscard]] StatusOr<int64_t> TotalBudget(int n_layers, int average, BudgetBounds bounds);
 
 // Integers b_l in [min, max] summing to exactly `total`, proportional to `targets` where the
-// bounds allow: targets already inside the bounds and summing to `total` are kept (then only
-// rounded); otherwise b_l = clamp(c * t_l) with c chosen so the total is met (water-filling),
-// then largest-remainder rounding. Targets must be finite and >= 0 (all zero = equal shares).
-// InvalidArgument naming the layer or the infeasible totals.
+// bounds allow: method::Apportion (b_l = clamp(c * t_l) with c chosen so the total is met, then
+// largest remainder; integer targets inside the bounds that sum to `total` come back unchanged).
+// Targets must be finite and >= 0 (all zero = equal shares). InvalidArgument naming the layer or
+// the infeasible totals.
 [[nodiscard]] StatusOr<std::vector<int>> FitBudgets(std::span<const double> targets, int64_t total,
                                                     BudgetBounds bounds);
 
@@ -66,9 +68,12 @@ struct BudgetBounds {
 [[nodiscard]] StatusOr<std::vector<int>> CakeBudgets(std::span<const double> preferences,
                                                      int average, BudgetBounds bounds);
 
-// A given budget map (RippleKV's map from a profile, or any map read from a file), used as is when
-// it fits the bounds. Its total must be L * B (InvalidArgument naming both totals): a map made for
-// another average budget is refused, not rescaled.
+// A given budget map (RippleKV's map from a profile, or any map read from a file), returned exactly
+// as given when it fits: every b_l in [min_budget, max_budget]. Its total must be L * B
+// (InvalidArgument naming both totals): a map made for another average budget is refused, not
+// rescaled. Only a prompt too short for the map changes it: with B >= n every layer keeps all n
+// tokens; otherwise a layer whose budget is above n (or below the selection's minimum) is
+// clamped and the map is re-apportioned by the same routine that made it (FitBudgets).
 [[nodiscard]] StatusOr<std::vector<int>> MapBudgets(std::span<const int> map, int average,
                                                     BudgetBounds bounds);
 

@@ -197,8 +197,9 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
       ASSIGN_OR_RETURN(std::vector<int> budgets,
                        PlanBudgets(method, budget, source.observed.layers, options.compress, map));
       KvCache cache = own ? std::move(own->cache) : prefilled.cache;  // a copy only if shared
-      RETURN_IF_ERROR(
-          CompressCache(method, budgets, source.observed.layers, options.compress, cache).status());
+      ASSIGN_OR_RETURN(CompressReport report, CompressCache(method, budgets, source.observed.layers,
+                                                           options.compress, cache));
+      run.kept[{method.name, budget}] = std::move(report.kept);
       ASSIGN_OR_RETURN(Output out, Run(model, tokenizer, example, first, cache));
       RETURN_IF_ERROR(AddRecords(example, method.name, budget, out, full, vocab, run));
     }

@@ -47,6 +47,9 @@ struct ExampleRun {
   std::vector<ScoreRecord> records;
   // The generated text per (method, budget) for text tasks, for --json output and debugging.
   std::map<std::pair<std::string, int>, std::string> predictions;
+  // Tokens each layer kept after compression (per KV head), per compressed (method, budget):
+  // what the method actually spent, e.g. a budget map's per-layer budgets.
+  std::map<std::pair<std::string, int>, std::vector<int>> kept;
   int prefills = 0;  // prefills run for this example
 };
 

@@ -6,6 +6,7 @@
 
 #include "worker/eval/eval_runner.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -13,6 +14,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "method/budget_map.h"
+#include "method/profile.h"
 #include "worker/eval/fidelity_task.h"
 #include "worker/eval/synthetic_tasks.h"
 #include "worker/model/gguf_reader.h"
@@ -164,6 +167,30 @@ TEST_F(EvalRunnerTest, MapMethodsNeedAMapForEveryBudget) {
   for (size_t i = 0; i < run->records.size(); ++i) {
     EXPECT_EQ(run->records[i].score, reference->records[i].score) << run->records[i].task;
   }
+}
+
+TEST_F(EvalRunnerTest, BudgetMapWithBindingBoundsIsEvaluatedExactlyAsGiven) {
+  // RippleKV's map from the committed SmolLM2 profile with bounds that bind at both ends, as the
+  // scheduler or `ripplekv budgets` makes it: the compression runtime keeps exactly its budgets.
+  auto profile = method::ReadProfileFile(RIPPLEKV_SOURCE_DIR "/docs/smollm2_profile.json");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  method::BudgetOptions budget{.ratio = 8.0, .average_tokens = 64, .min_tokens = 40};
+  budget.max_tokens = 90;
+  auto map = method::ComputeBudgetMap(*profile, budget);
+  ASSERT_TRUE(map.ok()) << map.status();
+  const auto& tokens = map->tokens;
+  ASSERT_NE(std::count(tokens.begin(), tokens.end(), 40), 0) << "the lower bound should bind";
+  ASSERT_NE(std::count(tokens.begin(), tokens.end(), 90), 0) << "the upper bound should bind";
+  auto examples = GenerateFidelity(*f_->corpus, *f_->tokenizer,
+                                   {.context_len = 160, .continuation_len = 4, .num_examples = 1});
+  ASSERT_TRUE(examples.ok()) << examples.status();
+  EvalRunOptions options = Options({"ripple+snapkv", "ripple+h2o"}, {64});
+  options.budget_maps[64].assign(tokens.begin(), tokens.end());
+  auto run = EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], options);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const std::vector<int> expected(tokens.begin(), tokens.end());
+  EXPECT_EQ(run->kept.at({"ripple+snapkv", 64}), expected);
+  EXPECT_EQ(run->kept.at({"ripple+h2o", 64}), expected);
 }
 
 }  // namespace
