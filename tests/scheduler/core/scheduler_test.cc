@@ -702,4 +702,238 @@ TEST_F(SchedulerTest, TheWorkersDataDescriptionBecomesTheProfilesDataSource) {
       << json;
 }
 
+// ---- What the adapters ask of the core: created, listings, typed profiles, budget maps ----
+
+// A valid profile of an `n_layers`-layer model that measured `layers` only.
+method::SensitivityProfile ProfileOf(const std::string& hash, int64_t n_layers,
+                                     const std::vector<int64_t>& layers) {
+  method::SensitivityProfile p;
+  p.model = Model(hash, n_layers);
+  p.params.alpha = 0.5;
+  p.params.trials = 2;
+  p.params.seed = 7;
+  p.params.samples = 1;
+  p.params.context_len = 64;
+  p.params.probe_len = 8;
+  p.params.layers = layers;
+  p.params.data_source = "test data";
+  for (int64_t l : layers) {
+    const double kl = 0.1 * static_cast<double>(l + 1);
+    p.layers.push_back({.layer = l, .mean_kl = kl, .count = 2, .per_sample_mean = {kl}});
+  }
+  p.created_at = "2025-01-31T12:00:00Z";
+  p.tool_version = "ripplekv 0.1.0";
+  return p;
+}
+
+std::vector<store::JobId> IdsOf(const JobPage& page) {
+  std::vector<store::JobId> ids;
+  for (const store::Job& job : page.jobs) ids.push_back(job.id);
+  return ids;
+}
+
+TEST_F(SchedulerTest, SubmitSaysWhetherItCreatedTheJob) {
+  store::JobSpec spec = Spec(2);
+  spec.idempotency_key = "k1";
+  auto first = scheduler_->SubmitJob({.spec = spec, .model_n_layers = 30});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->created);
+  auto again = scheduler_->SubmitJob({.spec = spec, .model_n_layers = 30});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->created) << "the key names the first job";
+  EXPECT_EQ(again->job.id, first->job.id);
+  // Without a key every submit is a new job.
+  auto a = scheduler_->SubmitJob({.spec = Spec(2), .model_n_layers = 30});
+  auto b = scheduler_->SubmitJob({.spec = Spec(2), .model_n_layers = 30});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->created);
+  EXPECT_TRUE(b->created);
+  EXPECT_NE(a->job.id, b->job.id);
+}
+
+TEST_F(SchedulerTest, ListJobsFiltersAndPagesNewestFirst) {
+  std::vector<store::JobId> ids;  // oldest first
+  for (int i = 0; i < 5; ++i) {
+    store::JobSpec spec = Spec(1);
+    if (i == 3) spec.model_hash = kOtherHash;
+    ids.push_back(Submit(spec).id);
+    now_ += 10;
+  }
+  ids.push_back(Submit(Spec(1)).id);  // same create time as the next: the higher id first
+  ids.push_back(Submit(Spec(1)).id);
+  ASSERT_TRUE(scheduler_->CancelJob(ids[1]).ok());
+
+  auto all = scheduler_->ListJobs({});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(IdsOf(*all),
+            (std::vector<store::JobId>{ids[6], ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}));
+  EXPECT_TRUE(all->next_page_token.empty());
+
+  auto cancelled = scheduler_->ListJobs({.states = {store::JobState::kCancelled}});
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(IdsOf(*cancelled), std::vector<store::JobId>{ids[1]});
+  auto other = scheduler_->ListJobs({.model_hash = kOtherHash});
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(IdsOf(*other), std::vector<store::JobId>{ids[3]});
+  auto pending_of_model = scheduler_->ListJobs(
+      {.states = {store::JobState::kPending, store::JobState::kRunning}, .model_hash = kHash});
+  ASSERT_TRUE(pending_of_model.ok());
+  EXPECT_EQ(IdsOf(*pending_of_model),
+            (std::vector<store::JobId>{ids[6], ids[5], ids[4], ids[2], ids[0]}));
+
+  // Pages of 3 over 7 jobs: 3 + 3 + 1, the tokens chaining them, nothing after the last.
+  JobFilter paged{.page = {.page_size = 3}};
+  std::vector<store::JobId> seen;
+  std::vector<size_t> sizes;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto page = scheduler_->ListJobs(paged);
+    ASSERT_TRUE(page.ok()) << page.status();
+    sizes.push_back(page->jobs.size());
+    for (store::JobId id : IdsOf(*page)) seen.push_back(id);
+    if (page->next_page_token.empty()) break;
+    paged.page.page_token = page->next_page_token;
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{3, 3, 1}));
+  EXPECT_EQ(seen, IdsOf(*all));
+  // A page that ends exactly at the last job has no next page.
+  auto exact = scheduler_->ListJobs({.page = {.page_size = 7}});
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(exact->jobs.size(), 7u);
+  EXPECT_TRUE(exact->next_page_token.empty());
+  // A token past the end is an empty last page.
+  auto past = scheduler_->ListJobs({.page = {.page_token = "100"}});
+  ASSERT_TRUE(past.ok());
+  EXPECT_TRUE(past->jobs.empty());
+  EXPECT_TRUE(past->next_page_token.empty());
+}
+
+TEST_F(SchedulerTest, ListingsRefuseABadPageTokenOrSizeNamingTheField) {
+  Submit(Spec(1));
+  for (const std::string token : {"x1", "-1", "1.5", "99999999999999999999999"}) {
+    auto page = scheduler_->ListJobs({.page = {.page_token = token}});
+    ASSERT_TRUE(absl::IsInvalidArgument(page.status())) << token << ": " << page.status();
+    EXPECT_NE(page.status().message().find("page_token"), std::string_view::npos);
+    auto profiles = scheduler_->ListProfiles("", {.page_token = token});
+    ASSERT_TRUE(absl::IsInvalidArgument(profiles.status())) << token;
+    EXPECT_NE(profiles.status().message().find("page_token"), std::string_view::npos);
+  }
+  auto negative = scheduler_->ListJobs({.page = {.page_size = -1}});
+  ASSERT_TRUE(absl::IsInvalidArgument(negative.status()));
+  EXPECT_NE(negative.status().message().find("page_size"), std::string_view::npos);
+  EXPECT_TRUE(absl::IsInvalidArgument(scheduler_->ListProfiles("", {.page_size = -1}).status()));
+}
+
+TEST_F(SchedulerTest, ListProfilesPagesByHashThenNewestVersion) {
+  // kHash "5a6b7c" sorts before kOtherHash "ffff00".
+  for (const char* hash : {kOtherHash, kHash, kHash, kHash}) {
+    auto json = method::ProfileToJson(ProfileOf(hash, 2, {0, 1}));
+    ASSERT_TRUE(json.ok()) << json.status();
+    ASSERT_TRUE(store_->PutProfileVersion(hash, *json).ok());
+  }
+  std::vector<std::pair<std::string, uint32_t>> seen;
+  PageRequest page{.page_size = 2};
+  std::vector<size_t> sizes;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto listed = scheduler_->ListProfiles("", page);
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    sizes.push_back(listed->profiles.size());
+    for (const StoredProfile& p : listed->profiles) {
+      seen.emplace_back(p.model_hash, p.version);
+      EXPECT_EQ(p.profile.model.hash, p.model_hash);
+      EXPECT_EQ(p.job, store::kNoJob);
+    }
+    if (listed->next_page_token.empty()) break;
+    page.page_token = listed->next_page_token;
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 2}));
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, uint32_t>>{
+                      {kHash, 3}, {kHash, 2}, {kHash, 1}, {kOtherHash, 1}}));
+  auto of_one = scheduler_->ListProfiles(kOtherHash, {});
+  ASSERT_TRUE(of_one.ok());
+  ASSERT_EQ(of_one->profiles.size(), 1u);
+  EXPECT_EQ(of_one->profiles[0].model_hash, kOtherHash);
+}
+
+TEST_F(SchedulerTest, GetProfileParsesTheStoredVersionAndNamesACorruptOneAsDataLoss) {
+  auto json = method::ProfileToJson(ProfileOf(kHash, 2, {0, 1}));
+  ASSERT_TRUE(json.ok());
+  ASSERT_TRUE(store_->PutProfileVersion(kHash, *json).ok());
+  // Valid JSON (the store checks that much) but not a profile.
+  ASSERT_TRUE(store_->PutProfileVersion(kHash, R"({"schema_version": 1, "model": 7})").ok());
+
+  auto first = scheduler_->GetProfile(kHash, 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->version, 1u);
+  EXPECT_EQ(first->profile.layers.size(), 2u);
+  EXPECT_GT(first->created_at_ms, 0);
+
+  auto latest = scheduler_->GetProfile(kHash);
+  ASSERT_TRUE(absl::IsDataLoss(latest.status())) << latest.status();
+  EXPECT_NE(latest.status().message().find("stored profile 5a6b7c version 2"),
+            std::string_view::npos)
+      << latest.status();
+  EXPECT_TRUE(absl::IsDataLoss(scheduler_->ListProfiles(kHash, {}).status()));
+  // A page that does not reach the corrupt version parses only its own documents.
+  auto skip = scheduler_->ListProfiles(kHash, {.page_size = 1, .page_token = "1"});
+  ASSERT_TRUE(skip.ok()) << skip.status();
+  EXPECT_EQ(skip->profiles.at(0).version, 1u);
+  EXPECT_TRUE(absl::IsNotFound(scheduler_->GetProfile(kHash, 9).status()));
+  EXPECT_TRUE(absl::IsNotFound(scheduler_->GetProfile(kOtherHash).status()));
+}
+
+TEST_F(SchedulerTest, BudgetMapNeedsAProfileOfEveryLayerAndOptionsThatFit) {
+  auto complete = method::ProfileToJson(ProfileOf(kHash, 3, {0, 1, 2}));
+  auto partial = method::ProfileToJson(ProfileOf(kHash, 3, {0, 2}));
+  ASSERT_TRUE(complete.ok() && partial.ok());
+  ASSERT_TRUE(store_->PutProfileVersion(kHash, *complete).ok());  // version 1
+  ASSERT_TRUE(store_->PutProfileVersion(kHash, *partial).ok());   // version 2
+
+  method::BudgetOptions options;
+  options.average_tokens = 100;
+  auto map = scheduler_->GetBudgetMap(kHash, 1, options);
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(map->profile.version, 1u);
+  ASSERT_EQ(map->map.tokens.size(), 3u);
+  EXPECT_EQ(map->map.tokens[0] + map->map.tokens[1] + map->map.tokens[2], 300);
+  EXPECT_LT(map->map.tokens[0], map->map.tokens[2]) << "layer 2 is the more sensitive";
+
+  // The latest version misses layer 1: the request is fine, the profile cannot serve it.
+  auto missing = scheduler_->GetBudgetMap(kHash, store::kLatestVersion, options);
+  ASSERT_TRUE(absl::IsFailedPrecondition(missing.status())) << missing.status();
+  EXPECT_NE(missing.status().message().find("version 2"), std::string_view::npos)
+      << missing.status();
+  EXPECT_NE(missing.status().message().find("layer 1"), std::string_view::npos) << missing.status();
+
+  // Options that do not fit a complete profile stay the request's fault.
+  method::BudgetOptions too_long = options;
+  too_long.max_context = 50;  // every layer's budget is near 100
+  EXPECT_TRUE(absl::IsInvalidArgument(scheduler_->GetBudgetMap(kHash, 1, too_long).status()));
+  method::BudgetOptions infeasible = options;
+  infeasible.min_tokens = 200;  // 3 x 200 > 300
+  EXPECT_TRUE(absl::IsInvalidArgument(scheduler_->GetBudgetMap(kHash, 1, infeasible).status()));
+  EXPECT_TRUE(absl::IsNotFound(scheduler_->GetBudgetMap(kOtherHash, 0, options).status()));
+}
+
+TEST_F(SchedulerTest, AssignmentsCarryTheJobsSpecAndJobDataEndsWithTheJob) {
+  store::JobSpec spec = Spec(1, /*trials=*/3);
+  spec.data_inline = "some calibration text";
+  spec.data_format = store::DataFormat::kText;
+  const store::Job job = Submit(spec);
+  Register("w1");
+  auto a = Next("w1");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->model_hash, kHash);
+  EXPECT_EQ(a->params, spec.params);
+  EXPECT_EQ(a->trials, 3u);
+
+  auto data = scheduler_->JobData(job.id);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->data_inline, "some calibration text") << "workers get the inline data";
+  ASSERT_TRUE(scheduler_->CancelJob(job.id).ok());
+  auto gone = scheduler_->JobData(job.id);
+  ASSERT_TRUE(absl::IsFailedPrecondition(gone.status())) << gone.status();
+  EXPECT_NE(gone.status().message().find("cancelled"), std::string_view::npos) << gone.status();
+  EXPECT_TRUE(absl::IsNotFound(scheduler_->JobData(999).status()));
+}
+
 }  // namespace ripplekv::scheduler

@@ -8,8 +8,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <latch>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -237,7 +239,17 @@ TEST_F(SchedulerServiceTest, SubmitGetListAndCancelAJob) {
     ASSERT_TRUE(calibration_->ListJobs(&context, list_request, &list).ok());
   }
   ASSERT_EQ(list.jobs_size(), 1);
-  EXPECT_FALSE(list.next_page_token().empty());
+  EXPECT_EQ(list.jobs(0).job_id(), second.job().job_id());
+  ASSERT_FALSE(list.next_page_token().empty());
+  list_request.set_page_token(list.next_page_token());
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    ASSERT_TRUE(calibration_->ListJobs(&context, list_request, &list).ok());
+  }
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_EQ(list.jobs(0).job_id(), first.job().job_id());
+  EXPECT_TRUE(list.next_page_token().empty()) << "the last page";
 
   v1::Job cancelled;
   ASSERT_TRUE(Cancel(first.job().job_id(), &cancelled).ok());
@@ -267,6 +279,75 @@ TEST_F(SchedulerServiceTest, IdempotencyKeyReturnsTheFirstJob) {
   EXPECT_EQ(again.job().job_id(), first.job().job_id());
   request.mutable_spec()->mutable_params()->set_trials(3);
   EXPECT_EQ(Submit(request, &other).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+}
+
+// Clients racing to submit one job (a retried request arriving on several connections): the
+// core decides `created` in the store write, so exactly one answer says created and one job
+// exists. A server of its own with fsynced writes, the daemon's default: the slower each write,
+// the wider the window a lookup outside that write would leave open. Each client has its own
+// channel and connection, connected before the start; several rounds, one key each.
+TEST_F(SchedulerServiceTest, ConcurrentSubmitsOfOneIdempotencyKeyCreateOneJob) {
+  constexpr int kClients = 16;
+  constexpr int kRounds = 4;
+  TempDir dir;
+  SchedulerServerOptions options;
+  options.db_path = dir.path() + "/db";
+  options.sync_writes = true;
+  StatusOr<std::unique_ptr<SchedulerServer>> server = SchedulerServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string target = "127.0.0.1:" + std::to_string((*server)->port());
+  std::vector<std::unique_ptr<v1::CalibrationService::Stub>> stubs;
+  for (int i = 0; i < kClients; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+    auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + kCallTimeout));
+    stubs.push_back(v1::CalibrationService::NewStub(channel));
+  }
+
+  std::set<std::string> all_jobs;
+  for (int round = 0; round < kRounds; ++round) {
+    v1::SubmitJobRequest request = OneSampleJob();
+    request.mutable_spec()->mutable_model()->set_n_layers(2);
+    request.set_idempotency_key("retried-submit-" + std::to_string(round));
+    std::latch start(kClients);
+    std::vector<grpc::Status> statuses(kClients);
+    std::vector<v1::SubmitJobResponse> responses(kClients);
+    std::vector<std::thread> clients;
+    for (int i = 0; i < kClients; ++i) {
+      clients.emplace_back([&, i] {
+        grpc::ClientContext context;
+        SetDeadline(&context);
+        start.arrive_and_wait();
+        statuses[i] = stubs[i]->SubmitJob(&context, request, &responses[i]);
+      });
+    }
+    for (std::thread& client : clients) client.join();
+
+    int created = 0;
+    std::set<std::string> job_ids;
+    for (int i = 0; i < kClients; ++i) {
+      ASSERT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].error_message();
+      if (!responses[i].existing()) ++created;
+      job_ids.insert(responses[i].job().job_id());
+    }
+    EXPECT_EQ(created, 1) << "round " << round << ": exactly one submit creates the job";
+    EXPECT_EQ(job_ids.size(), 1u) << "round " << round;
+    all_jobs.insert(job_ids.begin(), job_ids.end());
+  }
+
+  v1::ListJobsRequest list_request;
+  list_request.set_page_size(1000);
+  v1::ListJobsResponse list;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  ASSERT_TRUE(stubs[0]->ListJobs(&context, list_request, &list).ok());
+  EXPECT_EQ(list.jobs_size(), kRounds) << "one job per key";
+  std::set<std::string> listed;
+  for (const v1::Job& job : list.jobs()) listed.insert(job.job_id());
+  EXPECT_EQ(listed, all_jobs);
+  EXPECT_TRUE(list.next_page_token().empty());
+  (*server)->Shutdown();
 }
 
 TEST_F(SchedulerServiceTest, BadRequestsNameTheField) {
@@ -330,6 +411,27 @@ TEST_F(SchedulerServiceTest, BadRequestsNameTheField) {
   status = GetProfile("not-a-hash", &profile);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("model_hash"), std::string::npos);
+
+  for (const std::string token : {"not-a-token", "-3"}) {
+    v1::ListJobsRequest list_request;
+    list_request.set_page_token(token);
+    v1::ListJobsResponse list;
+    grpc::ClientContext list_context;
+    SetDeadline(&list_context);
+    status = calibration_->ListJobs(&list_context, list_request, &list);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << token;
+    EXPECT_NE(status.error_message().find("page_token"), std::string::npos);
+  }
+  {
+    v1::ListProfilesRequest list_request;
+    list_request.set_page_size(-1);
+    v1::ListProfilesResponse list;
+    grpc::ClientContext list_context;
+    SetDeadline(&list_context);
+    status = calibration_->ListProfiles(&list_context, list_request, &list);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("page_size"), std::string::npos);
+  }
 
   v1::RegisterRequest bad_worker;
   bad_worker.set_worker_id("w2");
@@ -480,6 +582,49 @@ TEST_F(SchedulerServiceTest, FakeWorkerCompletesAJobAndTheProfileIsServed) {
   ASSERT_EQ(profiles.profiles_size(), 1);
   EXPECT_EQ(profiles.profiles(0).layers_size(), 0);
 
+  EXPECT_TRUE(worker.End().ok());
+}
+
+TEST_F(SchedulerServiceTest, BudgetMapOfAProfileMissingALayerIsFailedPrecondition) {
+  const std::string session = Register("w1", /*n_layers=*/2, /*capacity=*/1);
+  v1::SubmitJobRequest request = OneSampleJob();
+  request.mutable_spec()->mutable_params()->add_layers(1);  // layer 0 is never measured
+  v1::SubmitJobResponse submitted;
+  ASSERT_TRUE(Submit(request, &submitted).ok());
+  FakeWorker worker(workers_.get(), "w1", session);
+  std::vector<v1::TaskAssignment> tasks = worker.ReadAssignments(1);
+  ASSERT_EQ(tasks.size(), 1u);
+  for (int trial = 0; trial < 2; ++trial) {
+    v1::WorkerMessage result;
+    v1::TrialResult* r = result.mutable_trial_result();
+    r->set_task_id(tasks[0].task_id());
+    r->set_job_id(tasks[0].job_id());
+    r->set_sample(tasks[0].sample());
+    r->set_layer(tasks[0].layer());
+    r->set_trial(trial);
+    r->set_kl(0.5);
+    ASSERT_TRUE(worker.Send(result));
+  }
+  v1::WorkerMessage done;
+  done.mutable_task_done()->set_task_id(tasks[0].task_id());
+  ASSERT_TRUE(worker.Send(done));
+  v1::Job job;
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_TRUE(GetJob(submitted.job().job_id(), &job).ok());
+    if (job.state() == v1::JOB_STATE_SUCCEEDED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.DebugString();
+
+  v1::GetBudgetMapRequest budget_request;
+  budget_request.set_model_hash(kHash);
+  budget_request.mutable_params()->set_average_tokens(100);
+  v1::BudgetMap budget;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  const grpc::Status status = calibration_->GetBudgetMap(&context, budget_request, &budget);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+  EXPECT_NE(status.error_message().find("layer 0"), std::string::npos) << status.error_message();
   EXPECT_TRUE(worker.End().ok());
 }
 
