@@ -21,8 +21,8 @@
 #include "method/profile.h"
 #include "method/profile_aggregate.h"
 #include "spdlog/spdlog.h"
-#include "worker/calibration/calibration_data.h"
 #include "worker/calibration/calibration_run.h"
+#include "worker/data/calibration_data.h"
 #include "worker/model/model_hash.h"
 
 namespace ripplekv::cli {
@@ -79,8 +79,7 @@ int RunCalibrate(const CalibrateArgs& args) {
   worker::CalibrationOptions options;
   options.trials = {
       .alpha = args.method.alpha, .trials = args.method.trials, .seed = args.method.seed};
-  options.mode = *mode == method::PerturbMode::kCache ? worker::PerturbMode::kCache
-                                                         : worker::PerturbMode::kPrefill;
+  options.mode = *mode;
   options.layers = *layers;
   options.naive = args.naive;
   spdlog::info("calibrating {} samples x {} layers x {} trials ({} mode{}, C={}, W={}, alpha={})",
@@ -100,36 +99,29 @@ int RunCalibrate(const CalibrateArgs& args) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("calibration took {:.1f} s", seconds);
 
-  std::vector<method::TrialKl> trials;
-  for (const auto& r : *results) trials.push_back({r.sample, r.layer, r.trial, r.kl});
-  auto per_layer = method::AggregateProfile(trials);
-  if (!per_layer.ok()) return ReportError(per_layer.status());
-
-  method::SensitivityProfile profile;
-  profile.model = {.hash = *hash,
-                   .architecture = cfg.architecture,
-                   .name = cfg.name,
-                   .n_layers = cfg.n_layers,
-                   .n_kv_heads = cfg.n_kv_heads,
-                   .head_dim = cfg.head_dim,
-                   .d_model = cfg.d_model,
-                   .vocab_size = cfg.vocab_size};
-  profile.params.mode = *mode;
-  profile.params.alpha = args.method.alpha;
-  profile.params.trials = args.method.trials;
-  profile.params.seed = args.method.seed;
-  profile.params.samples = static_cast<int64_t>(inputs.size());
-  profile.params.context_len = args.method.context_len;
-  profile.params.probe_len = args.method.probe;
-  for (const auto& l : *per_layer) profile.params.layers.push_back(l.layer);
-  profile.params.data_source = data->description;
-  profile.layers = std::move(per_layer).value();
-  profile.created_at = method::FormatIso8601Utc(std::chrono::system_clock::now());
-  profile.tool_version = "ripplekv 0.1.0";
+  const method::ProfileParams params{.mode = *mode,
+                                     .alpha = args.method.alpha,
+                                     .trials = args.method.trials,
+                                     .seed = args.method.seed,
+                                     .samples = static_cast<int64_t>(inputs.size()),
+                                     .context_len = args.method.context_len,
+                                     .probe_len = args.method.probe,
+                                     .data_source = data->description};
+  auto assembled = method::AssembleProfile(
+      {.hash = *hash,
+       .architecture = cfg.architecture,
+       .name = cfg.name,
+       .n_layers = cfg.n_layers,
+       .n_kv_heads = cfg.n_kv_heads,
+       .head_dim = cfg.head_dim,
+       .d_model = cfg.d_model,
+       .vocab_size = cfg.vocab_size},
+      params, *results, method::FormatIso8601Utc(std::chrono::system_clock::now()));
+  if (!assembled.ok()) return ReportError(assembled.status());
+  const method::SensitivityProfile& profile = *assembled;
 
   if (!args.out.empty()) {
-    if (Status st = method::WriteProfileFile(args.out, profile); !st.ok())
-      return ReportError(st);
+    if (Status st = method::WriteProfileFile(args.out, profile); !st.ok()) return ReportError(st);
     spdlog::info("wrote profile {}", args.out);
   }
   if (!args.plot.empty()) {

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/base/version.h"
 
 namespace ripplekv::method {
 namespace {
@@ -93,6 +95,22 @@ StatusOr<std::vector<LayerSensitivity>> AggregateProfile(std::span<const TrialKl
     out.push_back(std::move(l));
   }
   return out;
+}
+
+StatusOr<SensitivityProfile> AssembleProfile(const ProfileModel& model, ProfileParams params,
+                                             std::span<const TrialKl> results,
+                                             std::string created_at) {
+  ASSIGN_OR_RETURN(std::vector<LayerSensitivity> layers, AggregateProfile(results));
+  SensitivityProfile profile;
+  profile.model = model;
+  profile.params = std::move(params);
+  profile.params.layers.clear();
+  for (const LayerSensitivity& l : layers) profile.params.layers.push_back(l.layer);
+  profile.layers = std::move(layers);
+  profile.created_at = std::move(created_at);
+  profile.tool_version = std::string(ToolVersion());
+  RETURN_IF_ERROR(ValidateProfile(profile));
+  return profile;
 }
 
 }  // namespace ripplekv::method

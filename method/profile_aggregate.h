@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kernels/base/status.h"
@@ -32,5 +33,16 @@ struct TrialKl {
 // (sample, layer, trial); an incomplete grid.
 [[nodiscard]] StatusOr<std::vector<LayerSensitivity>> AggregateProfile(
     std::span<const TrialKl> results);
+
+// The profile of one calibration, assembled the same way wherever it ran (`ripplekv calibrate` or
+// the scheduler): `model` and `params` as given except params.layers, which becomes the layers
+// present in `results` (ascending); the per-layer sensitivities of AggregateProfile(results);
+// `created_at` (ISO-8601, FormatIso8601Utc()); tool_version from the build (ToolVersion()). The
+// result passes ValidateProfile(). Errors: those of AggregateProfile() and ValidateProfile() (e.g.
+// params.samples or params.trials that do not match the results' grid).
+[[nodiscard]] StatusOr<SensitivityProfile> AssembleProfile(const ProfileModel& model,
+                                                           ProfileParams params,
+                                                           std::span<const TrialKl> results,
+                                                           std::string created_at);
 
 }  // namespace ripplekv::method

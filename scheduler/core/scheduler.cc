@@ -360,36 +360,30 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
   std::vector<method::TrialKl> trials;
   trials.reserve(stored.size());
   for (const store::TrialResult& r : stored) trials.push_back({r.sample, r.layer, r.trial, r.kl});
-  method::SensitivityProfile profile;
-  profile.model = model->second;
   const store::MethodParams& p = job.spec.params;
-  profile.params.mode = p.mode == store::CalibrationMode::kCache ? method::PerturbMode::kCache
-                                                                 : method::PerturbMode::kPrefill;
-  profile.params.alpha = p.alpha;
-  profile.params.trials = p.trials;
-  profile.params.seed = p.seed;
-  profile.params.samples = p.samples;
-  profile.params.context_len = p.context_len;
-  profile.params.probe_len = p.probe_len;
-  profile.params.data_source =
-      job.data_description.empty() ? DescribeDataSource(job.spec) : job.data_description;
-  profile.created_at = method::FormatIso8601Utc(
-      std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_())));
-  profile.tool_version = options_.tool_version;
-  StatusOr<std::vector<method::LayerSensitivity>> layers = method::AggregateProfile(trials);
-  StatusOr<std::string> json = absl::UnknownError("not aggregated");
-  if (layers.ok()) {
-    for (const method::LayerSensitivity& l : *layers) profile.params.layers.push_back(l.layer);
-    profile.layers = *std::move(layers);
-    json = method::ProfileToJson(profile);
-  }
+  const method::ProfileParams params{
+      .mode = p.mode == store::CalibrationMode::kCache ? method::PerturbMode::kCache
+                                                       : method::PerturbMode::kPrefill,
+      .alpha = p.alpha,
+      .trials = p.trials,
+      .seed = p.seed,
+      .samples = p.samples,
+      .context_len = p.context_len,
+      .probe_len = p.probe_len,
+      .data_source =
+          job.data_description.empty() ? DescribeDataSource(job.spec) : job.data_description};
+  StatusOr<method::SensitivityProfile> profile = method::AssembleProfile(
+      model->second, params, trials,
+      method::FormatIso8601Utc(
+          std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_()))));
+  StatusOr<std::string> json = profile.ok() ? method::ProfileToJson(*profile) : profile.status();
   if (!json.ok()) {
-    const Status failure = layers.ok() ? json.status() : layers.status();
-    RETURN_IF_ERROR(store_
-                        ->UpdateJobState(job.id, store::JobState::kFailed,
-                                         absl::StrCat("aggregation failed: ", failure.message()))
-                        .status());
-    return failure;
+    RETURN_IF_ERROR(
+        store_
+            ->UpdateJobState(job.id, store::JobState::kFailed,
+                             absl::StrCat("aggregation failed: ", json.status().message()))
+            .status());
+    return json.status();
   }
   ASSIGN_OR_RETURN(store::ProfileVersion version,
                    store_->PutProfileVersion(job.spec.model_hash, *json, job.id));

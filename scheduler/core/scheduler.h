@@ -52,7 +52,6 @@ struct SchedulerOptions {
   uint64_t max_tasks_per_job = 1u << 20;        // most (sample, layer) tasks one job may plan
   bool prefill_affinity = true;                 // false: always hand out the lowest (sample, layer)
                                                 // (the baseline that docs/SCHEDULER.md measures)
-  std::string tool_version = "ripplekv 0.1.0";  // written into profiles
 };
 
 // Milliseconds since the Unix epoch; injected so tests drive time.

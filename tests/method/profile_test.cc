@@ -17,8 +17,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
+#include "kernels/base/version.h"
 #include "method/profile_aggregate.h"
+#include "nlohmann/json.hpp"
 
 namespace ripplekv::method {
 namespace {
@@ -455,6 +456,33 @@ TEST(AggregateProfileTest, AggregatedLayersMakeAValidProfile) {
   p.layers = *layers;
   EXPECT_TRUE(ValidateProfile(p).ok()) << ValidateProfile(p);
   ExpectSameProfile(p, *ProfileFromJson(*ProfileToJson(p)));
+}
+
+TEST(AssembleProfileTest, FillsLayersFromTheResultsAndTheVersionFromTheBuild) {
+  // Layers 0, 1 and 3 measured (as SampleProfile's params say), 3 samples x 2 trials.
+  std::vector<TrialKl> results;
+  for (const TrialKl& r : RandomGrid(3, 4, 2, 7)) {
+    if (r.layer != 2) results.push_back(r);
+  }
+  SensitivityProfile sample = SampleProfile();
+  ProfileParams params = sample.params;
+  params.layers = {7};  // ignored: the results decide
+  auto p = AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->params.layers, (std::vector<int64_t>{0, 1, 3}));
+  EXPECT_EQ(p->tool_version, "ripplekv " + std::string(Version()));
+  EXPECT_EQ(p->created_at, "2026-12-01T00:00:00Z");
+  auto layers = AggregateProfile(results);
+  ASSERT_TRUE(layers.ok());
+  ASSERT_EQ(p->layers.size(), layers->size());
+  for (size_t i = 0; i < layers->size(); ++i) {
+    EXPECT_EQ(Bits(p->layers[i].mean_kl), Bits((*layers)[i].mean_kl));
+  }
+  // Parameters that disagree with the results' grid are refused, naming the field.
+  params.trials = 3;
+  auto bad = AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("count"));
 }
 
 TEST(AggregateProfileTest, RejectsBadResults) {

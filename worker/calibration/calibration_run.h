@@ -1,8 +1,8 @@
 #pragma once
 // A whole local calibration: every sample x layer x trial of DESIGN.md §2, run in a canonical
-// order with one prefill per sample. The result is the raw KL of every trial; aggregation into a
-// profile (means, standard errors) is method/profile.h's AggregateProfile, shared with
-// the distributed service so both give bit-identical profiles.
+// order with one prefill per sample. The result is the raw KL of every trial; the profile is
+// method::AssembleProfile() (method/profile_aggregate.h), shared with the distributed service so
+// both give bit-identical profiles.
 
 #include <cstdint>
 #include <functional>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "method/profile_aggregate.h"
 #include "worker/calibration/sample_calibrator.h"
 #include "worker/engine/transformer.h"
 
@@ -21,19 +22,15 @@ struct CalibrationInput {
 };
 
 struct CalibrationOptions {
-  TrialOptions trials;                   // alpha, trials per (sample, layer), seed
+  TrialOptions trials;  // alpha, trials per (sample, layer), seed
   PerturbMode mode = PerturbMode::kCache;
-  std::vector<int> layers;               // layers to measure; empty = all
-  bool naive = false;                    // reference path: a full forward per trial
+  std::vector<int> layers;  // layers to measure; empty = all
+  bool naive = false;       // reference path: a full forward per trial
 };
 
-// One measured trial.
-struct TrialKl {
-  int sample = 0;
-  int layer = 0;
-  int trial = 0;
-  double kl = 0.0;  // mean over probe positions of KL(clean || perturbed), nats
-};
+// One measured trial: KL = mean over probe positions of KL(clean || perturbed), nats. The
+// method's type, so results go to method::AssembleProfile() as they are.
+using method::TrialKl;
 
 // Called after each (sample, layer) with (done, total) units of work.
 using CalibrationProgress = std::function<void(int64_t, int64_t)>;

@@ -27,15 +27,15 @@
 
 #include "kernels/base/status.h"
 #include "kernels/base/tensor.h"
+#include "method/profile.h"
 #include "worker/engine/kv_cache.h"
 #include "worker/engine/transformer.h"
 
 namespace ripplekv::worker {
 
-enum class PerturbMode {
-  kCache,    // perturb the cached context values after a clean prefill (models compression)
-  kPrefill,  // perturb V_l inside the forward pass at every position (ablation)
-};
+// kCache: perturb the cached context values after a clean prefill (models compression);
+// kPrefill: perturb V_l inside the forward pass at every position (ablation). The method's enum.
+using method::PerturbMode;
 
 struct TrialOptions {
   float alpha = 0.5f;  // noise scale: expected relative perturbation of each value vector
@@ -54,7 +54,8 @@ class SampleCalibrator {
                                                              PerturbMode mode);
 
   // Mean KL over the probe positions (nats) of each trial 0..trials-1 of `layer`.
-  [[nodiscard]] StatusOr<std::vector<double>> RunLayer(int layer, const TrialOptions& options) const;
+  [[nodiscard]] StatusOr<std::vector<double>> RunLayer(int layer,
+                                                       const TrialOptions& options) const;
   // The same quantities by the naive route (no reuse of the clean passes).
   [[nodiscard]] StatusOr<std::vector<double>> RunLayerNaive(int layer,
                                                             const TrialOptions& options) const;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "kernels/base/version.h"
 #include "proto/client_channel.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "spdlog/spdlog.h"
@@ -152,7 +153,7 @@ struct WorkerClient::Impl {
     m->set_vocab_size(model.vocab_size);
     req.set_capacity(1);
     req.set_memory_limit_bytes(options.memory_limit_bytes);
-    req.set_version("ripplekv 0.1.0");
+    req.set_version(std::string(ToolVersion()));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options.register_deadline);
     pb::RegisterResponse resp;
