@@ -1,7 +1,7 @@
 // ripplekv budgets (--profile P | --scheduler ADDR --model-hash H [--version V]) --avg-budget B
 //   --ratio R [--min-budget N] [--max-budget N] [--normalization minmax|rank|log-minmax] [--format native|kvpress|trtllm] [--context-len L]
 //   [--out FILE] [--json]
-// Turns a sensitivity profile into per-layer KV-cache token budgets (DESIGN.md §2): the total is
+// Turns a sensitivity profile into per-layer KV-cache token budgets (docs/DESIGN.md §2): the total is
 // exactly L * B. With --scheduler the map is computed by the scheduler (GetBudgetMap, the same
 // library) from its stored profile.
 // stdout: a table, or the map in --format with --json; --out writes the file.

@@ -1,5 +1,5 @@
 #pragma once
-// Budget mapping (DESIGN.md §2, normative): from per-layer sensitivities to per-layer KV-cache
+// Budget mapping (docs/DESIGN.md §2, normative): from per-layer sensitivities to per-layer KV-cache
 // token budgets that sum to exactly L * B, giving sensitive layers more. The steps, for
 // sensitivities s_l of L layers, ratio r >= 1, average budget B and bounds [b_min, b_max]:
 //   1. normalize: n_l in [0, 1] (Normalization below; every mode gives all zeros for a flat
@@ -35,7 +35,7 @@ namespace ripplekv::method {
 inline constexpr int64_t kMaxTotalTokens = kMaxApportionTotal;
 
 enum class Normalization {
-  kMinMax,     // "minmax": n = (s - min s) / (max s - min s) (the DESIGN.md §2 default)
+  kMinMax,     // "minmax": n = (s - min s) / (max s - min s) (the docs/DESIGN.md §2 default)
   kRank,       // "rank": n = rank / (L - 1), ranks from 0, ties get the average of their ranks
   kLogMinMax,  // "log-minmax": min-max of log(s + log_epsilon)
 };

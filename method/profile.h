@@ -1,8 +1,8 @@
 #pragma once
-// The sensitivity profile of one model (DESIGN.md §2): per layer, the mean KL divergence of the
+// The sensitivity profile of one model (docs/DESIGN.md §2): per layer, the mean KL divergence of the
 // output distribution when that layer's value cache is perturbed, with its standard error, plus
 // everything needed to reproduce or audit the measurement. It is the input of budget mapping and
-// is stored keyed by model hash, versioned and never overwritten (DESIGN.md §3).
+// is stored keyed by model hash, versioned and never overwritten (docs/DESIGN.md §3).
 //
 // On disk it is one JSON document (schema in docs/BUDGETS.md). Reading is strict: a missing or
 // mistyped field, an unknown key or an inconsistent value is an error naming its JSON path, so a
@@ -26,7 +26,7 @@ inline constexpr int kProfileSchemaVersion = 1;
 // Largest profile file ReadProfileFile() accepts, bytes.
 inline constexpr uint64_t kMaxProfileFileBytes = 256ull << 20;
 
-// Where the perturbation is applied (DESIGN.md §2).
+// Where the perturbation is applied (docs/DESIGN.md §2).
 enum class PerturbMode {
   kCache,    // "cache": after prefill, layer l's cached values only (the default method)
   kPrefill,  // "prefill": inside the forward pass, rippling into deeper layers' caches

@@ -1,5 +1,5 @@
 #pragma once
-// Aggregation of trial results into per-layer sensitivities (DESIGN.md §2, "Profile"). The result
+// Aggregation of trial results into per-layer sensitivities (docs/DESIGN.md §2, "Profile"). The result
 // depends only on the set of inputs, never on their order: values are sorted by (sample, layer,
 // trial) and summed in that order in double, so the same job gives bit-identical profiles whatever
 // the number of workers, retries or restarts.

@@ -1,5 +1,5 @@
 #pragma once
-// The scheduler's durable state (DESIGN.md §3) behind a typed interface: jobs and their tasks,
+// The scheduler's durable state (docs/DESIGN.md §3) behind a typed interface: jobs and their tasks,
 // trial results, profile versions and budget maps, domain types (store/types.h) in and out.
 // OpenStore() gives the RocksDB implementation; layout and encoding are in docs/STORE.md.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// Domain types of the scheduler's durable state (DESIGN.md §3): jobs, their tasks, trial results,
+// Domain types of the scheduler's durable state (docs/DESIGN.md §3): jobs, their tasks, trial results,
 // profile versions and budget maps. Plain structs, no protobuf and no RocksDB: the gRPC adapters
 // in scheduler/service/ convert to and from these, and store/store.h keeps them.
 //
@@ -25,7 +25,7 @@ inline constexpr JobId kNoJob = 0;
 // Profile and budget-map versions count from 1 per model hash. 0 means "the latest" in lookups.
 inline constexpr uint32_t kLatestVersion = 0;
 
-// Where the perturbation is applied (DESIGN.md §2).
+// Where the perturbation is applied (docs/DESIGN.md §2).
 enum class CalibrationMode : uint8_t {
   kCache = 0,    // "cache": after a clean prefill, layer l's cached context values only
   kPrefill = 1,  // "prefill": inside the forward pass, rippling into deeper layers' caches

@@ -1,5 +1,5 @@
 #pragma once
-// Validation and planning of a calibration job (DESIGN.md §2-3): a submitted store::JobSpec is
+// Validation and planning of a calibration job (docs/DESIGN.md §2-3): a submitted store::JobSpec is
 // checked against the method's rules and the model's layer count, then split into one task per
 // (sample, layer), each covering all of the job's trials.
 //

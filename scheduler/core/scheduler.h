@@ -1,5 +1,5 @@
 #pragma once
-// The scheduler core (DESIGN.md §3): plans calibration jobs into (sample, layer) tasks, leases
+// The scheduler core (docs/DESIGN.md §3): plans calibration jobs into (sample, layer) tasks, leases
 // them to registered workers (jobs by priority then age, never across model hashes, preferring a
 // worker that already holds the sample's prefill), expires leases of silent workers, cancels,
 // and when a job's last task is done aggregates its results in canonical order into a new

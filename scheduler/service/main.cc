@@ -1,4 +1,4 @@
-// ripplekv-scheduler: the calibration scheduler daemon (DESIGN.md §3, docs/API.md).
+// ripplekv-scheduler: the calibration scheduler daemon (docs/DESIGN.md §3, docs/API.md).
 //
 //   ripplekv-scheduler --listen ADDR --db PATH [--lease-ms N] [--heartbeat-timeout-ms N]
 //

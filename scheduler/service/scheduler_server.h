@@ -1,5 +1,5 @@
 #pragma once
-// The scheduler daemon's server (DESIGN.md §3, docs/API.md): opens the store, builds the
+// The scheduler daemon's server (docs/DESIGN.md §3, docs/API.md): opens the store, builds the
 // scheduler core, serves CalibrationService and WorkerService with the health service and
 // reflection on one address with the documented keepalive settings, and runs a timer that calls
 // Scheduler::ExpireLeases. `ripplekv-scheduler` (main.cc) and the integration tests use it.

@@ -1,6 +1,6 @@
 // End to end through real processes on loopback: ripplekv-scheduler + 2 ripplekv-worker, a job
 // submitted with `ripplekv submit --wait`, the profile fetched with `ripplekv profile get --json`,
-// must equal local `ripplekv calibrate --json` bit for bit (DESIGN.md §2, canonical aggregation).
+// must equal local `ripplekv calibrate --json` bit for bit (docs/DESIGN.md §2, canonical aggregation).
 // Needs RIPPLEKV_SMOLLM2_GGUF; skipped without it. Every process is killed on every path.
 
 #include <gtest/gtest.h>

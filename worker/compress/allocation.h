@@ -1,6 +1,6 @@
 #pragma once
 // Allocation of a KV-cache token budget across layers: per-layer budgets b_l (tokens per KV head,
-// every kept token counted, DESIGN.md §2) for an average budget B over L layers.
+// every kept token counted, docs/DESIGN.md §2) for an average budget B over L layers.
 //
 // Rules shared by every allocation (docs/COMPRESSION.md, "Budget rules"):
 //   * bounds: each b_l lies in [min_budget, max_budget], where max_budget is the prompt length n
