@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "kernels/dequant/fp16.h"
@@ -145,6 +146,26 @@ TEST(DequantTest, F16AndBf16DecodeLittleEndianValues) {
                                 std::numeric_limits<float>::infinity()}));
   std::vector<uint8_t> bf16 = {0x80, 0x3F, 0x40, 0xC0};
   EXPECT_EQ(Decode(GgmlType::kBF16, bf16, 2), (std::vector<float>{1.0f, -3.0f}));
+}
+
+// The whole-array F16/BF16 decode that model loaders use (safetensors data need not be 2-byte
+// aligned): every 16-bit pattern, from an odd address, in a 2-D tensor, decodes bit for bit as the
+// scalar HalfToFloat / Bf16ToFloat do (NaN payloads included).
+TEST(DequantTest, F16AndBf16ArraysFromUnalignedMemoryMatchTheScalarConversion) {
+  constexpr int64_t kPatterns = 1 << 16;
+  std::vector<uint8_t> storage(1 + 2 * kPatterns);
+  for (int64_t i = 0; i < kPatterns; ++i) PutHalf(storage, 1 + 2 * i, static_cast<uint16_t>(i));
+  const std::span<const uint8_t> src(storage.data() + 1, 2 * kPatterns);
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kBF16}) {
+    Tensor out({256, 256});
+    ASSERT_TRUE(Dequantize(type, src, out.view()).ok());
+    for (int64_t i = 0; i < kPatterns; ++i) {
+      const uint16_t h = static_cast<uint16_t>(i);
+      const float want = type == GgmlType::kF16 ? HalfToFloat(h) : Bf16ToFloat(h);
+      ASSERT_EQ(std::bit_cast<uint32_t>(out.data()[i]), std::bit_cast<uint32_t>(want))
+          << TraitsOf(type).name << " pattern " << i;
+    }
+  }
 }
 
 // ---------------------------------------------------------------- 32-value blocks

@@ -1,5 +1,4 @@
 #include "worker/model/gguf_reader.h"
-#include "kernels/base/strings.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -17,6 +16,8 @@
 
 #include "fmt/format.h"
 #include "kernels/base/check.h"
+#include "kernels/base/file_io.h"
+#include "kernels/base/strings.h"
 #include "kernels/dequant/dequant.h"
 
 namespace ripplekv::worker {
@@ -522,18 +523,12 @@ GgufFile::~GgufFile() = default;
 
 StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string message = Cat(path, ": cannot open: ", std::strerror(err));
-    if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
-    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-    return absl::InvalidArgumentError(message);
-  }
+  if (fd < 0) return FileErrnoStatus(errno, path, "open");
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return absl::InvalidArgumentError(Cat(path, ": cannot stat: ", std::strerror(err)));
+    return FileErrnoStatus(err, path, "stat");
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -548,10 +543,8 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   void* address = ::mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping keeps the file referenced
-  if (address == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        Cat(path, ": cannot map ", mapping->size, " bytes: ", std::strerror(err)));
-  }
+  if (address == MAP_FAILED)
+    return FileErrnoStatus(err, path, Cat("map ", mapping->size, " bytes"));
   mapping->address = address;
   const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(address), mapping->size);
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, FromBuffer(bytes, path));

@@ -29,8 +29,19 @@ namespace ripplekv::worker {
 
 // GGUF metadata value types, numbered as in the file format.
 enum class GgufValueType : uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
 };
 
 struct GgufArray;
@@ -49,16 +60,18 @@ struct GgufArray {
 
 struct GgufTensorInfo {
   std::string name;
-  std::vector<int64_t> dims;     // ne[0] first: ne[0] is the contiguous (row) dimension
+  std::vector<int64_t> dims;  // ne[0] first: ne[0] is the contiguous (row) dimension
   kernels::GgmlType type;
-  uint64_t offset = 0;           // from the start of the data section
-  uint64_t size_bytes = 0;       // computed from dims and type; validated against the file
+  uint64_t offset = 0;      // from the start of the data section
+  uint64_t size_bytes = 0;  // computed from dims and type; validated against the file
 };
 
 class GgufFile {
  public:
-  // Maps `path` and parses header, metadata and tensor table. Errors: NotFound (no such file),
-  // InvalidArgument (bad magic/version, malformed field: message names path, field, offset),
+  // Maps `path` and parses header, metadata and tensor table. Errors (docs/ERRORS.md):
+  // FileErrnoStatus's for a failed open/fstat/mmap (NotFound when there is no such file),
+  // InvalidArgument (not a regular file; bad magic/version, malformed field: message names path,
+  // field, offset), DataLoss (empty or truncated: a field or tensor runs past the end),
   // Unimplemented (a tensor type we do not read, named).
   static StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
   // Same, over bytes the caller keeps alive for the life of the GgufFile (used by the fuzzer).
@@ -77,8 +90,8 @@ class GgufFile {
 
   // Typed getters: NotFound if absent, InvalidArgument if the stored type does not convert.
   StatusOr<std::string> GetString(std::string_view key) const;
-  StatusOr<int64_t> GetInt(std::string_view key) const;     // any integer type, range-checked
-  StatusOr<double> GetFloat(std::string_view key) const;    // float32/float64 (and integers)
+  StatusOr<int64_t> GetInt(std::string_view key) const;   // any integer type, range-checked
+  StatusOr<double> GetFloat(std::string_view key) const;  // float32/float64 (and integers)
   StatusOr<bool> GetBool(std::string_view key) const;
   StatusOr<std::vector<std::string>> GetStringArray(std::string_view key) const;
   StatusOr<std::vector<double>> GetFloatArray(std::string_view key) const;

@@ -1,17 +1,15 @@
 #include "worker/model/hf_model_loader.h"
-#include "kernels/base/strings.h"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/base/file_io.h"
+#include "kernels/base/strings.h"
 #include "nlohmann/json.hpp"
 #include "worker/model/safetensors_reader.h"
 
@@ -20,13 +18,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr uint64_t kMaxConfigBytes = 16u << 20;
-
-
-std::string JoinPath(const std::string& dir, std::string_view name) {
-  if (dir.empty() || dir.back() == '/') return absl::StrCat(dir, Sv(name));
-  return absl::StrCat(dir, "/", Sv(name));
-}
+// A config.json is a few KiB; anything over 16 MiB is not one.
+constexpr uint64_t kMaxConfigBytes = uint64_t{16} << 20;  // bytes
 
 // Typed access to config.json fields. `null` counts as absent (HF writes e.g. "head_dim": null).
 class ConfigReader {
@@ -293,20 +286,8 @@ StatusOr<ModelConfig> ParseHfConfig(std::string_view json_text, const std::strin
 
 StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   const std::string path = JoinPath(dir, "config.json");
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return absl::ErrnoToStatus(ec.value(), absl::StrCat(path, ": cannot read"));
-  if (size > kMaxConfigBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", size, " bytes is more than a config file can be"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in.good() && !in.eof()) {
-    return absl::DataLossError(absl::StrCat(path, ": read failed"));
-  }
-  return ParseHfConfig(text.str(), path);
+  ASSIGN_OR_RETURN(const std::string text, ReadFileBounded(path, kMaxConfigBytes));
+  return ParseHfConfig(text, path);
 }
 
 StatusOr<Model> LoadHfModel(const std::string& dir) {

@@ -33,7 +33,8 @@ namespace ripplekv::worker {
 // model_type.
 StatusOr<ModelConfig> ParseHfConfig(std::string_view json_text, const std::string& display_name);
 
-// Reads and parses `dir`/config.json. Errors as ParseHfConfig, plus NotFound when absent.
+// Reads (at most 16 MiB) and parses `dir`/config.json. Errors as ParseHfConfig, plus those of
+// ReadFileBounded (NotFound when absent, ResourceExhausted when over the cap; docs/ERRORS.md).
 StatusOr<ModelConfig> LoadHfConfig(const std::string& dir);
 
 // Reads config.json and the weights (SafetensorsModelFiles::Open(dir)), checks every tensor's

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/base/file_io.h"
 #include "worker/model/safetensors_reader.h"
 
 namespace ripplekv::worker {
@@ -79,10 +80,10 @@ struct HashedFile {
 
 StatusOr<HashedFile> HashFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": cannot open"));
+  if (fd < 0) return FileErrnoStatus(errno, path, "open");
   FdCloser closer{fd};
   struct stat st;
-  if (::fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": cannot stat"));
+  if (::fstat(fd, &st) != 0) return FileErrnoStatus(errno, path, "stat");
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
@@ -96,8 +97,7 @@ StatusOr<HashedFile> HashFile(const std::string& path) {
     ssize_t n = ::read(fd, buffer.data(), buffer.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return absl::ErrnoToStatus(
-          errno, absl::StrCat(path, ": read failed at byte offset ", out.size_bytes));
+      return FileErrnoStatus(errno, path, absl::StrCat("read at byte offset ", out.size_bytes));
     }
     if (n == 0) break;
     RETURN_IF_ERROR(sha.Update(buffer.data(), static_cast<size_t>(n)));
@@ -107,16 +107,9 @@ StatusOr<HashedFile> HashFile(const std::string& path) {
   return out;
 }
 
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  if (dir.empty() || dir.back() == '/') return dir + name;
-  return absl::StrCat(dir, "/", name);
-}
-
 StatusOr<bool> IsDirectory(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat(path, ": cannot stat"));
-  }
+  if (::stat(path.c_str(), &st) != 0) return FileErrnoStatus(errno, path, "stat");
   return S_ISDIR(st.st_mode);
 }
 
@@ -177,7 +170,7 @@ StatusOr<ModelDigest> ModelFilesDigest(const std::string& path) {
     names.insert(std::move(name));
   }
   if (ec) {
-    return absl::ErrnoToStatus(ec.value(), absl::StrCat(path, ": cannot list directory"));
+    return FileErrnoStatus(ec.value(), path, "list the directory");
   }
 
   const std::set<std::string> weight_set(weights.names.begin(), weights.names.end());

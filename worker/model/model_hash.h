@@ -22,7 +22,8 @@ inline constexpr size_t kHashChunkBytes = 4u << 20;
 StatusOr<std::string> Sha256Hex(std::string_view bytes);
 
 // SHA-256 of the file at `path`, equal to the first field of `sha256sum path`.
-// Errors: NotFound (no such file), InvalidArgument (not a regular file), others from the OS.
+// Errors: InvalidArgument (not a regular file), FileErrnoStatus's for a failed open/stat/read
+// (NotFound when there is no such file; docs/ERRORS.md).
 StatusOr<std::string> Sha256FileHex(const std::string& path);
 
 // The model hash of `path`:

@@ -1,16 +1,22 @@
 #include "worker/model/model_loader.h"
 
-#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/base/file_io.h"
 #include "worker/model/gguf_model_loader.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/hf_model_loader.h"
 #include "worker/model/safetensors_reader.h"
 
 namespace ripplekv::worker {
+namespace {
+
+// The first bytes of every GGUF file; DetectModelFormat reads exactly this many (4 bytes).
+constexpr std::string_view kGgufMagic = "GGUF";
+
+}  // namespace
 
 StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
   std::error_code ec;
@@ -25,9 +31,9 @@ StatusOr<ModelFormat> DetectModelFormat(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": a directory without config.json is not a Hugging Face model"));
   }
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  if (!in.read(magic, sizeof(magic)) || std::memcmp(magic, "GGUF", 4) != 0) {
+  // Only the magic number is read, never the (possibly multi-GB) file.
+  ASSIGN_OR_RETURN(const std::string magic, ReadFilePrefix(path, kGgufMagic.size()));
+  if (magic != kGgufMagic) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": not a GGUF file (offset 0: magic is not \"GGUF\") and not a model directory"));
   }

@@ -12,8 +12,10 @@ namespace ripplekv::worker {
 
 enum class ModelFormat { kGguf, kSafetensorsDir };
 
-// A path is GGUF when it is a file starting with the "GGUF" magic, a safetensors model when it is
-// a directory holding config.json. NotFound / InvalidArgument (naming the path) otherwise.
+// A path is GGUF when it is a file starting with the "GGUF" magic (only those 4 bytes are read), a
+// safetensors model when it is a directory holding config.json. Errors, naming the path: NotFound
+// (nothing there), InvalidArgument (neither format), those of ReadFilePrefix for a file that
+// cannot be read (PermissionDenied, ...; docs/ERRORS.md).
 StatusOr<ModelFormat> DetectModelFormat(const std::string& path);
 
 // Loads and dequantizes the model at `path` (GGUF file or Hugging Face directory).
@@ -22,7 +24,7 @@ StatusOr<Model> LoadModel(const std::string& path);
 // What a model file holds, read from its headers only (no weight is decoded: cheap for any size).
 struct ModelSummary {
   ModelFormat format = ModelFormat::kGguf;
-  uint32_t gguf_version = 0;                // 0 for safetensors
+  uint32_t gguf_version = 0;  // 0 for safetensors
   ModelConfig config;
   int64_t parameters = 0;                   // elements over all weight tensors
   std::map<std::string, int> tensor_types;  // storage type name -> tensor count

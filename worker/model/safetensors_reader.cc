@@ -1,5 +1,4 @@
 #include "worker/model/safetensors_reader.h"
-#include "kernels/base/strings.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -15,7 +14,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/dequant/fp16.h"
+#include "kernels/base/file_io.h"
+#include "kernels/base/strings.h"
+#include "kernels/dequant/dequant.h"
 #include "nlohmann/json.hpp"
 
 namespace ripplekv::worker {
@@ -28,7 +29,6 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr uint64_t kLengthPrefixBytes = 8;
-
 
 struct DtypeEntry {
   SafetensorsDtype dtype;
@@ -107,15 +107,6 @@ StatusOr<Json> ParseJsonObject(std::string_view text, const std::string& display
   return j;
 }
 
-Status ErrnoStatus(int err, std::string_view path, std::string_view action) {
-  return absl::ErrnoToStatus(err, absl::StrCat(Sv(path), ": cannot ", Sv(action)));
-}
-
-std::string JoinPath(const std::string& dir, std::string_view name) {
-  if (dir.empty() || dir.back() == '/') return absl::StrCat(dir, Sv(name));
-  return absl::StrCat(dir, "/", Sv(name));
-}
-
 bool IsRegularFile(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -146,8 +137,7 @@ struct OpenedFile {
   int fd = -1;
   uint64_t size = 0;  // bytes, at open time
   OpenedFile() = default;
-  OpenedFile(OpenedFile&& other) noexcept
-      : fd(std::exchange(other.fd, -1)), size(other.size) {}
+  OpenedFile(OpenedFile&& other) noexcept : fd(std::exchange(other.fd, -1)), size(other.size) {}
   OpenedFile& operator=(OpenedFile&&) = delete;
   ~OpenedFile() {
     if (fd >= 0) ::close(fd);
@@ -158,9 +148,9 @@ struct OpenedFile {
 StatusOr<OpenedFile> OpenRegularFile(const std::string& path) {
   OpenedFile file;
   file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (file.fd < 0) return ErrnoStatus(errno, path, "open");
+  if (file.fd < 0) return FileErrnoStatus(errno, path, "open");
   struct stat st;
-  if (::fstat(file.fd, &st) != 0) return ErrnoStatus(errno, path, "stat");
+  if (::fstat(file.fd, &st) != 0) return FileErrnoStatus(errno, path, "stat");
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
@@ -168,26 +158,9 @@ StatusOr<OpenedFile> OpenRegularFile(const std::string& path) {
   return file;
 }
 
-StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
-  ASSIGN_OR_RETURN(OpenedFile file, OpenRegularFile(path));
-  if (file.size > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", file.size, " bytes is more than the ", max_bytes, " bytes accepted"));
-  }
-  std::string text(static_cast<size_t>(file.size), '\0');
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::read(file.fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, path, "read");
-    done += static_cast<size_t>(n);
-  }
-  return text;
-}
-
 StatusOr<IndexContents> ReadIndex(const std::string& dir) {
   const std::string path = JoinPath(dir, SafetensorsModelFiles::kIndexFileName);
-  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, SafetensorsFile::kMaxHeaderBytes));
+  ASSIGN_OR_RETURN(std::string text, ReadFileBounded(path, SafetensorsFile::kMaxHeaderBytes));
   ASSIGN_OR_RETURN(Json j, ParseJsonObject(text, path, 0, "the index"));
   auto it = j.find("weight_map");
   if (it == j.end() || !it->is_object()) {
@@ -263,7 +236,7 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::stri
   mapping->size = static_cast<size_t>(opened.size);
   if (mapping->size > 0) {
     void* addr = ::mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, opened.fd, 0);
-    if (addr == MAP_FAILED) return ErrnoStatus(errno, path, "mmap");
+    if (addr == MAP_FAILED) return FileErrnoStatus(errno, path, "mmap");
     mapping->addr = addr;
   }
   // Closing the descriptor (when `opened` goes out of scope) leaves the mapping valid.
@@ -441,13 +414,16 @@ StatusOr<kernels::Tensor> SafetensorsFile::LoadTensor(const SafetensorsTensorInf
     if (n > 0) std::memcpy(dst, src.data(), static_cast<size_t>(n) * sizeof(float));
     return out;
   }
-  const bool bf16 = info.dtype == SafetensorsDtype::kBF16;
-  const uint8_t* p = src.data();
-#pragma omp parallel for schedule(static) if (n > (1 << 20))
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t h;
-    std::memcpy(&h, p + 2 * i, sizeof(h));  // the data section need not be 2-byte aligned
-    dst[i] = bf16 ? kernels::Bf16ToFloat(h) : kernels::HalfToFloat(h);
+  // F16/BF16 decode in kernels/dequant (any source alignment; rows split across threads). A
+  // scalar (rank 0) is decoded as one row of one value.
+  const kernels::GgmlType type =
+      info.dtype == SafetensorsDtype::kBF16 ? kernels::GgmlType::kBF16 : kernels::GgmlType::kF16;
+  kernels::TensorView view = out.view();
+  if (view.rank() == 0) view.shape = {n};
+  Status decoded = kernels::Dequantize(type, src, view);
+  if (!decoded.ok()) {
+    return Status(decoded.code(),
+                  absl::StrCat(path_, ": tensor '", info.name, "': ", decoded.message()));
   }
   return out;
 }

@@ -69,8 +69,9 @@ class SafetensorsFile {
   // Largest JSON header accepted, bytes (the reference implementation uses the same bound).
   static constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 
-  // Maps `path` and parses and validates its header. Errors: NotFound (no such file),
-  // InvalidArgument (malformed header: the message names the path, the tensor/field and, for JSON
+  // Maps `path` and parses and validates its header. Errors (docs/ERRORS.md): FileErrnoStatus's
+  // for a failed open/fstat/mmap (NotFound when there is no such file), InvalidArgument (not a
+  // regular file; malformed header: the message names the path, the tensor/field and, for JSON
   // syntax errors, the byte offset in the file), Unimplemented (a dtype string that is not in the
   // safetensors format, naming tensor and dtype).
   static StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
@@ -118,8 +119,9 @@ class SafetensorsModelFiles {
   // `model.safetensors.index.json` ({"weight_map": {tensor: shard file name}}) names the shards.
   // Errors: NotFound (neither file; a shard named by the index is missing), InvalidArgument
   // (malformed index or shard; a shard name that is not a plain file name; a tensor the index
-  // assigns to a shard that lacks it; a tensor name present in two shards), plus SafetensorsFile
-  // errors. Every message names the file at fault.
+  // assigns to a shard that lacks it; a tensor name present in two shards), ResourceExhausted
+  // (an index over kMaxHeaderBytes), plus SafetensorsFile errors. Every message names the file at
+  // fault.
   static StatusOr<std::unique_ptr<SafetensorsModelFiles>> Open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }

@@ -100,8 +100,10 @@ class Tokenizer {
 // "a b" strings or [a, b] pairs, added_tokens as specials, a pre-tokenizer made of ByteLevel,
 // Split(regex, Isolated) and Digits steps) and, when `tokenizer_config_json` names an existing
 // file, its bos_token / eos_token / add_bos_token / add_eos_token / chat_template.
-// Errors: NotFound (no tokenizer.json), InvalidArgument (malformed, naming the file and field),
-// Unimplemented (another model or pre-tokenizer type, named).
+// Each file is read whole, at most 1 GiB. Errors: those of ReadFileBounded (docs/ERRORS.md:
+// NotFound for no tokenizer.json, ResourceExhausted over the cap, ...), InvalidArgument
+// (malformed, naming the file and field), Unimplemented (another model or pre-tokenizer type,
+// named).
 [[nodiscard]] StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromHfJson(
     const std::string& tokenizer_json, const std::string& tokenizer_config_json);
 
