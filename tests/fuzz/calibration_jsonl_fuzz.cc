@@ -1,11 +1,11 @@
-// libFuzzer target for calibration data (worker/calibration/calibration_data.h): JSONL files and
+// libFuzzer target for calibration data (worker/data/calibration_data.h): JSONL files and
 // plain text, tokenized by a tiny byte-level tokenizer. Any bytes must give a Status or a set of
 // exactly DataOptions::samples samples of exactly C context and W probe tokens, each a valid id;
 // the same bytes must give the same set again. A broken property traps.
 //
-// Input: byte 0 chooses the path (bit 0: JSONL from a file, else plain text; bit 1: plain text
-// through a file rather than in memory; bit 2: strict), the rest is the data. The file is one
-// scratch file per process, rewritten every run.
+// Input: byte 0 chooses the path (bit 0: JSONL from a file, checked against the same bytes in
+// memory, else plain text; bit 1: plain text through a file rather than in memory; bit 2: strict),
+// the rest is the data. The file is one scratch file per process, rewritten every run.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +17,7 @@
 
 #include "tests/fuzz/scratch_file.h"
 #include "tests/worker/tokenizer/test_vocab.h"
-#include "worker/calibration/calibration_data.h"
+#include "worker/data/calibration_data.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace {
@@ -87,6 +87,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (mode & 3) file->Write(body);
 
   auto set = load();
+  if (mode & 1) {
+    // JSONL from a file is the file's bytes through the in-memory parser: same outcome.
+    auto in_memory =
+        ripplekv::worker::CalibrationDataFromJsonl(body, file->path(), tokenizer, options);
+    Require(in_memory.ok() == set.ok());
+    Require(in_memory.ok() || in_memory.status().code() == set.status().code());
+    if (in_memory.ok()) {
+      Require(in_memory->fingerprint == set->fingerprint);
+      Require(in_memory->description == set->description);
+      Require(in_memory->skipped.size() == set->skipped.size());
+    }
+  }
   if (!set.ok()) return 0;
   CheckSet(*set, options, tokenizer);
 

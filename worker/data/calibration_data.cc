@@ -1,20 +1,16 @@
-#include "worker/calibration/calibration_data.h"
+#include "worker/data/calibration_data.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <initializer_list>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/base/file_io.h"
 #include "nlohmann/json.hpp"
 
 namespace ripplekv::worker {
@@ -22,9 +18,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr int64_t kMaxTextFileBytes = int64_t{256} << 20;  // plain text is read whole
-constexpr size_t kMaxJsonlLineBytes = size_t{64} << 20;
-constexpr size_t kReadChunkBytes = size_t{1} << 16;
+constexpr size_t kMaxJsonlLineBytes = size_t{64} << 20;  // bytes (64 MiB) per JSONL line
 constexpr int kSkipsInError = 3;  // skipped lines quoted in a "too few samples" message
 
 constexpr EncodeOptions kRawText{.add_special = false, .parse_special = false};
@@ -90,120 +84,6 @@ std::string_view DropBom(std::string_view text) {
   constexpr std::string_view kBom = "\xEF\xBB\xBF";
   if (text.starts_with(kBom)) text.remove_prefix(kBom.size());
   return text;
-}
-
-// Reads a file line by line without ever holding more than one line (bounded by
-// kMaxJsonlLineBytes) in memory. Lines lose their "\n" and a "\r" before it.
-class LineReader {
- public:
-  explicit LineReader(std::ifstream* in) : in_(in) {}
-
-  // Sets *line to the next line; false at the end of the file or on an error (too_long(),
-  // read_error()).
-  bool Next(std::string* line) {
-    line->clear();
-    while (true) {
-      if (pos_ == end_) {
-        if (!eof_) {
-          Fill();
-          continue;
-        }
-        if (line->empty()) return false;  // no unterminated last line
-        return Emit(line);
-      }
-      const char* begin = buffer_.data() + pos_;
-      const char* stop = static_cast<const char*>(std::memchr(begin, '\n', end_ - pos_));
-      const size_t take = stop ? static_cast<size_t>(stop - begin) : end_ - pos_;
-      if (line->size() + take > kMaxJsonlLineBytes) {
-        too_long_ = true;
-        return false;
-      }
-      line->append(begin, take);
-      pos_ += take;
-      if (stop) {
-        ++pos_;
-        return Emit(line);
-      }
-    }
-  }
-
-  int line_number() const { return line_number_; }
-  bool too_long() const { return too_long_; }
-  bool read_error() const { return read_error_; }
-
- private:
-  bool Emit(std::string* line) {
-    if (!line->empty() && line->back() == '\r') line->pop_back();
-    ++line_number_;
-    return true;
-  }
-
-  void Fill() {
-    buffer_.resize(kReadChunkBytes);
-    in_->read(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
-    pos_ = 0;
-    end_ = static_cast<size_t>(in_->gcount());
-    if (in_->bad() || (in_->fail() && !in_->eof())) {
-      read_error_ = true;
-      end_ = 0;
-    }
-    eof_ = end_ == 0 || in_->eof();
-  }
-
-  std::ifstream* in_;
-  std::string buffer_;
-  size_t pos_ = 0;
-  size_t end_ = 0;
-  bool eof_ = false;
-  bool too_long_ = false;
-  bool read_error_ = false;
-  int line_number_ = 0;
-};
-
-Status OpenRegularFile(const std::string& path, std::ifstream* in, int64_t* size) {
-  std::error_code ec;
-  const std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (st.type() == std::filesystem::file_type::not_found) {  // ec holds ENOENT then
-    return absl::NotFoundError(absl::StrCat("calibration data ", path, ": no such file"));
-  }
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("calibration data ", path, ": cannot access: ", ec.message()));
-  }
-  if (!std::filesystem::is_regular_file(st)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("calibration data ", path, ": not a regular file"));
-  }
-  const uintmax_t bytes = std::filesystem::file_size(path, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("calibration data ", path, ": cannot read its size: ", ec.message()));
-  }
-  in->open(path, std::ios::binary);
-  if (!in->is_open()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("calibration data ", path, ": cannot open for reading"));
-  }
-  *size = static_cast<int64_t>(bytes);
-  return absl::OkStatus();
-}
-
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in;
-  int64_t size = 0;
-  RETURN_IF_ERROR(OpenRegularFile(path, &in, &size));
-  if (size > kMaxTextFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "calibration data ", path, ": ", size, " bytes; plain-text data is read whole ",
-        "and may be at most ", kMaxTextFileBytes, " bytes"));
-  }
-  std::string bytes(static_cast<size_t>(size), '\0');
-  in.read(bytes.data(), size);
-  if (in.gcount() != size) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("calibration data ", path, ": read ", in.gcount(), " of ", size, " bytes"));
-  }
-  return bytes;
 }
 
 // One JSONL line's sample, or the reason it has none (`*reason` set, `sample` untouched).
@@ -282,96 +162,11 @@ Status SampleFromJsonLine(std::string_view line, const std::string& where,
   return absl::OkStatus();
 }
 
-StatusOr<CalibrationSet> LoadJsonl(const std::string& path, const Tokenizer& tokenizer,
-                                   const DataOptions& options) {
-  std::ifstream in;
-  int64_t size = 0;
-  RETURN_IF_ERROR(OpenRegularFile(path, &in, &size));
-  if (size == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("calibration data ", path, ": empty file"));
-  }
-  CalibrationSet set;
-  LineReader reader(&in);
-  std::string line;
-  int json_lines = 0;
-  while (static_cast<int>(set.samples.size()) < options.samples && reader.Next(&line)) {
-    std::string_view view = line;
-    if (reader.line_number() == 1) view = DropBom(view);
-    if (IsBlank(view)) continue;
-    ++json_lines;
-    const std::string where = absl::StrCat(path, ":", reader.line_number());
-    CalibrationSample sample;
-    std::string reason;
-    RETURN_IF_ERROR(SampleFromJsonLine(view, where, tokenizer, options, &sample, &reason));
-    if (!reason.empty()) {
-      if (options.strict) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": ", reason, " (--strict)"));
-      }
-      set.skipped.push_back({.source = where, .reason = std::move(reason)});
-      continue;
-    }
-    sample.index = static_cast<int>(set.samples.size());
-    sample.source = where;
-    set.samples.push_back(std::move(sample));
-  }
-  if (reader.too_long()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ":", reader.line_number() + 1, ": line longer than ", kMaxJsonlLineBytes, " bytes"));
-  }
-  if (reader.read_error()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": read error after line ", reader.line_number()));
-  }
-  if (json_lines == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("calibration data ", path, ": no JSON lines (only blank lines)"));
-  }
-  if (static_cast<int>(set.samples.size()) < options.samples) {
-    std::string message =
-        absl::StrCat(path, ": ", set.samples.size(), " usable samples of ", Shape(options),
-                     " tokens in ", json_lines, " JSON lines, ", options.samples, " requested; ",
-                     set.skipped.size(), " lines skipped");
-    for (size_t i = 0; i < set.skipped.size() && i < kSkipsInError; ++i) {
-      absl::StrAppend(&message, i == 0 ? ": " : "; ", set.skipped[i].source, " (",
-                      set.skipped[i].reason, ")");
-    }
-    if (set.skipped.size() > kSkipsInError) {
-      absl::StrAppend(&message, "; and ", set.skipped.size() - kSkipsInError, " more");
-    }
-    return absl::InvalidArgumentError(message);
-  }
-  Finish(options, absl::StrCat(path, " (jsonl)"), &set);
-  return set;
-}
-
 bool IsJsonlPath(std::string_view path) {
   // ".json" too: such a file is far more often JSONL than prose, and a JSON document read as
   // JSONL fails loudly where read as text it would silently calibrate on JSON syntax.
   return EndsWithNoCase(path, ".jsonl") || EndsWithNoCase(path, ".ndjson") ||
          EndsWithNoCase(path, ".json");
-}
-
-// Lines of `text` as views without their "\n".
-std::vector<std::string_view> SplitLines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t nl = text.find('\n', start);
-    if (nl == std::string_view::npos) {
-      if (start < text.size()) lines.push_back(text.substr(start));
-      break;
-    }
-    lines.push_back(text.substr(start, nl - start));
-    start = nl + 1;
-  }
-  return lines;
-}
-
-bool StartsWithAny(std::string_view line, std::initializer_list<std::string_view> prefixes) {
-  for (std::string_view p : prefixes) {
-    if (StartsWithNoCase(line, p)) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -432,68 +227,85 @@ StatusOr<CalibrationSet> CalibrationDataFromText(std::string_view text,
   return set;
 }
 
+StatusOr<CalibrationSet> CalibrationDataFromJsonl(std::string_view text,
+                                                  std::string_view source_name,
+                                                  const Tokenizer& tokenizer,
+                                                  const DataOptions& options) {
+  RETURN_IF_ERROR(ValidateDataOptions(options));
+  const std::string name = Str(source_name);
+  if (text.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("calibration data ", name, ": empty file"));
+  }
+  CalibrationSet set;
+  int json_lines = 0;
+  int line_number = 0;
+  size_t pos = 0;
+  // Lines are cut one at a time, so lines after the N-th usable sample are never looked at.
+  while (static_cast<int>(set.samples.size()) < options.samples && pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    const size_t end = nl == std::string_view::npos ? text.size() : nl;
+    std::string_view view = text.substr(pos, end - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+    ++line_number;
+    if (view.size() > kMaxJsonlLineBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ":", line_number, ": line longer than ",
+                                                     kMaxJsonlLineBytes, " bytes"));
+    }
+    if (!view.empty() && view.back() == '\r') view.remove_suffix(1);
+    if (line_number == 1) view = DropBom(view);
+    if (IsBlank(view)) continue;
+    ++json_lines;
+    const std::string where = absl::StrCat(name, ":", line_number);
+    CalibrationSample sample;
+    std::string reason;
+    RETURN_IF_ERROR(SampleFromJsonLine(view, where, tokenizer, options, &sample, &reason));
+    if (!reason.empty()) {
+      if (options.strict) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": ", reason, " (--strict)"));
+      }
+      set.skipped.push_back({.source = where, .reason = std::move(reason)});
+      continue;
+    }
+    sample.index = static_cast<int>(set.samples.size());
+    sample.source = where;
+    set.samples.push_back(std::move(sample));
+  }
+  if (json_lines == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("calibration data ", name, ": no JSON lines (only blank lines)"));
+  }
+  if (static_cast<int>(set.samples.size()) < options.samples) {
+    std::string message =
+        absl::StrCat(name, ": ", set.samples.size(), " usable samples of ", Shape(options),
+                     " tokens in ", json_lines, " JSON lines, ", options.samples, " requested; ",
+                     set.skipped.size(), " lines skipped");
+    for (size_t i = 0; i < set.skipped.size() && i < kSkipsInError; ++i) {
+      absl::StrAppend(&message, i == 0 ? ": " : "; ", set.skipped[i].source, " (",
+                      set.skipped[i].reason, ")");
+    }
+    if (set.skipped.size() > kSkipsInError) {
+      absl::StrAppend(&message, "; and ", set.skipped.size() - kSkipsInError, " more");
+    }
+    return absl::InvalidArgumentError(message);
+  }
+  Finish(options, absl::StrCat(name, " (jsonl)"), &set);
+  return set;
+}
+
 StatusOr<CalibrationSet> LoadCalibrationData(const std::string& path, const Tokenizer& tokenizer,
                                              const DataOptions& options) {
   RETURN_IF_ERROR(ValidateDataOptions(options));
   const bool jsonl = options.format == DataFormat::kJsonl ||
                      (options.format == DataFormat::kAuto && IsJsonlPath(path));
-  if (jsonl) return LoadJsonl(path, tokenizer, options);
-  ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
-  return CalibrationDataFromText(text, path, tokenizer, options);
-}
-
-std::string StripGutenbergBoilerplate(std::string_view text) {
-  text = DropBom(text);
-  std::string unix_text;
-  unix_text.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
-    unix_text.push_back(text[i]);
-  }
-  std::vector<std::string_view> lines = SplitLines(unix_text);
-  size_t first = 0;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (StartsWithAny(lines[i], {"*** START OF"})) {
-      first = i + 1;
-      break;
-    }
-  }
-  size_t last = lines.size();  // one past the body
-  for (size_t i = first; i < lines.size(); ++i) {
-    if (StartsWithAny(lines[i],
-                      {"*** END OF", "End of the Project Gutenberg", "End of Project Gutenberg"})) {
-      last = i;
-      break;
-    }
-  }
-  while (first < last && IsBlank(lines[first])) ++first;
-  if (first < last && StartsWithAny(lines[first], {"Produced by"})) {
-    while (first < last && !IsBlank(lines[first])) ++first;
-  }
-  while (first < last && IsBlank(lines[first])) ++first;
-  while (last > first && IsBlank(lines[last - 1])) --last;
-  std::string body;
-  for (size_t i = first; i < last; ++i) {
-    absl::StrAppend(&body, std::string(lines[i]), i + 1 < last ? "\n" : "");
-  }
-  return body;
-}
-
-StatusOr<std::string> ReadBuiltinCorpus(const BuiltinCorpus& corpus) {
-  const std::string path(corpus.path);
-  StatusOr<std::string> bytes = ReadWholeFile(path);
+  // The file is read once, whole; the in-memory functions do the rest.
+  StatusOr<std::string> bytes =
+      ReadFileBounded(path, jsonl ? kMaxCalibrationJsonlBytes : kMaxCalibrationTextBytes);
   if (!bytes.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("built-in calibration text \"", Str(corpus.name), "\" is not available (",
-                     bytes.status().message(), "); install the Debian package ",
-                     Str(corpus.package), " (scripts/deps does), or pass --data FILE"));
+    return Status(bytes.status().code(),
+                  absl::StrCat("calibration data ", bytes.status().message()));
   }
-  std::string body = StripGutenbergBoilerplate(*bytes);
-  if (IsBlank(body)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("built-in calibration text ", path, ": no text after stripping"));
-  }
-  return body;
+  if (jsonl) return CalibrationDataFromJsonl(*bytes, path, tokenizer, options);
+  return CalibrationDataFromText(*bytes, path, tokenizer, options);
 }
 
 StatusOr<CalibrationSet> DefaultCalibrationData(const Tokenizer& tokenizer,

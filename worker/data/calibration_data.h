@@ -1,5 +1,5 @@
 #pragma once
-// Calibration samples (DESIGN.md §2): token sequences split into a context C (the prefix whose
+// Calibration samples (docs/DESIGN.md §2): token sequences split into a context C (the prefix whose
 // cache is perturbed) and a probe P (the W tokens that are teacher-forced and scored).
 //
 // Sources, chosen by DataOptions::format (kAuto: by the file's extension):
@@ -20,8 +20,11 @@
 //     non-overlapping windows of C + W tokens from the start: window k is tokens
 //     [k(C+W), (k+1)(C+W)), context its first C, probe its last W. The first N windows are used.
 //   * The built-in set (DefaultCalibrationData): plain-text windows over a public-domain book that
-//     a Debian package installs (kSherlockHolmes; docs/DATA.md), Project Gutenberg boilerplate
-//     stripped.
+//     a Debian package installs (kSherlockHolmes of worker/data/corpora.h; docs/DATA.md), Project
+//     Gutenberg boilerplate stripped.
+//
+// Files and bytes held in memory are parsed by the same code: LoadCalibrationData reads the file
+// once and calls CalibrationDataFromJsonl or CalibrationDataFromText.
 //
 // Every sample has exactly C context and W probe tokens, so samples batch alike. Tokens are the
 // tokenizer's Encode without special tokens (no BOS, control-token text read as plain text); a
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "worker/data/corpora.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace ripplekv::worker {
@@ -81,14 +85,31 @@ struct CalibrationSet {
 // context_len (the probe is the short scored tail; W >= C is almost surely a swapped flag).
 [[nodiscard]] Status ValidateDataOptions(const DataOptions& options);
 
-// Reads `path` (see the top of this file). Errors: InvalidArgument (bad options; malformed JSONL,
-// naming "file:line"; an empty file or one without any JSON line; a JSONL line over 64 MiB; a
-// plain-text file over 256 MiB; a too-short line when strict; fewer than N usable samples, stating
-// how many were found and needed), NotFound (no such file), FailedPrecondition (not a regular
-// file, unreadable).
+// The largest files LoadCalibrationData reads; a file is read once, whole, before it is parsed.
+inline constexpr uint64_t kMaxCalibrationTextBytes = uint64_t{256}
+                                                     << 20;  // bytes (256 MiB), plain text
+inline constexpr uint64_t kMaxCalibrationJsonlBytes = uint64_t{1} << 30;  // bytes (1 GiB), JSONL
+
+// Reads `path` (see the top of this file) whole, at most kMaxCalibrationJsonlBytes (JSONL) or
+// kMaxCalibrationTextBytes (plain text), then parses the bytes as CalibrationDataFromJsonl /
+// CalibrationDataFromText do, with `path` as the source name. Errors (docs/ERRORS.md): those of
+// ReadFileBounded with "calibration data " before the message (NotFound for no such file,
+// InvalidArgument for a directory or other non-regular file, ResourceExhausted over the cap,
+// errno-mapped codes for a failed open/stat/read), then those of the in-memory functions.
 [[nodiscard]] StatusOr<CalibrationSet> LoadCalibrationData(const std::string& path,
                                                            const Tokenizer& tokenizer,
                                                            const DataOptions& options);
+
+// JSONL held in memory (one JSON object per line, see the top of this file); `source_name` stands
+// for the file in sample sources ("name:line") and messages. The same bytes give the same set
+// (samples, skips, fingerprint) and the same errors as LoadCalibrationData on a file at path
+// `source_name` with DataFormat::kJsonl. Errors: InvalidArgument (bad options; empty text or only
+// blank lines; malformed line, naming "name:line"; a line over 64 MiB; a too-short line when
+// strict; fewer than N usable samples, stating how many were found and needed).
+[[nodiscard]] StatusOr<CalibrationSet> CalibrationDataFromJsonl(std::string_view text,
+                                                                std::string_view source_name,
+                                                                const Tokenizer& tokenizer,
+                                                                const DataOptions& options);
 
 // Plain-text windows over `text` held in memory; `source_name` stands for the file in sample
 // sources ("name@offset") and messages. Errors: InvalidArgument (bad options, empty text, fewer
@@ -97,44 +118,6 @@ struct CalibrationSet {
                                                                std::string_view source_name,
                                                                const Tokenizer& tokenizer,
                                                                const DataOptions& options);
-
-// A public-domain text that a Debian package installs (scripts/deps installs the package).
-struct BuiltinCorpus {
-  std::string_view name;     // short id: "sherlock-holmes"
-  std::string_view title;    // "The Adventures of Sherlock Holmes (Arthur Conan Doyle, 1892)"
-  std::string_view package;  // Debian package that installs `path`
-  std::string_view path;     // installed path of the plain-text file
-};
-
-// Default calibration text: Project Gutenberg #1661, ~147k SmolLM2 tokens after stripping.
-inline constexpr BuiltinCorpus kSherlockHolmes{
-    .name = "sherlock-holmes",
-    .title =
-        "The Adventures of Sherlock Holmes (Arthur Conan Doyle, 1892; Project Gutenberg #1661)",
-    .package = "golang-github-pierrec-lz4-dev",
-    .path = "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/pg1661.txt",
-};
-// A second, different text from the same package (for evaluation data distinct from the
-// calibration data): Project Gutenberg's Tom Sawyer, ~104k SmolLM2 tokens.
-inline constexpr BuiltinCorpus kTomSawyer{
-    .name = "tom-sawyer",
-    .title = "The Adventures of Tom Sawyer (Mark Twain, 1876; Project Gutenberg)",
-    .package = "golang-github-pierrec-lz4-dev",
-    .path = "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/Mark.Twain-Tom.Sawyer.txt",
-};
-
-// The corpus text with Project Gutenberg boilerplate stripped (StripGutenbergBoilerplate).
-// Errors: FailedPrecondition naming the Debian package to install when the file is missing or
-// unreadable; InvalidArgument when nothing is left after stripping.
-[[nodiscard]] StatusOr<std::string> ReadBuiltinCorpus(const BuiltinCorpus& corpus);
-
-// Deterministic clean-up of a Project Gutenberg plain-text book: drops a UTF-8 byte-order mark,
-// turns CRLF into LF, drops everything up to and including a line starting "*** START OF" and
-// everything from the first line starting "*** END OF", "End of the Project Gutenberg" or "End of
-// Project Gutenberg" (case-insensitive), drops a leading "Produced by ..." credit paragraph, and
-// trims blank lines at both ends. Text without these markers only gets the BOM, CRLF and trim
-// steps.
-std::string StripGutenbergBoilerplate(std::string_view text);
 
 // Plain-text windows over kSherlockHolmes (ReadBuiltinCorpus, then CalibrationDataFromText).
 // With the SmolLM2 tokenizer the book gives 138 windows of 1024 + 32 tokens. Errors: those

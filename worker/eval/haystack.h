@@ -2,7 +2,7 @@
 // Tokenized prose for haystacks (synthetic_tasks.h) and fidelity windows (fidelity_task.h), and
 // the token-level assembly of a haystack with needles inserted at sentence boundaries.
 //
-// The built-in corpora are the two public-domain books of worker/calibration/calibration_data.h:
+// The built-in corpora are the two public-domain books of worker/data/corpora.h:
 // "sherlock-holmes" (the default calibration text) and "tom-sawyer". Evaluation defaults to
 // tom-sawyer so that results are measured on text the profile was not calibrated on.
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/base/status.h"
-#include "worker/calibration/calibration_data.h"
+#include "worker/data/corpora.h"
 #include "worker/eval/rng.h"
 #include "worker/tokenizer/tokenizer.h"
 

@@ -1,11 +1,10 @@
 #include "worker/service/task_runner.h"
 
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <cmath>
-#include <filesystem>
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -13,33 +12,15 @@
 namespace ripplekv::worker {
 namespace {
 
-// Writes `lines` to a private temporary file, reads it as JSONL, removes the file.
+// Stands for the file in sample sources ("inline jsonl:3") and messages of inline JSONL data.
+constexpr std::string_view kInlineJsonlSource = "inline jsonl";
+
+// The job's JSONL lines, parsed in memory as a JSONL file holding them (one per line) would be.
 StatusOr<CalibrationSet> JsonlFromLines(const std::vector<std::string>& lines, bool strict,
                                         const Tokenizer& tokenizer, DataOptions options) {
-  std::string path = (std::filesystem::temp_directory_path() / "ripplekv-job-XXXXXX").string();
-  const int fd = mkstemp(path.data());
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create a temporary file for JSONL data: ", std::strerror(errno)));
-  }
   const std::string body = absl::StrJoin(lines, "\n") + "\n";
-  size_t written = 0;
-  while (written < body.size()) {
-    const ssize_t n = ::write(fd, body.data() + written, body.size() - written);
-    if (n <= 0) break;
-    written += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (written != body.size()) {
-    std::filesystem::remove(path);
-    return absl::UnavailableError(absl::StrCat("cannot write temporary JSONL file ", path));
-  }
-  options.format = DataFormat::kJsonl;
   options.strict = strict;
-  StatusOr<CalibrationSet> set = LoadCalibrationData(path, tokenizer, options);
-  std::error_code ignored;
-  std::filesystem::remove(path, ignored);
-  return set;
+  return CalibrationDataFromJsonl(body, kInlineJsonlSource, tokenizer, options);
 }
 
 }  // namespace

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "kernels/base/status.h"
-#include "worker/calibration/calibration_data.h"
 #include "worker/calibration/prepared_cache.h"
 #include "worker/calibration/sample_calibrator.h"
+#include "worker/data/calibration_data.h"
 #include "worker/engine/transformer.h"
 #include "worker/tokenizer/tokenizer.h"
 
@@ -136,7 +136,10 @@ class TaskRunner {
   std::map<std::string, std::shared_ptr<const LoadedJob>> jobs_;
 };
 
-// Builds a job's calibration set from its data (see TaskRunner::LoadJob).
+// Builds a job's calibration set from its data (see TaskRunner::LoadJob). Inline text and JSONL
+// lines are parsed in memory (CalibrationDataFromText / CalibrationDataFromJsonl with source name
+// "inline text" / "inline jsonl"); no temporary file is written. Errors: those of the
+// worker/data function for the source, InvalidArgument for an unknown built-in corpus.
 [[nodiscard]] StatusOr<CalibrationSet> BuildCalibrationSet(const JobData& data,
                                                            const Tokenizer& tokenizer,
                                                            DataOptions options);

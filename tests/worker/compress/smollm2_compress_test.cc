@@ -11,8 +11,8 @@
 #include <numeric>
 
 #include "kernels/ops/softmax.h"
-#include "worker/calibration/calibration_data.h"
 #include "worker/compress/method.h"
+#include "worker/data/calibration_data.h"
 #include "worker/engine/transformer.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model_loader.h"

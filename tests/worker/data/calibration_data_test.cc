@@ -1,9 +1,10 @@
-// Calibration data: JSONL and plain-text samples, skip reports, errors, the built-in text.
+// Calibration data: JSONL and plain-text samples (from files and from memory), skip reports,
+// errors, the built-in set.
 // Most tests use a byte-level vocabulary without merges, where the token id of each byte is the
 // byte itself, so expected windows can be written as strings. The SmolLM2 test (needs
 // RIPPLEKV_SMOLLM2_GGUF, skips without it) checks the built-in set with the real tokenizer.
 
-#include "worker/calibration/calibration_data.h"
+#include "worker/data/calibration_data.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -308,7 +309,78 @@ TEST_F(CalibrationDataTest, MissingFileIsNotFoundAndADirectoryIsRefused) {
   auto missing_text = Load((dir_ / "nope.txt").string(), 1, 4, 2);
   EXPECT_EQ(missing_text.status().code(), absl::StatusCode::kNotFound);
   auto directory = Load(dir_.string(), 1, 4, 2);
-  EXPECT_EQ(directory.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(directory.status().code(), absl::StatusCode::kInvalidArgument);  // docs/ERRORS.md
+  EXPECT_THAT(directory.status().message(), HasSubstr("not a regular file"));
+  EXPECT_THAT(directory.status().message(), HasSubstr("calibration data "));
+}
+
+// The file path reads the bytes and hands them to the in-memory parser: for the same bytes both
+// give the same samples, skips, fingerprint and description, or the same error.
+TEST_F(CalibrationDataTest, InMemoryJsonlEqualsTheFileWithTheSameBytes) {
+  const std::vector<std::string> inputs = {
+      "{\"text\": \"abcdefghij\"}\n{\"text\": \"0123456\"}\n",
+      "\xEF\xBB\xBF{\"context\": \"abcdef\", \"continuation\": \"XYZ\"}\r\n\n  \n{\"text\": "
+      "\"mnopqrs\"}",
+      "{\"text\": \"abc\"}\n{\"text\": \"abcdefgh\"}\n{\"context\": \"ab\", \"continuation\": "
+      "\"x\"}\n"
+      "{\"text\": \"zyxwvuts\"}\nnot json, never read\n",
+      "{\"text\": \"abcdefgh\"}\n{\"text\": 7}\n",
+      "{\"text\": \"abcdefgh\"}\n[1, 2]\n",
+      "\n \r\n\n",
+      "",
+      "{\"text\": \"ab\"}\n",
+  };
+  int case_number = 0;
+  for (const std::string& bytes : inputs) {
+    SCOPED_TRACE(::testing::Message() << "case " << case_number);
+    const std::string path = Write("case" + std::to_string(case_number++) + ".jsonl", bytes);
+    for (bool strict : {false, true}) {
+      const DataOptions options{.samples = 2, .context_len = 3, .probe_len = 2, .strict = strict};
+      StatusOr<CalibrationSet> from_file = LoadCalibrationData(path, *tokenizer_, options);
+      StatusOr<CalibrationSet> in_memory =
+          CalibrationDataFromJsonl(bytes, path, *tokenizer_, options);
+      ASSERT_EQ(from_file.ok(), in_memory.ok())
+          << from_file.status() << " / " << in_memory.status();
+      if (!from_file.ok()) {
+        EXPECT_EQ(from_file.status().code(), in_memory.status().code());
+        // The file path prefixes file-level messages with "calibration data "; parse errors are
+        // the in-memory function's own.
+        EXPECT_THAT(std::string(from_file.status().message()),
+                    HasSubstr(std::string(in_memory.status().message())));
+        continue;
+      }
+      ASSERT_THAT(in_memory->samples, SizeIs(from_file->samples.size()));
+      for (size_t i = 0; i < from_file->samples.size(); ++i) {
+        EXPECT_EQ(in_memory->samples[i].index, from_file->samples[i].index);
+        EXPECT_EQ(in_memory->samples[i].context, from_file->samples[i].context);
+        EXPECT_EQ(in_memory->samples[i].probe, from_file->samples[i].probe);
+        EXPECT_EQ(in_memory->samples[i].source, from_file->samples[i].source);
+      }
+      ASSERT_THAT(in_memory->skipped, SizeIs(from_file->skipped.size()));
+      for (size_t i = 0; i < from_file->skipped.size(); ++i) {
+        EXPECT_EQ(in_memory->skipped[i].source, from_file->skipped[i].source);
+        EXPECT_EQ(in_memory->skipped[i].reason, from_file->skipped[i].reason);
+      }
+      EXPECT_EQ(in_memory->fingerprint, from_file->fingerprint);
+      EXPECT_EQ(in_memory->description, from_file->description);
+    }
+  }
+}
+
+TEST_F(CalibrationDataTest, InMemoryJsonlNamesTheSourceInSamplesAndErrors) {
+  const DataOptions options{.samples = 1, .context_len = 3, .probe_len = 2};
+  auto set = CalibrationDataFromJsonl("\n{\"text\": \"abcdefg\"}\n", "job 7", *tokenizer_, options);
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_THAT(set->samples, SizeIs(1));
+  EXPECT_EQ(set->samples[0].source, "job 7:2");
+  EXPECT_EQ(set->samples[0].context, Bytes("abc"));
+  EXPECT_THAT(set->description, HasSubstr("job 7 (jsonl)"));
+  auto bad = CalibrationDataFromJsonl("{\"text\": 1}", "job 7", *tokenizer_, options);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("job 7:1: field \"text\" must be a string"));
+  auto bad_options = CalibrationDataFromJsonl("{\"text\": \"abcdefg\"}", "job 7", *tokenizer_,
+                                              {.samples = 1, .context_len = 2, .probe_len = 2});
+  EXPECT_EQ(bad_options.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(CalibrationDataTest, ContextAndProbeLengthsAreValidated) {
@@ -349,68 +421,6 @@ TEST_F(CalibrationDataTest, SameInputsGiveTheSameSamplesAndFingerprint) {
   auto c = Load(edited, 5, 20, 4);
   ASSERT_TRUE(c.ok());
   EXPECT_NE(c->fingerprint, a->fingerprint);
-}
-
-TEST(GutenbergStripTest, KeepsOnlyTheBookBetweenTheMarkers) {
-  const std::string book =
-      "\xEF\xBB\xBFProject Gutenberg's Book, by Someone\r\n"
-      "\r\n"
-      "*** START OF THIS PROJECT GUTENBERG EBOOK BOOK ***\r\n"
-      "\r\n"
-      "Produced by a volunteer\r\n"
-      "and another one\r\n"
-      "\r\n"
-      "\r\n"
-      "CHAPTER I\r\n"
-      "\r\n"
-      "It was a dark night.\r\n"
-      "\r\n"
-      "End of the Project Gutenberg EBook of Book, by Someone\r\n"
-      "\r\n"
-      "*** END OF THIS PROJECT GUTENBERG EBOOK BOOK ***\r\n"
-      "license text\r\n";
-  EXPECT_EQ(StripGutenbergBoilerplate(book), "CHAPTER I\n\nIt was a dark night.");
-}
-
-TEST(GutenbergStripTest, TextWithoutMarkersOnlyLosesCreditsAndOuterBlankLines) {
-  EXPECT_EQ(StripGutenbergBoilerplate("Produced by X.\n\n\n  TITLE\n\nBody.\n\n"),
-            "  TITLE\n\nBody.");
-  EXPECT_EQ(StripGutenbergBoilerplate("\n\nplain\ntext\n"), "plain\ntext");
-  EXPECT_EQ(StripGutenbergBoilerplate(""), "");
-}
-
-TEST(BuiltinCorpusTest, MissingCorpusNamesThePackageToInstall) {
-  constexpr BuiltinCorpus kAbsent{.name = "absent",
-                                  .title = "Absent",
-                                  .package = "some-debian-package",
-                                  .path = "/nonexistent/ripplekv/corpus.txt"};
-  auto text = ReadBuiltinCorpus(kAbsent);
-  ASSERT_FALSE(text.ok());
-  EXPECT_EQ(text.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(text.status().message(), HasSubstr("install the Debian package some-debian-package"));
-  EXPECT_THAT(text.status().message(), HasSubstr("/nonexistent/ripplekv/corpus.txt"));
-}
-
-// The installed books (scripts/deps installs their package): boilerplate gone, prose kept.
-TEST(BuiltinCorpusTest, InstalledBooksAreStrippedProse) {
-  for (const BuiltinCorpus& corpus : {kSherlockHolmes, kTomSawyer}) {
-    if (!std::filesystem::exists(std::string(corpus.path))) {
-      GTEST_SKIP() << corpus.path << " is missing: install " << corpus.package << " (scripts/deps)";
-    }
-    auto text = ReadBuiltinCorpus(corpus);
-    ASSERT_TRUE(text.ok()) << text.status();
-    EXPECT_GT(text->size(), 300000u) << corpus.name;
-    EXPECT_EQ(text->find("Gutenberg"), std::string::npos) << corpus.name;
-    EXPECT_EQ(text->find("Produced by"), std::string::npos) << corpus.name;
-    EXPECT_EQ(text->find('\r'), std::string::npos) << corpus.name;
-  }
-  auto holmes = ReadBuiltinCorpus(kSherlockHolmes);
-  ASSERT_TRUE(holmes.ok());
-  EXPECT_TRUE(holmes->starts_with("THE ADVENTURES OF SHERLOCK HOLMES")) << holmes->substr(0, 80);
-  EXPECT_TRUE(
-      holmes->ends_with("Walsall, where I believe that she has met with considerable "
-                        "success."))
-      << holmes->substr(holmes->size() - 80);
 }
 
 // Label model: the real tokenizer over the built-in text.
