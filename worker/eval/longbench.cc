@@ -1,11 +1,9 @@
 #include "worker/eval/longbench.h"
 
 #include <array>
-#include <filesystem>
-#include <fstream>
-#include <system_error>
 #include <utility>
 
+#include "kernels/base/file_io.h"
 #include "kernels/base/strings.h"
 #include "nlohmann/json.hpp"
 #include "worker/eval/prompt_format.h"
@@ -15,8 +13,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr int64_t kMaxJsonlFileBytes = int64_t{1} << 30;
-constexpr int64_t kMaxTemplateFileBytes = int64_t{16} << 20;
+constexpr uint64_t kMaxJsonlFileBytes = uint64_t{1} << 30;      // bytes (1 GiB), read whole
+constexpr uint64_t kMaxTemplateFileBytes = uint64_t{16} << 20;  // bytes (16 MiB), read whole
 constexpr size_t kMaxLineBytes = size_t{64} << 20;
 constexpr int kMaxNewTokensLimit = 65536;
 constexpr int kUnknownDatasetMaxNewTokens = 64;
@@ -47,36 +45,11 @@ constexpr std::array<LongBenchDataset, 21> kDatasets = {{
     {"repobench-p", MetricKind::kCodeSim, 64, false, false},
 }};
 
-StatusOr<std::string> ReadFileCapped(const std::string& path, int64_t cap, std::string_view what) {
-  std::error_code ec;
-  const std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (st.type() == std::filesystem::file_type::not_found) {
-    return absl::NotFoundError(Cat(what, " ", path, ": no such file"));
-  }
-  if (ec) {
-    return absl::FailedPreconditionError(Cat(what, " ", path, ": cannot access: ", ec.message()));
-  }
-  if (!std::filesystem::is_regular_file(st)) {
-    return absl::FailedPreconditionError(Cat(what, " ", path, ": not a regular file"));
-  }
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        Cat(what, " ", path, ": cannot read its size: ", ec.message()));
-  }
-  if (size > static_cast<uintmax_t>(cap)) {
-    return absl::InvalidArgumentError(
-        Cat(what, " ", path, ": ", size, " bytes; at most ", cap, " are read"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in.is_open()) {
-    return absl::FailedPreconditionError(Cat(what, " ", path, ": cannot open for reading"));
-  }
-  std::string bytes(static_cast<size_t>(size), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (static_cast<uintmax_t>(in.gcount()) != size) {
-    return absl::FailedPreconditionError(
-        Cat(what, " ", path, ": read ", in.gcount(), " of ", size, " bytes"));
+// The whole file (at most `cap` bytes), with `what` before ReadFileBounded's messages.
+StatusOr<std::string> ReadFileCapped(const std::string& path, uint64_t cap, std::string_view what) {
+  StatusOr<std::string> bytes = ReadFileBounded(path, cap);
+  if (!bytes.ok()) {
+    return Status(bytes.status().code(), Cat(what, " ", std::string(bytes.status().message())));
   }
   return bytes;
 }

@@ -65,8 +65,9 @@ struct LongBenchReadOptions {
 [[nodiscard]] StatusOr<std::vector<LongBenchRecord>> ParseLongBenchJsonl(
     std::string_view bytes, std::string_view source_name, const LongBenchReadOptions& options = {});
 
-// ParseLongBenchJsonl over a file. Further errors: NotFound (no such file), FailedPrecondition
-// (not a regular file, unreadable), InvalidArgument (over 1 GiB).
+// ParseLongBenchJsonl over a file, read whole. Further errors: those of ReadFileBounded
+// (docs/ERRORS.md): NotFound (no such file), InvalidArgument (not a regular file),
+// ResourceExhausted (over 1 GiB), errno-mapped codes when it cannot be opened, stat'ed or read.
 [[nodiscard]] StatusOr<std::vector<LongBenchRecord>> ReadLongBenchJsonl(
     const std::string& path, const LongBenchReadOptions& options = {});
 

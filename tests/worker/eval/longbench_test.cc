@@ -110,7 +110,7 @@ TEST(LongBenchReaderTest, FileErrors) {
   EXPECT_EQ(ReadLongBenchJsonl("/nonexistent/lb.jsonl").status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(ReadLongBenchJsonl(::testing::TempDir()).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+            absl::StatusCode::kInvalidArgument);  // not a regular file (docs/ERRORS.md)
   const std::string path = ::testing::TempDir() + "/longbench_reader_test.jsonl";
   {
     std::ofstream out(path, std::ios::binary);
