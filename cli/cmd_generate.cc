@@ -59,8 +59,8 @@ int RunGenerate(const GenerateArgs& args) {
 
   worker::GenerateOptions options;
   options.max_new_tokens = args.n;
-  options.sampler = {.temperature = args.temp, .top_k = args.top_k, .top_p = args.top_p,
-                     .seed = args.seed};
+  options.sampler = {
+      .temperature = args.temp, .top_k = args.top_k, .top_p = args.top_p, .seed = args.seed};
   const worker::Tokenizer* tok = s.tokenizer.get();
   options.is_stop = [tok](int32_t id) { return tok->IsEog(id); };
 
@@ -76,11 +76,9 @@ int RunGenerate(const GenerateArgs& args) {
   const double decode_tps =
       result->tokens.size() > 1 ? (result->tokens.size() - 1) / result->decode_seconds : 0.0;
   if (args.json) {
-    nlohmann::json j = {{"prompt_tokens", prompt.size()},
-                        {"tokens", result->tokens},
-                        {"text", tok->Decode(result->tokens)},
-                        {"stopped_at_eos", result->stopped},
-                        {"prefill_tokens_per_s", prefill_tps},
+    nlohmann::json j = {{"prompt_tokens", prompt.size()},    {"prompt_token_ids", prompt},
+                        {"tokens", result->tokens},          {"text", tok->Decode(result->tokens)},
+                        {"stopped_at_eos", result->stopped}, {"prefill_tokens_per_s", prefill_tps},
                         {"decode_tokens_per_s", decode_tps}};
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -97,23 +95,29 @@ int RunGenerate(const GenerateArgs& args) {
 void AddGenerateCommand(CLI::App& app, Action& run) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (greedy by default)");
-  cmd->add_option("-m,--model", args->model, "GGUF file or Hugging Face model directory")->required();
+  cmd->add_option("-m,--model", args->model, "GGUF file or Hugging Face model directory")
+      ->required();
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   cmd->add_flag("--chat", args->chat, "Wrap the prompt as a user turn in the ChatML template");
   cmd->add_option("--system", args->system,
                   "System message for --chat (default: the one the model's chat template adds)");
   cmd->add_flag("--no-system", args->no_system, "With --chat: no system message at all");
   cmd->add_option("-n,--max-tokens", args->n, "Tokens to generate at most")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--temp", args->temp, "Sampling temperature; 0 is greedy")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", args->top_k, "Sample among the k most likely tokens; 0 = all")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass")
-      ->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "CPU threads")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");
   cmd->callback([args, &run] { run = [args] { return RunGenerate(*args); }; });
 }

@@ -8,7 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -74,7 +77,8 @@ TEST(CliTest, HashEqualsSha256sumOfTheFile) {
   const CliResult r = RunCli("hash " + path.string());
   std::filesystem::remove(path);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.substr(0, 64), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(r.out.substr(0, 64),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST(CliTest, GreedyGenerationOnSmolLM2IsDeterministicAndJsonParses) {
@@ -114,7 +118,8 @@ std::string WriteProfile(const std::string& name, const std::string& kls) {
             "n_kv_heads": 1, "head_dim": 4, "d_model": 8, "vocab_size": 10},
   "params": {"mode": "cache", "alpha": 0.5, "trials": 1, "seed": 0, "samples": 1,
              "context_len": 16, "probe_len": 4, "layers": [0, 1, 2], "data_source": "test"},
-  "layers": [)" << kls << R"(],
+  "layers": [)"
+    << kls << R"(],
   "created_at": "2026-01-01T00:00:00Z", "tool_version": "test"})";
   return path.string();
 }
@@ -125,31 +130,33 @@ std::string Layer(int l, double kl) {
 }
 
 TEST(CliTest, BudgetsFromAProfileSumExactlyAndFollowSensitivity) {
-  const std::string profile =
-      WriteProfile("ripplekv_cli_profile.json", Layer(0, 0.001) + "," + Layer(1, 0.004) + "," +
-                                                    Layer(2, 0.002));
-  const CliResult r = RunCli("budgets --profile " + profile +
-                             " --avg-budget 100 --ratio 4 --json --format native");
+  const std::string profile = WriteProfile(
+      "ripplekv_cli_profile.json", Layer(0, 0.001) + "," + Layer(1, 0.004) + "," + Layer(2, 0.002));
+  const CliResult r =
+      RunCli("budgets --profile " + profile + " --avg-budget 100 --ratio 4 --json --format native");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   int64_t total = 0;
   std::vector<int64_t> tokens;
-  for (const auto& layer : j["layers"]) tokens.push_back(layer["tokens"].get<int64_t>()), total += tokens.back();
+  for (const auto& layer : j["layers"])
+    tokens.push_back(layer["tokens"].get<int64_t>()), total += tokens.back();
   EXPECT_EQ(total, 300);
   ASSERT_EQ(tokens.size(), 3u);
   EXPECT_GT(tokens[1], tokens[2]);
   EXPECT_GT(tokens[2], tokens[0]);
 
-  const CliResult kv = RunCli("budgets --profile " + profile +
-                              " --avg-budget 100 --ratio 4 --json --format kvpress --context-len 1000");
+  const CliResult kv =
+      RunCli("budgets --profile " + profile +
+             " --avg-budget 100 --ratio 4 --json --format kvpress --context-len 1000");
   ASSERT_EQ(kv.exit_code, 0) << kv.err;
   EXPECT_EQ(nlohmann::json::parse(kv.out)["compression_ratios"].size(), 3u);
   std::filesystem::remove(profile);
 }
 
 TEST(CliTest, BudgetsRejectRatioBelowOneAndInfeasibleBoundsWithExitCode2) {
-  const std::string profile = WriteProfile("ripplekv_cli_profile2.json",
-                                           Layer(0, 0.001) + "," + Layer(1, 0.002) + "," + Layer(2, 0.003));
+  const std::string profile =
+      WriteProfile("ripplekv_cli_profile2.json",
+                   Layer(0, 0.001) + "," + Layer(1, 0.002) + "," + Layer(2, 0.003));
   const CliResult low = RunCli("budgets --profile " + profile + " --avg-budget 100 --ratio 0.5");
   EXPECT_EQ(low.exit_code, 2);
   EXPECT_NE(low.err.find("ratio"), std::string::npos) << low.err;
@@ -196,6 +203,140 @@ TEST(CliTest, CalibrateOnSmolLM2WritesProfilePlotAndIsDeterministic) {
   const std::string plot((std::istreambuf_iterator<char>(fs)), {});
   EXPECT_NE(plot.find("<svg"), std::string::npos);
   for (const auto& p : {out1, out2, svg}) std::filesystem::remove(p);
+}
+
+// `text` as one single-quoted shell word.
+std::string ShellQuote(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "'";
+}
+
+// Writes `contents` to a temporary file and returns its path.
+std::string WriteTempFile(const std::string& name, const std::string& contents) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream f(path, std::ios::binary);
+  f << contents;
+  return path.string();
+}
+
+std::vector<int32_t> TokenizeIds(const std::string& args) {
+  const CliResult r = RunCli(std::string("tokenize --model ") + ModelPath() + " --json " + args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return {};
+  const auto j = nlohmann::json::parse(r.out);
+  std::vector<int32_t> ids;
+  for (const auto& t : j["tokens"]) ids.push_back(t["id"].get<int32_t>());
+  EXPECT_EQ(j["n_tokens"].get<size_t>(), ids.size());
+  return ids;
+}
+
+TEST(CliTest, TokenizeOnSmolLM2MatchesLlamaCppFixtureIds) {
+  if (ModelPath() == nullptr) GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF not set";
+  // The fixture's add_special = true cases: what llama_tokenize gives for the same GGUF. Each text
+  // goes through --file so that newlines, tabs and quotes reach the tokenizer unchanged.
+  std::ifstream f(RIPPLEKV_FIXTURES_DIR "/llamacpp/tokens.json");
+  ASSERT_TRUE(f) << "missing tests/fixtures/llamacpp/tokens.json";
+  const auto fixture = nlohmann::json::parse(f);
+  int checked = 0;
+  for (const auto& c : fixture["cases"]) {
+    if (!c["add_special"].get<bool>()) continue;
+    const std::string text = c["text"].get<std::string>();
+    const std::string path = WriteTempFile("ripplekv_cli_tokenize_case.txt", text);
+    const auto ids =
+        TokenizeIds("--file " + path + (c["parse_special"].get<bool>() ? " --special" : ""));
+    std::filesystem::remove(path);
+    EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>()) << "text: " << text;
+    ++checked;
+  }
+  EXPECT_GT(checked, 60);
+}
+
+TEST(CliTest, TokenizeAgreesWithGeneratePromptTokenIds) {
+  if (ModelPath() == nullptr) GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF not set";
+  const std::string text = "The capital of France is";
+  const auto ids = TokenizeIds("--text " + ShellQuote(text));
+  const CliResult g = RunCli(std::string("generate --model ") + ModelPath() + " --prompt " +
+                             ShellQuote(text) + " --max-tokens 1 --threads 1 --json -q");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const auto j = nlohmann::json::parse(g.out);
+  EXPECT_EQ(j["prompt_token_ids"].get<std::vector<int32_t>>(), ids);
+  EXPECT_EQ(j["prompt_tokens"].get<size_t>(), ids.size());
+  EXPECT_FALSE(ids.empty());
+}
+
+TEST(CliTest, TokenizeSpecialParsesControlTokens) {
+  if (ModelPath() == nullptr) GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF not set";
+  EXPECT_EQ(TokenizeIds("--special --text '<|im_start|>'"), std::vector<int32_t>{1});
+  EXPECT_GT(TokenizeIds("--text '<|im_start|>'").size(), 1u) << "plain text without --special";
+}
+
+TEST(CliTest, TokenizeHumanOutputIsOneLinePerToken) {
+  if (ModelPath() == nullptr) GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF not set";
+  // Newlines, a tab, a backslash and an emoji (split into partial-UTF-8 byte pieces).
+  const std::string path =
+      WriteTempFile("ripplekv_cli_tokenize_human.txt", "line one\n\n\tC:\\dir it's 🍕\n");
+  const auto ids = TokenizeIds("--file " + path);
+  const CliResult r = RunCli(std::string("tokenize --model ") + ModelPath() + " --file " + path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<int32_t> printed;
+  const std::regex pattern(R"(^ *(\d+) -> '(.*)'$)");
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, pattern)) << "line: " << line;
+    printed.push_back(std::stoi(m[1]));
+  }
+  EXPECT_EQ(printed, ids);
+  EXPECT_NE(r.out.find("\\n"), std::string::npos) << r.out;  // escaped, not raw newlines
+  EXPECT_NE(r.out.find("\\x"), std::string::npos) << "partial UTF-8 bytes as \\xNN: " << r.out;
+  EXPECT_NE(r.err.find(std::to_string(ids.size()) + " tokens"), std::string::npos) << r.err;
+
+  // --json keeps partial-UTF-8 pieces: U+FFFD in "piece", the exact bytes in "bytes".
+  const std::string emoji = WriteTempFile("ripplekv_cli_tokenize_emoji.txt", "🍕");
+  const CliResult j =
+      RunCli(std::string("tokenize --json --model ") + ModelPath() + " -f " + emoji);
+  std::filesystem::remove(emoji);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  std::string bytes;
+  int partial = 0;
+  const auto parsed = nlohmann::json::parse(j.out);
+  for (const auto& t : parsed["tokens"]) {
+    if (!t.contains("bytes")) {
+      bytes += t["piece"].get<std::string>();
+      continue;
+    }
+    ++partial;
+    EXPECT_NE(t["piece"].get<std::string>().find("\uFFFD"), std::string::npos) << t.dump();
+    for (const auto& b : t["bytes"]) bytes.push_back(static_cast<char>(b.get<int>()));
+  }
+  EXPECT_GT(partial, 0);
+  EXPECT_EQ(bytes, "🍕");
+}
+
+TEST(CliTest, TokenizeMissingFileNamesThePathWithExitCode2) {
+  const CliResult r =
+      RunCli("tokenize --model /nonexistent/model.gguf --file /nonexistent/calib.txt");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("ripplekv: error:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/calib.txt"), std::string::npos) << r.err;
+}
+
+TEST(CliTest, TokenizeNeedsExactlyOneOfTextAndFile) {
+  const CliResult both = RunCli("tokenize --model m.gguf --text hi --file x.txt");
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_TRUE(both.out.empty()) << both.out;
+  const CliResult neither = RunCli("tokenize --model m.gguf");
+  EXPECT_EQ(neither.exit_code, 2) << neither.err;
 }
 
 TEST(CliTest, BadFlagValueIsUsageError) {
