@@ -192,8 +192,7 @@ StatusOr<BudgetMap> ComputeBudgetMap(std::span<const double> sensitivity,
   return map;
 }
 
-StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
-                                     const BudgetOptions& options) {
+StatusOr<std::vector<double>> LayerSensitivities(const SensitivityProfile& profile) {
   RETURN_IF_ERROR(ValidateProfile(profile));
   // ValidateProfile() guarantees strictly ascending layers in [0, n_layers), so full coverage is
   // layers[i].layer == i for every i < n_layers.
@@ -207,6 +206,12 @@ StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
     }
     sensitivity.push_back(profile.layers[l].mean_kl);
   }
+  return sensitivity;
+}
+
+StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
+                                     const BudgetOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<double> sensitivity, LayerSensitivities(profile));
   ASSIGN_OR_RETURN(BudgetMap map, ComputeBudgetMap(sensitivity, options));
   map.model_hash = profile.model.hash;
   return map;

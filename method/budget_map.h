@@ -88,6 +88,11 @@ int64_t TotalTokens(size_t num_layers, const BudgetOptions& options);
 [[nodiscard]] StatusOr<BudgetMap> ComputeBudgetMap(std::span<const double> sensitivity,
                                                    const BudgetOptions& options);
 
+// The sensitivities s_l = mean_kl of every layer 0..n_layers-1 of a profile (index = layer).
+// Errors: those of ValidateProfile(); InvalidArgument naming the first layer the profile does not
+// cover (a budget map needs every layer).
+[[nodiscard]] StatusOr<std::vector<double>> LayerSensitivities(const SensitivityProfile& profile);
+
 // The budget map of a profile: s_l = mean_kl of layer l, model_hash from the profile. The profile
 // must cover every layer 0..n_layers-1 (InvalidArgument naming the first missing layer otherwise);
 // other errors as ValidateProfile() and the overload above.

@@ -645,24 +645,17 @@ StatusOr<ProfileBudgetMap> Scheduler::GetBudgetMap(const std::string& model_hash
                                                    const method::BudgetOptions& options) const {
   ProfileBudgetMap out;
   ASSIGN_OR_RETURN(out.profile, GetProfile(model_hash, version));
-  StatusOr<method::BudgetMap> map = method::ComputeBudgetMap(out.profile.profile, options);
-  if (!map.ok()) {
-    if (!absl::IsInvalidArgument(map.status())) return map.status();
-    // Whose fault: the profile's when it gives no map even under options every complete profile
-    // admits (ratio 1, one token per layer); then the request is fine but the stored version
-    // cannot serve it. The rule (every layer covered) stays method::ComputeBudgetMap's.
-    method::BudgetOptions lenient;
-    lenient.ratio = 1.0;
-    lenient.average_tokens = 1;
-    const Status profile_fault = method::ComputeBudgetMap(out.profile.profile, lenient).status();
-    if (!profile_fault.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("profile ", out.profile.model_hash,
-                                                        " version ", out.profile.version, ": ",
-                                                        profile_fault.message()));
-    }
-    return map.status();
+  // A stored profile that cannot give a map (a layer never measured) is the stored version's
+  // fault, not the request's: FailedPrecondition. Bad options stay InvalidArgument.
+  StatusOr<std::vector<double>> sensitivity = method::LayerSensitivities(out.profile.profile);
+  if (!sensitivity.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("profile ", out.profile.model_hash,
+                                                      " version ", out.profile.version, ": ",
+                                                      sensitivity.status().message()));
   }
-  out.map = *std::move(map);
+  ASSIGN_OR_RETURN(method::BudgetMap map, method::ComputeBudgetMap(*sensitivity, options));
+  map.model_hash = out.profile.profile.model.hash;
+  out.map = std::move(map);
   return out;
 }
 
