@@ -4,6 +4,7 @@
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "kernels/base/version.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S.%e] %^%l%$ %v");
 
   CLI::App app{"RippleKV: per-layer KV-cache budgets by measurement"};
+  app.set_version_flag("--version", std::string(ripplekv::ToolVersion()));
   app.require_subcommand(1);
   app.fallthrough();  // -v / -q also work after the subcommand
   bool verbose = false;
