@@ -1,7 +1,7 @@
 // ripplekv calibrate --model M [--data F] [--samples N] [--context-len C] [--probe W] [--alpha A]
 //   [--trials T] [--seed S] [--mode cache|prefill] [--layers LIST] [--threads N]
 //   [--out PROFILE.json] [--plot FILE.svg] [--ratio R] [--naive] [--strict] [--json]
-// Measures the per-layer value-cache sensitivity profile (DESIGN.md §2) on this machine.
+// Measures the per-layer value-cache sensitivity profile (docs/DESIGN.md §2) on this machine.
 // stdout: the profile as a table (or the profile JSON with --json); stderr: progress and logs.
 
 #include <chrono>

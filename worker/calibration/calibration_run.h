@@ -1,5 +1,5 @@
 #pragma once
-// A whole local calibration: every sample x layer x trial of DESIGN.md §2, run in a canonical
+// A whole local calibration: every sample x layer x trial of docs/DESIGN.md §2, run in a canonical
 // order with one prefill per sample. The result is the raw KL of every trial; the profile is
 // method::AssembleProfile() (method/profile_aggregate.h), shared with the distributed service so
 // both give bit-identical profiles.

@@ -1,5 +1,5 @@
 #pragma once
-// Perturbation trials of one calibration sample (DESIGN.md §2, normative).
+// Perturbation trials of one calibration sample (docs/DESIGN.md §2, normative).
 //
 // Prepare() runs the clean passes once per sample: the prefill of the context C and the
 // teacher-forced probe pass over the W probe tokens, keeping the context cache, the clean probe
