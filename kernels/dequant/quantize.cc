@@ -18,10 +18,25 @@ inline void StoreHalf(uint8_t* p, uint16_t h) {
   p[1] = static_cast<uint8_t>(h >> 8);
 }
 
+// max |x[j]| over 32 values, in 8 independent lanes so that the compiler vectorizes it (a single
+// running maximum is a serial chain it may not reorder). Exact: max is order-independent for
+// non-NaN input.
+inline float AbsMax32(const float* x) {
+  float lane[8] = {};
+  for (int j = 0; j < 32; j += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const float a = std::fabs(x[j + k]);
+      lane[k] = lane[k] > a ? lane[k] : a;
+    }
+  }
+  float amax = 0.0f;
+  for (float v : lane) amax = amax > v ? amax : v;
+  return amax;
+}
+
 void EncodeQ8_0(const float* x, int64_t n_blocks, uint8_t* y) {
   for (int64_t b = 0; b < n_blocks; ++b, x += 32, y += 34) {
-    float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float amax = AbsMax32(x);
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     StoreHalf(y, FloatToHalf(d));
@@ -33,22 +48,19 @@ void EncodeQ8_0(const float* x, int64_t n_blocks, uint8_t* y) {
 
 void EncodeQ4_0(const float* x, int64_t n_blocks, uint8_t* y) {
   for (int64_t b = 0; b < n_blocks; ++b, x += 32, y += 18) {
-    float amax = 0.0f;
+    // ggml keeps the first element of largest magnitude (a strict `amax < |v|` update): find
+    // the magnitude first (a loop the compiler vectorizes), then its first occurrence.
+    const float amax = AbsMax32(x);
     float max = 0.0f;
-    for (int j = 0; j < 32; ++j) {
-      const float v = x[j];
-      if (amax < std::fabs(v)) {
-        amax = std::fabs(v);
-        max = v;
-      }
-    }
+    for (int j = 31; j >= 0; --j) max = std::fabs(x[j]) == amax ? x[j] : max;  // no branch
     const float d = max / -8.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     StoreHalf(y, FloatToHalf(d));
     for (int j = 0; j < 16; ++j) {
-      // The int8 truncation is ggml's: x * id + 8.5 lies in [0.5, 16.5] for finite input.
-      const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
-      const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
+      // ggml truncates toward zero: x * id + 8.5 lies in [0.5, 16.5] for finite input, where
+      // its int8 cast and this int cast agree.
+      const int lo = std::min(15, static_cast<int>(x[j] * id + 8.5f));
+      const int hi = std::min(15, static_cast<int>(x[j + 16] * id + 8.5f));
       y[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
     }
   }
