@@ -107,16 +107,9 @@ int RunCalibrate(const CalibrateArgs& args) {
                                      .context_len = args.method.context_len,
                                      .probe_len = args.method.probe,
                                      .data_source = data->description};
-  auto assembled = method::AssembleProfile(
-      {.hash = *hash,
-       .architecture = cfg.architecture,
-       .name = cfg.name,
-       .n_layers = cfg.n_layers,
-       .n_kv_heads = cfg.n_kv_heads,
-       .head_dim = cfg.head_dim,
-       .d_model = cfg.d_model,
-       .vocab_size = cfg.vocab_size},
-      params, *results, method::FormatIso8601Utc(std::chrono::system_clock::now()));
+  auto assembled =
+      method::AssembleProfile(worker::ProfileModelOf(cfg, *hash), params, *results,
+                              method::FormatIso8601Utc(std::chrono::system_clock::now()));
   if (!assembled.ok()) return ReportError(assembled.status());
   const method::SensitivityProfile& profile = *assembled;
 

@@ -1,10 +1,22 @@
 #include "worker/calibration/calibration_run.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace ripplekv::worker {
+
+method::ProfileModel ProfileModelOf(const ModelConfig& config, std::string hash) {
+  return {.hash = std::move(hash),
+          .architecture = config.architecture,
+          .name = config.name,
+          .n_layers = config.n_layers,
+          .n_kv_heads = config.n_kv_heads,
+          .head_dim = config.head_dim,
+          .d_model = config.d_model,
+          .vocab_size = config.vocab_size};
+}
 
 StatusOr<std::vector<TrialKl>> RunCalibration(const Transformer& model,
                                               std::span<const CalibrationInput> samples,
@@ -20,8 +32,8 @@ StatusOr<std::vector<TrialKl>> RunCalibration(const Transformer& model,
   layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
   for (int l : layers) {
     if (l < 0 || l >= n_layers) {
-      return absl::InvalidArgumentError(absl::StrCat("--layers: layer ", l, " outside [0, ",
-                                                     n_layers, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--layers: layer ", l, " outside [0, ", n_layers, ")"));
     }
   }
   const int64_t total = static_cast<int64_t>(samples.size()) * layers.size();
@@ -33,9 +45,8 @@ StatusOr<std::vector<TrialKl>> RunCalibration(const Transformer& model,
                      SampleCalibrator::Prepare(model, static_cast<int>(s), samples[s].context,
                                                samples[s].probe, options.mode));
     for (int l : layers) {
-      ASSIGN_OR_RETURN(std::vector<double> kl, options.naive
-                                                   ? cal->RunLayerNaive(l, options.trials)
-                                                   : cal->RunLayer(l, options.trials));
+      ASSIGN_OR_RETURN(std::vector<double> kl, options.naive ? cal->RunLayerNaive(l, options.trials)
+                                                             : cal->RunLayer(l, options.trials));
       for (int t = 0; t < static_cast<int>(kl.size()); ++t) {
         results.push_back({static_cast<int>(s), l, t, kl[t]});
       }

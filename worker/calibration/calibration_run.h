@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kernels/base/status.h"
@@ -31,6 +32,10 @@ struct CalibrationOptions {
 // One measured trial: KL = mean over probe positions of KL(clean || perturbed), nats. The
 // method's type, so results go to method::AssembleProfile() as they are.
 using method::TrialKl;
+
+// The model as profiles describe it: `hash` (docs/MODEL_HASH.md) and the shape of `config`. Local
+// calibration and workers both use it, so profiles from either agree.
+method::ProfileModel ProfileModelOf(const ModelConfig& config, std::string hash);
 
 // Called after each (sample, layer) with (done, total) units of work.
 using CalibrationProgress = std::function<void(int64_t, int64_t)>;

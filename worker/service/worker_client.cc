@@ -143,7 +143,7 @@ struct WorkerClient::Impl {
     pb::RegisterRequest req;
     req.set_worker_id(options.worker_id);
     pb::ModelInfo* m = req.mutable_model();
-    m->set_model_hash(model.model_hash);
+    m->set_model_hash(model.hash);
     m->set_architecture(model.architecture);
     m->set_name(model.name);
     m->set_n_layers(model.n_layers);

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "kernels/base/status.h"
+#include "method/profile.h"
 #include "worker/service/task_runner.h"
 
 namespace ripplekv::worker {
@@ -36,16 +37,8 @@ struct WorkerClientOptions {
 };
 
 // What the worker advertises about its model in Register.
-struct WorkerModelInfo {
-  std::string model_hash;
-  std::string architecture;
-  std::string name;
-  int n_layers = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  int d_model = 0;
-  int vocab_size = 0;
-};
+// The model the worker loaded, as profiles describe it (ProfileModelOf()).
+using WorkerModelInfo = method::ProfileModel;
 
 struct WorkerClientStats {
   int64_t registrations = 0;  // successful Register calls

@@ -15,6 +15,7 @@
 
 #include "CLI/CLI.hpp"
 #include "spdlog/spdlog.h"
+#include "worker/calibration/calibration_run.h"
 #include "worker/engine/transformer.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model_hash.h"
@@ -111,16 +112,8 @@ int Main(int argc, char** argv) {
   options.scheduler_address = scheduler;
   options.worker_id = id;
   options.memory_limit_bytes = cache_mb * (int64_t{1} << 20);
-  WorkerModelInfo info{.model_hash = *hash,
-                       .architecture = c.architecture,
-                       // As `ripplekv calibrate` names it, so profiles agree.
-                       .name = c.name,
-                       .n_layers = c.n_layers,
-                       .n_kv_heads = c.n_kv_heads,
-                       .head_dim = c.head_dim,
-                       .d_model = c.d_model,
-                       .vocab_size = c.vocab_size};
-  WorkerClient client(options, info, &runner);
+  // As `ripplekv calibrate` describes it, so profiles agree.
+  WorkerClient client(options, ProfileModelOf(c, *hash), &runner);
   std::thread signal_thread([&] {
     char byte = 0;
     while (read(g_signal_pipe[0], &byte, 1) == 1 || errno == EINTR) {

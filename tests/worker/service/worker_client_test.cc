@@ -154,7 +154,7 @@ struct Worker {
     options.worker_id = "test-worker";
     options.register_deadline = 2000ms;
     options.job_data_deadline = 2000ms;
-    WorkerModelInfo info{.model_hash = kHash, .architecture = "llama", .n_layers = 3};
+    WorkerModelInfo info{.hash = kHash, .architecture = "llama", .n_layers = 3};
     client = std::make_unique<WorkerClient>(options, info, runner.get());
     thread = std::thread([this] { result = client->Run(); });
   }
