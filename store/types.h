@@ -31,7 +31,7 @@ enum class CalibrationMode : uint8_t {
   kPrefill = 1,  // "prefill": inside the forward pass, rippling into deeper layers' caches
 };
 
-// How workers read a job's calibration data (worker/calibration/calibration_data.h).
+// How workers read a job's calibration data (worker/data/calibration_data.h).
 enum class DataFormat : uint8_t {
   kAuto = 0,   // by the path's extension (.jsonl/.ndjson/.json are JSONL); data_path only
   kJsonl = 1,  // one JSON object per line

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/base/file_io.h"
 #include "nlohmann/json.hpp"
+#include "worker/data/text_scan.h"
 
 namespace ripplekv::worker {
 namespace {
@@ -75,16 +76,8 @@ void Finish(const DataOptions& options, std::string_view origin, CalibrationSet*
   absl::StrAppendFormat(&set->description, "fingerprint %016x", set->fingerprint);
 }
 
-bool IsBlank(std::string_view line) {
-  return std::all_of(line.begin(), line.end(),
-                     [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); });
-}
-
-std::string_view DropBom(std::string_view text) {
-  constexpr std::string_view kBom = "\xEF\xBB\xBF";
-  if (text.starts_with(kBom)) text.remove_prefix(kBom.size());
-  return text;
-}
+using text_scan::DropBom;
+using text_scan::IsBlank;
 
 // One JSONL line's sample, or the reason it has none (`*reason` set, `sample` untouched).
 // Errors name `where` ("file:line").

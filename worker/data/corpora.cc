@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/base/file_io.h"
 #include "kernels/base/strings.h"
+#include "worker/data/text_scan.h"
 
 namespace ripplekv::worker {
 namespace {
@@ -30,16 +31,8 @@ bool StartsWithAny(std::string_view line, std::initializer_list<std::string_view
   return false;
 }
 
-bool IsBlank(std::string_view line) {
-  return std::all_of(line.begin(), line.end(),
-                     [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); });
-}
-
-std::string_view DropBom(std::string_view text) {
-  constexpr std::string_view kBom = "\xEF\xBB\xBF";
-  if (text.starts_with(kBom)) text.remove_prefix(kBom.size());
-  return text;
-}
+using text_scan::DropBom;
+using text_scan::IsBlank;
 
 // Lines of `text` as views without their "\n".
 std::vector<std::string_view> SplitLines(std::string_view text) {
