@@ -28,12 +28,12 @@
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
 #include "cli/progress.h"
+#include "kernels/base/file_io.h"
 #include "kernels/base/strings.h"
-#include "nlohmann/json.hpp"
 #include "method/budget_format.h"
 #include "method/budget_map.h"
-#include "kernels/base/file_io.h"
 #include "method/profile.h"
+#include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "worker/compress/method.h"
 #include "worker/eval/eval_runner.h"
@@ -71,6 +71,7 @@ struct EvalArgs {
   std::string templates;
   int64_t max_prompt_tokens = 3500;
   int threads = DefaultThreads();
+  std::string weights = "stored";  // --weights
   bool no_shared_prefill = false;
   bool json = false;
   bool csv = false;
@@ -255,7 +256,7 @@ int RunEval(const EvalArgs& args) {
   auto budgets = ParseBudgets(args.budgets);
   if (!budgets.ok()) return ReportError(budgets.status());
 
-  auto session = OpenModel(args.model, args.threads);
+  auto session = OpenModel(args.model, args.threads, args.weights);
   if (!session.ok()) return ReportError(session.status());
   worker::EvalRunOptions run;
   run.methods = methods;
@@ -316,8 +317,7 @@ int RunEval(const EvalArgs& args) {
     spdlog::info("wrote {}", args.records_out);
   }
   if (!args.json_out.empty()) {
-    if (Status st = WriteFileAtomically(args.json_out, worker::RenderJson(*table));
-        !st.ok()) {
+    if (Status st = WriteFileAtomically(args.json_out, worker::RenderJson(*table)); !st.ok()) {
       return ReportError(st);
     }
     spdlog::info("wrote {}", args.json_out);
@@ -388,6 +388,7 @@ void AddEvalCommand(CLI::App& app, Action& run) {
   cmd->add_option("--max-prompt-tokens", a->max_prompt_tokens,
                   "LongBench: truncate prompts to this many tokens (middle cut)")
       ->capture_default_str();
+  AddWeightsFlag(cmd, a->weights);
   cmd->add_option("--threads", a->threads, "CPU threads")->check(CLI::Range(1, 1024));
   cmd->add_flag("--no-shared-prefill", a->no_shared_prefill,
                 "Prefill again for every method x budget (benchmark baseline)");

@@ -20,19 +20,32 @@ StatusOr<std::unique_ptr<worker::Tokenizer>> OpenTokenizer(const std::string& pa
                                      (dir / "tokenizer_config.json").string());
 }
 
-StatusOr<std::unique_ptr<ModelSession>> OpenModel(const std::string& path, int num_threads) {
+void AddWeightsFlag(CLI::App* cmd, std::string& weights) {
+  cmd->add_option("--weights", weights,
+                  "Weight matrices in memory: stored (as in the file, expanded per slice at use) "
+                  "or f32 (expanded at load; the reference)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"stored", "f32"}));
+}
+
+StatusOr<std::unique_ptr<ModelSession>> OpenModel(const std::string& path, int num_threads,
+                                                  const std::string& weights) {
+  ASSIGN_OR_RETURN(const worker::WeightStorage storage, worker::ParseWeightStorage(weights));
   auto session = std::make_unique<ModelSession>();
   session->path = path;
   const auto t0 = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(session->model, worker::LoadModel(path));
+  ASSIGN_OR_RETURN(session->model, worker::LoadModel(path, storage));
   ASSIGN_OR_RETURN(session->tokenizer, OpenTokenizer(path));
   ASSIGN_OR_RETURN(worker::Transformer transformer,
                    worker::Transformer::Create(session->model, {.num_threads = num_threads}));
   session->transformer = std::make_unique<worker::Transformer>(std::move(transformer));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto& c = session->model.config;
-  spdlog::info("loaded {} ({}, {} layers, d_model {}, {} heads / {} kv heads) in {:.2f} s", path,
-               c.architecture, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, s);
+  spdlog::info(
+      "loaded {} ({}, {} layers, d_model {}, {} heads / {} kv heads; {} weights, {:.1f} MiB) in "
+      "{:.2f} s",
+      path, c.architecture, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, weights,
+      static_cast<double>(worker::WeightBytes(session->model)) / (1 << 20), s);
   return session;
 }
 

@@ -43,8 +43,8 @@ StatusOr<Transformer> Transformer::Create(const Model& model, const TransformerO
                    kernels::MakeRopeTable(c.head_dim, c.rope_theta, pairing,
                                           model.rope_freq_factors.span(), llama3));
   if (options.num_threads < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("num_threads must be >= 1, got ",
-                                                   options.num_threads));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_threads must be >= 1, got ", options.num_threads));
   }
   return Transformer(model, options, std::move(rope));
 }
@@ -60,8 +60,8 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
   const ModelConfig& c = model_->config;
   const int start = request.start_layer;
   if (start < 0 || start >= c.n_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("start_layer ", start, " outside [0, ",
-                                                   c.n_layers, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("start_layer ", start, " outside [0, ", c.n_layers, ")"));
   }
   const int64_t d = c.d_model;
 
@@ -69,8 +69,9 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
   Tensor x;
   if (request.layer_input != nullptr) {
     if (request.layer_input->rank() != 2 || request.layer_input->dim(1) != d) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "layer_input must be [n, ", d, "], got ", kernels::ShapeString(request.layer_input->shape())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer_input must be [n, ", d, "], got ",
+                       kernels::ShapeString(request.layer_input->shape())));
     }
     x = request.layer_input->Clone();
   } else {
@@ -87,12 +88,12 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
     positions.resize(n);
     std::iota(positions.begin(), positions.end(), first);
   } else if (static_cast<int64_t>(positions.size()) != n) {
-    return absl::InvalidArgumentError(absl::StrCat(positions.size(), " positions for ", n,
-                                                   " tokens"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(positions.size(), " positions for ", n, " tokens"));
   }
   if (request.first_logit_row < 0 || request.first_logit_row >= n) {
-    return absl::InvalidArgumentError(absl::StrCat("first_logit_row ", request.first_logit_row,
-                                                   " outside [0, ", n, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("first_logit_row ", request.first_logit_row, " outside [0, ", n, ")"));
   }
   for (int32_t r : request.record_rows) {
     if (r < 0 || r >= n) {
@@ -108,10 +109,11 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
     const float scale = 1.0f / std::sqrt(static_cast<float>(model_->config.head_dim));
     return kernels::CausalAttention(ctx_, q3, pos, cache.View(layer), scale, out);
   };
-  RETURN_IF_ERROR(RunLayers(x, {.first = start,
-                                .positions = positions,
-                                .record_rows = request.record_rows,
-                                .layer_inputs = &result.layer_inputs},
+  RETURN_IF_ERROR(RunLayers(x,
+                            {.first = start,
+                             .positions = positions,
+                             .record_rows = request.record_rows,
+                             .layer_inputs = &result.layer_inputs},
                             attend));
 
   if (request.logits != LogitRows::kNone) {
@@ -138,11 +140,10 @@ StatusOr<Tensor> Transformer::Embed(std::span<const int32_t> tokens) const {
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int32_t t = tokens[i];
     if (t < 0 || t >= c.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("token id ", t, " at index ", i,
-                                                     " outside the vocabulary [0, ", c.vocab_size,
-                                                     ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token id ", t, " at index ", i, " outside the vocabulary [0, ", c.vocab_size, ")"));
     }
-    std::memcpy(x.data() + i * d, model_->tok_embeddings.data() + t * d, d * sizeof(float));
+    model_->tok_embeddings.ExpandRows(t, 1, x.data() + i * d);
   }
   return x;
 }
@@ -152,8 +153,8 @@ Status Transformer::RunLayers(Tensor& x, const LayerRange& range,
   const ModelConfig& c = model_->config;
   const int end = range.end < 0 ? c.n_layers : range.end;
   if (range.first < 0 || range.first > end || end > c.n_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("layer range [", range.first, ", ", end,
-                                                   ") outside [0, ", c.n_layers, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer range [", range.first, ", ", end, ") outside [0, ", c.n_layers, "]"));
   }
   const int64_t n = x.dim(0);
   const int64_t d = c.d_model;
@@ -176,25 +177,24 @@ Status Transformer::RunLayers(Tensor& x, const LayerRange& range,
 
     // Attention block.
     RETURN_IF_ERROR(kernels::RmsNorm(ctx_, x.view(), w.attn_norm.view(), c.rms_eps, xn.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wq.view(), OptionalView(w.bq), q.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wk.view(), OptionalView(w.bk), k.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wv.view(), OptionalView(w.bv), v.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wq, OptionalView(w.bq), q.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wk, OptionalView(w.bk), k.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wv, OptionalView(w.bv), v.view()));
     TensorView q3{q.data(), {n, c.n_heads, hd}};     // [n, n_heads, head_dim]
     TensorView k3{k.data(), {n, c.n_kv_heads, hd}};  // [n, n_kv_heads, head_dim]
     RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, range.positions, q3));
     RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, range.positions, k3));
     TensorView attn3{attn.data(), {n, c.n_heads, hd}};
     RETURN_IF_ERROR(attend(l, q3, k, v, range.positions, attn3));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, attn.view(), w.wo.view(), {}, x.view(),
-                                    {.accumulate = true}));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, attn.view(), w.wo, {}, x.view(), {.accumulate = true}));
 
     // Feed-forward block (SwiGLU).
     RETURN_IF_ERROR(kernels::RmsNorm(ctx_, x.view(), w.ffn_norm.view(), c.rms_eps, xn.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_gate.view(), {}, gate.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_up.view(), {}, up.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_gate, {}, gate.view()));
+    RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_up, {}, up.view()));
     RETURN_IF_ERROR(kernels::SwiGlu(ctx_, gate.view(), up.view(), gate.view()));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, gate.view(), w.w_down.view(), {}, x.view(),
-                                    {.accumulate = true}));
+    RETURN_IF_ERROR(
+        kernels::Linear(ctx_, gate.view(), w.w_down, {}, x.view(), {.accumulate = true}));
   }
   return absl::OkStatus();
 }
@@ -205,7 +205,7 @@ StatusOr<Tensor> Transformer::Logits(const Tensor& rows) const {
   RETURN_IF_ERROR(
       kernels::RmsNorm(ctx_, rows.view(), model_->output_norm.view(), c.rms_eps, normed.view()));
   Tensor logits({rows.dim(0), c.vocab_size});
-  RETURN_IF_ERROR(kernels::Linear(ctx_, normed.view(), model_->lm_head().view(), {}, logits.view()));
+  RETURN_IF_ERROR(kernels::Linear(ctx_, normed.view(), model_->lm_head(), {}, logits.view()));
   return logits;
 }
 

@@ -1,5 +1,4 @@
 #include "worker/model/gguf_model_loader.h"
-#include "kernels/base/strings.h"
 
 #include <cmath>
 #include <iterator>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "kernels/base/strings.h"
 
 namespace ripplekv::worker {
 
@@ -119,7 +119,8 @@ Status CheckRopeScaling(const GgufFile& file, const ConfigReader& keys) {
 struct Wanted {
   std::string name;
   kernels::Shape shape;
-  kernels::Tensor* destination;
+  kernels::Tensor* destination = nullptr;  // fp32 (norms, biases, RoPE factors), or
+  kernels::Weight* matrix = nullptr;       // a weight matrix
 };
 
 kernels::Shape RowMajorShape(const GgufTensorInfo& info) {
@@ -217,7 +218,12 @@ StatusOr<ModelConfig> ReadGgufConfig(const GgufFile& file) {
   return c;
 }
 
-StatusOr<Model> LoadGgufModel(const GgufFile& file) {
+StatusOr<Model> LoadGgufModel(const GgufFile& file, WeightStorage storage,
+                              std::shared_ptr<const void> owner) {
+  if (storage == WeightStorage::kStored && owner == nullptr) {
+    return absl::InvalidArgumentError(
+        Cat(file.path(), ": stored weights need an owner that keeps the file mapped"));
+  }
   Model model;
   ASSIGN_OR_RETURN(model.config, ReadGgufConfig(file));
   const ModelConfig& c = model.config;
@@ -229,9 +235,9 @@ StatusOr<Model> LoadGgufModel(const GgufFile& file) {
                 kv_out = int64_t{c.n_kv_heads} * c.head_dim, ff = c.d_ff, vocab = c.vocab_size;
 
   std::vector<Wanted> wanted;
-  wanted.push_back({"token_embd.weight", {vocab, d}, &model.tok_embeddings});
+  wanted.push_back({"token_embd.weight", {vocab, d}, nullptr, &model.tok_embeddings});
   wanted.push_back({"output_norm.weight", {d}, &model.output_norm});
-  if (!c.tied_embeddings) wanted.push_back({"output.weight", {vocab, d}, &model.output});
+  if (!c.tied_embeddings) wanted.push_back({"output.weight", {vocab, d}, nullptr, &model.output});
   if (file.FindTensor(kRopeFreqsTensor) != nullptr) {
     wanted.push_back({std::string(kRopeFreqsTensor), {c.head_dim / 2}, &model.rope_freq_factors});
   }
@@ -240,19 +246,19 @@ StatusOr<Model> LoadGgufModel(const GgufFile& file) {
     LayerWeights& w = model.layers[l];
     auto name = [l](std::string_view part) { return Cat("blk.", l, ".", part); };
     wanted.push_back({name("attn_norm.weight"), {d}, &w.attn_norm});
-    wanted.push_back({name("attn_q.weight"), {q_out, d}, &w.wq});
-    wanted.push_back({name("attn_k.weight"), {kv_out, d}, &w.wk});
-    wanted.push_back({name("attn_v.weight"), {kv_out, d}, &w.wv});
-    wanted.push_back({name("attn_output.weight"), {d, q_out}, &w.wo});
+    wanted.push_back({name("attn_q.weight"), {q_out, d}, nullptr, &w.wq});
+    wanted.push_back({name("attn_k.weight"), {kv_out, d}, nullptr, &w.wk});
+    wanted.push_back({name("attn_v.weight"), {kv_out, d}, nullptr, &w.wv});
+    wanted.push_back({name("attn_output.weight"), {d, q_out}, nullptr, &w.wo});
     if (c.qkv_bias) {
       wanted.push_back({name("attn_q.bias"), {q_out}, &w.bq});
       wanted.push_back({name("attn_k.bias"), {kv_out}, &w.bk});
       wanted.push_back({name("attn_v.bias"), {kv_out}, &w.bv});
     }
     wanted.push_back({name("ffn_norm.weight"), {d}, &w.ffn_norm});
-    wanted.push_back({name("ffn_gate.weight"), {ff, d}, &w.w_gate});
-    wanted.push_back({name("ffn_up.weight"), {ff, d}, &w.w_up});
-    wanted.push_back({name("ffn_down.weight"), {d, ff}, &w.w_down});
+    wanted.push_back({name("ffn_gate.weight"), {ff, d}, nullptr, &w.w_gate});
+    wanted.push_back({name("ffn_up.weight"), {ff, d}, nullptr, &w.w_up});
+    wanted.push_back({name("ffn_down.weight"), {d, ff}, nullptr, &w.w_down});
   }
 
   // Check everything before the (slow) dequantization, so a bad file fails fast.
@@ -278,7 +284,16 @@ StatusOr<Model> LoadGgufModel(const GgufFile& file) {
   }
 
   for (size_t i = 0; i < wanted.size(); ++i) {
-    ASSIGN_OR_RETURN(*wanted[i].destination, file.LoadTensor(*infos[i]));
+    if (wanted[i].destination != nullptr) {
+      ASSIGN_OR_RETURN(*wanted[i].destination, file.LoadTensor(*infos[i]));
+    } else if (storage == WeightStorage::kF32) {
+      ASSIGN_OR_RETURN(kernels::Tensor expanded, file.LoadTensor(*infos[i]));
+      *wanted[i].matrix = kernels::Weight(std::move(expanded));
+    } else {
+      ASSIGN_OR_RETURN(*wanted[i].matrix,
+                       kernels::Weight::Stored(infos[i]->type, file.TensorData(*infos[i]),
+                                               wanted[i].shape, owner));
+    }
   }
   return model;
 }

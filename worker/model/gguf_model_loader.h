@@ -8,6 +8,8 @@
 // else is refused rather than run. Llama 3 rope scaling arrives as the `rope_freqs.weight` tensor
 // (Model::rope_freq_factors).
 
+#include <memory>
+
 #include "kernels/base/status.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model.h"
@@ -21,8 +23,11 @@ namespace ripplekv::worker {
 StatusOr<ModelConfig> ReadGgufConfig(const GgufFile& file);
 
 // ReadGgufConfig, then checks every tensor's shape (InvalidArgument naming the tensor, its shape
-// and the expected one; unexpected or missing tensors likewise) before dequantizing anything,
-// then dequantizes all weights. Thread-safe (the file is only read).
-StatusOr<Model> LoadGgufModel(const GgufFile& file);
+// and the expected one; unexpected or missing tensors likewise) before reading any weight. Weight
+// matrices then stay in the file's mapping (kStored: `owner` must keep `file` alive, e.g. the
+// shared_ptr that holds it; InvalidArgument when it is null) or are dequantized to fp32 (kF32).
+// Norms, biases and RoPE factors are always fp32. Thread-safe (the file is only read).
+StatusOr<Model> LoadGgufModel(const GgufFile& file, WeightStorage storage = WeightStorage::kF32,
+                              std::shared_ptr<const void> owner = nullptr);
 
 }  // namespace ripplekv::worker

@@ -170,7 +170,8 @@ Status CheckUnsupportedFeatures(const ConfigReader& r, const std::string& model_
 struct TensorSlot {
   std::string name;
   kernels::Shape shape;
-  kernels::Tensor* dst;
+  kernels::Tensor* dst = nullptr;     // fp32 (norms, biases), or
+  kernels::Weight* matrix = nullptr;  // a weight matrix (expanded to fp32 for now)
 };
 
 std::vector<TensorSlot> PlanTensors(const ModelConfig& c, Model* m) {
@@ -179,29 +180,29 @@ std::vector<TensorSlot> PlanTensors(const ModelConfig& c, Model* m) {
   const int64_t kv_out = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
   const int64_t ff = c.d_ff;
   std::vector<TensorSlot> slots;
-  slots.push_back({"model.embed_tokens.weight", {c.vocab_size, d}, &m->tok_embeddings});
+  slots.push_back({"model.embed_tokens.weight", {c.vocab_size, d}, nullptr, &m->tok_embeddings});
   m->layers.resize(static_cast<size_t>(c.n_layers));
   for (int i = 0; i < c.n_layers; ++i) {
     LayerWeights& l = m->layers[static_cast<size_t>(i)];
     const std::string p = absl::StrCat("model.layers.", i, ".");
     slots.push_back({p + "input_layernorm.weight", {d}, &l.attn_norm});
-    slots.push_back({p + "self_attn.q_proj.weight", {q_out, d}, &l.wq});
-    slots.push_back({p + "self_attn.k_proj.weight", {kv_out, d}, &l.wk});
-    slots.push_back({p + "self_attn.v_proj.weight", {kv_out, d}, &l.wv});
-    slots.push_back({p + "self_attn.o_proj.weight", {d, q_out}, &l.wo});
+    slots.push_back({p + "self_attn.q_proj.weight", {q_out, d}, nullptr, &l.wq});
+    slots.push_back({p + "self_attn.k_proj.weight", {kv_out, d}, nullptr, &l.wk});
+    slots.push_back({p + "self_attn.v_proj.weight", {kv_out, d}, nullptr, &l.wv});
+    slots.push_back({p + "self_attn.o_proj.weight", {d, q_out}, nullptr, &l.wo});
     if (c.qkv_bias) {
       slots.push_back({p + "self_attn.q_proj.bias", {q_out}, &l.bq});
       slots.push_back({p + "self_attn.k_proj.bias", {kv_out}, &l.bk});
       slots.push_back({p + "self_attn.v_proj.bias", {kv_out}, &l.bv});
     }
     slots.push_back({p + "post_attention_layernorm.weight", {d}, &l.ffn_norm});
-    slots.push_back({p + "mlp.gate_proj.weight", {ff, d}, &l.w_gate});
-    slots.push_back({p + "mlp.up_proj.weight", {ff, d}, &l.w_up});
-    slots.push_back({p + "mlp.down_proj.weight", {d, ff}, &l.w_down});
+    slots.push_back({p + "mlp.gate_proj.weight", {ff, d}, nullptr, &l.w_gate});
+    slots.push_back({p + "mlp.up_proj.weight", {ff, d}, nullptr, &l.w_up});
+    slots.push_back({p + "mlp.down_proj.weight", {d, ff}, nullptr, &l.w_down});
   }
   slots.push_back({"model.norm.weight", {d}, &m->output_norm});
   if (!c.tied_embeddings) {
-    slots.push_back({"lm_head.weight", {c.vocab_size, d}, &m->output});
+    slots.push_back({"lm_head.weight", {c.vocab_size, d}, nullptr, &m->output});
   }
   return slots;
 }
@@ -290,10 +291,12 @@ StatusOr<ModelConfig> LoadHfConfig(const std::string& dir) {
   return ParseHfConfig(text, path);
 }
 
-StatusOr<Model> LoadHfModel(const std::string& dir) {
+StatusOr<Model> LoadHfModel(const std::string& dir, WeightStorage storage) {
   Model model;
   ASSIGN_OR_RETURN(model.config, LoadHfConfig(dir));
-  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsModelFiles> files, SafetensorsModelFiles::Open(dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsModelFiles> opened, SafetensorsModelFiles::Open(dir));
+  // Stored weights point into the files' mappings: the model shares ownership of the files.
+  std::shared_ptr<const SafetensorsModelFiles> files = std::move(opened);
 
   if (files->FindTensor("lm_head.weight") == nullptr) model.config.tied_embeddings = true;
   // Each layer has at least nine tensors; bound the layer count by the files before allocating
@@ -326,7 +329,26 @@ StatusOr<Model> LoadHfModel(const std::string& dir) {
     }
   }
   for (const TensorSlot& slot : slots) {
-    ASSIGN_OR_RETURN(*slot.dst, files->LoadTensor(slot.name));
+    if (slot.matrix != nullptr && storage == WeightStorage::kStored) {
+      const SafetensorsDtype dtype = files->FindTensor(slot.name)->dtype;
+      const kernels::GgmlType type = dtype == SafetensorsDtype::kF32   ? kernels::GgmlType::kF32
+                                     : dtype == SafetensorsDtype::kF16 ? kernels::GgmlType::kF16
+                                                                       : kernels::GgmlType::kBF16;
+      ASSIGN_OR_RETURN(std::span<const uint8_t> bytes, files->TensorData(slot.name));
+      // safetensors does not align tensors: an F32 one behind an odd-sized F16 one is copied.
+      const bool misaligned = type == kernels::GgmlType::kF32 &&
+                              reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) != 0;
+      if (!misaligned) {
+        ASSIGN_OR_RETURN(*slot.matrix, kernels::Weight::Stored(type, bytes, slot.shape, files));
+        continue;
+      }
+    }
+    ASSIGN_OR_RETURN(kernels::Tensor tensor, files->LoadTensor(slot.name));
+    if (slot.dst != nullptr) {
+      *slot.dst = std::move(tensor);
+    } else {
+      *slot.matrix = kernels::Weight(std::move(tensor));
+    }
   }
   return model;
 }

@@ -39,9 +39,11 @@ StatusOr<ModelConfig> LoadHfConfig(const std::string& dir);
 
 // Reads config.json and the weights (SafetensorsModelFiles::Open(dir)), checks every tensor's
 // presence and shape against the config before converting any (errors name the tensor, its shape
-// and the shape config.json implies), and converts them to fp32. Errors: those of LoadHfConfig and
+// and the shape config.json implies). Weight matrices stay in the mapped files with kStored (F32,
+// F16, BF16; the model shares ownership of the files) or are converted to fp32 with kF32; norms
+// and biases are always fp32. Errors: those of LoadHfConfig and
 // SafetensorsModelFiles, InvalidArgument for a missing or misshapen tensor, Unimplemented for an
 // unsupported tensor dtype.
-StatusOr<Model> LoadHfModel(const std::string& dir);
+StatusOr<Model> LoadHfModel(const std::string& dir, WeightStorage storage = WeightStorage::kF32);
 
 }  // namespace ripplekv::worker

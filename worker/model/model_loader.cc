@@ -65,11 +65,37 @@ StatusOr<ModelSummary> DescribeModel(const std::string& path) {
   return summary;
 }
 
-StatusOr<Model> LoadModel(const std::string& path) {
+std::string_view WeightStorageName(WeightStorage storage) {
+  return storage == WeightStorage::kStored ? "stored" : "f32";
+}
+
+StatusOr<WeightStorage> ParseWeightStorage(std::string_view name) {
+  if (name == "stored") return WeightStorage::kStored;
+  if (name == "f32") return WeightStorage::kF32;
+  return absl::InvalidArgumentError(absl::StrCat("--weights: unknown storage \"", std::string(name),
+                                                 "\" (expected stored or f32)"));
+}
+
+int64_t WeightBytes(const Model& model) {
+  auto tensor = [](const kernels::Tensor& t) { return t.numel() * int64_t{sizeof(float)}; };
+  int64_t bytes = model.tok_embeddings.MemoryBytes() + model.output.MemoryBytes() +
+                  tensor(model.output_norm) + tensor(model.rope_freq_factors);
+  for (const LayerWeights& w : model.layers) {
+    bytes += tensor(w.attn_norm) + tensor(w.ffn_norm) + tensor(w.bq) + tensor(w.bk) + tensor(w.bv);
+    for (const kernels::Weight* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+      bytes += m->MemoryBytes();
+    }
+  }
+  return bytes;
+}
+
+StatusOr<Model> LoadModel(const std::string& path, WeightStorage storage) {
   ASSIGN_OR_RETURN(ModelFormat format, DetectModelFormat(path));
-  if (format == ModelFormat::kSafetensorsDir) return LoadHfModel(path);
-  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
-  return LoadGgufModel(*file);
+  if (format == ModelFormat::kSafetensorsDir) return LoadHfModel(path, storage);
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> opened, GgufFile::Open(path));
+  // Stored weights point into the file's mapping: the model shares ownership of the file.
+  std::shared_ptr<const GgufFile> file = std::move(opened);
+  return LoadGgufModel(*file, storage, file);
 }
 
 }  // namespace ripplekv::worker

@@ -18,8 +18,13 @@ enum class ModelFormat { kGguf, kSafetensorsDir };
 // cannot be read (PermissionDenied, ...; docs/ERRORS.md).
 StatusOr<ModelFormat> DetectModelFormat(const std::string& path);
 
-// Loads and dequantizes the model at `path` (GGUF file or Hugging Face directory).
-StatusOr<Model> LoadModel(const std::string& path);
+// Loads the model at `path` (GGUF file or Hugging Face directory). GGUF weight matrices stay in
+// the file's mapping with kStored (the model keeps the file open) or are dequantized to fp32 with
+// kF32; safetensors matrices likewise (F32, F16 and BF16 kept as stored in the mapped files).
+StatusOr<Model> LoadModel(const std::string& path, WeightStorage storage = WeightStorage::kStored);
+
+// The inverse of WeightStorageName(); InvalidArgument naming the flag for anything else.
+StatusOr<WeightStorage> ParseWeightStorage(std::string_view name);
 
 // What a model file holds, read from its headers only (no weight is decoded: cheap for any size).
 struct ModelSummary {

@@ -518,4 +518,13 @@ StatusOr<kernels::Tensor> SafetensorsModelFiles::LoadTensor(std::string_view nam
   return it->second.file->LoadTensor(*it->second.info);
 }
 
+StatusOr<std::span<const uint8_t>> SafetensorsModelFiles::TensorData(std::string_view name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat(dir_, ": no tensor named '", Sv(name), "' in ",
+                                            sharded_ ? "any shard" : kSingleFileName));
+  }
+  return it->second.file->TensorData(*it->second.info);
+}
+
 }  // namespace ripplekv::worker

@@ -138,6 +138,9 @@ class SafetensorsModelFiles {
   const SafetensorsTensorInfo* FindTensor(std::string_view name) const;
   // As SafetensorsFile::LoadTensor; NotFound names the tensor and the directory.
   StatusOr<kernels::Tensor> LoadTensor(std::string_view name) const;
+  // The raw bytes of a tensor, inside its file's mapping (valid while this object lives);
+  // NotFound as LoadTensor.
+  StatusOr<std::span<const uint8_t>> TensorData(std::string_view name) const;
 
  private:
   SafetensorsModelFiles() = default;

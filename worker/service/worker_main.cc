@@ -1,4 +1,5 @@
-// ripplekv-worker --scheduler ADDR --model PATH [--threads N] [--prefill-cache-mb M] [--id NAME]
+// ripplekv-worker --scheduler ADDR --model PATH [--threads N] [--weights stored|f32]
+// [--prefill-cache-mb M] [--id NAME]
 //
 // Loads the model once, hashes it, registers with the scheduler and serves calibration tasks
 // until SIGTERM or SIGINT, then drains (finishes the task in progress, sends its results, closes
@@ -70,6 +71,11 @@ int Main(int argc, char** argv) {
   app.add_option("--scheduler", scheduler, "Scheduler address host:port")->required();
   app.add_option("--model", model_path, "GGUF file or Hugging Face directory")->required();
   app.add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
+  std::string weights = "stored";
+  app.add_option("--weights", weights,
+                 "Weight matrices in memory: stored (as in the file) or f32 (expanded at load)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"stored", "f32"}));
   app.add_option("--prefill-cache-mb", cache_mb, "Prepared-sample cache limit, MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--id", id, "Stable worker id (default: host name)");
@@ -92,7 +98,9 @@ int Main(int argc, char** argv) {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 
-  auto model = LoadModel(model_path);
+  auto storage = ParseWeightStorage(weights);
+  if (!storage.ok()) return Fail(storage.status());
+  auto model = LoadModel(model_path, *storage);
   if (!model.ok()) return Fail(model.status());
   auto tokenizer = OpenTokenizer(model_path);
   if (!tokenizer.ok()) return Fail(tokenizer.status());

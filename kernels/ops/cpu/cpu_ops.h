@@ -19,6 +19,11 @@ namespace ripplekv::kernels::cpu {
 // Sets OpenBLAS to one thread, once per process. Every backend calling BLAS calls it first.
 void UseSingleThreadedBlas();
 
+// y = x * W^T over a stored weight (kernels/dequant/weight.h): the slices of Linear, each expanded
+// into a per-thread fp32 buffer first.
+void LinearStored(int num_threads, const float* x, int64_t x_stride, const Weight& w,
+                  const float* bias, float* y, int64_t m, bool accumulate);
+
 void Linear(int num_threads, const float* x, int64_t x_stride, const float* w, const float* bias,
             float* y, int64_t m, int64_t n, int64_t k, bool accumulate);
 void RmsNorm(int num_threads, const float* x, const float* weight, float eps, float* y, int64_t m,
@@ -34,7 +39,7 @@ void KlDivergenceRows(int num_threads, const float* p_logits, const float* q_log
                       int64_t v, float* out);
 void DrawNormals(int num_threads, const NoiseKey& key, const int32_t* positions, int64_t n,
                  int kv_head, int64_t head_dim, float* out);
-void AddNormAdaptiveNoise(int num_threads, const NoiseKey& key, const int32_t* positions,
-                          int64_t n, int kv_head, float alpha, float* values, int64_t head_dim);
+void AddNormAdaptiveNoise(int num_threads, const NoiseKey& key, const int32_t* positions, int64_t n,
+                          int kv_head, float alpha, float* values, int64_t head_dim);
 
 }  // namespace ripplekv::kernels::cpu

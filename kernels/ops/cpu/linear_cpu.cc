@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <vector>
 
 #include "kernels/ops/cpu/cpu_ops.h"
 
@@ -39,6 +40,42 @@ void Linear(int num_threads, const float* x, int64_t x_stride, const float* w, c
     if (bias != nullptr) {
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = n0; j < n0 + nc; ++j) y[i * n + j] += bias[j];
+      }
+    }
+  }
+}
+
+void LinearStored(int num_threads, const float* x, int64_t x_stride, const Weight& w,
+                  const float* bias, float* y, int64_t m, bool accumulate) {
+  UseSingleThreadedBlas();
+  const int64_t n = w.rows();
+  const int64_t k = w.cols();
+  const float beta = accumulate ? 1.0f : 0.0f;
+  const int64_t n_slices = (n + kColumnSlice - 1) / kColumnSlice;
+#pragma omp parallel num_threads(num_threads) if (n_slices > 1)
+  {
+    // This thread's fp32 copy of one slice of W: [kColumnSlice, k]; kept between calls (OpenMP
+    // threads persist), so decode does not allocate per token.
+    thread_local std::vector<float> slice;
+    const size_t needed = static_cast<size_t>(std::min(kColumnSlice, n) * k);
+    if (slice.size() < needed) slice.resize(needed);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t s = 0; s < n_slices; ++s) {
+      const int64_t n0 = s * kColumnSlice;
+      const int64_t nc = std::min(kColumnSlice, n - n0);
+      w.ExpandRows(n0, nc, slice.data());
+      // The same calls as Linear() with w + n0 * k replaced by the expanded slice.
+      if (m == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, nc, k, 1.0f, slice.data(), k, x, 1, beta, y + n0,
+                    1);
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nc, k, 1.0f, x, x_stride,
+                    slice.data(), k, beta, y + n0, n);
+      }
+      if (bias != nullptr) {
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = n0; j < n0 + nc; ++j) y[i * n + j] += bias[j];
+        }
       }
     }
   }

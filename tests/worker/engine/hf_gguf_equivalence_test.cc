@@ -42,14 +42,14 @@ constexpr int kNumTokens = 40;
 // convert_hf_to_gguf.py stores Q (n_head = n_heads) and K (n_head = n_kv_heads) as
 //   w.reshape(n_head, 2, rows / n_head / 2, cols).swapaxes(1, 2).reshape(rows, cols),
 // i.e. GGUF row h * hd + 2 * j + s holds HF row h * hd + s * hd / 2 + j. This is the inverse.
-std::vector<float> UnpermuteQk(const kernels::Tensor& gguf, int n_head) {
+std::vector<float> UnpermuteQk(const kernels::ConstTensorView& gguf, int n_head) {
   const int64_t rows = gguf.dim(0), cols = gguf.dim(1);
   const int64_t hd = rows / n_head, half = hd / 2;
   std::vector<float> hf(static_cast<size_t>(rows * cols));
   for (int64_t h = 0; h < n_head; ++h) {
     for (int64_t j = 0; j < half; ++j) {
       for (int64_t s = 0; s < 2; ++s) {
-        const float* src = gguf.data() + (h * hd + 2 * j + s) * cols;
+        const float* src = gguf.data + (h * hd + 2 * j + s) * cols;
         std::copy(src, src + cols, hf.data() + (h * hd + s * half + j) * cols);
       }
     }
@@ -87,32 +87,33 @@ void WriteHfModel(const Model& model, const std::string& dir, bool unpermute_qk)
 
   struct Entry {
     std::string name;
-    const kernels::Tensor* tensor;
-    int qk_heads;  // > 0: un-permute with this many heads
+    kernels::ConstTensorView tensor;  // fp32 (the model is loaded with WeightStorage::kF32)
+    int qk_heads;                     // > 0: un-permute with this many heads
   };
   std::vector<Entry> entries;
-  entries.push_back({"model.embed_tokens.weight", &model.tok_embeddings, 0});
+  entries.push_back({"model.embed_tokens.weight", model.tok_embeddings.view(), 0});
   for (int i = 0; i < c.n_layers; ++i) {
     const LayerWeights& l = model.layers[static_cast<size_t>(i)];
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    entries.push_back({p + "input_layernorm.weight", &l.attn_norm, 0});
-    entries.push_back({p + "self_attn.q_proj.weight", &l.wq, unpermute_qk ? c.n_heads : 0});
-    entries.push_back({p + "self_attn.k_proj.weight", &l.wk, unpermute_qk ? c.n_kv_heads : 0});
-    entries.push_back({p + "self_attn.v_proj.weight", &l.wv, 0});
-    entries.push_back({p + "self_attn.o_proj.weight", &l.wo, 0});
-    entries.push_back({p + "post_attention_layernorm.weight", &l.ffn_norm, 0});
-    entries.push_back({p + "mlp.gate_proj.weight", &l.w_gate, 0});
-    entries.push_back({p + "mlp.up_proj.weight", &l.w_up, 0});
-    entries.push_back({p + "mlp.down_proj.weight", &l.w_down, 0});
+    entries.push_back({p + "input_layernorm.weight", l.attn_norm.view(), 0});
+    entries.push_back({p + "self_attn.q_proj.weight", l.wq.view(), unpermute_qk ? c.n_heads : 0});
+    entries.push_back(
+        {p + "self_attn.k_proj.weight", l.wk.view(), unpermute_qk ? c.n_kv_heads : 0});
+    entries.push_back({p + "self_attn.v_proj.weight", l.wv.view(), 0});
+    entries.push_back({p + "self_attn.o_proj.weight", l.wo.view(), 0});
+    entries.push_back({p + "post_attention_layernorm.weight", l.ffn_norm.view(), 0});
+    entries.push_back({p + "mlp.gate_proj.weight", l.w_gate.view(), 0});
+    entries.push_back({p + "mlp.up_proj.weight", l.w_up.view(), 0});
+    entries.push_back({p + "mlp.down_proj.weight", l.w_down.view(), 0});
   }
-  entries.push_back({"model.norm.weight", &model.output_norm, 0});
+  entries.push_back({"model.norm.weight", model.output_norm.view(), 0});
 
   std::string header = "{";
   uint64_t offset = 0;
   for (const Entry& e : entries) {
-    const uint64_t bytes = static_cast<uint64_t>(e.tensor->numel()) * sizeof(float);
+    const uint64_t bytes = static_cast<uint64_t>(e.tensor.numel()) * sizeof(float);
     header += (offset == 0 ? "\"" : ",\"") + e.name +
-              "\":{\"dtype\":\"F32\",\"shape\":" + nlohmann::json(e.tensor->shape()).dump() +
+              "\":{\"dtype\":\"F32\",\"shape\":" + nlohmann::json(e.tensor.shape).dump() +
               ",\"data_offsets\":[" + std::to_string(offset) + "," +
               std::to_string(offset + bytes) + "]}";
     offset += bytes;
@@ -127,9 +128,9 @@ void WriteHfModel(const Model& model, const std::string& dir, bool unpermute_qk)
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   for (const Entry& e : entries) {
     std::vector<float> unpermuted;
-    std::span<const float> values = e.tensor->span();
+    std::span<const float> values(e.tensor.data, static_cast<size_t>(e.tensor.numel()));
     if (e.qk_heads > 0) {
-      unpermuted = UnpermuteQk(*e.tensor, e.qk_heads);
+      unpermuted = UnpermuteQk(e.tensor, e.qk_heads);
       values = unpermuted;
     }
     out.write(reinterpret_cast<const char*>(values.data()),
@@ -180,7 +181,7 @@ class HfGgufEquivalenceTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const char* path = std::getenv("RIPPLEKV_SMOLLM2_GGUF");
     if (path == nullptr) return;
-    auto model = LoadModel(path);
+    auto model = LoadModel(path, WeightStorage::kF32);  // fp32 matrices, written out as F32
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_EQ(model->config.rope_style, RopeStyle::kInterleaved) << "expected a GGUF llama model";
     ASSERT_TRUE(model->config.tied_embeddings);

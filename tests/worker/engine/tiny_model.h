@@ -85,7 +85,8 @@ inline std::vector<std::vector<double>> NaiveForward(const Model& m,
   const int n = static_cast<int>(tokens.size());
   const int d = c.d_model, hd = c.head_dim, H = c.n_heads, Hkv = c.n_kv_heads;
   using Mat = std::vector<std::vector<double>>;
-  auto linear = [](const Mat& x, const kernels::Tensor& w, const kernels::Tensor& b) {
+  auto linear = [](const Mat& x, const kernels::Weight& stored, const kernels::Tensor& b) {
+    const kernels::Tensor w = stored.Expand();
     const int64_t out = w.dim(0), in = w.dim(1);
     Mat y(x.size(), std::vector<double>(out));
     for (size_t i = 0; i < x.size(); ++i)
@@ -120,8 +121,9 @@ inline std::vector<std::vector<double>> NaiveForward(const Model& m,
         }
   };
   Mat x(n, std::vector<double>(d));
+  const kernels::Tensor embeddings = m.tok_embeddings.Expand();
   for (int i = 0; i < n; ++i)
-    for (int j = 0; j < d; ++j) x[i][j] = m.tok_embeddings.data()[tokens[i] * d + j];
+    for (int j = 0; j < d; ++j) x[i][j] = embeddings.data()[tokens[i] * d + j];
   for (const LayerWeights& w : m.layers) {
     Mat xn = rmsnorm(x, w.attn_norm);
     Mat q = linear(xn, w.wq, w.bq), k = linear(xn, w.wk, w.bk), v = linear(xn, w.wv, w.bv);
@@ -151,7 +153,8 @@ inline std::vector<std::vector<double>> NaiveForward(const Model& m,
     xn = rmsnorm(x, w.ffn_norm);
     Mat g = linear(xn, w.w_gate, {}), u = linear(xn, w.w_up, {});
     for (int i = 0; i < n; ++i)
-      for (size_t j = 0; j < g[i].size(); ++j) g[i][j] = g[i][j] / (1 + std::exp(-g[i][j])) * u[i][j];
+      for (size_t j = 0; j < g[i].size(); ++j)
+        g[i][j] = g[i][j] / (1 + std::exp(-g[i][j])) * u[i][j];
     Mat down = linear(g, w.w_down, {});
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < d; ++j) x[i][j] += down[i][j];

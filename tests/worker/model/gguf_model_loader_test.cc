@@ -158,10 +158,10 @@ TEST(GgufModelLoaderTest, LoadsTinyLlamaConfigAndShapes) {
 
   // The right data lands in the right field: tensors were filled in order with seeds 2, 3, ...;
   // layer 1's attn_q is tensor #13 (embd, norm, 9 of layer 0, layer 1's attn_norm, attn_q).
-  EXPECT_FLOAT_EQ(m->tok_embeddings.data()[0], 2.0f);
+  EXPECT_FLOAT_EQ(m->tok_embeddings.f32()[0], 2.0f);
   EXPECT_FLOAT_EQ(m->layers[0].attn_norm.data()[0], 4.0f);
-  EXPECT_FLOAT_EQ(l1.wq.data()[0], 14.0f);
-  EXPECT_FLOAT_EQ(l1.wq.data()[kDModel + 1], 14.0f + (kDModel + 1) * 0.001f);  // row 1, col 1
+  EXPECT_FLOAT_EQ(l1.wq.f32()[0], 14.0f);
+  EXPECT_FLOAT_EQ(l1.wq.f32()[kDModel + 1], 14.0f + (kDModel + 1) * 0.001f);  // row 1, col 1
 }
 
 TEST(GgufModelLoaderTest, LoadsTinyQwen2WithBiasesAndUntiedOutput) {
@@ -194,7 +194,7 @@ TEST(GgufModelLoaderTest, DequantizesQuantizedWeights) {
   o.q8_wq = true;
   StatusOr<Model> m = Load(TinyModel(o));
   ASSERT_TRUE(m.ok()) << m.status();
-  const kernels::Tensor& wq = m->layers[0].wq;
+  const kernels::Tensor wq = m->layers[0].wq.Expand();
   EXPECT_EQ(wq.shape(), (Shape{kHeads * kHeadDim, kDModel}));
   EXPECT_EQ(wq.data()[0], -3.0f);               // row 0, col 0: (0 + 0) % 7 - 3
   EXPECT_EQ(wq.data()[2 * kDModel + 3], 2.0f);  // row 2, col 3: (2 + 3) % 7 - 3

@@ -25,10 +25,11 @@ using Json = nlohmann::json;
 std::vector<float> Values(const kernels::Tensor& t) {
   return std::vector<float>(t.span().begin(), t.span().end());
 }
+std::vector<float> Values(const kernels::Weight& w) { return Values(w.Expand()); }
 
 // Every tensor of `m` holds exactly the values written, with the shape written.
 void ExpectWeightsMatch(const Model& m, const TinyModel& written) {
-  auto check = [&](const std::string& name, const kernels::Tensor& t) {
+  auto check = [&](const std::string& name, const auto& t) {
     auto it = written.expected.find(name);
     ASSERT_NE(it, written.expected.end()) << name;
     EXPECT_EQ(Values(t), it->second) << name;
@@ -89,7 +90,7 @@ TEST(HfModelLoaderTest, LoadsTinyLlamaFromOneFile) {
   EXPECT_FALSE(c.tied_embeddings);
   ASSERT_EQ(m->layers.size(), 2u);
   ExpectWeightsMatch(*m, written);
-  EXPECT_EQ(m->lm_head().data(), m->output.data());
+  EXPECT_EQ(&m->lm_head(), &m->output);
 }
 
 TEST(HfModelLoaderTest, LoadsTinyQwen2WithBiasesFromTwoShards) {
@@ -137,6 +138,25 @@ TEST(HfModelLoaderTest, ConvertsBf16AndF16Weights) {
   }
 }
 
+TEST(HfModelLoaderTest, StoredWeightsStayInTheirTypeAndExpandToTheSameValues) {
+  for (const std::string dtype : {"BF16", "F16", "F32"}) {
+    TempDir dir;
+    TinyModelSpec spec;
+    spec.dtype = dtype;
+    TinyModel written = MakeTinyModel(spec);
+    WriteTinyModel(dir.path(), spec, written, 2);
+    auto m = LoadHfModel(dir.path(), WeightStorage::kStored);
+    ASSERT_TRUE(m.ok()) << dtype << ": " << m.status();
+    ExpectWeightsMatch(*m, written);  // compares the expanded values
+    const kernels::GgmlType want = dtype == "F32"   ? kernels::GgmlType::kF32
+                                   : dtype == "F16" ? kernels::GgmlType::kF16
+                                                    : kernels::GgmlType::kBF16;
+    EXPECT_EQ(m->layers[0].wq.type(), want) << dtype;
+    EXPECT_EQ(m->layers[0].wq.MemoryBytes(),
+              m->layers[0].wq.rows() * m->layers[0].wq.cols() * (dtype == "F32" ? 4 : 2));
+  }
+}
+
 TEST(HfModelLoaderTest, AbsentLmHeadMeansTiedEmbeddings) {
   TempDir dir;
   TinyModelSpec spec;
@@ -147,7 +167,7 @@ TEST(HfModelLoaderTest, AbsentLmHeadMeansTiedEmbeddings) {
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_TRUE(m->config.tied_embeddings);
   EXPECT_TRUE(m->output.empty());
-  EXPECT_EQ(m->lm_head().data(), m->tok_embeddings.data());
+  EXPECT_EQ(&m->lm_head(), &m->tok_embeddings);
 }
 
 TEST(HfModelLoaderTest, TieWordEmbeddingsIgnoresAStoredLmHead) {

@@ -1,0 +1,96 @@
+#include "kernels/dequant/weight.h"
+
+#include <cstring>
+#include <utility>
+
+#include "kernels/base/check.h"
+#include "kernels/base/strings.h"
+#include "kernels/dequant/dequant.h"
+#include "kernels/dequant/dequant_cpu.h"
+
+namespace ripplekv::kernels {
+
+Weight::Weight(Tensor tensor)
+    : shape_(tensor.shape()), type_(GgmlType::kF32), expanded_(std::move(tensor)) {
+  if (expanded_.empty()) {
+    shape_.clear();
+    return;
+  }
+  f32_ = expanded_.data();
+  row_bytes_ = cols() * static_cast<int64_t>(sizeof(float));
+}
+
+StatusOr<Weight> Weight::Stored(GgmlType type, std::span<const uint8_t> bytes, Shape shape,
+                                std::shared_ptr<const void> owner) {
+  if (shape.empty() || shape.size() > 2) {
+    return absl::InvalidArgumentError(
+        Cat("stored weight: shape ", ShapeString(shape), " is not a vector or a matrix"));
+  }
+  const TensorView probe{nullptr, shape, Device::kCpu};
+  const int64_t cols = shape.back();
+  const GgmlTypeTraits traits = TraitsOf(type);
+  if (cols % traits.block_elements != 0) {
+    return absl::InvalidArgumentError(Cat("stored weight: rows of ", cols, " values are not a ",
+                                          "whole number of ", traits.block_elements, "-value ",
+                                          traits.name, " blocks"));
+  }
+  ASSIGN_OR_RETURN(const int64_t expected, GgmlBytes(type, probe.numel()));
+  if (static_cast<int64_t>(bytes.size()) != expected) {
+    return absl::InvalidArgumentError(Cat("stored weight: ", traits.name, " ", ShapeString(shape),
+                                          " needs ", expected, " bytes, got ", bytes.size()));
+  }
+  Weight w;
+  w.shape_ = std::move(shape);
+  w.type_ = type;
+  w.bytes_ = bytes;
+  w.owner_ = std::move(owner);
+  w.row_bytes_ = cols / traits.block_elements * traits.block_bytes;
+  if (type == GgmlType::kF32) {
+    if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) != 0) {
+      return absl::InvalidArgumentError("stored weight: F32 data is not 4-byte aligned");
+    }
+    w.f32_ = reinterpret_cast<const float*>(bytes.data());
+  }
+  return w;
+}
+
+std::span<const uint8_t> Weight::RowBytes(int64_t row0, int64_t n) const {
+  if (bytes_.empty()) return {};
+  return bytes_.subspan(static_cast<size_t>(row0 * row_bytes_),
+                        static_cast<size_t>(n * row_bytes_));
+}
+
+int64_t Weight::MemoryBytes() const { return rows() * row_bytes_; }
+
+void Weight::ExpandRows(int64_t row0, int64_t n, float* out) const {
+  RIPPLEKV_CHECK(row0 >= 0 && n >= 0 && row0 + n <= rows());
+  if (f32_ != nullptr) {
+    std::memcpy(out, f32_ + row0 * cols(), static_cast<size_t>(n * cols()) * sizeof(float));
+    return;
+  }
+  const GgmlTypeTraits traits = TraitsOf(type_);
+  const int64_t row_blocks = cols() / traits.block_elements;
+  for (int64_t r = 0; r < n; ++r) {
+    cpu::DequantizeBlocks(type_, bytes_.data() + (row0 + r) * row_bytes_, row_blocks,
+                          out + r * cols());
+  }
+}
+
+Tensor Weight::Expand() const {
+  Tensor out(shape_);
+  if (rows() > 0 && cols() > 0) {
+    if (f32_ != nullptr) {
+      ExpandRows(0, rows(), out.data());
+    } else {
+      cpu::DequantizeRows(type_, bytes_.data(), rows(), cols(), out.data());
+    }
+  }
+  return out;
+}
+
+ConstTensorView Weight::view() const {
+  RIPPLEKV_CHECK(f32_ != nullptr);
+  return {f32_, shape_, Device::kCpu};
+}
+
+}  // namespace ripplekv::kernels

@@ -1,0 +1,68 @@
+#pragma once
+// A weight matrix kept in its stored type (docs/DESIGN.md §4: weights stay compact and are
+// expanded per slice at use). Either
+//   * stored: GGML-encoded bytes (quantized blocks, F16, BF16 or F32) that live elsewhere, e.g. in
+//     a memory-mapped model file, kept alive by a shared owner; or
+//   * expanded: an owned fp32 Tensor (the reference path, `--weights f32`, and tests).
+// Rows are the output features: shape [rows, cols], row-major, each row a whole number of blocks.
+// Expanding a row gives exactly the fp32 values that dequantizing the whole tensor gives, so
+// computing on expanded slices is bit-identical to computing on a tensor expanded at load.
+// Immutable after construction; safe to read from several threads.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kernels/base/status.h"
+#include "kernels/base/tensor.h"
+#include "kernels/dequant/ggml_types.h"
+
+namespace ripplekv::kernels {
+
+class Weight {
+ public:
+  Weight() = default;
+  // Expanded fp32 weights (implicit: a Tensor is a Weight).
+  Weight(Tensor tensor);  // NOLINT(google-explicit-constructor)
+
+  // Stored weights: `bytes` encode `shape` ([rows, cols] or [n] for a vector) in `type`; `owner`
+  // keeps the memory of `bytes` alive for the Weight's life (may be null when the caller
+  // guarantees that). InvalidArgument when the sizes disagree (message gives both) or cols is not
+  // a whole number of blocks; an F32 `bytes` must be 4-byte aligned.
+  [[nodiscard]] static StatusOr<Weight> Stored(GgmlType type, std::span<const uint8_t> bytes,
+                                               Shape shape, std::shared_ptr<const void> owner);
+
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_[i < 0 ? shape_.size() + i : i]; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t rows() const { return shape_.empty() ? 0 : rank() == 1 ? 1 : shape_[0]; }
+  int64_t cols() const { return shape_.empty() ? 0 : shape_.back(); }
+  bool empty() const { return shape_.empty(); }
+  // kF32 for expanded weights.
+  GgmlType type() const { return type_; }
+  // The fp32 values when they are held as fp32 (expanded, or stored F32); nullptr otherwise.
+  const float* f32() const { return f32_; }
+  // The stored bytes of rows [row0, row0 + n) (empty for expanded weights).
+  std::span<const uint8_t> RowBytes(int64_t row0, int64_t n) const;
+  // Bytes the weights occupy in memory (stored bytes, or 4 per element when expanded).
+  int64_t MemoryBytes() const;
+
+  // Writes rows [row0, row0 + n) as fp32 into `out` (n * cols floats). No bounds check beyond a
+  // CHECK (callers index within shape()). Single-threaded; safe to call concurrently.
+  void ExpandRows(int64_t row0, int64_t n, float* out) const;
+  // The whole matrix as fp32 (a copy).
+  Tensor Expand() const;
+  // A view for fp32 weights (f32() != nullptr); CHECK-fails otherwise.
+  ConstTensorView view() const;
+
+ private:
+  Shape shape_;
+  GgmlType type_ = GgmlType::kF32;
+  Tensor expanded_;                    // when expanded
+  std::span<const uint8_t> bytes_;     // when stored
+  std::shared_ptr<const void> owner_;  // keeps bytes_ alive
+  int64_t row_bytes_ = 0;              // stored bytes per row
+  const float* f32_ = nullptr;
+};
+
+}  // namespace ripplekv::kernels
