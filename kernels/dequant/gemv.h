@@ -34,7 +34,8 @@ namespace ripplekv::kernels {
 
 enum class GemvImpl {
   kAuto,    // AVX2 when this CPU has AVX2, FMA and F16C; otherwise the portable one
-  kScalar,  // portable C++ (the fallback, and the reference the AVX2 kernels are tested against)
+  kScalar,  // portable C++: the fallback, and the reference the AVX2 kernels are tested against;
+            // decodes 256 values at a time into a stack buffer with Dequantize()'s block decoders
   kAvx2,    // x86-64 AVX2 + FMA + F16C; FailedPrecondition on a CPU without them
 };
 

@@ -11,7 +11,8 @@ namespace ripplekv::kernels::cpu {
 // F32/F16/BF16); `row` has any alignment. A fixed summation order for given inputs.
 using GemvRowKernel = float (*)(const uint8_t* row, const float* x, int64_t n_blocks);
 
-// The portable kernel for `type` (gemv_cpu.cc).
+// The portable kernel for `type` (gemv_cpu.cc): decodes up to 256 values at a time into a stack
+// buffer with DequantizeBlocks and accumulates their dot with x.
 GemvRowKernel ScalarGemvKernel(GgmlType type);
 
 // The AVX2 + FMA + F16C kernel for `type` (gemv_avx2.cc), or nullptr when this build has none
