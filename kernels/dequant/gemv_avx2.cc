@@ -98,6 +98,20 @@ RIPPLEKV_AVX2 inline void Nibbles16(const uint8_t* qs, __m128i* lo, __m128i* hi)
   *hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
 }
 
+// The 32 nibbles of a q4_0/q4_1 block as four groups of 8 int32 values, widened straight from
+// memory (bytes j and j + 8 hold values j, j + 8 in their low nibbles and j + 16, j + 24 in their
+// high ones), so only two byte shuffles per block.
+RIPPLEKV_AVX2 inline void NibbleGroups(const uint8_t* qs, __m256i q[4]) {
+  const __m256i m4 = _mm256_set1_epi32(0x0f);
+  const __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i b1 =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
+  q[0] = _mm256_and_si256(b0, m4);
+  q[1] = _mm256_and_si256(b1, m4);
+  q[2] = _mm256_srli_epi32(b0, 4);
+  q[3] = _mm256_srli_epi32(b1, 4);
+}
+
 // Block kernels: Dot(block, x) returns the lane sums of the block's contribution.
 
 struct Q8_0 {
@@ -112,20 +126,32 @@ struct Q8_0 {
 struct Q4_0 {
   static constexpr int64_t kBytes = 18, kValues = 32;
   RIPPLEKV_AVX2 static __m256 Dot(const uint8_t* b, const float* x) {
-    __m128i lo, hi;
-    Nibbles16(b + 2, &lo, &hi);
-    const __m128i eight = _mm_set1_epi8(8);
-    return _mm256_mul_ps(_mm256_set1_ps(HalfAt(b)),
-                         DotI8x32(_mm_sub_epi8(lo, eight), _mm_sub_epi8(hi, eight), x));
+    __m256i q[4];
+    NibbleGroups(b + 2, q);
+    const __m256i eight = _mm256_set1_epi32(8);
+    __m256 f[4];
+    for (int g = 0; g < 4; ++g) f[g] = _mm256_cvtepi32_ps(_mm256_sub_epi32(q[g], eight));
+    __m256 a = _mm256_mul_ps(f[0], _mm256_loadu_ps(x));
+    __m256 c = _mm256_mul_ps(f[1], _mm256_loadu_ps(x + 8));
+    a = _mm256_fmadd_ps(f[2], _mm256_loadu_ps(x + 16), a);
+    c = _mm256_fmadd_ps(f[3], _mm256_loadu_ps(x + 24), c);
+    return _mm256_mul_ps(_mm256_set1_ps(HalfAt(b)), _mm256_add_ps(a, c));
   }
 };
 
 struct Q4_1 {
   static constexpr int64_t kBytes = 20, kValues = 32;
   RIPPLEKV_AVX2 static __m256 Dot(const uint8_t* b, const float* x) {
-    __m128i lo, hi;
-    Nibbles16(b + 4, &lo, &hi);
-    return DotAffine32(lo, hi, _mm256_set1_ps(HalfAt(b)), _mm256_set1_ps(HalfAt(b + 2)), x);
+    __m256i q[4];
+    NibbleGroups(b + 4, q);
+    const __m256 d = _mm256_set1_ps(HalfAt(b)), m = _mm256_set1_ps(HalfAt(b + 2));
+    __m256 w[4];
+    for (int g = 0; g < 4; ++g) w[g] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q[g]), m);
+    __m256 a = _mm256_mul_ps(w[0], _mm256_loadu_ps(x));
+    __m256 c = _mm256_mul_ps(w[1], _mm256_loadu_ps(x + 8));
+    a = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(x + 16), a);
+    c = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(x + 24), c);
+    return _mm256_add_ps(a, c);
   }
 };
 
