@@ -9,6 +9,8 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/base/check.h"
+#include "kernels/dequant/gemv.h"
 #include "kernels/ops/cpu/cpu_ops.h"
 
 namespace ripplekv::kernels::cpu {
@@ -63,12 +65,19 @@ void LinearStored(int num_threads, const float* x, int64_t x_stride, const Weigh
     for (int64_t s = 0; s < n_slices; ++s) {
       const int64_t n0 = s * kColumnSlice;
       const int64_t nc = std::min(kColumnSlice, n - n0);
-      w.ExpandRows(n0, nc, slice.data());
-      // The same calls as Linear() with w + n0 * k replaced by the expanded slice.
       if (m == 1) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, nc, k, 1.0f, slice.data(), k, x, 1, beta, y + n0,
-                    1);
+        // One row (decode): the fused dequantize-dot GEMV reads the stored blocks only. Its sum
+        // order differs from sgemv's, within the bound stated in kernels/dequant/gemv.h.
+        float* out = accumulate ? slice.data() : y + n0;
+        const Status st = DequantGemv({.num_threads = 1}, w.type(), w.RowBytes(n0, nc), nc, k,
+                                      {x, static_cast<size_t>(k)}, {out, static_cast<size_t>(nc)});
+        RIPPLEKV_CHECK(st.ok());  // shapes were checked by the front end
+        if (accumulate) {
+          for (int64_t j = 0; j < nc; ++j) y[n0 + j] += out[j];
+        }
       } else {
+        w.ExpandRows(n0, nc, slice.data());
+        // The same call as Linear() with w + n0 * k replaced by the expanded slice.
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nc, k, 1.0f, x, x_stride,
                     slice.data(), k, beta, y + n0, n);
       }
