@@ -52,6 +52,11 @@ StatusOr<ModelSummary> DescribeModel(const std::string& path) {
       for (int64_t d : t.dims) n *= d;
       summary.parameters += n;
       ++summary.tensor_types[std::string(kernels::TraitsOf(t.type).name)];
+      // The GGUF loader maps matrices as stored and loads vectors as fp32 (gguf_model_loader.cc).
+      const bool matrix = t.dims.size() >= 2;
+      summary.stored_weight_bytes +=
+          matrix ? static_cast<int64_t>(t.size_bytes) : n * int64_t{sizeof(float)};
+      summary.f32_weight_bytes += n * int64_t{sizeof(float)};
     }
     return summary;
   }
@@ -59,8 +64,13 @@ StatusOr<ModelSummary> DescribeModel(const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsModelFiles> files, SafetensorsModelFiles::Open(path));
   for (const std::string& name : files->TensorNames()) {
     const SafetensorsTensorInfo* t = files->FindTensor(name);
-    summary.parameters += kernels::NumElements(t->shape);
+    const int64_t n = kernels::NumElements(t->shape);
+    summary.parameters += n;
     ++summary.tensor_types[std::string(SafetensorsDtypeName(t->dtype))];
+    const bool matrix = t->shape.size() >= 2;
+    summary.stored_weight_bytes +=
+        matrix ? static_cast<int64_t>(t->end - t->begin) : n * int64_t{sizeof(float)};
+    summary.f32_weight_bytes += n * int64_t{sizeof(float)};
   }
   return summary;
 }

@@ -33,6 +33,15 @@ struct ModelSummary {
   ModelConfig config;
   int64_t parameters = 0;                   // elements over all weight tensors
   std::map<std::string, int> tensor_types;  // storage type name -> tensor count
+  // Bytes the loaded weights would take in memory (what WeightBytes() of the loaded model gives),
+  // from the tensor table alone: matrices (rank >= 2) at their stored size with
+  // WeightStorage::kStored and at 4 bytes per value with kF32; vectors (norms, biases, RoPE
+  // factors) at 4 bytes per value either way. For safetensors every tensor of the files counts.
+  int64_t stored_weight_bytes = 0;
+  int64_t f32_weight_bytes = 0;
+  int64_t weight_bytes(WeightStorage storage) const {
+    return storage == WeightStorage::kStored ? stored_weight_bytes : f32_weight_bytes;
+  }
 };
 StatusOr<ModelSummary> DescribeModel(const std::string& path);
 
