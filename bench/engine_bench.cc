@@ -62,8 +62,8 @@ void BM_Decode(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     cache.Clear();
-    auto pre = t.Forward({.tokens = std::span(tokens).first(prompt), .logits = LogitRows::kNone},
-                         cache);
+    auto pre =
+        t.Forward({.tokens = std::span(tokens).first(prompt), .logits = LogitRows::kNone}, cache);
     if (!pre.ok()) state.SkipWithError(std::string(pre.status().message()).c_str());
     state.ResumeTiming();
     for (int i = 0; i < steps; ++i) {
@@ -75,7 +75,11 @@ void BM_Decode(benchmark::State& state) {
       benchmark::Counter(steps, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-BENCHMARK(BM_Prefill)->Arg(512)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime()
+BENCHMARK(BM_Prefill)
+    ->Arg(512)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
     ->MinTime(3.0);
 BENCHMARK(BM_Decode)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 
@@ -84,21 +88,31 @@ BENCHMARK(BM_Decode)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime()->Mi
 int main(int argc, char** argv) {
   std::string model_path;
   int threads = 1;
+  std::string weights = "stored";
   std::vector<char*> rest = {argv[0]};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
       model_path = argv[++i];
     } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--weights") == 0 && i + 1 < argc) {
+      weights = argv[++i];
     } else {
       rest.push_back(argv[i]);
     }
   }
   if (model_path.empty()) {
-    std::fprintf(stderr, "usage: engine_bench --model PATH [--threads N] [benchmark flags]\n");
+    std::fprintf(stderr,
+                 "usage: engine_bench --model PATH [--threads N] [--weights stored|f32] "
+                 "[benchmark flags]\n");
     return 2;
   }
-  auto model = ripplekv::worker::LoadModel(model_path);
+  auto storage = ripplekv::worker::ParseWeightStorage(weights);
+  if (!storage.ok()) {
+    std::fprintf(stderr, "engine_bench: %s\n", std::string(storage.status().message()).c_str());
+    return 2;
+  }
+  auto model = ripplekv::worker::LoadModel(model_path, *storage);
   if (!model.ok()) {
     std::fprintf(stderr, "engine_bench: %s\n", std::string(model.status().message()).c_str());
     return 1;
@@ -110,6 +124,7 @@ int main(int argc, char** argv) {
   g_loaded = &loaded;
   benchmark::AddCustomContext("threads", std::to_string(threads));
   benchmark::AddCustomContext("model", model_path);
+  benchmark::AddCustomContext("weights", weights);
   int bargc = static_cast<int>(rest.size());
   benchmark::Initialize(&bargc, rest.data());
   benchmark::RunSpecifiedBenchmarks();

@@ -3,6 +3,7 @@
 
 Usage:
   bench/llamacpp_bench.py --model PATH.gguf --threads N [--json] [--text FILE] [--runs 3]
+                          [--prefill-only L]
 
 Measures, through llama.cpp's low-level API (llama_decode on explicit batches, so only model
 evaluation is timed — no tokenization, sampling or Python-side logits copies):
@@ -166,6 +167,8 @@ def main():
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--text", type=Path, default=DEFAULT_TEXT, help="source of prompt tokens")
     ap.add_argument("--runs", type=int, default=3, help="timed runs per measurement (median)")
+    ap.add_argument("--prefill-only", type=int, default=0, metavar="L",
+                    help="measure only the prefill of L tokens (large models)")
     args = ap.parse_args()
     if args.threads < 1 or args.runs < 1:
         ap.error("--threads and --runs must be >= 1")
@@ -183,15 +186,17 @@ def main():
         base = bench.tokenize(args.text.read_text(encoding="utf-8"))
         if not base:
             raise RuntimeError(f"{args.text}: tokenizes to nothing")
-        need = max(max(PREFILL_LENGTHS), DECODE_PROMPT)
+        lengths = [args.prefill_only] if args.prefill_only > 0 else PREFILL_LENGTHS
+        need = max(max(lengths), DECODE_PROMPT)
         tokens = (base * (need // len(base) + 1))[:need]
         result = {"engine": "llama.cpp", "threads": args.threads}
-        for n in PREFILL_LENGTHS:
+        for n in lengths:
             log(f"prefill {n} tokens, {args.runs} runs + warm-up")
             result[f"prefill_{n}_tok_s"] = round(bench.prefill(tokens[:n], args.runs), 2)
-        log(f"decode {DECODE_TOKENS} tokens after a {DECODE_PROMPT}-token prompt")
-        result["decode_tok_s"] = round(
-            bench.decode(tokens[:DECODE_PROMPT], DECODE_TOKENS, args.runs), 2)
+        if args.prefill_only <= 0:
+            log(f"decode {DECODE_TOKENS} tokens after a {DECODE_PROMPT}-token prompt")
+            result["decode_tok_s"] = round(
+                bench.decode(tokens[:DECODE_PROMPT], DECODE_TOKENS, args.runs), 2)
     except (RuntimeError, OSError, UnicodeDecodeError) as e:
         log(f"error: {e}")
         return 1
