@@ -106,7 +106,27 @@ TEST(CliTest, InfoOnSmolLM2ReadsHeadersOnly) {
   EXPECT_EQ(j["format"], "gguf");
   // 134.5M weights, tied embeddings (no separate output matrix).
   EXPECT_NEAR(j["parameters"].get<double>(), 134.5e6, 0.5e6);
-  EXPECT_EQ(j["sha256"], "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+  // The hash reads the whole file: only with --hash.
+  EXPECT_FALSE(j.contains("sha256"));
+  // Memory (docs/MEMORY.md): Q4_1 weights as stored, 4 bytes per value expanded.
+  EXPECT_NEAR(j["weight_bytes_stored"].get<double>(), 96.6e6, 0.1e6);
+  EXPECT_NEAR(j["weight_bytes_f32"].get<double>(), 4 * 134.5e6, 2e6);
+  EXPECT_EQ(j["memory_params"]["context_len"], 512);
+  EXPECT_EQ(j["memory_params"]["probe_len"], 32);
+  EXPECT_EQ(j["memory_params"]["trials"], 2);
+  EXPECT_EQ(j["scratch_per_thread_bytes"], 128 * 1536 * 4);  // 128 rows x d_ff x fp32
+  EXPECT_EQ(j["kv_cache_bytes"], 30 * 3 * (512 + 32) * (2 * 64 * 4 + 4));
+  EXPECT_GT(j["calibration_scratch_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(j["calibration_memory_bytes_f32"].get<int64_t>(),
+            j["calibration_memory_bytes_stored"].get<int64_t>());
+
+  const CliResult hashed =
+      RunCli(std::string("info --json --hash --context-len 1024 --threads 1 ") + ModelPath());
+  ASSERT_EQ(hashed.exit_code, 0) << hashed.err;
+  const auto h = nlohmann::json::parse(hashed.out);
+  EXPECT_EQ(h["sha256"], "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+  EXPECT_EQ(h["kv_cache_bytes"], 30 * 3 * (1024 + 32) * (2 * 64 * 4 + 4));
+  EXPECT_EQ(h["memory_params"]["threads"], 1);
 }
 
 // Writes a small valid profile file (3 layers) and returns its path.
