@@ -257,20 +257,26 @@ class WorkerServiceImpl::ConnectReactor final
         GiveBack(*key, /*fail_job=*/false, {});
         break;
       case v1::REFUSAL_REASON_MODEL_HASH_MISMATCH:
-      case v1::REFUSAL_REASON_DATA_UNAVAILABLE: {
+      case v1::REFUSAL_REASON_DATA_UNAVAILABLE:
+      case v1::REFUSAL_REASON_INSUFFICIENT_MEMORY: {
         // The job as a whole cannot run here; other jobs can. A job whose data no worker of its
-        // model can read fails rather than circling (worker.proto, RefusalReason).
+        // model can read, or that no such worker has the memory for, fails rather than circling
+        // (worker.proto, RefusalReason).
         leases_.erase(*key);
-        const bool data = refused.reason() == v1::REFUSAL_REASON_DATA_UNAVAILABLE;
+        const bool memory = refused.reason() == v1::REFUSAL_REASON_INSUFFICIENT_MEMORY;
+        const bool fail_if_none_left =
+            memory || refused.reason() == v1::REFUSAL_REASON_DATA_UNAVAILABLE;
         StatusOr<bool> failed = service_->scheduler_->RefuseJob(
-            worker_id_, *key, /*fail_if_none_left=*/data,
-            absl::StrCat("every worker refused the job's data; last: worker ", worker_id_, ": ",
-                         refused.message()));
+            worker_id_, *key, fail_if_none_left,
+            absl::StrCat(memory ? "no worker has the memory for the job"
+                                : "every worker refused the job's data",
+                         "; last: worker ", worker_id_, ": ", refused.message()));
         if (!failed.ok()) {
           spdlog::warn("worker {}: refusal of task {}: {}", worker_id_, refused.task_id(),
                        failed.status().ToString());
         } else if (*failed) {
-          spdlog::warn("job {} failed: no worker can read its data", key->job);
+          spdlog::warn("job {} failed: {}", key->job,
+                       memory ? "no worker has the memory for it" : "no worker can read its data");
         }
         return Fill();
       }
@@ -396,6 +402,14 @@ Status WorkerServiceImpl::DoRegister(const v1::RegisterRequest& request,
   MsToDuration(options_.lease_timeout_ms, response->mutable_lease_timeout());
   spdlog::info("worker {} registered (capacity {}, model {})", registration.worker_id,
                registration.capacity, registration.model.hash);
+  // The worker's memory accounting (docs/MEMORY.md), as it reported it; MiB, 0 when not reported.
+  constexpr double kMiB = 1024.0 * 1024.0;
+  spdlog::info(
+      "worker {} memory: limit {:.1f} MiB, weights {:.1f} MiB, thread scratch {:.1f} MiB, "
+      "process {:.1f} MiB, prefill cache {:.1f} MiB",
+      registration.worker_id, request.worker_memory_limit_bytes() / kMiB,
+      request.weight_bytes() / kMiB, request.thread_scratch_bytes() / kMiB,
+      request.process_bytes() / kMiB, request.memory_limit_bytes() / kMiB);
   return absl::OkStatus();
 }
 

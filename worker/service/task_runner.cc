@@ -61,7 +61,19 @@ TaskRunner::TaskRunner(const Transformer& model, const Tokenizer* tokenizer, std
       tokenizer_(tokenizer),
       model_hash_(std::move(model_hash)),
       no_compute_(options.no_compute),
+      memory_limit_bytes_(options.memory_limit_bytes),
+      weights_(options.weights),
       cache_(options.cache) {}
+
+MemoryEstimate TaskRunner::Estimate(const TaskSpec& spec) const {
+  return EstimateCalibrationMemory(model_->config(), WeightBytes(model_->model()),
+                                   {.threads = model_->op_context().num_threads,
+                                    .context_len = spec.data.context_len,
+                                    .probe_len = spec.data.probe_len,
+                                    .trials = spec.trials.trials,
+                                    .weights = weights_,
+                                    .mode = spec.mode});
+}
 
 std::optional<TaskRefusal> TaskRunner::Check(const TaskSpec& spec) const {
   if (spec.model_hash != model_hash_) {
@@ -86,6 +98,17 @@ std::optional<TaskRefusal> TaskRunner::Check(const TaskSpec& spec) const {
   }
   if (Status s = ValidateDataOptions(spec.data); !s.ok()) {
     return TaskRefusal{Refusal::kInvalidTask, std::string(s.message())};
+  }
+  if (memory_limit_bytes_ > 0) {
+    const MemoryEstimate e = Estimate(spec);
+    if (e.total_bytes() > memory_limit_bytes_) {
+      return TaskRefusal{
+          Refusal::kInsufficientMemory,
+          absl::StrCat("job ", spec.job_id, " needs an estimated ", DescribeEstimate(e),
+                       " for context ", spec.data.context_len, ", probe ", spec.data.probe_len,
+                       ", ", spec.trials.trials, " trials but this worker's limit is ",
+                       FormatBytes(memory_limit_bytes_))};
+    }
   }
   return std::nullopt;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "worker/calibration/memory_estimate.h"
 #include "worker/calibration/prepared_cache.h"
 #include "worker/calibration/sample_calibrator.h"
 #include "worker/data/calibration_data.h"
@@ -56,6 +57,7 @@ enum class Refusal {
   kDataUnavailable,
   kInvalidTask,
   kTransient,
+  kInsufficientMemory,  // the job's estimated memory exceeds the worker's limit
 };
 
 struct TaskRefusal {
@@ -80,6 +82,11 @@ struct TaskRunnerOptions {
   // synthetic KL values (NoComputeKl) without touching the model, so a scheduler's own overhead
   // can be measured with workers that cost nothing. Never for real jobs.
   bool no_compute = false;
+  // The process's memory limit, bytes (docs/MEMORY.md); 0: no check. A task whose job's
+  // EstimateCalibrationMemory total (this model, the runner's threads, the job's C, W, T and mode)
+  // exceeds it is refused by Check() with Refusal::kInsufficientMemory.
+  int64_t memory_limit_bytes = 0;
+  WeightStorage weights = WeightStorage::kStored;  // how the model's weights are held
 };
 
 class TaskRunner {
@@ -91,7 +98,7 @@ class TaskRunner {
              const TaskRunnerOptions& options);
 
   // Refusal for a task this worker must not run (model hash mismatch, layer out of range, bad
-  // parameters), or nullopt. Cheap; needs no data.
+  // parameters, a job whose estimated memory exceeds the limit), or nullopt. Cheap; needs no data.
   std::optional<TaskRefusal> Check(const TaskSpec& spec) const;
 
   // True when the samples of `job_id` are known (no GetJobData needed).
@@ -119,6 +126,8 @@ class TaskRunner {
   // Samples whose prefill the cache holds now (what heartbeats advertise).
   std::vector<CachedSampleKey> CachedSamples() const;
   PreparedCacheStats cache_stats() const { return cache_.stats(); }
+  // The memory estimate of one task of `spec`'s job on this runner's model and threads.
+  MemoryEstimate Estimate(const TaskSpec& spec) const;
   const std::string& model_hash() const { return model_hash_; }
 
  private:
@@ -126,6 +135,8 @@ class TaskRunner {
   const Tokenizer* tokenizer_;
   const std::string model_hash_;
   const bool no_compute_;
+  const int64_t memory_limit_bytes_;
+  const WeightStorage weights_;
   PreparedSampleCache cache_;
   mutable std::mutex mu_;
   struct LoadedJob {

@@ -38,6 +38,8 @@ pb::RefusalReason ToProto(Refusal r) {
       return pb::REFUSAL_REASON_INVALID_TASK;
     case Refusal::kTransient:
       return pb::REFUSAL_REASON_TRANSIENT;
+    case Refusal::kInsufficientMemory:
+      return pb::REFUSAL_REASON_INSUFFICIENT_MEMORY;
   }
   return pb::REFUSAL_REASON_TRANSIENT;
 }
@@ -153,6 +155,10 @@ struct WorkerClient::Impl {
     m->set_vocab_size(model.vocab_size);
     req.set_capacity(1);
     req.set_memory_limit_bytes(options.memory_limit_bytes);
+    req.set_worker_memory_limit_bytes(options.memory.limit_bytes);
+    req.set_weight_bytes(options.memory.weight_bytes);
+    req.set_thread_scratch_bytes(options.memory.thread_scratch_bytes);
+    req.set_process_bytes(options.memory.process_bytes);
     req.set_version(std::string(ToolVersion()));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options.register_deadline);

@@ -28,6 +28,14 @@ struct WorkerClientOptions {
   std::string scheduler_address;   // host:port of the scheduler
   std::string worker_id;           // stable worker name, 1..128 printable ASCII
   int64_t memory_limit_bytes = 0;  // advertised prefill cache limit, bytes; 0 = unbounded
+  // The worker's memory accounting, reported at registration (docs/MEMORY.md); bytes, 0 = not
+  // reported.
+  struct Memory {
+    int64_t limit_bytes = 0;           // the process's limit (--memory-limit-mb)
+    int64_t weight_bytes = 0;          // WeightBytes of the loaded model
+    int64_t thread_scratch_bytes = 0;  // all threads' scratch buffers
+    int64_t process_bytes = 0;         // the process's fixed share (kProcessBytes)
+  } memory;
   std::chrono::milliseconds initial_backoff{100};  // first reconnect delay
   std::chrono::milliseconds max_backoff{5000};     // reconnect delay cap
   std::chrono::milliseconds register_deadline{10000};

@@ -1,14 +1,21 @@
 // ripplekv-worker --scheduler ADDR --model PATH [--threads N] [--weights stored|f32]
-// [--prefill-cache-mb M] [--id NAME]
+// [--prefill-cache-mb M] [--memory-limit-mb M] [--id NAME]
 //
 // Loads the model once, hashes it, registers with the scheduler and serves calibration tasks
 // until SIGTERM or SIGINT, then drains (finishes the task in progress, sends its results, closes
 // the stream). Exit codes: 0 drained normally, 1 a startup error (bad flag, model unreadable).
+//
+// Memory (docs/MEMORY.md): the process stays under --memory-limit-mb (default: physical memory).
+// The prepared-sample cache gets min(--prefill-cache-mb, limit - weights - thread scratch -
+// process - one task of calibrate's default shape), never negative; a job whose own estimate
+// exceeds the limit is refused (REFUSAL_REASON_INSUFFICIENT_MEMORY) rather than run into the OOM
+// killer.
 
 #include <errno.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -17,6 +24,7 @@
 #include "CLI/CLI.hpp"
 #include "spdlog/spdlog.h"
 #include "worker/calibration/calibration_run.h"
+#include "worker/calibration/memory_estimate.h"
 #include "worker/engine/transformer.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model_hash.h"
@@ -57,6 +65,14 @@ void OnSignal(int) {
   errno = saved;
 }
 
+// Physical memory of the machine, MiB (sysconf); 0 when unknown.
+int64_t PhysicalMemoryMb() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<int64_t>(pages) * page_size / (int64_t{1} << 20);
+}
+
 int Fail(const Status& s) {
   spdlog::error("{}", s.ToString());
   return 1;
@@ -78,6 +94,11 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"stored", "f32"}));
   app.add_option("--prefill-cache-mb", cache_mb, "Prepared-sample cache limit, MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  int64_t memory_limit_mb = PhysicalMemoryMb();
+  app.add_option("--memory-limit-mb", memory_limit_mb,
+                 "Memory limit of the whole process, MiB (default: physical memory); jobs whose "
+                 "estimate exceeds it are refused")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--id", id, "Stable worker id (default: host name)");
   app.add_flag("--no-compute", no_compute,
                "Benchmark mode: report synthetic KL without running the model (never for real "
@@ -113,13 +134,43 @@ int Main(int argc, char** argv) {
                *hash);
 
   if (no_compute) spdlog::warn("--no-compute: trial results are synthetic (benchmark mode)");
-  TaskRunner runner(
-      *transformer, tokenizer->get(), *hash,
-      {.cache = {.max_bytes = cache_mb * (int64_t{1} << 20)}, .no_compute = no_compute});
+  // Memory: what stays resident (weights, thread scratch, the process) and one task of
+  // calibrate's default shape are reserved; the prepared-sample cache gets at most what remains.
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  const int64_t limit_bytes = memory_limit_mb * kMiB;
+  int64_t f32_load_mapped_bytes = 0;  // the file mapped while expanding (f32 only)
+  if (*storage == WeightStorage::kF32) {
+    auto summary = DescribeModel(model_path);
+    if (!summary.ok()) return Fail(summary.status());
+    f32_load_mapped_bytes = summary->stored_weight_bytes;
+  }
+  const MemoryEstimate reserve = EstimateCalibrationMemory(
+      c, WeightBytes(*model),
+      {.threads = threads, .weights = *storage, .f32_load_mapped_bytes = f32_load_mapped_bytes});
+  const int64_t cache_bytes =
+      std::max<int64_t>(0, std::min(cache_mb * kMiB, limit_bytes - reserve.total_bytes()));
+  spdlog::info(
+      "memory limit {}: estimate {} for one task of calibrate's default shape (C 512, W 32, T "
+      "2); prepared-sample cache {} (--prefill-cache-mb {})",
+      FormatBytes(limit_bytes), DescribeEstimate(reserve), FormatBytes(cache_bytes), cache_mb);
+  if (cache_bytes == 0) {
+    spdlog::warn(
+        "no memory left under the limit for the prepared-sample cache: every task "
+        "prepares its sample again");
+  }
+  TaskRunner runner(*transformer, tokenizer->get(), *hash,
+                    {.cache = {.max_bytes = cache_bytes},
+                     .no_compute = no_compute,
+                     .memory_limit_bytes = limit_bytes,
+                     .weights = *storage});
   WorkerClientOptions options;
   options.scheduler_address = scheduler;
   options.worker_id = id;
-  options.memory_limit_bytes = cache_mb * (int64_t{1} << 20);
+  options.memory_limit_bytes = cache_bytes;
+  options.memory = {.limit_bytes = limit_bytes,
+                    .weight_bytes = reserve.weight_bytes,
+                    .thread_scratch_bytes = reserve.thread_scratch_bytes,
+                    .process_bytes = reserve.process_bytes + reserve.tokenizer_bytes};
   // As `ripplekv calibrate` describes it, so profiles agree.
   WorkerClient client(options, ProfileModelOf(c, *hash), &runner);
   std::thread signal_thread([&] {

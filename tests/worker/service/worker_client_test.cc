@@ -143,13 +143,17 @@ struct Worker {
   std::thread thread;
   Status result;
 
-  Worker(int port) {
+  // memory_limit_bytes: the worker's limit (0: none), also reported at registration.
+  explicit Worker(int port, int64_t memory_limit_bytes = 0) {
     model = testing::MakeTinyModel({.n_layers = 3, .vocab = 256});
     transformer = std::make_unique<Transformer>(Transformer::Create(model, {}).value());
     tokenizer = CreateTokenizer(testing::ByteLevelSpec({})).value();
     runner =
-        std::make_unique<TaskRunner>(*transformer, tokenizer.get(), kHash, TaskRunnerOptions{});
+        std::make_unique<TaskRunner>(*transformer, tokenizer.get(), kHash,
+                                     TaskRunnerOptions{.memory_limit_bytes = memory_limit_bytes});
     WorkerClientOptions options;
+    options.memory.limit_bytes = memory_limit_bytes;
+    options.memory.weight_bytes = WeightBytes(model);
     options.scheduler_address = "127.0.0.1:" + std::to_string(port);
     options.worker_id = "test-worker";
     options.register_deadline = 2000ms;
@@ -248,6 +252,29 @@ TEST(WorkerClientTest, RefusesATaskForAnotherModel) {
   ASSERT_TRUE(service.received_[0].has_task_refused());
   EXPECT_EQ(service.received_[0].task_refused().reason(), pb::REFUSAL_REASON_MODEL_HASH_MISMATCH);
   EXPECT_EQ(service.job_data_calls_, 0);
+}
+
+// A job whose estimate exceeds the worker's limit is refused before its data is fetched, with a
+// message naming the estimate, its terms and the limit; the registration reports the limit.
+TEST(WorkerClientTest, RefusesAJobWhoseEstimatedMemoryExceedsTheLimit) {
+  FakeScheduler service;
+  service.SetAssignment(Assignment(kHash));
+  RunningServer server = Start(&service, 0);
+  const int64_t limit = int64_t{10} << 20;  // below the process share alone (kProcessBytes)
+  Worker worker(server.port, limit);
+  ASSERT_TRUE(service.WaitFor(10s, [&] { return !service.received_.empty(); }));
+  std::lock_guard<std::mutex> lock(service.mu_);
+  ASSERT_TRUE(service.received_[0].has_task_refused());
+  const pb::TaskRefused& r = service.received_[0].task_refused();
+  EXPECT_EQ(r.reason(), pb::REFUSAL_REASON_INSUFFICIENT_MEMORY);
+  EXPECT_NE(r.message().find("job job1 needs an estimated "), std::string::npos) << r.message();
+  for (const char* part : {"weights ", "KV cache ", "calibration scratch ", "process 22.0 MiB",
+                           "but this worker's limit is 10.0 MiB"}) {
+    EXPECT_NE(r.message().find(part), std::string::npos) << part << " in " << r.message();
+  }
+  EXPECT_EQ(service.job_data_calls_, 0);
+  EXPECT_EQ(service.last_register_.worker_memory_limit_bytes(), limit);
+  EXPECT_GT(service.last_register_.weight_bytes(), 0);
 }
 
 TEST(WorkerClientTest, RegistersAgainAfterTheSchedulerRestarts) {
