@@ -1,6 +1,7 @@
 // Portable fused dequantize-dot kernels. A row is decoded a chunk of at most 256 values at a time
 // into a buffer on the stack (L1-resident; the fp32 row never exists) by the same block decoders
-// that Dequantize() uses, so every weight is Dequantize()'s value by construction. Products are
+// that Dequantize() uses (the portable ones, DequantizeBlocksScalar, bit-identical to the AVX2
+// decoders), so every weight is Dequantize()'s value by construction. Products are
 // added to eight running sums (value k of the row goes to sum k % 8, in increasing k), which are
 // combined in a fixed tree: a loop shape compilers vectorize without reassociating anything.
 
@@ -34,7 +35,7 @@ float PortableDot(const uint8_t* row, const float* x, int64_t n_blocks) {
   float s[8] = {};
   for (int64_t b = 0; b < n_blocks; b += chunk_blocks) {
     const int64_t nb = b + chunk_blocks <= n_blocks ? chunk_blocks : n_blocks - b;
-    DequantizeBlocks(kType, row + b * traits.block_bytes, nb, buffer);
+    DequantizeBlocksScalar(kType, row + b * traits.block_bytes, nb, buffer);
     Accumulate(buffer, x + b * traits.block_elements, nb * traits.block_elements, s);
   }
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));

@@ -12,7 +12,7 @@ namespace ripplekv::kernels::cpu {
 using GemvRowKernel = float (*)(const uint8_t* row, const float* x, int64_t n_blocks);
 
 // The portable kernel for `type` (gemv_cpu.cc): decodes up to 256 values at a time into a stack
-// buffer with DequantizeBlocks and accumulates their dot with x.
+// buffer with DequantizeBlocksScalar and accumulates their dot with x.
 GemvRowKernel ScalarGemvKernel(GgmlType type);
 
 // The AVX2 + FMA + F16C kernel for `type` (gemv_avx2.cc), or nullptr when this build has none
