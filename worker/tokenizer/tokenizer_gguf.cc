@@ -1,11 +1,15 @@
-// TokenizerFromGguf: tokenizer.ggml.* keys -> TokenizerSpec -> CreateTokenizer.
+// TokenizerFromGguf: tokenizer.ggml.* keys -> TokenizerSpec -> CreateTokenizer, and
+// TokenizerFactsFromGguf: the few of those keys a description needs, read by the same code.
 // Absent keys take llama.cpp's defaults (llama_vocab::impl::load):
 //   model "llama": bos 1, eos 2, unk 0, add_bos true, add_space_prefix true;
 //   model "gpt2":  bos 11, eos 11 (sic), add_bos as the pre-tokenizer type says (true for
 //                  llama3), add_space_prefix false; a missing tokenizer.ggml.pre means "default";
 // and a default id outside the vocabulary means none.
 
+#include "worker/tokenizer/tokenizer_gguf.h"
+
 #include <limits>
+#include <memory>
 
 #include "worker/tokenizer/pre_tokenizer.h"
 #include "worker/tokenizer/strings.h"
@@ -44,13 +48,33 @@ StatusOr<int32_t> OptionalTokenId(const GgufFile& file, std::string_view key, in
   return static_cast<int32_t>(id);
 }
 
-}  // namespace
+constexpr std::string_view kTokensKey = "tokenizer.ggml.tokens";
 
-StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
-  auto get_string = [&](std::string_view k) { return file.GetString(k); };
-  auto get_bool = [&](std::string_view k) { return file.GetBool(k); };
+// The length of tokenizer.ggml.tokens, without copying its strings. Errors are
+// GgufFile::GetStringArray's (missing key, not an array of strings), annotated with the key.
+StatusOr<size_t> TokenCount(const GgufFile& file) {
+  const GgufValue* value = file.Find(kTokensKey);
+  if (value != nullptr && value->type == GgufValueType::kArray) {
+    const GgufArray& array = *std::get<std::shared_ptr<GgufArray>>(value->value);
+    if (array.element_type == GgufValueType::kString) return array.elements.size();
+  }
+  // Not an array of strings: the reader's own error, which it returns before copying anything.
+  Status status = file.GetStringArray(kTokensKey).status();
+  if (status.ok()) status = absl::InternalError("expected an error for a non-string array");
+  return Annotate(file, kTokensKey, status);
+}
 
-  TokenizerSpec spec;
+// The keys both TokenizerFromGguf and TokenizerFactsFromGguf read, with their defaults and checks.
+struct Header {
+  std::string model;  // "gpt2" (byte-level BPE) or "llama" (SentencePiece-style)
+  std::string pre;    // pre-tokenizer type for "gpt2" ("default" when absent); empty for "llama"
+  size_t n_tokens = 0;
+  TokenizerFacts facts;
+  bool bpe() const { return model == "gpt2"; }
+};
+
+StatusOr<Header> ReadHeader(const GgufFile& file) {
+  Header header;
   {
     StatusOr<std::string> model = file.GetString("tokenizer.ggml.model");
     if (!model.ok()) {
@@ -63,16 +87,65 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
       return absl::UnimplementedError(Cat(file.path(), ": tokenizer.ggml.model '", *model,
                                           "' is not supported (supported: gpt2, llama)"));
     }
-    spec.model = *std::move(model);
+    header.model = *std::move(model);
   }
-  const bool bpe = spec.model == "gpt2";
+  const bool bpe = header.bpe();
 
+  ASSIGN_OR_RETURN(header.n_tokens, TokenCount(file));
+  const size_t n = header.n_tokens;
+  if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(
+        Cat(file.path(), ": ", kTokensKey, ": ", n, " tokens do not fit 32-bit ids"));
+  }
+  header.facts.vocab_size = static_cast<int32_t>(n);
+
+  bool default_add_bos = !bpe;
+  if (bpe) {
+    ASSIGN_OR_RETURN(std::string pre,
+                     Optional<std::string>(file, "tokenizer.ggml.pre", "default",
+                                           [&](std::string_view k) { return file.GetString(k); }));
+    if (pre.empty()) pre = "default";
+    StatusOr<PreTokenizerType> type = LookupPreTokenizer(pre);
+    if (!type.ok()) return Annotate(file, "tokenizer.ggml.pre", type.status());
+    default_add_bos = type->add_bos;
+    header.pre = std::move(pre);
+  }
+
+  ASSIGN_OR_RETURN(header.facts.bos_id,
+                   OptionalTokenId(file, "tokenizer.ggml.bos_token_id", bpe ? 11 : 1, n));
+  ASSIGN_OR_RETURN(header.facts.eos_id,
+                   OptionalTokenId(file, "tokenizer.ggml.eos_token_id", bpe ? 11 : 2, n));
+  ASSIGN_OR_RETURN(header.facts.add_bos,
+                   Optional<bool>(file, "tokenizer.ggml.add_bos_token", default_add_bos,
+                                  [&](std::string_view k) { return file.GetBool(k); }));
+  return header;
+}
+
+}  // namespace
+
+StatusOr<TokenizerFacts> TokenizerFactsFromGguf(const GgufFile& file) {
+  ASSIGN_OR_RETURN(Header header, ReadHeader(file));
+  return header.facts;
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
+  auto get_string = [&](std::string_view k) { return file.GetString(k); };
+  auto get_bool = [&](std::string_view k) { return file.GetBool(k); };
+
+  ASSIGN_OR_RETURN(Header header, ReadHeader(file));
+  const bool bpe = header.bpe();
+  const size_t n = header.n_tokens;
+  TokenizerSpec spec;
+  spec.model = std::move(header.model);
+  spec.pre = std::move(header.pre);
+  spec.bos_id = header.facts.bos_id;
+  spec.eos_id = header.facts.eos_id;
+  spec.add_bos = header.facts.add_bos;
   {
-    StatusOr<std::vector<std::string>> tokens = file.GetStringArray("tokenizer.ggml.tokens");
-    if (!tokens.ok()) return Annotate(file, "tokenizer.ggml.tokens", tokens.status());
+    StatusOr<std::vector<std::string>> tokens = file.GetStringArray(kTokensKey);
+    if (!tokens.ok()) return Annotate(file, kTokensKey, tokens.status());
     spec.tokens = *std::move(tokens);
   }
-  const size_t n = spec.tokens.size();
 
   {
     ASSIGN_OR_RETURN(
@@ -94,16 +167,7 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
     }
   }
 
-  bool default_add_bos = !bpe;
   if (bpe) {
-    ASSIGN_OR_RETURN(std::string pre,
-                     Optional<std::string>(file, "tokenizer.ggml.pre", "default", get_string));
-    if (pre.empty()) pre = "default";
-    StatusOr<PreTokenizerType> type = LookupPreTokenizer(pre);
-    if (!type.ok()) return Annotate(file, "tokenizer.ggml.pre", type.status());
-    default_add_bos = type->add_bos;
-    spec.pre = std::move(pre);
-
     StatusOr<std::vector<std::string>> merges = file.GetStringArray("tokenizer.ggml.merges");
     if (!merges.ok()) return Annotate(file, "tokenizer.ggml.merges", merges.status());
     spec.merges.reserve(merges->size());
@@ -119,17 +183,11 @@ StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromGguf(const GgufFile& file) {
     }
   }
 
-  ASSIGN_OR_RETURN(spec.bos_id,
-                   OptionalTokenId(file, "tokenizer.ggml.bos_token_id", bpe ? 11 : 1, n));
-  ASSIGN_OR_RETURN(spec.eos_id,
-                   OptionalTokenId(file, "tokenizer.ggml.eos_token_id", bpe ? 11 : 2, n));
   ASSIGN_OR_RETURN(spec.eot_id, OptionalTokenId(file, "tokenizer.ggml.eot_token_id", -1, n));
   ASSIGN_OR_RETURN(spec.eom_id, OptionalTokenId(file, "tokenizer.ggml.eom_token_id", -1, n));
   ASSIGN_OR_RETURN(spec.unk_id,
                    OptionalTokenId(file, "tokenizer.ggml.unknown_token_id", bpe ? -1 : 0, n));
   ASSIGN_OR_RETURN(spec.pad_id, OptionalTokenId(file, "tokenizer.ggml.padding_token_id", -1, n));
-  ASSIGN_OR_RETURN(spec.add_bos,
-                   Optional<bool>(file, "tokenizer.ggml.add_bos_token", default_add_bos, get_bool));
   ASSIGN_OR_RETURN(spec.add_eos,
                    Optional<bool>(file, "tokenizer.ggml.add_eos_token", false, get_bool));
   ASSIGN_OR_RETURN(spec.add_space_prefix,
