@@ -13,8 +13,10 @@
 #include "cli/model_session.h"
 #include "nlohmann/json.hpp"
 #include "worker/calibration/memory_estimate.h"
+#include "worker/model/gguf_reader.h"
 #include "worker/model/model_hash.h"
 #include "worker/model/model_loader.h"
+#include "worker/tokenizer/tokenizer_gguf.h"
 
 namespace ripplekv::cli {
 
@@ -33,6 +35,22 @@ struct InfoArgs {
 // "123456789 (117.7 MiB)" for the table.
 std::string BytesCell(const nlohmann::ordered_json& value) {
   return absl::StrCat(value.dump(), " (", worker::FormatBytes(value.get<int64_t>()), ")");
+}
+
+// A GGUF file's tokenizer facts come from its metadata alone (TokenizerFactsFromGguf: the token
+// strings are neither copied nor indexed); a Hugging Face directory's from its whole tokenizer
+// (tokenizer.json).
+StatusOr<worker::TokenizerFacts> ReadTokenizerFacts(const std::string& path,
+                                                    worker::ModelFormat format) {
+  if (format == worker::ModelFormat::kGguf) {
+    ASSIGN_OR_RETURN(std::unique_ptr<worker::GgufFile> file, worker::GgufFile::Open(path));
+    return worker::TokenizerFactsFromGguf(*file);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<worker::Tokenizer> tokenizer, OpenTokenizer(path));
+  return worker::TokenizerFacts{.vocab_size = tokenizer->vocab_size(),
+                                .bos_id = tokenizer->bos_id(),
+                                .eos_id = tokenizer->eos_id(),
+                                .add_bos = tokenizer->add_bos()};
 }
 
 int RunInfo(const InfoArgs& args) {
@@ -62,12 +80,13 @@ int RunInfo(const InfoArgs& args) {
   j["qkv_bias"] = c.qkv_bias;
   // KV cache cost per token: K and V, every layer and KV head, at fp16 as most servers keep it.
   j["kv_bytes_per_token_fp16"] = 2LL * c.n_layers * c.n_kv_heads * c.head_dim * 2;
-  auto tokenizer = OpenTokenizer(args.model);
+  const StatusOr<worker::TokenizerFacts> tokenizer =
+      ReadTokenizerFacts(args.model, summary->format);
   if (!tokenizer.ok()) return ReportError(tokenizer.status());
-  j["tokenizer"] = {{"vocab_size", (*tokenizer)->vocab_size()},
-                    {"bos_id", (*tokenizer)->bos_id()},
-                    {"eos_id", (*tokenizer)->eos_id()},
-                    {"add_bos", (*tokenizer)->add_bos()}};
+  j["tokenizer"] = {{"vocab_size", tokenizer->vocab_size},
+                    {"bos_id", tokenizer->bos_id},
+                    {"eos_id", tokenizer->eos_id},
+                    {"add_bos", tokenizer->add_bos}};
   // Memory (docs/MEMORY.md): weights from the tensor table, the rest from the shape.
   j["weight_bytes_stored"] = summary->stored_weight_bytes;
   j["weight_bytes_f32"] = summary->f32_weight_bytes;
