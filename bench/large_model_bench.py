@@ -10,8 +10,8 @@ llama3-8b in Q4_0, deleted afterwards unless --keep), then measures, each in its
 (peak RSS from /usr/bin/time -v):
   info         `ripplekv info` (headers only): wall time and peak RSS;
   prefill      engine_bench BM_Prefill/512 with --weights stored: tokens/s, peak RSS, and the
-               share of the machine's fp32 GEMM peak (2 * matmul parameters * 512 FLOPs over the
-               prefill time, against ops_bench's Linear 512/2048 x 576 -> 1536 rate, the
+               share of the machine's fp32 GEMM peak (2 * layer matmul parameters * 512 FLOPs, plus
+               the LM head for the last row, over the prefill time, against ops_bench's Linear 512/2048 x 576 -> 1536 rate, the
                OpenBLAS SGEMM peak, on the same threads);
   calibration  `ripplekv calibrate` of one task: 1 sample x layer 0 x 2 trials, context 512,
                probe 32 (layer 0 is the costliest: the trials resume at the first layer);
@@ -104,8 +104,10 @@ def main():
         d, ff, layers = c["d_model"], c["d_ff"], c["layers"]
         q = c["heads"] * c["head_dim"]
         kv = c["kv_heads"] * c["head_dim"]
-        matmul_params = layers * (d * q + 2 * d * kv + q * d + 3 * d * ff) + c["vocab_size"] * d
-        gflops = 2 * matmul_params * 512 / (512 / tok_s) / 1e9
+        # Every row runs the layers' projections; the LM head runs for the last row only.
+        layer_params = layers * (d * q + 2 * d * kv + q * d + 3 * d * ff)
+        flops = 2 * layer_params * 512 + 2 * c["vocab_size"] * d
+        gflops = flops / (512 / tok_s) / 1e9
         peak = sgemm_peak(args.build, args.threads)
         result["prefill_512"] = {"tok_s": round(tok_s, 2), "seconds": round(512 / tok_s, 1),
                                  "gflops": round(gflops, 1), "peak_rss_mib": round(rss),
@@ -120,13 +122,16 @@ def main():
 
         if not args.no_llamacpp:
             log("llama.cpp prefill 512")
-            out, wall, rss = timed([sys.executable, ROOT / "bench" / "llamacpp_bench.py",
-                                    "--model", model, "--threads", args.threads, "--json",
-                                    "--runs", 1, "--prefill-only", 512])
-            lc = json.loads(out)
-            result["llama.cpp"] = {"prefill_512_tok_s": lc["prefill_512_tok_s"],
-                                   "peak_rss_mib": round(rss),
-                                   "llama_cpp_python": lc.get("llama_cpp_python")}
+            try:
+                out, wall, rss = timed([sys.executable, ROOT / "bench" / "llamacpp_bench.py",
+                                        "--model", model, "--threads", args.threads, "--json",
+                                        "--runs", 1, "--prefill-only", 512])
+                lc = json.loads(out)
+                result["llama.cpp"] = {"prefill_512_tok_s": lc["prefill_512_tok_s"],
+                                       "peak_rss_mib": round(rss),
+                                       "llama_cpp_python": lc.get("llama_cpp_python")}
+            except (RuntimeError, ValueError) as e:  # report what was measured so far
+                result["llama.cpp"] = {"error": str(e)[-300:]}
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -144,7 +149,9 @@ def main():
           f"peak RSS {p['peak_rss_mib']} MiB |")
     t = result["calibration_task"]
     print(f"| one calibration task | {t['wall_s']} s, peak RSS {t['peak_rss_mib']} MiB |")
-    if "llama.cpp" in result:
+    if "llama.cpp" in result and "error" in result["llama.cpp"]:
+        print(f"| prefill 512 (llama.cpp) | failed: {result['llama.cpp']['error'][-120:]} |")
+    elif "llama.cpp" in result:
         lc = result["llama.cpp"]
         print(f"| prefill 512 (llama.cpp {lc['llama_cpp_python']}) | {lc['prefill_512_tok_s']} "
               f"tok/s, peak RSS {lc['peak_rss_mib']} MiB |")
