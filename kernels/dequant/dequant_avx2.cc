@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "kernels/base/check.h"
+#include "kernels/dequant/cpu_features.h"
 #include "kernels/dequant/fp16.h"
 
 #define RIPPLEKV_AVX2_F16C __attribute__((target("avx2,f16c")))
@@ -300,7 +301,7 @@ void DequantizeBlocksAvx2(GgmlType type, const uint8_t* src, int64_t n_blocks, f
 }
 
 bool DequantAvx2Supported() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return CpuHasAvx2FmaF16c();
 }
 
 }  // namespace ripplekv::kernels::cpu

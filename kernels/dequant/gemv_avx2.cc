@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/base/check.h"
+#include "kernels/dequant/cpu_features.h"
 
 #define RIPPLEKV_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -374,8 +375,7 @@ GemvRowKernel Avx2GemvKernel(GgmlType type) {
 }
 
 bool CpuHasAvx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  return CpuHasAvx2FmaF16c();
 }
 
 }  // namespace ripplekv::kernels::cpu
