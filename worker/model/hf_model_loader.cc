@@ -330,10 +330,8 @@ StatusOr<Model> LoadHfModel(const std::string& dir, WeightStorage storage) {
   }
   for (const TensorSlot& slot : slots) {
     if (slot.matrix != nullptr && storage == WeightStorage::kStored) {
-      const SafetensorsDtype dtype = files->FindTensor(slot.name)->dtype;
-      const kernels::GgmlType type = dtype == SafetensorsDtype::kF32   ? kernels::GgmlType::kF32
-                                     : dtype == SafetensorsDtype::kF16 ? kernels::GgmlType::kF16
-                                                                       : kernels::GgmlType::kBF16;
+      // Checked above: every tensor is F32, F16 or BF16.
+      const kernels::GgmlType type = *GgmlTypeOf(files->FindTensor(slot.name)->dtype);
       ASSIGN_OR_RETURN(std::span<const uint8_t> bytes, files->TensorData(slot.name));
       // safetensors does not align tensors: an F32 one behind an odd-sized F16 one is copied.
       const bool misaligned = type == kernels::GgmlType::kF32 &&

@@ -416,8 +416,7 @@ StatusOr<kernels::Tensor> SafetensorsFile::LoadTensor(const SafetensorsTensorInf
   }
   // F16/BF16 decode in kernels/dequant (any source alignment; rows split across threads). A
   // scalar (rank 0) is decoded as one row of one value.
-  const kernels::GgmlType type =
-      info.dtype == SafetensorsDtype::kBF16 ? kernels::GgmlType::kBF16 : kernels::GgmlType::kF16;
+  const kernels::GgmlType type = *GgmlTypeOf(info.dtype);
   kernels::TensorView view = out.view();
   if (view.rank() == 0) view.shape = {n};
   Status decoded = kernels::Dequantize(type, src, view);
@@ -426,6 +425,19 @@ StatusOr<kernels::Tensor> SafetensorsFile::LoadTensor(const SafetensorsTensorInf
                   absl::StrCat(path_, ": tensor '", info.name, "': ", decoded.message()));
   }
   return out;
+}
+
+std::optional<kernels::GgmlType> GgmlTypeOf(SafetensorsDtype dtype) {
+  switch (dtype) {
+    case SafetensorsDtype::kF32:
+      return kernels::GgmlType::kF32;
+    case SafetensorsDtype::kF16:
+      return kernels::GgmlType::kF16;
+    case SafetensorsDtype::kBF16:
+      return kernels::GgmlType::kBF16;
+    default:
+      return std::nullopt;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

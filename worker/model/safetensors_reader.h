@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@
 
 #include "kernels/base/status.h"
 #include "kernels/base/tensor.h"
+#include "kernels/dequant/ggml_types.h"
 
 namespace ripplekv::worker {
 
@@ -52,6 +54,9 @@ enum class SafetensorsDtype {
 
 // The name as written in the file ("F32", "BF16", ...).
 std::string_view SafetensorsDtypeName(SafetensorsDtype dtype);
+// The GGML type of the same encoding, for the dtypes that load (kF32, kF16, kBF16); nullopt for
+// the others.
+std::optional<kernels::GgmlType> GgmlTypeOf(SafetensorsDtype dtype);
 // Bytes per element.
 size_t SafetensorsDtypeSize(SafetensorsDtype dtype);
 

@@ -17,6 +17,13 @@ namespace ripplekv::kernels::cpu {
 
 namespace {
 constexpr int64_t kColumnSlice = 128;  // output features per work item
+
+// y[i, j] += bias[j] for the m rows of y ([m, n]) and the columns [n0, n0 + nc) of one slice.
+void AddBias(const float* bias, float* y, int64_t m, int64_t n, int64_t n0, int64_t nc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = n0; j < n0 + nc; ++j) y[i * n + j] += bias[j];
+  }
+}
 }  // namespace
 
 void UseSingleThreadedBlas() {
@@ -39,11 +46,7 @@ void Linear(int num_threads, const float* x, int64_t x_stride, const float* w, c
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nc, k, 1.0f, x, x_stride, w + n0 * k,
                   k, beta, y + n0, n);
     }
-    if (bias != nullptr) {
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = n0; j < n0 + nc; ++j) y[i * n + j] += bias[j];
-      }
-    }
+    if (bias != nullptr) AddBias(bias, y, m, n, n0, nc);
   }
 }
 
@@ -81,11 +84,7 @@ void LinearStored(int num_threads, const float* x, int64_t x_stride, const Weigh
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nc, k, 1.0f, x, x_stride,
                     slice.data(), k, beta, y + n0, n);
       }
-      if (bias != nullptr) {
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = n0; j < n0 + nc; ++j) y[i * n + j] += bias[j];
-        }
-      }
+      if (bias != nullptr) AddBias(bias, y, m, n, n0, nc);
     }
   }
 }
