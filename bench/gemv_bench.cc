@@ -23,7 +23,7 @@ namespace {
 using namespace ripplekv::kernels;
 
 constexpr GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kF16};
-constexpr int64_t kShapes[][2] = {{4096, 4096}, {576, 1536}};  // [rows, cols]
+constexpr int64_t kShapes[][2] = {{4096, 4096}, {576, 1536}, {65536, 2048}};  // [rows, cols]
 constexpr int64_t kSlice = 128;                                // rows per expanded slice
 
 struct Problem {
@@ -136,7 +136,7 @@ void BM_Fp32Sgemv(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Fused)
-    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}, {1, 2}, {0}})
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}, {1, 2}, {0}})
     ->ArgsProduct({{0, 1, 2, 3}, {0}, {1}, {1}})
     ->UseRealTime();
 BENCHMARK(BM_ExpandThenSgemv)->ArgsProduct({{0, 1, 2, 3}, {0, 1}, {1, 2}})->UseRealTime();

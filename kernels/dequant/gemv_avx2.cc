@@ -113,6 +113,22 @@ RIPPLEKV_AVX2 inline void NibbleGroups(const uint8_t* qs, __m256i q[4]) {
   q[3] = _mm256_srli_epi32(b1, 4);
 }
 
+// Decode streams the weights from memory once per token, and the hardware prefetchers alone keep
+// too few lines in flight for these kernels (measured on an 84 MB q4_1 matrix: 2.7 GB/s without,
+// 8 GB/s with, the in-cache rate): each loop step asks for the cache lines it will read
+// kPrefetchAhead bytes later. Rows are contiguous, so the stream runs on into the next row;
+// a prefetch past the end of the weights is harmless (it never faults).
+constexpr int64_t kPrefetchAhead = 2048;
+constexpr int64_t kCacheLine = 64;
+
+// Prefetches the lines of [p + kPrefetchAhead, p + kPrefetchAhead + kBytes).
+template <int64_t kBytes>
+RIPPLEKV_AVX2 inline void PrefetchAhead(const uint8_t* p) {
+  for (int64_t off = 0; off < kBytes; off += kCacheLine) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + off), _MM_HINT_T0);
+  }
+}
+
 // Block kernels: Dot(block, x) returns the lane sums of the block's contribution.
 
 struct Q8_0 {
@@ -284,6 +300,7 @@ RIPPLEKV_AVX2 float DotBlocks(const uint8_t* row, const float* x, int64_t n_bloc
   __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= n_blocks; b += 2) {
+    PrefetchAhead<2 * Block::kBytes>(row + b * Block::kBytes);
     even = _mm256_add_ps(even, Block::Dot(row + b * Block::kBytes, x + b * Block::kValues));
     odd =
         _mm256_add_ps(odd, Block::Dot(row + (b + 1) * Block::kBytes, x + (b + 1) * Block::kValues));
@@ -330,6 +347,7 @@ RIPPLEKV_AVX2 float DotPlain(const uint8_t* row, const float* x, int64_t n) {
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 32 <= n; k += 32) {
+    PrefetchAhead<32 * kB>(row + k * kB);
     a0 = _mm256_fmadd_ps(Plain::Load8(row + k * kB), _mm256_loadu_ps(x + k), a0);
     a1 = _mm256_fmadd_ps(Plain::Load8(row + (k + 8) * kB), _mm256_loadu_ps(x + k + 8), a1);
     a2 = _mm256_fmadd_ps(Plain::Load8(row + (k + 16) * kB), _mm256_loadu_ps(x + k + 16), a2);

@@ -5,6 +5,7 @@
 
 #include "kernels/dequant/weight.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -85,6 +86,32 @@ TEST_P(StoredWeightTest, LinearIsBitIdenticalToTheExpandedWeights) {
           ASSERT_NEAR(y.data()[i], reference.data()[i], bound) << "element " << i;
         }
       }
+    }
+  }
+}
+
+// Decode's one-row Linear splits the rows evenly across threads (not in slices): every thread
+// count gives the same bits, and accumulating adds exactly the product a plain call writes.
+TEST_P(StoredWeightTest, OneRowLinearIsThreadCountIndependentAndAccumulatesItsProduct) {
+  const GgmlType type = GetParam();
+  const int64_t n = 193, k = 64;  // an odd row count: no even split into threads or slices
+  const std::vector<uint8_t> bytes = Encode(type, n, k, 5);
+  auto w = Weight::Stored(type, bytes, {n, k}, nullptr);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::vector<float> xs = Random(k, 6), start = Random(n, 7), bias = Random(n, 8);
+  const ConstTensorView x(xs.data(), {1, k}), b(bias.data(), {n});
+  Tensor product({1, n});
+  ASSERT_TRUE(Linear({.num_threads = 1}, x, *w, {}, product.view()).ok());
+  for (int threads : {1, 2, 3}) {
+    Tensor plain({1, n});
+    ASSERT_TRUE(Linear({.num_threads = threads}, x, *w, {}, plain.view()).ok());
+    Tensor y({1, n});
+    std::copy(start.begin(), start.end(), y.data());
+    ASSERT_TRUE(Linear({.num_threads = threads}, x, *w, b, y.view(), {.accumulate = true}).ok());
+    for (int64_t j = 0; j < n; ++j) {
+      ASSERT_EQ(plain.data()[j], product.data()[j]) << threads << " threads, row " << j;
+      ASSERT_EQ(y.data()[j], (start[j] + product.data()[j]) + bias[j])
+          << threads << " threads, row " << j;
     }
   }
 }

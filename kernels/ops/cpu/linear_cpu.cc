@@ -55,12 +55,32 @@ void LinearStored(int num_threads, const float* x, int64_t x_stride, const Weigh
   UseSingleThreadedBlas();
   const int64_t n = w.rows();
   const int64_t k = w.cols();
+  if (m == 1) {
+    // One row (decode): the fused dequantize-dot GEMV reads the stored blocks only, its rows split
+    // evenly across the threads (not in 128-row slices, which leave a thread idle on 192 or 576
+    // rows); each y[j] is still one thread's fixed-order dot. Its sum order differs from sgemv's,
+    // within the bound stated in kernels/dequant/gemv.h.
+    thread_local std::vector<float> product;  // W x when it is added to y
+    float* out = y;
+    if (accumulate) {
+      product.resize(static_cast<size_t>(n));
+      out = product.data();
+    }
+    const Status st = DequantGemv({.num_threads = num_threads}, w.type(), w.RowBytes(0, n), n, k,
+                                  {x, static_cast<size_t>(k)}, {out, static_cast<size_t>(n)});
+    RIPPLEKV_CHECK(st.ok());  // shapes were checked by the front end
+    if (accumulate) {
+      for (int64_t j = 0; j < n; ++j) y[j] += out[j];
+    }
+    if (bias != nullptr) AddBias(bias, y, 1, n, 0, n);
+    return;
+  }
   const float beta = accumulate ? 1.0f : 0.0f;
   const int64_t n_slices = (n + kColumnSlice - 1) / kColumnSlice;
 #pragma omp parallel num_threads(num_threads) if (n_slices > 1)
   {
     // This thread's fp32 copy of one slice of W: [kColumnSlice, k]; kept between calls (OpenMP
-    // threads persist), so decode does not allocate per token.
+    // threads persist), so calls do not allocate.
     thread_local std::vector<float> slice;
     const size_t needed = static_cast<size_t>(std::min(kColumnSlice, n) * k);
     if (slice.size() < needed) slice.resize(needed);
@@ -68,22 +88,10 @@ void LinearStored(int num_threads, const float* x, int64_t x_stride, const Weigh
     for (int64_t s = 0; s < n_slices; ++s) {
       const int64_t n0 = s * kColumnSlice;
       const int64_t nc = std::min(kColumnSlice, n - n0);
-      if (m == 1) {
-        // One row (decode): the fused dequantize-dot GEMV reads the stored blocks only. Its sum
-        // order differs from sgemv's, within the bound stated in kernels/dequant/gemv.h.
-        float* out = accumulate ? slice.data() : y + n0;
-        const Status st = DequantGemv({.num_threads = 1}, w.type(), w.RowBytes(n0, nc), nc, k,
-                                      {x, static_cast<size_t>(k)}, {out, static_cast<size_t>(nc)});
-        RIPPLEKV_CHECK(st.ok());  // shapes were checked by the front end
-        if (accumulate) {
-          for (int64_t j = 0; j < nc; ++j) y[n0 + j] += out[j];
-        }
-      } else {
-        w.ExpandRows(n0, nc, slice.data());
-        // The same call as Linear() with w + n0 * k replaced by the expanded slice.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nc, k, 1.0f, x, x_stride,
-                    slice.data(), k, beta, y + n0, n);
-      }
+      w.ExpandRows(n0, nc, slice.data());
+      // The same call as Linear() with w + n0 * k replaced by the expanded slice.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nc, k, 1.0f, x, x_stride,
+                  slice.data(), k, beta, y + n0, n);
       if (bias != nullptr) AddBias(bias, y, m, n, n0, nc);
     }
   }
