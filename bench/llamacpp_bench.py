@@ -3,7 +3,7 @@
 
 Usage:
   bench/llamacpp_bench.py --model PATH.gguf --threads N [--json] [--text FILE] [--runs 3]
-                          [--prefill-only L]
+                          [--prefill-only L | --decode-only [--prompt-batch B]]
 
 Measures, through llama.cpp's low-level API (llama_decode on explicit batches, so only model
 evaluation is timed — no tokenization, sampling or Python-side logits copies):
@@ -11,8 +11,12 @@ evaluation is timed — no tokenization, sampling or Python-side logits copies):
                                          n_ctx = n_batch = n_ubatch = L; logits for the last
                                          token only; median of --runs after one warm-up run
   decode_tok_s                           128 greedy tokens, one llama_decode each, after an
-                                         untimed 512-token prefill; only the 128 decode calls
-                                         are timed; median of --runs after one warm-up run
+                                         untimed 512-token prefill (in batches of B tokens with
+                                         --prompt-batch, else one batch); only the 128 decode
+                                         calls are timed; median of --runs after one warm-up run
+--decode-only skips the prefill measurements: for a llama.cpp build whose large-batch path fails
+on this machine (its AMX kernels crash in some virtual machines; see docs/PERFORMANCE.md), decode
+still measures with --prompt-batch 32.
 Prompt tokens are deterministic: --text (default the GPL-3 licence text) tokenized with
 add_special=true, repeated as needed.
 
@@ -30,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-PREFILL_LENGTHS = (512, 2048)
+PREFILL_LENGTHS = [512, 2048]
 DECODE_PROMPT = 512
 DECODE_TOKENS = 128
 DEFAULT_TEXT = Path("/usr/share/common-licenses/GPL-3")
@@ -120,18 +124,21 @@ class Bench:
             L.llama_batch_free(batch)
             L.llama_free(ctx)
 
-    def decode(self, prompt, n_gen, runs):
-        """Median tokens/s of n_gen single-token greedy decode steps after an untimed prefill."""
+    def decode(self, prompt, n_gen, runs, prompt_batch):
+        """Median tokens/s of n_gen single-token greedy decode steps after an untimed prefill
+        of `prompt` in batches of `prompt_batch` tokens."""
         L = self.L
         n = len(prompt)
-        ctx = self.context(n + n_gen, n)
-        batch = L.llama_batch_init(n, 0, 1)
+        ctx = self.context(n + n_gen, prompt_batch)
+        batch = L.llama_batch_init(prompt_batch, 0, 1)
         try:
             rates = []
             for r in range(runs + 1):
                 L.llama_memory_clear(L.llama_get_memory(ctx), True)
-                self._fill(batch, prompt, 0, last_only=True)
-                self._decode(ctx, batch)
+                for p0 in range(0, n, prompt_batch):
+                    chunk = prompt[p0:p0 + prompt_batch]
+                    self._fill(batch, chunk, p0, last_only=True)
+                    self._decode(ctx, batch)
                 elapsed = 0.0
                 for step in range(n_gen):
                     next_tok = self._argmax(L.llama_get_logits_ith(ctx, -1))
@@ -169,9 +176,17 @@ def main():
     ap.add_argument("--runs", type=int, default=3, help="timed runs per measurement (median)")
     ap.add_argument("--prefill-only", type=int, default=0, metavar="L",
                     help="measure only the prefill of L tokens (large models)")
+    ap.add_argument("--decode-only", action="store_true", help="measure only decode")
+    ap.add_argument("--prompt-batch", type=int, default=DECODE_PROMPT, metavar="B",
+                    help=f"tokens per llama_decode call of decode's untimed {DECODE_PROMPT}-token "
+                         "prompt")
     args = ap.parse_args()
     if args.threads < 1 or args.runs < 1:
         ap.error("--threads and --runs must be >= 1")
+    if not 1 <= args.prompt_batch <= DECODE_PROMPT:
+        ap.error(f"--prompt-batch must be in [1, {DECODE_PROMPT}]")
+    if args.decode_only and args.prefill_only > 0:
+        ap.error("--decode-only and --prefill-only exclude each other")
     for p, what in ((args.model, "--model"), (args.text, "--text")):
         if not p.is_file():
             ap.error(f"{what} {p}: no such file")
@@ -186,8 +201,9 @@ def main():
         base = bench.tokenize(args.text.read_text(encoding="utf-8"))
         if not base:
             raise RuntimeError(f"{args.text}: tokenizes to nothing")
-        lengths = [args.prefill_only] if args.prefill_only > 0 else PREFILL_LENGTHS
-        need = max(max(lengths), DECODE_PROMPT)
+        lengths = ([args.prefill_only] if args.prefill_only > 0 else
+                   [] if args.decode_only else PREFILL_LENGTHS)
+        need = max(lengths + [DECODE_PROMPT])
         tokens = (base * (need // len(base) + 1))[:need]
         result = {"engine": "llama.cpp", "threads": args.threads}
         for n in lengths:
@@ -196,7 +212,8 @@ def main():
         if args.prefill_only <= 0:
             log(f"decode {DECODE_TOKENS} tokens after a {DECODE_PROMPT}-token prompt")
             result["decode_tok_s"] = round(
-                bench.decode(tokens[:DECODE_PROMPT], DECODE_TOKENS, args.runs), 2)
+                bench.decode(tokens[:DECODE_PROMPT], DECODE_TOKENS, args.runs, args.prompt_batch),
+                2)
     except (RuntimeError, OSError, UnicodeDecodeError) as e:
         log(f"error: {e}")
         return 1
