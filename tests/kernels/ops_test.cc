@@ -6,10 +6,12 @@
 #include <cmath>
 #include <numbers>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/ops/activation.h"
 #include "kernels/ops/attention.h"
+#include "kernels/ops/gather.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/norm.h"
 #include "kernels/ops/rope.h"
@@ -195,6 +197,55 @@ TEST_P(OpsTest, LogSumExpIsStableForLargeLogits) {
   Tensor y({2, 3});
   ASSERT_TRUE(LogSoftmax(ctx(), x.view(), y.view()).ok());
   EXPECT_NEAR(y.data()[0], -std::log(2.0), 1e-3);
+}
+
+TEST_P(OpsTest, GatherRowsCopiesTheNamedRowsInOrderWithRepeats) {
+  Tensor src = Random({5, 3}, 11);
+  const std::vector<int32_t> rows{4, 0, 4, 2};
+  Tensor out({4, 3});
+  ASSERT_TRUE(GatherRows(ctx(), src.view(), rows, out.view()).ok());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(out.data()[i * 3 + j], src.data()[rows[i] * 3 + j]);
+  }
+  Tensor none({0, 3});
+  EXPECT_TRUE(GatherRows(ctx(), src.view(), {}, none.view()).ok());
+}
+
+TEST_P(OpsTest, GatherRowsRejectsARowOutsideTheSourceNamingItAndWritesNothing) {
+  Tensor src = Random({5, 3}, 12), out({2, 3});
+  const std::vector<int32_t> rows{1, 5};
+  const Status st = GatherRows(ctx(), src.view(), rows, out.view());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("row 5 at index 1 outside [0, 5)"), std::string::npos) << st;
+  for (float v : out.span()) EXPECT_EQ(v, 0.0f);
+  Tensor wrong({2, 4});
+  EXPECT_EQ(GatherRows(ctx(), src.view(), std::vector<int32_t>{0, 1}, wrong.view()).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(OpsTest, CopyRowsTakesARangeAndRejectsOneBeyondTheSource) {
+  Tensor src = Random({6, 2}, 13), out({3, 2});
+  ASSERT_TRUE(CopyRows(ctx(), src.view(), 3, out.view()).ok());
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(out.data()[i], src.data()[6 + i]);
+  const Status st = CopyRows(ctx(), src.view(), 4, out.view());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("rows [4, 7) outside [0, 6)"), std::string::npos) << st;
+}
+
+TEST_P(OpsTest, EmbeddingLookupExpandsTheTokensRowsAndNamesABadId) {
+  Tensor table = Random({7, 4}, 14);
+  const Weight w(table.Clone());
+  const std::vector<int32_t> tokens{6, 0, 6};
+  Tensor out({3, 4});
+  ASSERT_TRUE(EmbeddingLookup(ctx(), w, tokens, out.view()).ok());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(out.data()[i * 4 + j], table.data()[tokens[i] * 4 + j]);
+  }
+  const std::vector<int32_t> bad{2, -1};
+  Tensor out2({2, 4});
+  const Status st = EmbeddingLookup(ctx(), w, bad, out2.view());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("token id -1 at index 1 outside [0, 7)"), std::string::npos) << st;
 }
 
 TEST_P(OpsTest, CudaContextIsUnimplementedUntilTheBackendLands) {

@@ -8,6 +8,7 @@
 
 #include "kernels/ops/activation.h"
 #include "kernels/ops/attention.h"
+#include "kernels/ops/gather.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/noise.h"
 #include "kernels/ops/norm.h"
@@ -26,6 +27,10 @@ void LinearStored(int num_threads, const float* x, int64_t x_stride, const Weigh
 
 void Linear(int num_threads, const float* x, int64_t x_stride, const float* w, const float* bias,
             float* y, int64_t m, int64_t n, int64_t k, bool accumulate);
+// out[i] = src row rows[i] (d floats each), i in [0, n_rows).
+void GatherRows(const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out);
+// out[i] = table row tokens[i] expanded to fp32 (table.cols() floats each).
+void EmbeddingLookup(const Weight& table, const int32_t* tokens, int64_t n, float* out);
 void RmsNorm(int num_threads, const float* x, const float* weight, float eps, float* y, int64_t m,
              int64_t d);
 void ApplyRope(int num_threads, const RopeTable& table, const int32_t* positions, float* x,
