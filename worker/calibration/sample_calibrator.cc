@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/ops/attention.h"
+#include "kernels/ops/gather.h"
 #include "kernels/ops/noise.h"
 #include "kernels/ops/softmax.h"
 
@@ -161,12 +162,14 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
   // Every trial starts from the recorded clean input of `layer` at the probe rows.
   Tensor x({static_cast<int64_t>(t_count) * w, d});
   std::vector<int32_t> positions(static_cast<size_t>(t_count) * w);
+  std::vector<int32_t> probe_rows(positions.size());  // 0..W-1 for every trial
   for (int t = 0; t < t_count; ++t) {
-    std::memcpy(x.data() + static_cast<int64_t>(t) * w * d, layer_inputs_[layer].data(),
-                static_cast<size_t>(w * d) * sizeof(float));
     std::iota(positions.begin() + static_cast<int64_t>(t) * w,
               positions.begin() + static_cast<int64_t>(t + 1) * w, c);
+    std::iota(probe_rows.begin() + static_cast<int64_t>(t) * w,
+              probe_rows.begin() + static_cast<int64_t>(t + 1) * w, 0);
   }
+  RETURN_IF_ERROR(kernels::GatherRows(ctx, layer_inputs_[layer].view(), probe_rows, x.view()));
 
   // Each trial's perturbed copy of layer `layer`'s context values: [n_kv_heads, cap, head_dim]
   // (only the first C entries per head are used). One layer per trial, never a full cache.
@@ -230,7 +233,6 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerPrefill(int layer,
   const ModelConfig& cfg = model_->config();
   const kernels::OpContext& ctx = model_->op_context();
   const int c = context_len(), w = probe_len();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
   KvCache cache(cfg, c + w);
   const std::vector<int32_t> probe_rows = Iota(w, c);
   std::vector<double> kl(options.trials);
@@ -249,14 +251,12 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerPrefill(int layer,
         RETURN_IF_ERROR(PerturbProjectedValues(ctx, key, pos, cfg.n_kv_heads, cfg.head_dim,
                                                options.alpha, v));
       }
-      RETURN_IF_ERROR(cache.Append(j, k.span(), v.span(), pos));
-      return kernels::CausalAttention(ctx, q3, pos, cache.View(j), scale, out);
+      return model_->AttendCached(j, q3, k, v, pos, out, cache);
     };
     RETURN_IF_ERROR(model_->RunLayers(
         x, {.first = from_embeddings ? 0 : layer, .positions = positions_}, attend));
     Tensor rows({w, cfg.d_model});
-    std::memcpy(rows.data(), x.data() + static_cast<int64_t>(c) * cfg.d_model,
-                static_cast<size_t>(w) * cfg.d_model * sizeof(float));
+    RETURN_IF_ERROR(kernels::CopyRows(ctx, x.view(), c, rows.view()));
     ASSIGN_OR_RETURN(Tensor logits, model_->Logits(rows));
     ASSIGN_OR_RETURN(kl[t], MeanKl(logits, 0));
   }

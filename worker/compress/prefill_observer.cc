@@ -1,11 +1,9 @@
 #include "worker/compress/prefill_observer.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <numeric>
 
 #include "kernels/base/strings.h"
-#include "kernels/ops/attention.h"
 
 namespace ripplekv::worker {
 
@@ -39,26 +37,17 @@ StatusOr<ObservedPrefill> PrefillObserved(const Transformer& transformer,
   const int window = std::min(options.window, n);
   const int threads = transformer.op_context().num_threads;
   const double stat_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-
-  // The same attention as Transformer::Forward (append, then CausalAttention with the same float
-  // scale), followed by the statistics, which only read q and the cache.
-  auto attend = [&](int layer, const kernels::TensorView& q3, kernels::Tensor& k,
-                    kernels::Tensor& v, std::span<const int32_t> pos,
-                    const kernels::TensorView& out) -> Status {
-    RETURN_IF_ERROR(cache.Append(layer, k.span(), v.span(), pos));
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    RETURN_IF_ERROR(
-        kernels::CausalAttention(transformer.op_context(), q3, pos, cache.View(layer), scale, out));
+  const LayerObserver observe = [&](int layer, const kernels::ConstTensorView& q,
+                                    const kernels::KvCacheView& view) -> Status {
     LayerStats& stats = result.layers[layer];
-    const kernels::KvCacheView view = cache.View(layer);
     if (options.window_stats) {
-      const int64_t row = q3.dim(1) * q3.dim(2);
-      const kernels::ConstTensorView q_window(q3.data + (n - window) * row,
-                                              {window, q3.dim(1), q3.dim(2)});
+      const int64_t row = q.dim(1) * q.dim(2);
+      const kernels::ConstTensorView q_window(q.data + (n - window) * row,
+                                              {window, q.dim(1), q.dim(2)});
       RETURN_IF_ERROR(ComputeWindowStats(q_window, view, stat_scale, threads, stats));
     }
     if (options.accumulated) {
-      RETURN_IF_ERROR(ComputeAccumulatedAttention(q3, view, stat_scale, threads, stats));
+      RETURN_IF_ERROR(ComputeAccumulatedAttention(q, view, stat_scale, threads, stats));
     }
     if (!options.window_stats && !options.accumulated) {
       stats.n_heads = c.n_heads;
@@ -67,17 +56,10 @@ StatusOr<ObservedPrefill> PrefillObserved(const Transformer& transformer,
     }
     return absl::OkStatus();
   };
-
-  ASSIGN_OR_RETURN(kernels::Tensor x, transformer.Embed(tokens));
-  std::vector<int32_t> positions(n);
-  std::iota(positions.begin(), positions.end(), 0);
-  RETURN_IF_ERROR(transformer.RunLayers(x, {.first = 0, .positions = positions}, attend));
-
-  // The last row, as Forward's LogitRows::kLast path gathers it.
-  kernels::Tensor last({1, c.d_model});
-  std::memcpy(last.data(), x.data() + static_cast<int64_t>(n - 1) * c.d_model,
-              c.d_model * sizeof(float));
-  ASSIGN_OR_RETURN(result.logits, transformer.Logits(last));
+  ASSIGN_OR_RETURN(ForwardResult forward,
+                   transformer.Forward(
+                       {.tokens = tokens, .logits = LogitRows::kLast, .observer = &observe}, cache));
+  result.logits = std::move(forward.logits);
   return result;
 }
 

@@ -1,9 +1,8 @@
 #pragma once
-// A prefill that fills a KvCache exactly as Transformer::Forward does (same kernels, same order:
-// the cache and the last row's logits are bit-identical to Forward's) and records, per layer, the
-// attention statistics the compression policies need (worker/compress/attention_stats.h). The
-// statistics are computed inside each layer's attention hook from that layer's queries and its
-// freshly appended keys, so no n x n matrix is stored.
+// A prefill that records, per layer, the attention statistics the compression policies need
+// (worker/compress/attention_stats.h). It is Transformer::Forward with a LayerObserver, so the
+// cache and the last row's logits are Forward's; the statistics are computed from each layer's
+// queries and its freshly appended keys, so no n x n matrix is stored.
 //
 // Thread-safety: stateless; concurrent calls need distinct caches.
 

@@ -1,12 +1,12 @@
 #include "worker/engine/transformer.h"
 
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/ops/activation.h"
 #include "kernels/ops/attention.h"
+#include "kernels/ops/gather.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/norm.h"
 
@@ -19,16 +19,6 @@ using kernels::TensorView;
 namespace {
 
 ConstTensorView OptionalView(const Tensor& t) { return t.empty() ? ConstTensorView() : t.view(); }
-
-// Copies rows `rows` of src [n, d] into a new [rows.size(), d] tensor.
-Tensor GatherRows(const Tensor& src, std::span<const int32_t> rows) {
-  const int64_t d = src.dim(1);
-  Tensor out({static_cast<int64_t>(rows.size()), d});
-  for (size_t i = 0; i < rows.size(); ++i) {
-    std::memcpy(out.data() + i * d, src.data() + rows[i] * d, d * sizeof(float));
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -103,11 +93,12 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
 
   ForwardResult result;
   result.layer_inputs.resize(c.n_layers);
-  auto attend = [&cache, this](int layer, const TensorView& q3, Tensor& k, Tensor& v,
-                               std::span<const int32_t> pos, const TensorView& out) -> Status {
-    RETURN_IF_ERROR(cache.Append(layer, k.span(), v.span(), pos));
-    const float scale = 1.0f / std::sqrt(static_cast<float>(model_->config.head_dim));
-    return kernels::CausalAttention(ctx_, q3, pos, cache.View(layer), scale, out);
+  auto attend = [&cache, &request, this](int layer, const TensorView& q3, Tensor& k, Tensor& v,
+                                         std::span<const int32_t> pos,
+                                         const TensorView& out) -> Status {
+    RETURN_IF_ERROR(AttendCached(layer, q3, k, v, pos, out, cache));
+    if (request.observer == nullptr) return absl::OkStatus();
+    return (*request.observer)(layer, q3, cache.View(layer));
   };
   RETURN_IF_ERROR(RunLayers(x,
                             {.first = start,
@@ -120,31 +111,27 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
     Tensor rows;
     if (request.logits == LogitRows::kAll && request.first_logit_row == 0) {
       rows = std::move(x);
-    } else if (request.logits == LogitRows::kAll) {
-      std::vector<int32_t> keep(n - request.first_logit_row);
-      std::iota(keep.begin(), keep.end(), request.first_logit_row);
-      rows = GatherRows(x, keep);
     } else {
-      const int32_t last = static_cast<int32_t>(n - 1);
-      rows = GatherRows(x, std::span<const int32_t>(&last, 1));
+      const int64_t first = request.logits == LogitRows::kAll ? request.first_logit_row : n - 1;
+      rows = Tensor({n - first, d});
+      RETURN_IF_ERROR(kernels::CopyRows(ctx_, x.view(), first, rows.view()));
     }
     ASSIGN_OR_RETURN(result.logits, Logits(rows));
   }
   return result;
 }
 
+Status Transformer::AttendCached(int layer, const TensorView& q, const Tensor& k, const Tensor& v,
+                                 std::span<const int32_t> positions, const TensorView& out,
+                                 KvCache& cache) const {
+  RETURN_IF_ERROR(cache.Append(layer, k.span(), v.span(), positions));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(model_->config.head_dim));
+  return kernels::CausalAttention(ctx_, q, positions, cache.View(layer), scale, out);
+}
+
 StatusOr<Tensor> Transformer::Embed(std::span<const int32_t> tokens) const {
-  const ModelConfig& c = model_->config;
-  const int64_t d = c.d_model;
-  Tensor x({static_cast<int64_t>(tokens.size()), d});
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const int32_t t = tokens[i];
-    if (t < 0 || t >= c.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token id ", t, " at index ", i, " outside the vocabulary [0, ", c.vocab_size, ")"));
-    }
-    model_->tok_embeddings.ExpandRows(t, 1, x.data() + i * d);
-  }
+  Tensor x({static_cast<int64_t>(tokens.size()), model_->config.d_model});
+  RETURN_IF_ERROR(kernels::EmbeddingLookup(ctx_, model_->tok_embeddings, tokens, x.view()));
   return x;
 }
 
@@ -172,7 +159,9 @@ Status Transformer::RunLayers(Tensor& x, const LayerRange& range,
   for (int l = range.first; l < end; ++l) {
     const LayerWeights& w = model_->layers[l];
     if (range.layer_inputs != nullptr && !range.record_rows.empty()) {
-      (*range.layer_inputs)[l] = GatherRows(x, range.record_rows);
+      Tensor& recorded = (*range.layer_inputs)[l];
+      recorded = Tensor({static_cast<int64_t>(range.record_rows.size()), d});
+      RETURN_IF_ERROR(kernels::GatherRows(ctx_, x.view(), range.record_rows, recorded.view()));
     }
 
     // Attention block.

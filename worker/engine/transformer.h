@@ -34,6 +34,13 @@ enum class LogitRows {
   kAll,   // every new token (perplexity, probes)
 };
 
+// Called by Forward after each layer's attention with the layer, its queries q
+// ([n, n_heads, head_dim], RoPE applied) and the layer's cache, which now holds this call's keys
+// and values. Read-only; an error stops the forward pass and is returned. (Compression policies
+// compute their attention statistics here, worker/compress/prefill_observer.h.)
+using LayerObserver = std::function<Status(int layer, const kernels::ConstTensorView& q,
+                                           const kernels::KvCacheView& cache)>;
+
 struct ForwardRequest {
   std::span<const int32_t> tokens;  // [n] token ids; ignored when `layer_input` is given
   // [n] positions; empty means consecutive, starting after the last cached position of
@@ -48,6 +55,8 @@ struct ForwardRequest {
   int first_logit_row = 0;
   // Rows (indices into this call's tokens, increasing) whose input to every layer run is recorded.
   std::span<const int32_t> record_rows;
+  // Optional: sees every layer's queries and cache after its attention.
+  const LayerObserver* observer = nullptr;
 };
 
 struct ForwardResult {
@@ -93,6 +102,14 @@ class Transformer {
   // place) with `attend` doing each layer's attention.
   [[nodiscard]] Status RunLayers(kernels::Tensor& x, const LayerRange& range,
                                  const LayerAttention& attend) const;
+  // The standard attention step of `layer` over `cache`: appends k and v ([n, n_kv_heads *
+  // head_dim]) at `positions`, then causal attention of q over the layer's cache at the scale
+  // 1/sqrt(head_dim) into out. Forward runs exactly this; a LayerAttention that alters k or v
+  // first (calibration's perturbation) calls it to stay identical otherwise. Errors: Append's and
+  // CausalAttention's.
+  [[nodiscard]] Status AttendCached(int layer, const kernels::TensorView& q, const kernels::Tensor& k,
+                                    const kernels::Tensor& v, std::span<const int32_t> positions,
+                                    const kernels::TensorView& out, KvCache& cache) const;
   // Token embeddings: [n, d_model]. InvalidArgument for an id outside the vocabulary.
   [[nodiscard]] StatusOr<kernels::Tensor> Embed(std::span<const int32_t> tokens) const;
   // Final norm and LM head: rows [r, d_model] of the residual stream → logits [r, vocab_size].
