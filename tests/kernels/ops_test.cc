@@ -11,6 +11,7 @@
 
 #include "kernels/ops/activation.h"
 #include "kernels/ops/attention.h"
+#include "kernels/ops/attention_stats.h"
 #include "kernels/ops/gather.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/norm.h"
@@ -246,6 +247,29 @@ TEST_P(OpsTest, EmbeddingLookupExpandsTheTokensRowsAndNamesABadId) {
   const Status st = EmbeddingLookup(ctx(), w, bad, out2.view());
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("token id -1 at index 1 outside [0, 7)"), std::string::npos) << st;
+}
+
+// Hand-worked: one head, two cached keys at positions 0 and 1, queries that score them equally
+// (q . k = 0 for both), so the last query attends 1/2 to each, the first only to itself.
+TEST_P(OpsTest, AttentionStatsOfEqualScoresAreUniformOverVisibleKeys) {
+  const std::vector<float> k{1, 0, 0, 1}, v(4, 0.0f), q(4, 0.0f);  // [1 head, 2 keys, dim 2]
+  const std::vector<int32_t> pos{0, 1};
+  const KvCacheView keys{k.data(), v.data(), pos.data(), 1, 2, 2, 2};
+  std::vector<double> sum(2), sumsq(2), acc(2);
+  double entropy = -1.0;
+  const ConstTensorView last(q.data(), {1, 1, 2}), all(q.data(), {2, 1, 2});
+  ASSERT_TRUE(WindowAttentionStats(ctx(), last, keys, 1.0, 0.0, sum, sumsq, &entropy).ok());
+  EXPECT_DOUBLE_EQ(sum[0], 0.5);
+  EXPECT_DOUBLE_EQ(sum[1], 0.5);
+  EXPECT_DOUBLE_EQ(sumsq[0], 0.25);
+  EXPECT_DOUBLE_EQ(entropy, 0.5 * std::log(2.0));  // only key 0 is in the prefix
+  ASSERT_TRUE(AccumulatedAttention(ctx(), all, keys, 1.0, acc).ok());
+  EXPECT_DOUBLE_EQ(acc[0], 1.5);  // query 0 sees only key 0; query 1 splits evenly
+  EXPECT_DOUBLE_EQ(acc[1], 0.5);
+  std::vector<double> short_sum(1);
+  const Status st = WindowAttentionStats(ctx(), last, keys, 1.0, 0.0, short_sum, sumsq, &entropy);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("sum holds 1 values, needs 2"), std::string::npos) << st;
 }
 
 TEST_P(OpsTest, CudaContextIsUnimplementedUntilTheBackendLands) {

@@ -11,8 +11,9 @@
 //   accumulated attention (H2O): for each KV head, the attention of ALL prompt queries to key j,
 //     summed over the queries and over the query heads of the KV head's group.
 //
-// Keys are indexed by cache entry (0 .. n-1), which is what KvCache::Retain takes. All sums are
-// accumulated in double; results do not depend on the thread count.
+// Keys are indexed by cache entry (0 .. n-1), which is what KvCache::Retain takes. The sums are
+// the kernels ops of kernels/ops/attention_stats.h (in double; results do not depend on the
+// thread count); this header gathers them into LayerStats for the policies.
 
 #include <cstdint>
 #include <span>

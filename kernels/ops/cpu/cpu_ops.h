@@ -8,6 +8,7 @@
 
 #include "kernels/ops/activation.h"
 #include "kernels/ops/attention.h"
+#include "kernels/ops/attention_stats.h"
 #include "kernels/ops/gather.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/noise.h"
@@ -39,6 +40,15 @@ void SwiGlu(int num_threads, const float* gate, const float* up, float* out, int
 void CausalAttention(int num_threads, const float* q, const int32_t* q_positions, int64_t m,
                      int64_t n_heads, std::span<const KvCacheView> segments, float scale,
                      float* out);
+// Window statistics (attention_stats.h) into sum and sumsq ([n_heads, keys.length]); returns the
+// entropy. q: [w, n_heads, head_dim].
+double WindowAttentionStats(int num_threads, const float* q, int64_t w, int64_t n_heads,
+                            const KvCacheView& keys, double scale, double entropy_epsilon,
+                            double* sum, double* sumsq);
+// Accumulated attention (attention_stats.h) into accumulated ([n_kv_heads, keys.length]).
+// q: [keys.length, n_heads, head_dim].
+void AccumulatedAttention(int num_threads, const float* q, int64_t n_heads,
+                          const KvCacheView& keys, double scale, double* accumulated);
 void LogSumExp(int num_threads, const float* x, int64_t m, int64_t v, float* lse);
 void KlDivergenceRows(int num_threads, const float* p_logits, const float* q_logits, int64_t m,
                       int64_t v, float* out);

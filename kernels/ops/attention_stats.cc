@@ -1,0 +1,65 @@
+#include "kernels/ops/attention_stats.h"
+
+#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/dispatch.h"
+
+namespace ripplekv::kernels {
+
+namespace {
+
+// Checks q: [rows, n_heads, head_dim] against the cache view.
+Status CheckShapes(const char* op, const ConstTensorView& q, const KvCacheView& keys,
+                   int64_t rows) {
+  if (q.rank() != 3 || q.dim(0) != rows || q.dim(2) != keys.head_dim || keys.n_kv_heads <= 0 ||
+      q.dim(1) < keys.n_kv_heads || q.dim(1) % keys.n_kv_heads != 0 || q.data == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": q ", ShapeString(q.shape), " does not fit ", rows, " rows over ", keys.n_kv_heads,
+        " KV heads of dimension ", keys.head_dim));
+  }
+  if (keys.length <= 0 || keys.length > keys.capacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": cache length ", keys.length, " outside [1, ", keys.capacity, "]"));
+  }
+  return absl::OkStatus();
+}
+
+Status CheckOutput(const char* op, const char* name, std::span<double> out, int64_t expected) {
+  if (static_cast<int64_t>(out.size()) != expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", name, " holds ", out.size(), " values, needs ", expected));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Status WindowAttentionStats(const OpContext& ctx, const ConstTensorView& q, const KvCacheView& keys,
+                            double scale, double entropy_epsilon, std::span<double> sum,
+                            std::span<double> sumsq, double* entropy) {
+  constexpr const char* kOp = "WindowAttentionStats";
+  const int64_t w = q.rank() == 3 ? q.dim(0) : 0;
+  if (w <= 0 || w > keys.length) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": window of ", w,
+                                                   " queries for a cache of ", keys.length,
+                                                   " entries"));
+  }
+  RETURN_IF_ERROR(CheckShapes(kOp, q, keys, w));
+  RETURN_IF_ERROR(CheckOutput(kOp, "sum", sum, q.dim(1) * keys.length));
+  RETURN_IF_ERROR(CheckOutput(kOp, "sumsq", sumsq, q.dim(1) * keys.length));
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, q));
+  *entropy = cpu::WindowAttentionStats(ctx.num_threads, q.data, w, q.dim(1), keys, scale,
+                                       entropy_epsilon, sum.data(), sumsq.data());
+  return absl::OkStatus();
+}
+
+Status AccumulatedAttention(const OpContext& ctx, const ConstTensorView& q, const KvCacheView& keys,
+                            double scale, std::span<double> accumulated) {
+  constexpr const char* kOp = "AccumulatedAttention";
+  RETURN_IF_ERROR(CheckShapes(kOp, q, keys, keys.length));
+  RETURN_IF_ERROR(CheckOutput(kOp, "accumulated", accumulated, keys.n_kv_heads * keys.length));
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, q));
+  cpu::AccumulatedAttention(ctx.num_threads, q.data, q.dim(1), keys, scale, accumulated.data());
+  return absl::OkStatus();
+}
+
+}  // namespace ripplekv::kernels
