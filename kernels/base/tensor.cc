@@ -1,25 +1,10 @@
 #include "kernels/base/tensor.h"
 
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "kernels/base/check.h"
 
 namespace ripplekv::kernels {
-
-namespace {
-constexpr size_t kAlignment = 64;
-
-float* AllocateZeroed(int64_t n) {
-  if (n == 0) n = 1;  // keep data() non-null for empty-but-shaped tensors
-  size_t bytes = (static_cast<size_t>(n) * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, bytes);
-  if (p == nullptr) throw std::bad_alloc();
-  std::memset(p, 0, bytes);
-  return static_cast<float*>(p);
-}
-}  // namespace
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
@@ -36,21 +21,42 @@ std::string ShapeString(const Shape& shape) {
   return s + "]";
 }
 
-void Tensor::FreeDeleter::operator()(float* p) const { std::free(p); }
+Tensor::Tensor(Shape shape) : Tensor(std::move(shape), DType::kF32, HostAllocator()) {}
 
-Tensor::Tensor(Shape shape) : shape_(std::move(shape)), data_(AllocateZeroed(NumElements(shape_))) {
+Tensor::Tensor(Shape shape, DType dtype, Allocator& allocator)
+    : shape_(std::move(shape)), dtype_(dtype), device_(allocator.device()) {
   for (int64_t d : shape_) RIPPLEKV_CHECK(d >= 0);
+  // At least one byte, so data() stays non-null for shaped tensors with no elements.
+  const size_t bytes = static_cast<size_t>(NumElements(shape_)) * DTypeSize(dtype_);
+  data_ = std::unique_ptr<void, internal::TensorRelease>(
+      allocator.Allocate(bytes == 0 ? 1 : bytes), internal::TensorRelease{&allocator});
 }
 
 Tensor::Tensor(Shape shape, std::span<const float> values) : Tensor(std::move(shape)) {
   RIPPLEKV_CHECK(static_cast<int64_t>(values.size()) == numel());
-  std::memcpy(data_.get(), values.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(data_.get(), values.data(), values.size() * sizeof(float));
 }
 
 Tensor Tensor::Clone() const {
   if (empty()) return Tensor();
-  Tensor t(shape_);
-  std::memcpy(t.data(), data(), static_cast<size_t>(numel()) * sizeof(float));
+  return CopyTo(*data_.get_deleter().allocator);
+}
+
+Tensor Tensor::CopyTo(Allocator& allocator) const {
+  if (empty()) return Tensor();
+  Tensor t(shape_, dtype_, allocator);
+  const Allocator& from = *data_.get_deleter().allocator;
+  if (&from == &allocator) {
+    allocator.Copy(t.raw(), raw(), bytes());
+  } else if (from.device() == Device::kCpu) {
+    allocator.CopyFromHost(t.raw(), raw(), bytes());
+  } else if (allocator.device() == Device::kCpu) {
+    from.CopyToHost(t.raw(), raw(), bytes());
+  } else {  // between two device allocators: through a host buffer
+    Tensor staging(shape_, dtype_, HostAllocator());
+    from.CopyToHost(staging.raw(), raw(), bytes());
+    allocator.CopyFromHost(t.raw(), staging.raw(), bytes());
+  }
   return t;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// Owning fp32 `Tensor` and non-owning `TensorView`. Row-major; the last dimension is contiguous.
-// Host memory is 64-byte aligned so SIMD loads and BLAS calls never straddle cache lines.
+// Owning `Tensor` (any dtype, any device through its allocator) and non-owning fp32 `TensorView`s.
+// Row-major; the last dimension is contiguous. Memory is 64-byte aligned so SIMD loads and BLAS
+// calls never straddle cache lines.
 // Not thread-safe for concurrent mutation; concurrent reads are fine.
 
 #include <cstddef>
@@ -11,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/base/allocator.h"
+#include "kernels/base/check.h"
 #include "kernels/base/device.h"
+#include "kernels/base/dtype.h"
 
 namespace ripplekv::kernels {
 
@@ -46,19 +50,42 @@ struct ConstTensorView {
   int rank() const { return static_cast<int>(shape.size()); }
 };
 
-// Owns a zero-initialized fp32 buffer on the host. Move-only.
+namespace internal {
+// Returns a Tensor's block to the allocator it came from.
+struct TensorRelease {
+  Allocator* allocator = nullptr;
+  void operator()(void* p) const {
+    if (allocator != nullptr) allocator->Free(p);
+  }
+};
+}  // namespace internal
+
+// Owns a zero-initialized buffer of `shape` elements of `dtype`, on the device of its allocator
+// (the host by default). Move-only.
+//
+// Host access is checked: data(), span() and view() are for fp32 host tensors and host_data<T>()
+// for a host tensor of T's dtype; each CHECK-fails otherwise (a programmer error). Kernels of a
+// device backend reach device memory through raw(). CopyTo and ToHost move tensors between
+// allocators.
 class Tensor {
  public:
   Tensor() = default;
+  // fp32 on the host.
   explicit Tensor(Shape shape);
   Tensor(Shape shape, std::span<const float> values);
+  // Any dtype, on `allocator`'s device (which must outlive the tensor).
+  Tensor(Shape shape, DType dtype, Allocator& allocator = HostAllocator());
 
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
 
+  // A copy on the same allocator.
   Tensor Clone() const;
+  // A copy on `allocator` (any pair of devices: through the host when neither is the host).
+  Tensor CopyTo(Allocator& allocator) const;
+  Tensor ToHost() const { return CopyTo(HostAllocator()); }
 
   const Shape& shape() const { return shape_; }
   // 0 for a default-constructed (empty) tensor.
@@ -66,25 +93,47 @@ class Tensor {
   int64_t dim(int i) const { return shape_[i < 0 ? shape_.size() + i : i]; }
   int rank() const { return static_cast<int>(shape_.size()); }
   bool empty() const { return data_ == nullptr; }
-  Device device() const { return Device::kCpu; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  size_t bytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
 
-  float* data() { return data_.get(); }
-  const float* data() const { return data_.get(); }
-  std::span<float> span() { return {data_.get(), static_cast<size_t>(numel())}; }
-  std::span<const float> span() const { return {data_.get(), static_cast<size_t>(numel())}; }
+  // fp32 host tensors (nullptr when empty).
+  float* data() { return host_data<float>(); }
+  const float* data() const { return host_data<float>(); }
+  std::span<float> span() { return {data(), static_cast<size_t>(numel())}; }
+  std::span<const float> span() const { return {data(), static_cast<size_t>(numel())}; }
+  TensorView view() { return {data(), shape_, Device::kCpu}; }
+  ConstTensorView view() const { return {data(), shape_, Device::kCpu}; }
 
-  TensorView view() { return {data_.get(), shape_, Device::kCpu}; }
-  ConstTensorView view() const { return {data_.get(), shape_, Device::kCpu}; }
+  // A host tensor of T's dtype (nullptr when empty).
+  template <class T>
+  T* host_data() {
+    CheckHostAccess(DTypeOf<T>());
+    return static_cast<T*>(data_.get());
+  }
+  template <class T>
+  const T* host_data() const {
+    CheckHostAccess(DTypeOf<T>());
+    return static_cast<const T*>(data_.get());
+  }
+  // The bytes wherever they live, for a backend's kernels (device pointers are not host-readable).
+  void* raw() { return data_.get(); }
+  const void* raw() const { return data_.get(); }
 
   // Same data, new shape with the same element count. CHECK-fails otherwise (programmer bug).
   void Reshape(Shape shape);
 
  private:
-  struct FreeDeleter {
-    void operator()(float* p) const;
-  };
+  // CHECK-fails unless the tensor is empty or a host tensor of `dtype`.
+  void CheckHostAccess(DType dtype) const {
+    RIPPLEKV_CHECK(empty() || (device_ == Device::kCpu && "host access to a device tensor"));
+    RIPPLEKV_CHECK(empty() || (dtype_ == dtype && "host access with the wrong element type"));
+  }
+
   Shape shape_;
-  std::unique_ptr<float[], FreeDeleter> data_;
+  DType dtype_ = DType::kF32;
+  Device device_ = Device::kCpu;  // the allocator's, kept here for cheap checked access
+  std::unique_ptr<void, internal::TensorRelease> data_;
 };
 
 }  // namespace ripplekv::kernels
