@@ -26,6 +26,10 @@ Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
                                                      " query heads vs ", cache.n_kv_heads,
                                                      " kv heads"));
     }
+    if (cache.device != ctx.device) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kOp, ": segment ", s, " is on another device than the op"));
+    }
     if (q.dim(2) != cache.head_dim) {
       return internal::ShapeError(kOp, absl::StrCat("head_dim must be ", cache.head_dim), q.shape);
     }

@@ -20,6 +20,7 @@ struct KvCacheView {
   int capacity = 0;
   int length = 0;
   int head_dim = 0;
+  Device device = Device::kCpu;  // where k, v and positions live
 };
 
 // q: [M, n_heads, head_dim] (RoPE applied), q_positions: [M]. out: [M, n_heads, head_dim].

@@ -12,9 +12,9 @@ Status CheckShapes(const char* op, const ConstTensorView& q, const KvCacheView& 
                    int64_t rows) {
   if (q.rank() != 3 || q.dim(0) != rows || q.dim(2) != keys.head_dim || keys.n_kv_heads <= 0 ||
       q.dim(1) < keys.n_kv_heads || q.dim(1) % keys.n_kv_heads != 0 || q.data == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": q ", ShapeString(q.shape), " does not fit ", rows, " rows over ", keys.n_kv_heads,
-        " KV heads of dimension ", keys.head_dim));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": q ", ShapeString(q.shape), " does not fit ", rows, " rows over ",
+                     keys.n_kv_heads, " KV heads of dimension ", keys.head_dim));
   }
   if (keys.length <= 0 || keys.length > keys.capacity) {
     return absl::InvalidArgumentError(
@@ -31,6 +31,11 @@ Status CheckOutput(const char* op, const char* name, std::span<double> out, int6
   return absl::OkStatus();
 }
 
+// The message for a cache on another device than the op.
+std::string OtherDevice(const char* op) {
+  return absl::StrCat(op, ": the cache is on another device");
+}
+
 }  // namespace
 
 Status WindowAttentionStats(const OpContext& ctx, const ConstTensorView& q, const KvCacheView& keys,
@@ -39,11 +44,11 @@ Status WindowAttentionStats(const OpContext& ctx, const ConstTensorView& q, cons
   constexpr const char* kOp = "WindowAttentionStats";
   const int64_t w = q.rank() == 3 ? q.dim(0) : 0;
   if (w <= 0 || w > keys.length) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": window of ", w,
-                                                   " queries for a cache of ", keys.length,
-                                                   " entries"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": window of ", w, " queries for a cache of ", keys.length, " entries"));
   }
   RETURN_IF_ERROR(CheckShapes(kOp, q, keys, w));
+  if (keys.device != ctx.device) return absl::InvalidArgumentError(OtherDevice(kOp));
   RETURN_IF_ERROR(CheckOutput(kOp, "sum", sum, q.dim(1) * keys.length));
   RETURN_IF_ERROR(CheckOutput(kOp, "sumsq", sumsq, q.dim(1) * keys.length));
   RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, q));
@@ -56,6 +61,7 @@ Status AccumulatedAttention(const OpContext& ctx, const ConstTensorView& q, cons
                             double scale, std::span<double> accumulated) {
   constexpr const char* kOp = "AccumulatedAttention";
   RETURN_IF_ERROR(CheckShapes(kOp, q, keys, keys.length));
+  if (keys.device != ctx.device) return absl::InvalidArgumentError(OtherDevice(kOp));
   RETURN_IF_ERROR(CheckOutput(kOp, "accumulated", accumulated, keys.n_kv_heads * keys.length));
   RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, q));
   cpu::AccumulatedAttention(ctx.num_threads, q.data, q.dim(1), keys, scale, accumulated.data());

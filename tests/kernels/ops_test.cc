@@ -13,6 +13,7 @@
 #include "kernels/ops/attention.h"
 #include "kernels/ops/attention_stats.h"
 #include "kernels/ops/gather.h"
+#include "kernels/ops/kv_cache_ops.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/norm.h"
 #include "kernels/ops/rope.h"
@@ -270,6 +271,64 @@ TEST_P(OpsTest, AttentionStatsOfEqualScoresAreUniformOverVisibleKeys) {
   const Status st = WindowAttentionStats(ctx(), last, keys, 1.0, 0.0, short_sum, sumsq, &entropy);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("sum holds 1 values, needs 2"), std::string::npos) << st;
+}
+
+// Two heads of dimension 2, capacity 3: rows in the projection layout go to head-major entries.
+TEST_P(OpsTest, KvAppendWritesEveryHeadsVectorAndPositionAfterTheUsedEntries) {
+  std::vector<float> k(2 * 3 * 2, -1.0f), v(k.size(), -1.0f);
+  std::vector<int32_t> pos(2 * 3, -1);
+  const KvLayerRef layer{k.data(), v.data(), pos.data(), 2, 3, 1, 2};
+  const std::vector<float> k_rows{1, 2, 3, 4, 5, 6, 7, 8};  // token 0: h0 (1,2) h1 (3,4); token 1
+  std::vector<float> v_rows(k_rows);
+  for (float& x : v_rows) x *= 10;
+  const std::vector<int32_t> positions{5, 9};
+  ASSERT_TRUE(KvAppend(ctx(), {k_rows.data(), {2, 4}}, {v_rows.data(), {2, 4}}, positions, layer)
+                  .ok());
+  EXPECT_EQ(k, (std::vector<float>{-1, -1, 1, 2, 5, 6, -1, -1, 3, 4, 7, 8}));
+  EXPECT_EQ(v[10], 70.0f);
+  EXPECT_EQ(pos, (std::vector<int32_t>{-1, 5, 9, -1, 5, 9}));
+  const KvLayerRef full{k.data(), v.data(), pos.data(), 2, 3, 2, 2};
+  const Status st =
+      KvAppend(ctx(), {k_rows.data(), {2, 4}}, {v_rows.data(), {2, 4}}, positions, full);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("holds 2 of 3 tokens, 2 more requested"), std::string::npos) << st;
+  EXPECT_EQ(KvAppend(ctx(), {k_rows.data(), {4, 2}}, {v_rows.data(), {2, 4}}, positions, layer)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(OpsTest, KvRetainCompactsEachHeadToItsOwnEntries) {
+  std::vector<float> k{0, 1, 2, 3, 10, 11, 12, 13}, v(k);  // 2 heads x 4 entries, dimension 1
+  std::vector<int32_t> pos{0, 1, 2, 3, 0, 1, 2, 3};
+  const KvLayerRef layer{k.data(), v.data(), pos.data(), 2, 4, 4, 1};
+  ASSERT_TRUE(KvRetain(ctx(), std::vector<int32_t>{1, 3, 0, 2}, 2, layer).ok());
+  EXPECT_EQ(k[0], 1.0f);
+  EXPECT_EQ(k[1], 3.0f);
+  EXPECT_EQ(k[4], 10.0f);
+  EXPECT_EQ(k[5], 12.0f);
+  EXPECT_EQ(pos[1], 3);
+  EXPECT_EQ(pos[5], 2);
+  const Status st = KvRetain(ctx(), std::vector<int32_t>{0, 1, 2, 2}, 2, layer);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("head 1: indices must be strictly increasing in [0, 4), entry 1 is 2"),
+            std::string::npos)
+      << st;
+}
+
+TEST_P(OpsTest, AttentionRefusesACacheOnAnotherDeviceThanTheOp) {
+  const std::vector<float> k(4), v(4);
+  const std::vector<int32_t> pos{0, 1};
+  KvCacheView cache{k.data(), v.data(), pos.data(), 1, 2, 2, 2};
+  cache.device = Device::kCuda;
+  Tensor q({1, 1, 2}), out({1, 1, 2});
+  const std::vector<int32_t> qpos{1};
+  const Status st = CausalAttention(ctx(), q.view(), qpos, cache, 1.0f, out.view());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("another device"), std::string::npos) << st;
+  std::vector<double> sum(2), sumsq(2);
+  double entropy = 0.0;
+  EXPECT_EQ(WindowAttentionStats(ctx(), q.view(), cache, 1.0, 0.0, sum, sumsq, &entropy).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(OpsTest, CudaContextIsUnimplementedUntilTheBackendLands) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/gather.h"
+#include "kernels/ops/kv_cache_ops.h"
 #include "kernels/ops/noise.h"
 #include "kernels/ops/softmax.h"
 
@@ -179,7 +180,9 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
     perturbed[t].assign(static_cast<size_t>(hkv) * cap * hd, 0.0f);
     for (int h = 0; h < hkv; ++h) {
       const size_t off = static_cast<size_t>(h) * cap * hd;
-      std::memcpy(perturbed[t].data() + off, clean.v + off, static_cast<size_t>(c) * hd * sizeof(float));
+      RETURN_IF_ERROR(kernels::CopyRows(ctx, {clean.v, {static_cast<int64_t>(hkv) * cap, hd}},
+                                        static_cast<int64_t>(h) * cap,
+                                        TensorView{perturbed[t].data() + off, {c, hd}}));
       const std::span<const int32_t> pos(clean.positions + static_cast<size_t>(h) * cap, c);
       RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(
           ctx, {options.seed, sample_index_, layer, t}, pos, h, options.alpha,
@@ -190,8 +193,7 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
   // Each trial's own probe keys/values per layer: [n_kv_heads, W, head_dim], positions C..C+W-1.
   std::vector<float> probe_k(static_cast<size_t>(t_count) * hkv * w * hd);
   std::vector<float> probe_v(probe_k.size());
-  std::vector<int32_t> probe_pos(static_cast<size_t>(hkv) * w);
-  for (int h = 0; h < hkv; ++h) std::iota(probe_pos.begin() + h * w, probe_pos.begin() + (h + 1) * w, c);
+  std::vector<int32_t> probe_pos(static_cast<size_t>(hkv) * w);  // C..C+W-1 per head (KvAppend)
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
   auto attend = [&](int j, const TensorView& q3, Tensor& k, Tensor& v,
@@ -200,13 +202,12 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
     for (int t = 0; t < t_count; ++t) {
       float* pk = probe_k.data() + static_cast<size_t>(t) * hkv * w * hd;
       float* pv = probe_v.data() + static_cast<size_t>(t) * hkv * w * hd;
-      for (int h = 0; h < hkv; ++h) {
-        for (int i = 0; i < w; ++i) {
-          const int64_t src = (static_cast<int64_t>(t) * w + i) * row + h * hd;
-          std::memcpy(pk + (static_cast<size_t>(h) * w + i) * hd, k.data() + src, hd * sizeof(float));
-          std::memcpy(pv + (static_cast<size_t>(h) * w + i) * hd, v.data() + src, hd * sizeof(float));
-        }
-      }
+      // This trial's probe rows as a one-segment cache of W entries per head.
+      const int64_t first = static_cast<int64_t>(t) * w * row;
+      RETURN_IF_ERROR(kernels::KvAppend(ctx, {k.data() + first, {w, row}},
+                                        {v.data() + first, {w, row}},
+                                        pos.subspan(static_cast<size_t>(t) * w, w),
+                                        {pk, pv, probe_pos.data(), hkv, w, 0, hd}));
       KvCacheView context = cache_->View(j);
       context.length = c;  // the clean cache also holds the clean probe entries after C
       if (j == layer) context.v = perturbed[t].data();

@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "kernels/base/tensor.h"
 #include "kernels/ops/attention.h"
+#include "kernels/ops/kv_cache_ops.h"
+#include "kernels/ops/op_context.h"
 #include "worker/model/model.h"
 
 namespace ripplekv::worker {
@@ -56,16 +59,32 @@ class KvCache {
 
  private:
   struct Layer {
-    std::vector<float> k;            // [n_kv_heads, capacity, head_dim]
-    std::vector<float> v;            // [n_kv_heads, capacity, head_dim]
-    std::vector<int32_t> positions;  // [n_kv_heads, capacity]
+    kernels::Tensor k;          // [n_kv_heads, capacity, head_dim]
+    kernels::Tensor v;          // [n_kv_heads, capacity, head_dim]
+    kernels::Tensor positions;  // [n_kv_heads, capacity], int32
     int length = 0;
+
+    Layer() = default;
+    Layer(Layer&&) noexcept = default;
+    Layer& operator=(Layer&&) noexcept = default;
+    // A cache copies deeply (the evaluation compresses copies of one prefilled cache).
+    Layer(const Layer& other)
+        : k(other.k.Clone()),
+          v(other.v.Clone()),
+          positions(other.positions.Clone()),
+          length(other.length) {}
+    Layer& operator=(const Layer& other) {
+      if (this != &other) *this = Layer(other);
+      return *this;
+    }
   };
   size_t Offset(int head, int i) const {
     return (static_cast<size_t>(head) * capacity_ + i) * head_dim_;
   }
+  kernels::KvLayerRef Ref(int layer);
 
   // Immutable after construction.
+  kernels::OpContext ctx_;  // where the cache's memory lives and its writes run
   int n_layers_;
   int n_kv_heads_;
   int head_dim_;

@@ -10,6 +10,7 @@
 #include "kernels/ops/attention.h"
 #include "kernels/ops/attention_stats.h"
 #include "kernels/ops/gather.h"
+#include "kernels/ops/kv_cache_ops.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/noise.h"
 #include "kernels/ops/norm.h"
@@ -28,6 +29,10 @@ void LinearStored(int num_threads, const float* x, int64_t x_stride, const Weigh
 
 void Linear(int num_threads, const float* x, int64_t x_stride, const float* w, const float* bias,
             float* y, int64_t m, int64_t n, int64_t k, bool accumulate);
+// KV-cache writes (kv_cache_ops.h), after the front end's checks.
+void KvAppend(const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
+              const KvLayerRef& layer);
+void KvRetain(const int32_t* keep, int count, const KvLayerRef& layer);
 // out[i] = src row rows[i] (d floats each), i in [0, n_rows).
 void GatherRows(const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out);
 // out[i] = table row tokens[i] expanded to fp32 (table.cols() floats each).
