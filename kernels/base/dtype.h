@@ -31,8 +31,12 @@ constexpr std::string_view DTypeName(DType t) {
 template <class T>
 constexpr DType DTypeOf();
 template <>
-constexpr DType DTypeOf<float>() { return DType::kF32; }
+constexpr DType DTypeOf<float>() {
+  return DType::kF32;
+}
 template <>
-constexpr DType DTypeOf<int32_t>() { return DType::kI32; }
+constexpr DType DTypeOf<int32_t>() {
+  return DType::kI32;
+}
 
 }  // namespace ripplekv::kernels

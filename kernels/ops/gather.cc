@@ -14,8 +14,8 @@ namespace {
 Status CheckIds(const char* op, const char* what, std::span<const int32_t> ids, int64_t limit) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= limit) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " ", ids[i], " at index ", i,
-                                                     " outside [0, ", limit, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": ", what, " ", ids[i], " at index ", i, " outside [0, ", limit, ")"));
     }
   }
   return absl::OkStatus();
@@ -46,9 +46,8 @@ Status CopyRows(const OpContext& ctx, const ConstTensorView& src, int64_t first,
     return internal::ShapeError(kOp, absl::StrCat("out must be [R, ", src.dim(1), "]"), out.shape);
   }
   if (first < 0 || first + out.dim(0) > src.dim(0)) {
-    return absl::InvalidArgumentError(absl::StrCat(kOp, ": rows [", first, ", ",
-                                                   first + out.dim(0), ") outside [0, ",
-                                                   src.dim(0), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": rows [", first, ", ", first + out.dim(0),
+                                                   ") outside [0, ", src.dim(0), ")"));
   }
   RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, src, out));
   std::vector<int32_t> rows(static_cast<size_t>(out.dim(0)));

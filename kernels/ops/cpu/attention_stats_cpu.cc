@@ -73,8 +73,8 @@ double WindowAttentionStats(int num_threads, const float* q, int64_t w, int64_t 
   return total;
 }
 
-void AccumulatedAttention(int num_threads, const float* q, int64_t n_heads,
-                          const KvCacheView& keys, double scale, double* accumulated) {
+void AccumulatedAttention(int num_threads, const float* q, int64_t n_heads, const KvCacheView& keys,
+                          double scale, double* accumulated) {
   const int64_t n = keys.length;
   const int64_t d = keys.head_dim;
   const int64_t group = n_heads / keys.n_kv_heads;
