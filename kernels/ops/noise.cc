@@ -73,7 +73,33 @@ Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
   RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values));
   if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
   cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), kv_head, alpha,
-                            values.data, values.dim(1));
+                            values.data, values.dim(1), values.dim(1));
+  return absl::OkStatus();
+}
+
+Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
+                                  std::span<const int32_t> positions, int n_kv_heads, float alpha,
+                                  const TensorView& values) {
+  constexpr const char* kOp = "AddNormAdaptiveNoiseToRows";
+  if (n_kv_heads < 1 || values.rank() != 2 ||
+      values.dim(0) != static_cast<int64_t>(positions.size()) || values.dim(1) % n_kv_heads != 0) {
+    return internal::ShapeError(
+        kOp, absl::StrCat("values must be [", positions.size(), " positions, ", n_kv_heads,
+                          " KV heads * head_dim]"),
+        values.shape);
+  }
+  const int64_t head_dim = values.dim(1) / n_kv_heads;
+  RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, n_kv_heads - 1, head_dim));
+  if (!(alpha >= 0.0f) || !std::isfinite(alpha)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": alpha must be finite and >= 0, got ", alpha));
+  }
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values));
+  if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
+  for (int h = 0; h < n_kv_heads; ++h) {
+    cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), h, alpha,
+                              values.data + h * head_dim, head_dim, values.dim(1));
+  }
   return absl::OkStatus();
 }
 

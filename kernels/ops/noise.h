@@ -56,4 +56,13 @@ struct NoiseKey {
                                           std::span<const int32_t> positions, int kv_head,
                                           float alpha, const TensorView& values);
 
+// AddNormAdaptiveNoise for every KV head at once, inside projection rows: values is
+// [n, n_kv_heads * head_dim] (row r holds the vectors of every head for token positions[r], head h
+// at columns [h * head_dim, (h + 1) * head_dim)), and head h gets exactly what
+// AddNormAdaptiveNoise(ctx, key, positions, h, alpha, that head's [n, head_dim]) would add. Errors
+// as AddNormAdaptiveNoise's, for n_kv_heads < 1 or a width that is not n_kv_heads * head_dim too.
+[[nodiscard]] Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
+                                                std::span<const int32_t> positions, int n_kv_heads,
+                                                float alpha, const TensorView& values);
+
 }  // namespace ripplekv::kernels

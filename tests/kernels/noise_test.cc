@@ -315,5 +315,41 @@ TEST(DrawNormalsTest, RejectsBadSizesAndBounds) {
   EXPECT_EQ(DrawNormals(Cpu(), {}, {}, 0, 4 * 65537, {}).code(), kInvalid);
 }
 
+// Projection rows [n, heads * head_dim]: every head gets exactly the per-head op's noise.
+TEST(AddNormAdaptiveNoiseTest, ToRowsGivesEachHeadThePerHeadNoiseBitForBit) {
+  constexpr int kHeads = 3, kDim = 8, kRows = 5;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal;
+  std::vector<float> rows(kRows * kHeads * kDim);
+  for (float& v : rows) v = normal(rng);
+  const std::vector<int32_t> positions{3, 4, 9, 10, 11};
+  const NoiseKey key{.seed = 5, .sample = 2, .layer = 7, .trial = 1};
+  std::vector<float> expected = rows;
+  for (int h = 0; h < kHeads; ++h) {
+    std::vector<float> head(kRows * kDim);
+    for (int r = 0; r < kRows; ++r) {
+      std::memcpy(&head[r * kDim], &rows[(r * kHeads + h) * kDim], kDim * sizeof(float));
+    }
+    ASSERT_TRUE(AddNormAdaptiveNoise({.num_threads = 1}, key, positions, h, 0.3f,
+                                     TensorView{head.data(), {kRows, kDim}})
+                    .ok());
+    for (int r = 0; r < kRows; ++r) {
+      std::memcpy(&expected[(r * kHeads + h) * kDim], &head[r * kDim], kDim * sizeof(float));
+    }
+  }
+  for (int threads : {1, 2}) {
+    std::vector<float> got = rows;
+    ASSERT_TRUE(AddNormAdaptiveNoiseToRows({.num_threads = threads}, key, positions, kHeads, 0.3f,
+                                           TensorView{got.data(), {kRows, kHeads * kDim}})
+                    .ok());
+    EXPECT_EQ(got, expected) << threads << " threads";
+  }
+  std::vector<float> got = rows;
+  EXPECT_EQ(AddNormAdaptiveNoiseToRows({.num_threads = 1}, key, positions, 5, 0.3f,
+                                       TensorView{got.data(), {kRows, kHeads * kDim}})
+                .code(),
+            absl::StatusCode::kInvalidArgument);  // 24 columns are not 5 heads
+}
+
 }  // namespace
 }  // namespace ripplekv::kernels

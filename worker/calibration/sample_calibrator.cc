@@ -1,7 +1,6 @@
 #include "worker/calibration/sample_calibrator.h"
 
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -25,27 +24,6 @@ std::vector<int32_t> Iota(int n, int32_t first = 0) {
   std::vector<int32_t> v(n);
   std::iota(v.begin(), v.end(), first);
   return v;
-}
-
-// Perturbs one KV head's value rows inside projection rows v: [n, n_kv_heads * head_dim].
-Status PerturbProjectedValues(const kernels::OpContext& ctx, const NoiseKey& key,
-                              std::span<const int32_t> positions, int n_kv_heads, int head_dim,
-                              float alpha, Tensor& v) {
-  const int64_t n = v.dim(0);
-  const int64_t row = static_cast<int64_t>(n_kv_heads) * head_dim;
-  Tensor head({n, head_dim});
-  for (int h = 0; h < n_kv_heads; ++h) {
-    for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(head.data() + i * head_dim, v.data() + i * row + h * head_dim,
-                  head_dim * sizeof(float));
-    }
-    RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(ctx, key, positions, h, alpha, head.view()));
-    for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(v.data() + i * row + h * head_dim, head.data() + i * head_dim,
-                  head_dim * sizeof(float));
-    }
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -249,8 +227,8 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerPrefill(int layer,
     auto attend = [&](int j, const TensorView& q3, Tensor& k, Tensor& v,
                       std::span<const int32_t> pos, const TensorView& out) -> Status {
       if (j == layer) {
-        RETURN_IF_ERROR(PerturbProjectedValues(ctx, key, pos, cfg.n_kv_heads, cfg.head_dim,
-                                               options.alpha, v));
+        RETURN_IF_ERROR(kernels::AddNormAdaptiveNoiseToRows(ctx, key, pos, cfg.n_kv_heads,
+                                                            options.alpha, v.view()));
       }
       return model_->AttendCached(j, q3, k, v, pos, out, cache);
     };

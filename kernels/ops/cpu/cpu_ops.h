@@ -59,7 +59,9 @@ void KlDivergenceRows(int num_threads, const float* p_logits, const float* q_log
                       int64_t v, float* out);
 void DrawNormals(int num_threads, const NoiseKey& key, const int32_t* positions, int64_t n,
                  int kv_head, int64_t head_dim, float* out);
+// values: n rows of head_dim floats, row r at values + r * row_stride.
 void AddNormAdaptiveNoise(int num_threads, const NoiseKey& key, const int32_t* positions, int64_t n,
-                          int kv_head, float alpha, float* values, int64_t head_dim);
+                          int kv_head, float alpha, float* values, int64_t head_dim,
+                          int64_t row_stride);
 
 }  // namespace ripplekv::kernels::cpu

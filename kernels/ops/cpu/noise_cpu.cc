@@ -33,7 +33,8 @@ void DrawNormals(int num_threads, const NoiseKey& key, const int32_t* positions,
 }
 
 void AddNormAdaptiveNoise(int num_threads, const NoiseKey& key, const int32_t* positions, int64_t n,
-                          int kv_head, float alpha, float* values, int64_t head_dim) {
+                          int kv_head, float alpha, float* values, int64_t head_dim,
+                          int64_t row_stride) {
   const PhiloxKey words = NoiseKeyWords(key.seed);
   const double d = static_cast<double>(head_dim);
 #pragma omp parallel num_threads(num_threads) if (n > 1)
@@ -41,7 +42,7 @@ void AddNormAdaptiveNoise(int num_threads, const NoiseKey& key, const int32_t* p
     float z[4];
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < n; ++r) {
-      float* v = values + r * head_dim;
+      float* v = values + r * row_stride;
       double sum_sq = 0.0;
       for (int64_t j = 0; j < head_dim; ++j) sum_sq += static_cast<double>(v[j]) * v[j];
       // alpha * ||v|| / sqrt(d), rounded once to float (the contract's scale).
