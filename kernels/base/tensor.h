@@ -63,8 +63,9 @@ struct TensorRelease {
 // Owns a zero-initialized buffer of `shape` elements of `dtype`, on the device of its allocator
 // (the host by default). Move-only.
 //
-// Host access is checked: data(), span() and view() are for fp32 host tensors and host_data<T>()
-// for a host tensor of T's dtype; each CHECK-fails otherwise (a programmer error). Kernels of a
+// Access is checked: data() and span() are for fp32 host tensors, host_data<T>() for a host tensor
+// of T's dtype, view() for an fp32 tensor on any device (ops check the device); each CHECK-fails
+// otherwise (a programmer error). Kernels of a
 // device backend reach device memory through raw(). CopyTo and ToHost move tensors between
 // allocators.
 class Tensor {
@@ -102,8 +103,16 @@ class Tensor {
   const float* data() const { return host_data<float>(); }
   std::span<float> span() { return {data(), static_cast<size_t>(numel())}; }
   std::span<const float> span() const { return {data(), static_cast<size_t>(numel())}; }
-  TensorView view() { return {data(), shape_, Device::kCpu}; }
-  ConstTensorView view() const { return {data(), shape_, Device::kCpu}; }
+  // An fp32 tensor on any device, as the ops take it (the view carries the device; only a CPU
+  // view's data may be dereferenced on the host).
+  TensorView view() {
+    CheckType(DType::kF32);
+    return {static_cast<float*>(data_.get()), shape_, device_};
+  }
+  ConstTensorView view() const {
+    CheckType(DType::kF32);
+    return {static_cast<const float*>(data_.get()), shape_, device_};
+  }
 
   // A host tensor of T's dtype (nullptr when empty).
   template <class T>
@@ -124,10 +133,14 @@ class Tensor {
   void Reshape(Shape shape);
 
  private:
+  // CHECK-fails unless the tensor is empty or holds `dtype`.
+  void CheckType(DType dtype) const {
+    RIPPLEKV_CHECK(empty() || (dtype_ == dtype && "access with the wrong element type"));
+  }
   // CHECK-fails unless the tensor is empty or a host tensor of `dtype`.
   void CheckHostAccess(DType dtype) const {
     RIPPLEKV_CHECK(empty() || (device_ == Device::kCpu && "host access to a device tensor"));
-    RIPPLEKV_CHECK(empty() || (dtype_ == dtype && "host access with the wrong element type"));
+    CheckType(dtype);
   }
 
   Shape shape_;

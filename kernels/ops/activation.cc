@@ -3,6 +3,10 @@
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
+#if RIPPLEKV_WITH_CUDA
+#include "kernels/ops/cuda/cuda_backend.h"
+#endif
+
 namespace ripplekv::kernels {
 
 Status SwiGlu(const OpContext& ctx, const ConstTensorView& gate, const ConstTensorView& up,
@@ -10,7 +14,13 @@ Status SwiGlu(const OpContext& ctx, const ConstTensorView& gate, const ConstTens
   constexpr const char* kOp = "SwiGlu";
   if (gate.shape != up.shape) return internal::ShapeError(kOp, "up must match gate", up.shape);
   if (out.shape != gate.shape) return internal::ShapeError(kOp, "out must match gate", out.shape);
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, gate, up, out));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, gate, up, out));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::SwiGlu(gate.data, up.data, out.data, gate.numel());
+    return absl::OkStatus();
+  }
+#endif
   cpu::SwiGlu(ctx.num_threads, gate.data, up.data, out.data, gate.numel());
   return absl::OkStatus();
 }

@@ -8,18 +8,33 @@
 #include "kernels/base/tensor.h"
 #include "kernels/ops/op_context.h"
 
+#ifndef RIPPLEKV_WITH_CUDA
+#define RIPPLEKV_WITH_CUDA 0
+#endif
+
 namespace ripplekv::kernels::internal {
 
-// OK when every view lives on ctx.device; CPU is the only backend built today, so a CUDA
-// context is Unimplemented until the CUDA kernels land (callers need not change then).
+// Whether this build has the CUDA backend (kernels/ops/cuda/).
+constexpr bool kHaveCuda = RIPPLEKV_WITH_CUDA != 0;
+
+// OK when every view lives on ctx.device and the op has a backend there: every op runs on the CPU;
+// `on_cuda` says whether this op has a CUDA kernel (in a build with the backend). Unimplemented
+// otherwise, so callers need not change as backends gain ops.
 template <typename... Views>
-Status CheckDevice(const char* op, const OpContext& ctx, const Views&... views) {
+Status CheckDeviceOf(const char* op, bool on_cuda, const OpContext& ctx, const Views&... views) {
   bool same = ((views.device == ctx.device) && ...);
   if (!same) return absl::InvalidArgumentError(absl::StrCat(op, ": tensors on different devices"));
-  if (ctx.device != Device::kCpu) {
-    return absl::UnimplementedError(absl::StrCat(op, ": no ", std::string(DeviceName(ctx.device)), " backend"));
+  if (ctx.device == Device::kCpu || (ctx.device == Device::kCuda && on_cuda && kHaveCuda)) {
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  return absl::UnimplementedError(
+      absl::StrCat(op, ": no ", std::string(DeviceName(ctx.device)), " backend"));
+}
+
+// CheckDeviceOf for an op that runs on the CPU only.
+template <typename... Views>
+Status CheckDevice(const char* op, const OpContext& ctx, const Views&... views) {
+  return CheckDeviceOf(op, false, ctx, views...);
 }
 
 inline Status ShapeError(const char* op, const std::string& what, const Shape& got) {

@@ -3,6 +3,10 @@
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
+#if RIPPLEKV_WITH_CUDA
+#include "kernels/ops/cuda/cuda_backend.h"
+#endif
+
 namespace ripplekv::kernels {
 
 Status RmsNorm(const OpContext& ctx, const ConstTensorView& x, const ConstTensorView& weight,
@@ -14,7 +18,13 @@ Status RmsNorm(const OpContext& ctx, const ConstTensorView& x, const ConstTensor
   }
   if (y.shape != x.shape) return internal::ShapeError(kOp, "y must match x", y.shape);
   if (!(eps > 0.0f)) return absl::InvalidArgumentError("RmsNorm: eps must be > 0");
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, x, weight, y));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, x, weight, y));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::RmsNorm(x.data, weight.data, eps, y.data, x.dim(0), x.dim(1));
+    return absl::OkStatus();
+  }
+#endif
   cpu::RmsNorm(ctx.num_threads, x.data, weight.data, eps, y.data, x.dim(0), x.dim(1));
   return absl::OkStatus();
 }
