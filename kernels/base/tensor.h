@@ -50,6 +50,30 @@ struct ConstTensorView {
   int rank() const { return static_cast<int>(shape.size()); }
 };
 
+// Read-only int32 values (token positions, row indices, token ids) on a device. Host spans and
+// vectors convert implicitly, so host callers pass those; an int32 tensor's int32_view() names the
+// tensor's device. Only a CPU view may be read on the host (ops check the device first).
+struct Int32View {
+  const int32_t* ptr = nullptr;
+  int64_t count = 0;
+  Device device = Device::kCpu;
+
+  Int32View() = default;
+  Int32View(const int32_t* p, int64_t n, Device dev) : ptr(p), count(n), device(dev) {}
+  Int32View(std::span<const int32_t> host)  // NOLINT(google-explicit-constructor)
+      : ptr(host.data()), count(static_cast<int64_t>(host.size())) {}
+  Int32View(const std::vector<int32_t>& host)  // NOLINT(google-explicit-constructor)
+      : Int32View(std::span<const int32_t>(host)) {}
+  template <size_t N>
+  Int32View(const int32_t (&host)[N])  // NOLINT(google-explicit-constructor)
+      : Int32View(std::span<const int32_t>(host)) {}
+
+  const int32_t* data() const { return ptr; }
+  size_t size() const { return static_cast<size_t>(count); }
+  bool empty() const { return count == 0; }
+  const int32_t& operator[](size_t i) const { return ptr[i]; }  // CPU views only
+};
+
 namespace internal {
 // Returns a Tensor's block to the allocator it came from.
 struct TensorRelease {
@@ -112,6 +136,12 @@ class Tensor {
   ConstTensorView view() const {
     CheckType(DType::kF32);
     return {static_cast<const float*>(data_.get()), shape_, device_};
+  }
+
+  // An int32 tensor on any device, as the ops take it.
+  Int32View int32_view() const {
+    CheckType(DType::kI32);
+    return {static_cast<const int32_t*>(data_.get()), numel(), device_};
   }
 
   // A host tensor of T's dtype (nullptr when empty).

@@ -6,13 +6,13 @@
 namespace ripplekv::kernels {
 
 Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
-                       std::span<const int32_t> q_positions, const KvCacheView& cache, float scale,
+                       Int32View q_positions, const KvCacheView& cache, float scale,
                        const TensorView& out) {
   return CausalAttention(ctx, q, q_positions, std::span<const KvCacheView>(&cache, 1), scale, out);
 }
 
 Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
-                       std::span<const int32_t> q_positions, std::span<const KvCacheView> segments,
+                       Int32View q_positions, std::span<const KvCacheView> segments,
                        float scale, const TensorView& out) {
   constexpr const char* kOp = "CausalAttention";
   if (q.rank() != 3) return internal::ShapeError(kOp, "q must be [M, n_heads, head_dim]", q.shape);
@@ -44,7 +44,7 @@ Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", q_positions.size(),
                                                    " positions for ", q.dim(0), " queries"));
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, q, out));
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, q, out, q_positions));
   cpu::CausalAttention(ctx.num_threads, q.data, q_positions.data(), q.dim(0), n_heads, segments,
                        scale, out.data);
   return absl::OkStatus();

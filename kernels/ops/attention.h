@@ -28,7 +28,7 @@ struct KvCacheView {
 // to query i iff positions[j] <= q_positions[i]; a query with no visible key gets zeros.
 // scale: usually 1/sqrt(head_dim). Results do not depend on the thread count.
 [[nodiscard]] Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
-                                     std::span<const int32_t> q_positions, const KvCacheView& cache,
+                                     Int32View q_positions, const KvCacheView& cache,
                                      float scale, const TensorView& out);
 
 // Same, over the union of several caches ("segments"): the keys a query sees are those of every
@@ -36,7 +36,7 @@ struct KvCacheView {
 // context segment plus the probe's own keys without copying the context per trial. Segments
 // must agree on n_kv_heads and head_dim; each is position-sorted on its own.
 [[nodiscard]] Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
-                                     std::span<const int32_t> q_positions,
+                                     Int32View q_positions,
                                      std::span<const KvCacheView> segments, float scale,
                                      const TensorView& out);
 

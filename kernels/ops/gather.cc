@@ -6,12 +6,16 @@
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
+#if RIPPLEKV_WITH_CUDA
+#include "kernels/ops/cuda/cuda_backend.h"
+#endif
+
 namespace ripplekv::kernels {
 
 namespace {
 
 // InvalidArgument naming the first entry of `ids` outside [0, limit).
-Status CheckIds(const char* op, const char* what, std::span<const int32_t> ids, int64_t limit) {
+Status CheckIds(const char* op, const char* what, Int32View ids, int64_t limit) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= limit) {
       return absl::InvalidArgumentError(
@@ -23,7 +27,7 @@ Status CheckIds(const char* op, const char* what, std::span<const int32_t> ids, 
 
 }  // namespace
 
-Status GatherRows(const OpContext& ctx, const ConstTensorView& src, std::span<const int32_t> rows,
+Status GatherRows(const OpContext& ctx, const ConstTensorView& src, Int32View rows,
                   const TensorView& out) {
   constexpr const char* kOp = "GatherRows";
   if (src.rank() != 2) return internal::ShapeError(kOp, "src must be [N, D]", src.shape);
@@ -32,7 +36,13 @@ Status GatherRows(const OpContext& ctx, const ConstTensorView& src, std::span<co
     return internal::ShapeError(kOp, absl::StrCat("out must be [", rows.size(), ", ", d, "]"),
                                 out.shape);
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, src, out));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, src, out, rows));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {  // indices live on the device: unchecked there (contract)
+    cuda::GatherRows(src.data, d, rows.data(), static_cast<int64_t>(rows.size()), out.data);
+    return absl::OkStatus();
+  }
+#endif
   RETURN_IF_ERROR(CheckIds(kOp, "row", rows, n));
   cpu::GatherRows(src.data, d, rows.data(), static_cast<int64_t>(rows.size()), out.data);
   return absl::OkStatus();
@@ -49,14 +59,20 @@ Status CopyRows(const OpContext& ctx, const ConstTensorView& src, int64_t first,
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": rows [", first, ", ", first + out.dim(0),
                                                    ") outside [0, ", src.dim(0), ")"));
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, src, out));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, src, out));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::CopyRows(src.data, src.dim(1), first, out.dim(0), out.data);
+    return absl::OkStatus();
+  }
+#endif
   std::vector<int32_t> rows(static_cast<size_t>(out.dim(0)));
   std::iota(rows.begin(), rows.end(), static_cast<int32_t>(first));
   cpu::GatherRows(src.data, src.dim(1), rows.data(), out.dim(0), out.data);
   return absl::OkStatus();
 }
 
-Status EmbeddingLookup(const OpContext& ctx, const Weight& table, std::span<const int32_t> tokens,
+Status EmbeddingLookup(const OpContext& ctx, const Weight& table, Int32View tokens,
                        const TensorView& out) {
   constexpr const char* kOp = "EmbeddingLookup";
   if (table.rank() != 2) return internal::ShapeError(kOp, "table must be [V, D]", table.shape());
@@ -65,7 +81,7 @@ Status EmbeddingLookup(const OpContext& ctx, const Weight& table, std::span<cons
     return internal::ShapeError(kOp, absl::StrCat("out must be [", tokens.size(), ", ", d, "]"),
                                 out.shape);
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, out));  // stored weights live on the host
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, out, tokens));  // stored weights: host
   RETURN_IF_ERROR(CheckIds(kOp, "token id", tokens, table.rows()));
   cpu::EmbeddingLookup(table, tokens.data(), static_cast<int64_t>(tokens.size()), out.data);
   return absl::OkStatus();

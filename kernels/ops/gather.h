@@ -15,9 +15,10 @@ namespace ripplekv::kernels {
 
 // out[i, :] = src[rows[i], :] for i in [0, rows.size()). src: [n, d]; out: [rows.size(), d];
 // rows may repeat and come in any order. out must not overlap src. InvalidArgument naming the
-// tensor on a shape mismatch, or the index and value of a row outside [0, n) (nothing written).
+// tensor on a shape mismatch, or the index and value of a row outside [0, n) (nothing written);
+// on a device, where the rows live in device memory, they are not checked (the caller's contract).
 [[nodiscard]] Status GatherRows(const OpContext& ctx, const ConstTensorView& src,
-                                std::span<const int32_t> rows, const TensorView& out);
+                                Int32View rows, const TensorView& out);
 
 // The rows [first, first + out.dim(0)) of src ([n, d]) into out: GatherRows over a range.
 [[nodiscard]] Status CopyRows(const OpContext& ctx, const ConstTensorView& src, int64_t first,
@@ -27,6 +28,6 @@ namespace ripplekv::kernels {
 // the values Weight::ExpandRows gives). out: [tokens.size(), d]. InvalidArgument naming the index
 // and the id of a token outside [0, vocab), or the tensor on a shape mismatch (nothing written).
 [[nodiscard]] Status EmbeddingLookup(const OpContext& ctx, const Weight& table,
-                                     std::span<const int32_t> tokens, const TensorView& out);
+                                     Int32View tokens, const TensorView& out);
 
 }  // namespace ripplekv::kernels

@@ -3,6 +3,10 @@
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
+#if RIPPLEKV_WITH_CUDA
+#include "kernels/ops/cuda/cuda_backend.h"
+#endif
+
 namespace ripplekv::kernels {
 
 namespace {
@@ -21,10 +25,16 @@ Status CheckLayer(const char* op, const OpContext& ctx, const KvLayerRef& layer)
   return absl::OkStatus();
 }
 
+#if RIPPLEKV_WITH_CUDA
+cuda::CacheLayer DeviceLayer(const KvLayerRef& l) {
+  return {l.k, l.v, l.positions, l.n_kv_heads, l.capacity, l.length, l.head_dim};
+}
+#endif
+
 }  // namespace
 
 Status KvAppend(const OpContext& ctx, const ConstTensorView& k_rows, const ConstTensorView& v_rows,
-                std::span<const int32_t> positions, const KvLayerRef& layer) {
+                Int32View positions, const KvLayerRef& layer) {
   constexpr const char* kOp = "KvAppend";
   RETURN_IF_ERROR(CheckLayer(kOp, ctx, layer));
   const int64_t n = static_cast<int64_t>(positions.size());
@@ -42,12 +52,18 @@ Status KvAppend(const OpContext& ctx, const ConstTensorView& k_rows, const Const
                                                      layer.capacity, " tokens, ", n,
                                                      " more requested"));
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, k_rows, v_rows));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, k_rows, v_rows, positions));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::KvAppend(k_rows.data, v_rows.data, positions.data(), n, DeviceLayer(layer));
+    return absl::OkStatus();
+  }
+#endif
   cpu::KvAppend(k_rows.data, v_rows.data, positions.data(), n, layer);
   return absl::OkStatus();
 }
 
-Status KvRetain(const OpContext& ctx, std::span<const int32_t> keep, int count,
+Status KvRetain(const OpContext& ctx, Int32View keep, int count,
                 const KvLayerRef& layer) {
   constexpr const char* kOp = "KvRetain";
   RETURN_IF_ERROR(CheckLayer(kOp, ctx, layer));
@@ -56,6 +72,13 @@ Status KvRetain(const OpContext& ctx, std::span<const int32_t> keep, int count,
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", keep.size(), " indices for ",
                                                    layer.n_kv_heads, " heads keeping ", count));
   }
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, keep));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {  // indices live on the device: unchecked there (contract)
+    cuda::KvRetain(keep.data(), count, DeviceLayer(layer));
+    return absl::OkStatus();
+  }
+#endif
   for (int h = 0; h < layer.n_kv_heads; ++h) {
     const int32_t* idx = keep.data() + static_cast<int64_t>(h) * count;
     for (int j = 0; j < count; ++j) {
@@ -66,7 +89,6 @@ Status KvRetain(const OpContext& ctx, std::span<const int32_t> keep, int count,
       }
     }
   }
-  if (ctx.device != Device::kCpu) return internal::CheckDevice(kOp, ctx);
   cpu::KvRetain(keep.data(), count, layer);
   return absl::OkStatus();
 }

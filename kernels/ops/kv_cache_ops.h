@@ -32,14 +32,15 @@ struct KvLayerRef {
 // InvalidArgument naming the tensor on a shape mismatch; ResourceExhausted when the entries
 // do not fit the capacity (nothing written).
 [[nodiscard]] Status KvAppend(const OpContext& ctx, const ConstTensorView& k_rows,
-                              const ConstTensorView& v_rows, std::span<const int32_t> positions,
+                              const ConstTensorView& v_rows, Int32View positions,
                               const KvLayerRef& layer);
 
 // Compacts every head h to the entries keep[h * count + j], j in [0, count), which must be
 // strictly increasing in [0, layer.length): entry j becomes the old entry keep[h * count + j]
 // (key, value and position). The caller then sets its length to count. InvalidArgument naming
-// the head and entry of a bad index, or a keep of the wrong size (nothing moved).
-[[nodiscard]] Status KvRetain(const OpContext& ctx, std::span<const int32_t> keep, int count,
+// the head and entry of a bad index, or a keep of the wrong size (nothing moved); on a device,
+// where keep lives in device memory, the indices are not checked (the caller's contract).
+[[nodiscard]] Status KvRetain(const OpContext& ctx, Int32View keep, int count,
                               const KvLayerRef& layer);
 
 }  // namespace ripplekv::kernels

@@ -13,7 +13,7 @@ namespace {
 // Counter fields packed into 16 bits (noise contract in noise.h).
 constexpr int64_t kMax16 = 65536;
 
-Status CheckNoiseArgs(const char* op, const NoiseKey& key, std::span<const int32_t> positions,
+Status CheckNoiseArgs(const char* op, const NoiseKey& key, Int32View positions,
                       int kv_head, int64_t head_dim) {
   auto bad = [op](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
@@ -42,22 +42,22 @@ Status CheckNoiseArgs(const char* op, const NoiseKey& key, std::span<const int32
 
 }  // namespace
 
-Status DrawNormals(const OpContext& ctx, const NoiseKey& key, std::span<const int32_t> positions,
+Status DrawNormals(const OpContext& ctx, const NoiseKey& key, Int32View positions,
                    int kv_head, int head_dim, std::span<float> out) {
   constexpr const char* kOp = "DrawNormals";
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, positions));
   RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, kv_head, head_dim));
   const int64_t n = static_cast<int64_t>(positions.size());
   if (static_cast<int64_t>(out.size()) != n * head_dim) {
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": out must have ", n, " * ", head_dim, " entries, got ", out.size()));
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx));
   cpu::DrawNormals(ctx.num_threads, key, positions.data(), n, kv_head, head_dim, out.data());
   return absl::OkStatus();
 }
 
 Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
-                            std::span<const int32_t> positions, int kv_head, float alpha,
+                            Int32View positions, int kv_head, float alpha,
                             const TensorView& values) {
   constexpr const char* kOp = "AddNormAdaptiveNoise";
   if (values.rank() != 2 || values.dim(0) != static_cast<int64_t>(positions.size())) {
@@ -65,12 +65,12 @@ Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
         kOp, absl::StrCat("values must be [", positions.size(), " positions, head_dim]"),
         values.shape);
   }
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values, positions));
   RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, kv_head, values.dim(1)));
   if (!(alpha >= 0.0f) || !std::isfinite(alpha)) {
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": alpha must be finite and >= 0, got ", alpha));
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values));
   if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
   cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), kv_head, alpha,
                             values.data, values.dim(1), values.dim(1));
@@ -78,7 +78,7 @@ Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
 }
 
 Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
-                                  std::span<const int32_t> positions, int n_kv_heads, float alpha,
+                                  Int32View positions, int n_kv_heads, float alpha,
                                   const TensorView& values) {
   constexpr const char* kOp = "AddNormAdaptiveNoiseToRows";
   if (n_kv_heads < 1 || values.rank() != 2 ||
@@ -89,12 +89,12 @@ Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
         values.shape);
   }
   const int64_t head_dim = values.dim(1) / n_kv_heads;
+  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values, positions));
   RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, n_kv_heads - 1, head_dim));
   if (!(alpha >= 0.0f) || !std::isfinite(alpha)) {
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": alpha must be finite and >= 0, got ", alpha));
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values));
   if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
   for (int h = 0; h < n_kv_heads; ++h) {
     cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), h, alpha,

@@ -40,7 +40,7 @@ struct NoiseKey {
 // (key, positions[r], kv_head). InvalidArgument on any violated bound or size mismatch.
 // Thread-safe; results do not depend on ctx.num_threads.
 [[nodiscard]] Status DrawNormals(const OpContext& ctx, const NoiseKey& key,
-                                 std::span<const int32_t> positions, int kv_head, int head_dim,
+                                 Int32View positions, int kv_head, int head_dim,
                                  std::span<float> out);
 
 // values: [n, head_dim], the cached value vectors of KV head `kv_head` at token `positions[r]`
@@ -53,7 +53,7 @@ struct NoiseKey {
 // backend. Not thread-safe for concurrent calls on the same values; results do not depend on
 // ctx.num_threads.
 [[nodiscard]] Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
-                                          std::span<const int32_t> positions, int kv_head,
+                                          Int32View positions, int kv_head,
                                           float alpha, const TensorView& values);
 
 // AddNormAdaptiveNoise for every KV head at once, inside projection rows: values is
@@ -62,7 +62,7 @@ struct NoiseKey {
 // AddNormAdaptiveNoise(ctx, key, positions, h, alpha, that head's [n, head_dim]) would add. Errors
 // as AddNormAdaptiveNoise's, for n_kv_heads < 1 or a width that is not n_kv_heads * head_dim too.
 [[nodiscard]] Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
-                                                std::span<const int32_t> positions, int n_kv_heads,
+                                                Int32View positions, int n_kv_heads,
                                                 float alpha, const TensorView& values);
 
 }  // namespace ripplekv::kernels

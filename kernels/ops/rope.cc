@@ -6,6 +6,10 @@
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
+#if RIPPLEKV_WITH_CUDA
+#include "kernels/ops/cuda/cuda_backend.h"
+#endif
+
 namespace ripplekv::kernels {
 
 StatusOr<RopeTable> MakeRopeTable(int head_dim, float theta, RopePairing pairing,
@@ -45,7 +49,7 @@ StatusOr<RopeTable> MakeRopeTable(int head_dim, float theta, RopePairing pairing
   return table;
 }
 
-Status ApplyRope(const OpContext& ctx, const RopeTable& table, std::span<const int32_t> positions,
+Status ApplyRope(const OpContext& ctx, const RopeTable& table, Int32View positions,
                  const TensorView& x) {
   constexpr const char* kOp = "ApplyRope";
   if (x.rank() != 3) return internal::ShapeError(kOp, "x must be [M, H, head_dim]", x.shape);
@@ -57,7 +61,19 @@ Status ApplyRope(const OpContext& ctx, const RopeTable& table, std::span<const i
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", positions.size(),
                                                    " positions for ", x.dim(0), " rows"));
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, x));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, x, positions));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    const int64_t pairs = static_cast<int64_t>(table.inv_freq.size());
+    if (pairs > cuda::kMaxRopePairs) {
+      return absl::UnimplementedError(absl::StrCat(kOp, ": head_dim ", 2 * pairs,
+                                                   " over the CUDA kernel's ", 2 * cuda::kMaxRopePairs));
+    }
+    cuda::ApplyRope(table.inv_freq.data(), pairs, table.pairing == RopePairing::kInterleaved,
+                    positions.data(), x.data, x.dim(0), x.dim(1), x.dim(2));
+    return absl::OkStatus();
+  }
+#endif
   cpu::ApplyRope(ctx.num_threads, table, positions.data(), x.data, x.dim(0), x.dim(1), x.dim(2));
   return absl::OkStatus();
 }

@@ -38,6 +38,6 @@ StatusOr<RopeTable> MakeRopeTable(int head_dim, float theta, RopePairing pairing
 // x: [M, H, head_dim] (rows of H heads), positions: [M]. Angles computed in double for accuracy
 // at long positions, then rotated in fp32.
 [[nodiscard]] Status ApplyRope(const OpContext& ctx, const RopeTable& table,
-                               std::span<const int32_t> positions, const TensorView& x);
+                               Int32View positions, const TensorView& x);
 
 }  // namespace ripplekv::kernels

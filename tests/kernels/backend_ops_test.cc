@@ -6,11 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/ops/activation.h"
+#include "kernels/ops/gather.h"
+#include "kernels/ops/kv_cache_ops.h"
+#include "kernels/ops/rope.h"
 #include "kernels/ops/devices.h"
 #include "kernels/ops/norm.h"
 
@@ -78,6 +82,91 @@ TEST_F(BackendOpsTest, SwiGluMatchesTheCpu) {
     Tensor dout({m, d}, DType::kF32, *device_);
     ASSERT_TRUE(SwiGlu(cuda(), dg.view(), du.view(), dout.view()).ok());
     EXPECT_LE(Nmse(dout.ToHost(), want), kTolerance) << "[" << m << ", " << d << "]";
+  }
+}
+
+// int32 values on the device.
+Tensor Ints(const std::vector<int32_t>& values, Allocator& device) {
+  Tensor t({static_cast<int64_t>(values.size())}, DType::kI32);
+  std::copy(values.begin(), values.end(), t.host_data<int32_t>());
+  return t.CopyTo(device);
+}
+
+TEST_F(BackendOpsTest, RopeMatchesTheCpuInBothPairingsAndHeadDims) {
+  constexpr double kTolerance = 1e-12;  // the same double angles; FMA contraction may differ
+  for (const auto pairing : {RopePairing::kInterleaved, RopePairing::kHalfSplit}) {
+    for (const int64_t head_dim : {64, 128}) {
+      auto table = MakeRopeTable(static_cast<int>(head_dim), 10000.0f, pairing, {}, {});
+      ASSERT_TRUE(table.ok()) << table.status();
+      for (const int64_t m : {1, 5, 300}) {
+        std::vector<int32_t> pos(static_cast<size_t>(m));
+        for (int64_t i = 0; i < m; ++i) pos[i] = static_cast<int32_t>(7 * i + 3);
+        const Tensor x = Random({m, 9, head_dim}, 6);
+        Tensor want = x.Clone();
+        ASSERT_TRUE(ApplyRope(cpu(), *table, pos, want.view()).ok());
+        Tensor dx = x.CopyTo(*device_);
+        const Tensor dpos = Ints(pos, *device_);
+        ASSERT_TRUE(ApplyRope(cuda(), *table, dpos.int32_view(), dx.view()).ok());
+        EXPECT_LE(Nmse(dx.ToHost(), want), kTolerance) << m << " rows, head_dim " << head_dim;
+      }
+    }
+  }
+}
+
+TEST_F(BackendOpsTest, RowGathersEqualTheCpuExactly) {
+  const Tensor src = Random({11, 37}, 7);
+  const std::vector<int32_t> rows{10, 0, 3, 3, 7};
+  Tensor want({5, 37}), want_range({4, 37});
+  ASSERT_TRUE(GatherRows(cpu(), src.view(), rows, want.view()).ok());
+  ASSERT_TRUE(CopyRows(cpu(), src.view(), 6, want_range.view()).ok());
+  const Tensor dsrc = src.CopyTo(*device_), drows = Ints(rows, *device_);
+  Tensor got({5, 37}, DType::kF32, *device_), got_range({4, 37}, DType::kF32, *device_);
+  ASSERT_TRUE(GatherRows(cuda(), dsrc.view(), drows.int32_view(), got.view()).ok());
+  ASSERT_TRUE(CopyRows(cuda(), dsrc.view(), 6, got_range.view()).ok());
+  EXPECT_EQ(Nmse(got.ToHost(), want), 0.0);
+  EXPECT_EQ(Nmse(got_range.ToHost(), want_range), 0.0);
+}
+
+// A cache layer of 3 heads x dimension 64, capacity 40: append 25 + 6 entries, keep 12 per head
+// (different entries in each head); keys, values and positions equal the CPU's exactly.
+TEST_F(BackendOpsTest, KvCacheWritesEqualTheCpuExactly) {
+  constexpr int kHeads = 3, kDim = 64, kCap = 40;
+  Tensor k({kHeads, kCap, kDim}), v({kHeads, kCap, kDim});
+  Tensor pos({kHeads, kCap}, DType::kI32);
+  Tensor dk = k.CopyTo(*device_), dv = v.CopyTo(*device_), dpos = pos.CopyTo(*device_);
+  auto host_layer = [&](int length) {
+    return KvLayerRef{k.data(), v.data(), pos.host_data<int32_t>(), kHeads, kCap, length, kDim};
+  };
+  auto device_layer = [&](int length) {
+    return KvLayerRef{static_cast<float*>(dk.raw()), static_cast<float*>(dv.raw()),
+                      static_cast<int32_t*>(dpos.raw()), kHeads, kCap, length, kDim,
+                      Device::kCuda};
+  };
+  int length = 0;
+  for (const int n : {25, 6}) {
+    const Tensor k_rows = Random({n, kHeads * kDim}, 8 + n), v_rows = Random({n, kHeads * kDim}, 9);
+    std::vector<int32_t> p(n);
+    for (int i = 0; i < n; ++i) p[i] = 2 * (length + i) + 1;
+    ASSERT_TRUE(KvAppend(cpu(), k_rows.view(), v_rows.view(), p, host_layer(length)).ok());
+    const Tensor dk_rows = k_rows.CopyTo(*device_), dv_rows = v_rows.CopyTo(*device_);
+    const Tensor dp = Ints(p, *device_);
+    ASSERT_TRUE(
+        KvAppend(cuda(), dk_rows.view(), dv_rows.view(), dp.int32_view(), device_layer(length))
+            .ok());
+    length += n;
+  }
+  std::vector<int32_t> keep;
+  for (int h = 0; h < kHeads; ++h) {
+    for (int j = 0; j < 12; ++j) keep.push_back(j * 2 + h);  // strictly increasing, < 31
+  }
+  ASSERT_TRUE(KvRetain(cpu(), keep, 12, host_layer(length)).ok());
+  const Tensor dkeep = Ints(keep, *device_);
+  ASSERT_TRUE(KvRetain(cuda(), dkeep.int32_view(), 12, device_layer(length)).ok());
+  EXPECT_EQ(Nmse(dk.ToHost(), k), 0.0);
+  EXPECT_EQ(Nmse(dv.ToHost(), v), 0.0);
+  const Tensor got_pos = dpos.ToHost();
+  for (int i = 0; i < kHeads * kCap; ++i) {
+    ASSERT_EQ(got_pos.host_data<int32_t>()[i], pos.host_data<int32_t>()[i]) << "entry " << i;
   }
 }
 

@@ -297,11 +297,15 @@ TEST(AddNormAdaptiveNoiseTest, RejectsInvalidArgumentsNamingThem) {
   EXPECT_EQ(code(AddNormAdaptiveNoise(Cpu(), ok, pos, 0, 0.1f, flat.view())), kInvalid);
   // A rejected call leaves values alone.
   for (float x : v.span()) EXPECT_EQ(x, 0.0f);
-  // No CUDA backend yet.
+  // No CUDA kernel for the noise yet (the views only claim the device: nothing is read).
   TensorView on_gpu = v.view();
   on_gpu.device = Device::kCuda;
-  EXPECT_EQ(code(AddNormAdaptiveNoise({.device = Device::kCuda}, ok, pos, 0, 0.1f, on_gpu)),
+  const Int32View pos_on_gpu(pos.data(), static_cast<int64_t>(pos.size()), Device::kCuda);
+  EXPECT_EQ(code(AddNormAdaptiveNoise({.device = Device::kCuda}, ok, pos_on_gpu, 0, 0.1f, on_gpu)),
             absl::StatusCode::kUnimplemented);
+  // Positions on the host for an op on the device are a mismatch.
+  EXPECT_EQ(code(AddNormAdaptiveNoise({.device = Device::kCuda}, ok, pos, 0, 0.1f, on_gpu)),
+            kInvalid);
 }
 
 TEST(DrawNormalsTest, RejectsBadSizesAndBounds) {

@@ -15,6 +15,7 @@
 #include "kernels/ops/gather.h"
 #include "kernels/ops/kv_cache_ops.h"
 #include "kernels/ops/linear.h"
+#include "kernels/ops/noise.h"
 #include "kernels/ops/norm.h"
 #include "kernels/ops/rope.h"
 #include "kernels/ops/softmax.h"
@@ -328,6 +329,18 @@ TEST_P(OpsTest, AttentionRefusesACacheOnAnotherDeviceThanTheOp) {
   std::vector<double> sum(2), sumsq(2);
   double entropy = 0.0;
   EXPECT_EQ(WindowAttentionStats(ctx(), q.view(), cache, 1.0, 0.0, sum, sumsq, &entropy).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(OpsTest, Int32InputsOnAnotherDeviceAreRefusedBeforeTheyAreRead) {
+  Tensor src = Random({4, 2}, 15), out({1, 2});
+  const int32_t* unreadable = reinterpret_cast<const int32_t*>(0x10);  // never dereferenced
+  const Int32View on_device(unreadable, 1, Device::kCuda);
+  const Status st = GatherRows(ctx(), src.view(), on_device, out.view());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("different devices"), std::string::npos) << st;
+  Tensor values({1, 4});
+  EXPECT_EQ(AddNormAdaptiveNoise(ctx(), {}, on_device, 0, 0.5f, values.view()).code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -16,8 +16,26 @@ int DeviceCount(std::string* why);
 // The allocator of device `ordinal` (< DeviceCount), created on first use, alive for the process.
 Allocator* DeviceAllocatorFor(int ordinal);
 
-// The ops of kernels/ops/*.h, same contracts, fp32 on the device.
+// The ops of kernels/ops/*.h, same contracts, fp32 on the device; every pointer (int32 ones too)
+// is device memory.
 void RmsNorm(const float* x, const float* weight, float eps, float* y, int64_t m, int64_t d);
 void SwiGlu(const float* gate, const float* up, float* out, int64_t n);
+// RoPE with the table's frequencies (host memory, at most kMaxRopePairs: head_dim <= 512).
+inline constexpr int64_t kMaxRopePairs = 256;
+void ApplyRope(const float* inv_freq, int64_t pairs, bool interleaved, const int32_t* positions,
+               float* x, int64_t m, int64_t n_heads, int64_t head_dim);
+void GatherRows(const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out);
+void CopyRows(const float* src, int64_t d, int64_t first, int64_t n_rows, float* out);
+// One cache layer's device memory (KvLayerRef's fields; this header stays free of Abseil, which
+// nvcc does not compile).
+struct CacheLayer {
+  float* k;
+  float* v;
+  int32_t* positions;
+  int n_kv_heads, capacity, length, head_dim;
+};
+void KvAppend(const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
+              const CacheLayer& layer);
+void KvRetain(const int32_t* keep, int count, const CacheLayer& layer);
 
 }  // namespace ripplekv::kernels::cuda

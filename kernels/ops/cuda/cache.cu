@@ -1,0 +1,76 @@
+// Row gathers and KV-cache writes on the device (kernels/ops/gather.h, kv_cache_ops.h): pure data
+// movement, so the results equal the CPU's bit for bit.
+
+#include <cuda_runtime.h>
+
+#include "kernels/ops/cuda/cuda_backend.h"
+
+namespace ripplekv::kernels::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+// One block per gathered row.
+__global__ void GatherRowsKernel(const float* src, int64_t d, const int32_t* rows, float* out) {
+  const float* from = src + static_cast<int64_t>(rows[blockIdx.x]) * d;
+  float* to = out + static_cast<int64_t>(blockIdx.x) * d;
+  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) to[e] = from[e];
+}
+
+// One block per (token, head): its key and value vectors into the head's next entries.
+__global__ void KvAppendKernel(const float* k_rows, const float* v_rows, const int32_t* positions,
+                               CacheLayer layer) {
+  const int64_t i = blockIdx.x, h = blockIdx.y, d = layer.head_dim;
+  const int64_t row = static_cast<int64_t>(layer.n_kv_heads) * d;
+  const int64_t entry = h * layer.capacity + layer.length + i;
+  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
+    layer.k[entry * d + e] = k_rows[i * row + h * d + e];
+    layer.v[entry * d + e] = v_rows[i * row + h * d + e];
+  }
+  if (threadIdx.x == 0) layer.positions[entry] = positions[i];
+}
+
+// One block per head, threads over the vector's elements, entries in order: entry j takes entry
+// keep[j] >= j, and each thread moves only its own element, so no entry is read after it was
+// overwritten.
+__global__ void KvRetainKernel(const int32_t* keep, int count, CacheLayer layer) {
+  const int64_t h = blockIdx.x, d = layer.head_dim, base = h * layer.capacity;
+  const int32_t* idx = keep + h * count;
+  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t src = base + idx[j];
+      layer.k[(base + j) * d + e] = layer.k[src * d + e];
+      layer.v[(base + j) * d + e] = layer.v[src * d + e];
+    }
+  }
+  if (threadIdx.x == 0) {
+    for (int64_t j = 0; j < count; ++j) layer.positions[base + j] = layer.positions[base + idx[j]];
+  }
+}
+
+}  // namespace
+
+void GatherRows(const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out) {
+  if (n_rows == 0 || d == 0) return;
+  GatherRowsKernel<<<static_cast<unsigned>(n_rows), kThreads>>>(src, d, rows, out);
+}
+
+void CopyRows(const float* src, int64_t d, int64_t first, int64_t n_rows, float* out) {
+  if (n_rows == 0 || d == 0) return;
+  cudaMemcpyAsync(out, src + first * d, static_cast<size_t>(n_rows * d) * sizeof(float),
+                  cudaMemcpyDeviceToDevice);
+}
+
+void KvAppend(const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
+              const CacheLayer& layer) {
+  if (n == 0) return;
+  const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(layer.n_kv_heads));
+  KvAppendKernel<<<grid, kThreads>>>(k_rows, v_rows, positions, layer);
+}
+
+void KvRetain(const int32_t* keep, int count, const CacheLayer& layer) {
+  KvRetainKernel<<<static_cast<unsigned>(layer.n_kv_heads), kThreads>>>(keep, count, layer);
+}
+
+}  // namespace ripplekv::kernels::cuda
