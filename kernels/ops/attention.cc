@@ -3,6 +3,10 @@
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
+#if RIPPLEKV_WITH_CUDA
+#include "kernels/ops/cuda/cuda_backend.h"
+#endif
+
 namespace ripplekv::kernels {
 
 Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
@@ -44,7 +48,25 @@ Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
     return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", q_positions.size(),
                                                    " positions for ", q.dim(0), " queries"));
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, q, out, q_positions));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, q, out, q_positions));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    if (segments.size() > static_cast<size_t>(cuda::kMaxSegments) ||
+        q.dim(2) > cuda::kMaxAttentionHeadDim) {
+      return absl::UnimplementedError(absl::StrCat(
+          kOp, ": the CUDA kernel takes at most ", cuda::kMaxSegments, " segments and head_dim ",
+          cuda::kMaxAttentionHeadDim, ", got ", segments.size(), " and ", q.dim(2)));
+    }
+    cuda::CacheSegment device_segments[cuda::kMaxSegments];
+    for (size_t s = 0; s < segments.size(); ++s) {
+      const KvCacheView& c = segments[s];
+      device_segments[s] = {c.k, c.v, c.positions, c.n_kv_heads, c.capacity, c.length, c.head_dim};
+    }
+    cuda::CausalAttention(q.data, q_positions.data(), q.dim(0), n_heads, q.dim(2), device_segments,
+                          static_cast<int>(segments.size()), scale, out.data);
+    return absl::OkStatus();
+  }
+#endif
   cpu::CausalAttention(ctx.num_threads, q.data, q_positions.data(), q.dim(0), n_heads, segments,
                        scale, out.data);
   return absl::OkStatus();

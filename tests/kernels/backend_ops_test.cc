@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/ops/activation.h"
+#include "kernels/ops/attention.h"
 #include "kernels/ops/gather.h"
 #include "kernels/ops/kv_cache_ops.h"
 #include "kernels/ops/rope.h"
@@ -167,6 +169,58 @@ TEST_F(BackendOpsTest, KvCacheWritesEqualTheCpuExactly) {
   const Tensor got_pos = dpos.ToHost();
   for (int i = 0; i < kHeads * kCap; ++i) {
     ASSERT_EQ(got_pos.host_data<int32_t>()[i], pos.host_data<int32_t>()[i]) << "entry " << i;
+  }
+}
+
+// Attention over two segments (a context with position gaps and a probe), GQA ratios 1, 3 and 8,
+// head dims 64 and 128, odd lengths, and a first query that sees no key at all (zeros).
+TEST_F(BackendOpsTest, AttentionMatchesTheCpuOverSegmentsAndGqaRatios) {
+  constexpr double kTolerance = 1e-10;  // fp32 online softmax vs BLAS dots and one softmax pass
+  struct Case {
+    int64_t n_heads, n_kv_heads, head_dim, context, probe;
+  };
+  for (const Case c : {Case{4, 4, 64, 37, 5}, Case{9, 3, 64, 301, 17}, Case{16, 2, 128, 129, 1},
+                       Case{8, 1, 128, 1000, 32}}) {
+    const int64_t m = c.probe + 1, kvh = c.n_kv_heads, d = c.head_dim;
+    // Context keys at positions 2j + 1 (gaps), probe keys after them; query 0 at position 0 sees
+    // nothing, the others see the context and the probe keys up to their own position.
+    std::vector<int32_t> ctx_pos(static_cast<size_t>(kvh * c.context)), probe_pos(
+        static_cast<size_t>(kvh * c.probe)), q_pos(static_cast<size_t>(m));
+    for (int64_t h = 0; h < kvh; ++h) {
+      for (int64_t j = 0; j < c.context; ++j) ctx_pos[h * c.context + j] = static_cast<int32_t>(2 * j + 1);
+      for (int64_t j = 0; j < c.probe; ++j) {
+        probe_pos[h * c.probe + j] = static_cast<int32_t>(2 * c.context + 1 + j);
+      }
+    }
+    q_pos[0] = 0;
+    for (int64_t i = 1; i < m; ++i) q_pos[i] = static_cast<int32_t>(2 * c.context + i);
+    const Tensor ck = Random({kvh, c.context, d}, 10), cv = Random({kvh, c.context, d}, 11);
+    const Tensor pk = Random({kvh, c.probe, d}, 12), pv = Random({kvh, c.probe, d}, 13);
+    const Tensor q = Random({m, c.n_heads, d}, 14);
+    const int ih = static_cast<int>(kvh), id = static_cast<int>(d);
+    const int ic = static_cast<int>(c.context), ip = static_cast<int>(c.probe);
+    const KvCacheView host[] = {{ck.data(), cv.data(), ctx_pos.data(), ih, ic, ic, id},
+                                {pk.data(), pv.data(), probe_pos.data(), ih, ip, ip, id}};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    Tensor want({m, c.n_heads, d});
+    ASSERT_TRUE(CausalAttention(cpu(), q.view(), q_pos, host, scale, want.view()).ok());
+
+    const Tensor dck = ck.CopyTo(*device_), dcv = cv.CopyTo(*device_);
+    const Tensor dpk = pk.CopyTo(*device_), dpv = pv.CopyTo(*device_), dq = q.CopyTo(*device_);
+    const Tensor dctx_pos = Ints(ctx_pos, *device_), dprobe_pos = Ints(probe_pos, *device_);
+    const Tensor dq_pos = Ints(q_pos, *device_);
+    auto f = [](const Tensor& t) { return static_cast<const float*>(t.raw()); };
+    auto p = [](const Tensor& t) { return static_cast<const int32_t*>(t.raw()); };
+    const KvCacheView dev[] = {
+        {f(dck), f(dcv), p(dctx_pos), ih, ic, ic, id, Device::kCuda},
+        {f(dpk), f(dpv), p(dprobe_pos), ih, ip, ip, id, Device::kCuda}};
+    Tensor got({m, c.n_heads, d}, DType::kF32, *device_);
+    ASSERT_TRUE(CausalAttention(cuda(), dq.view(), dq_pos.int32_view(), dev, scale, got.view()).ok());
+    const Tensor back = got.ToHost();
+    EXPECT_LE(Nmse(back, want), kTolerance)
+        << c.n_heads << "/" << c.n_kv_heads << " heads, head_dim " << d << ", " << c.context
+        << " + " << c.probe << " keys";
+    for (int64_t e = 0; e < c.n_heads * d; ++e) ASSERT_EQ(back.data()[e], 0.0f) << "query 0";
   }
 }
 

@@ -34,6 +34,19 @@ struct CacheLayer {
   int32_t* positions;
   int n_kv_heads, capacity, length, head_dim;
 };
+// Causal attention over up to kMaxSegments cache segments (KvCacheView's fields), head_dim at
+// most kMaxAttentionHeadDim.
+inline constexpr int kMaxSegments = 8;
+inline constexpr int64_t kMaxAttentionHeadDim = 256;
+struct CacheSegment {
+  const float* k;
+  const float* v;
+  const int32_t* positions;
+  int n_kv_heads, capacity, length, head_dim;
+};
+void CausalAttention(const float* q, const int32_t* q_positions, int64_t m, int64_t n_heads,
+                     int64_t head_dim, const CacheSegment* segments, int n_segments, float scale,
+                     float* out);
 void KvAppend(const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
               const CacheLayer& layer);
 void KvRetain(const int32_t* keep, int count, const CacheLayer& layer);
