@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/base/status.h"
 #include "kernels/base/tensor.h"
+#include "kernels/ops/devices.h"
 #include "kernels/ops/op_context.h"
 
 #ifndef RIPPLEKV_WITH_CUDA
@@ -17,15 +18,19 @@ namespace ripplekv::kernels::internal {
 // Whether this build has the CUDA backend (kernels/ops/cuda/).
 constexpr bool kHaveCuda = RIPPLEKV_WITH_CUDA != 0;
 
-// OK when every view lives on ctx.device and the op has a backend there: every op runs on the CPU;
+// OK when every view lives on ctx.device and the op can run there: every op runs on the CPU;
 // `on_cuda` says whether this op has a CUDA kernel (in a build with the backend). Unimplemented
-// otherwise, so callers need not change as backends gain ops.
+// otherwise, so callers need not change as backends gain ops; FailedPrecondition, with the
+// runtime's reason, when the op has a CUDA kernel but the machine has no usable CUDA device.
 template <typename... Views>
 Status CheckDeviceOf(const char* op, bool on_cuda, const OpContext& ctx, const Views&... views) {
   bool same = ((views.device == ctx.device) && ...);
   if (!same) return absl::InvalidArgumentError(absl::StrCat(op, ": tensors on different devices"));
-  if (ctx.device == Device::kCpu || (ctx.device == Device::kCuda && on_cuda && kHaveCuda)) {
-    return absl::OkStatus();
+  if (ctx.device == Device::kCpu) return absl::OkStatus();
+  if (ctx.device == Device::kCuda && on_cuda && kHaveCuda) {
+    if (DeviceCount(Device::kCuda) > 0) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        op, ": no usable cuda device: ", DeviceUnavailableReason(Device::kCuda)));
   }
   return absl::UnimplementedError(
       absl::StrCat(op, ": no ", std::string(DeviceName(ctx.device)), " backend"));

@@ -3,6 +3,10 @@
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
+#if RIPPLEKV_WITH_CUDA
+#include "kernels/ops/cuda/cuda_backend.h"
+#endif
+
 namespace ripplekv::kernels {
 
 Status LogSumExp(const OpContext& ctx, const ConstTensorView& x, std::span<float> lse) {
@@ -44,7 +48,14 @@ Status KlDivergenceRows(const OpContext& ctx, const ConstTensorView& p_logits,
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": out must have ", p_logits.dim(0), " entries, got ", out.size()));
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, p_logits, q_logits));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, p_logits, q_logits));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::KlDivergenceRows(p_logits.data, q_logits.data, p_logits.dim(0), p_logits.dim(1),
+                           out.data());
+    return absl::OkStatus();
+  }
+#endif
   cpu::KlDivergenceRows(ctx.num_threads, p_logits.data, q_logits.data, p_logits.dim(0),
                         p_logits.dim(1), out.data());
   return absl::OkStatus();

@@ -22,7 +22,8 @@ namespace ripplekv::kernels {
 // 0 (it can round a hair below). Identical rows give exactly 0. Logits should be finite; an entry
 // of -inf is a zero-probability token (a token with P > 0 and Q = 0 gives +inf).
 // InvalidArgument when the shapes differ, are not rank 2, V == 0 or out.size() != M.
-// Results do not depend on ctx.num_threads.
+// Results do not depend on ctx.num_threads. out is host memory on every device (the per-row KLs
+// are few, and calibration sends them on from the host).
 [[nodiscard]] Status KlDivergenceRows(const OpContext& ctx, const ConstTensorView& p_logits,
                                       const ConstTensorView& q_logits, std::span<float> out);
 

@@ -17,6 +17,7 @@
 #include "kernels/ops/gather.h"
 #include "kernels/ops/kv_cache_ops.h"
 #include "kernels/ops/rope.h"
+#include "kernels/ops/softmax.h"
 #include "kernels/ops/devices.h"
 #include "kernels/ops/norm.h"
 
@@ -221,6 +222,28 @@ TEST_F(BackendOpsTest, AttentionMatchesTheCpuOverSegmentsAndGqaRatios) {
         << c.n_heads << "/" << c.n_kv_heads << " heads, head_dim " << d << ", " << c.context
         << " + " << c.probe << " keys";
     for (int64_t e = 0; e < c.n_heads * d; ++e) ASSERT_EQ(back.data()[e], 0.0f) << "query 0";
+  }
+}
+
+// KL over a SmolLM2-sized vocabulary: q is p plus noise of 1e-3 (the calibration regime, KLs of
+// about 1e-7) or 1 (large KLs); one row identical (exactly 0), one with a -inf logit.
+TEST_F(BackendOpsTest, KlDivergenceMatchesTheCpuWithinRelativeRounding) {
+  constexpr double kRelative = 1e-5;  // the fp32-mode bound for a whole task's KL
+  constexpr int64_t kVocab = 49152;
+  for (const float noise : {1e-3f, 1.0f}) {
+    const int64_t m = 6;
+    const Tensor p = Random({m, kVocab}, 20, 4.0f), delta = Random({m, kVocab}, 21, noise);
+    Tensor q = p.Clone();
+    for (int64_t i = m * kVocab - 1; i >= kVocab; --i) q.data()[i] += delta.data()[i];  // row 0 = p
+    q.data()[2 * kVocab + 5] = -INFINITY;
+    std::vector<float> want(m), got(m);
+    ASSERT_TRUE(KlDivergenceRows(cpu(), p.view(), q.view(), want).ok());
+    const Tensor dp = p.CopyTo(*device_), dq = q.CopyTo(*device_);
+    ASSERT_TRUE(KlDivergenceRows(cuda(), dp.view(), dq.view(), got).ok());
+    EXPECT_EQ(got[0], 0.0f);
+    for (int64_t i = 1; i < m; ++i) {
+      EXPECT_NEAR(got[i], want[i], kRelative * want[i]) << "row " << i << ", noise " << noise;
+    }
   }
 }
 

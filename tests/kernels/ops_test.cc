@@ -12,6 +12,7 @@
 #include "kernels/ops/activation.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/attention_stats.h"
+#include "kernels/ops/devices.h"
 #include "kernels/ops/gather.h"
 #include "kernels/ops/kv_cache_ops.h"
 #include "kernels/ops/linear.h"
@@ -342,6 +343,21 @@ TEST_P(OpsTest, Int32InputsOnAnotherDeviceAreRefusedBeforeTheyAreRead) {
   Tensor values({1, 4});
   EXPECT_EQ(AddNormAdaptiveNoise(ctx(), {}, on_device, 0, 0.5f, values.view()).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(OpsTest, AnOpWithACudaKernelSaysWhyNoDeviceCanRunIt) {
+  if (DeviceCount(Device::kCuda) > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  Tensor g({1, 2}), u({1, 2}), out({1, 2});
+  auto to_cuda = [](TensorView v) { v.device = Device::kCuda; return v; };
+  const Status st = SwiGlu({.device = Device::kCuda}, to_cuda(g.view()), to_cuda(u.view()),
+                           to_cuda(out.view()));
+  // A build with the CUDA backend names the runtime's reason; one without has no backend.
+  EXPECT_TRUE(st.code() == absl::StatusCode::kFailedPrecondition ||
+              st.code() == absl::StatusCode::kUnimplemented)
+      << st;
+  if (st.code() == absl::StatusCode::kFailedPrecondition) {
+    EXPECT_NE(st.message().find(DeviceUnavailableReason(Device::kCuda)), std::string::npos) << st;
+  }
 }
 
 TEST_P(OpsTest, AnOpWithoutACudaKernelIsUnimplementedOnACudaContext) {

@@ -24,6 +24,9 @@ void SwiGlu(const float* gate, const float* up, float* out, int64_t n);
 inline constexpr int64_t kMaxRopePairs = 256;
 void ApplyRope(const float* inv_freq, int64_t pairs, bool interleaved, const int32_t* positions,
                float* x, int64_t m, int64_t n_heads, int64_t head_dim);
+// KL per row of device logits, written to host memory (host_out: m floats); synchronous.
+void KlDivergenceRows(const float* p_logits, const float* q_logits, int64_t m, int64_t v,
+                      float* host_out);
 void GatherRows(const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out);
 void CopyRows(const float* src, int64_t d, int64_t first, int64_t n_rows, float* out);
 // One cache layer's device memory (KvLayerRef's fields; this header stays free of Abseil, which
