@@ -13,36 +13,13 @@
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/dequant_cpu.h"
 #include "kernels/dequant/fp16.h"
+#include "tests/kernels/ggml_blocks.h"
 
 namespace {
 
 using namespace ripplekv::kernels;
 
-constexpr GgmlType kTypes[] = {
-    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
-    GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
-};
 constexpr int64_t kRows = 128, kCols = 4096;
-
-// Byte offsets of the fp16 scales in a block.
-std::vector<int> ScaleOffsets(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ5_0:
-      return {0};
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-      return {0, 2};
-    case GgmlType::kQ6_K:
-      return {208};
-    default:
-      return {};
-  }
-}
 
 // Random quants with small finite fp16 scales; F16/BF16 get normal values (no NaN, which the AVX2
 // F16 decoder sends to its slow path).
@@ -76,7 +53,7 @@ std::vector<uint8_t> MakeSlice(GgmlType type) {
 
 // Args: type index, implementation (0 scalar, 1 AVX2).
 void BM_Dequantize(benchmark::State& state) {
-  const GgmlType type = kTypes[state.range(0)];
+  const GgmlType type = kGgmlTypes[state.range(0)];
   const bool avx2 = state.range(1) == 1;
   state.SetLabel(std::string(TraitsOf(type).name) + (avx2 ? " avx2" : " scalar"));
   if (avx2 && !cpu::DequantAvx2Supported()) {

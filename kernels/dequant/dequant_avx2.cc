@@ -3,7 +3,7 @@
 // runs) on any x86-64 CPU; DequantizeBlocks calls these decoders only when DequantAvx2Supported()
 // says the CPU has the instructions. Nothing here is an inline function shared with other files
 // (the linker could pick an AVX2 copy for a caller on an older CPU): everything is in an anonymous
-// namespace.
+// namespace, the helpers shared with the GEMV (avx2_blocks.h) too.
 //
 // Bit-identity with the scalar decoders (dequant_cpu.cc) is the contract, so each value is computed
 // with the same operations in the same order: int quant -> float, then `d * q` (one multiply),
@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "kernels/base/check.h"
+#include "kernels/dequant/avx2_blocks.h"
 #include "kernels/dequant/cpu_features.h"
 #include "kernels/dequant/fp16.h"
 
@@ -33,21 +34,10 @@ namespace ripplekv::kernels::cpu {
 
 namespace {
 
-RIPPLEKV_AVX2_F16C float HalfAt(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof(h));
-  return _cvtsh_ss(h);
-}
-
 RIPPLEKV_AVX2_F16C uint16_t U16At(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, sizeof(h));
   return h;
-}
-
-// Bytes p[0, 8) zero-extended to eight int32 lanes (one load-and-widen instruction).
-RIPPLEKV_AVX2_F16C __m256i Widen8(const uint8_t* p) {
-  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 
 RIPPLEKV_AVX2_F16C void Store(float* dst, __m256 v) { _mm256_storeu_ps(dst, v); }
@@ -98,17 +88,6 @@ RIPPLEKV_AVX2_F16C void DecodeQ8_0(const uint8_t* src, int64_t n_blocks, float* 
       Store(dst + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
     }
   }
-}
-
-// The 32 nibbles of a q4/q5 block as four groups of eight int32 lanes, values [8g, 8g + 8):
-// bytes j and j + 8 hold values j and j + 8 in their low nibbles, j + 16 and j + 24 in their high.
-RIPPLEKV_AVX2_F16C void NibbleGroups(const uint8_t* qs, __m256i q[4]) {
-  const __m256i m4 = _mm256_set1_epi32(0x0f);
-  const __m256i b0 = Widen8(qs), b1 = Widen8(qs + 8);
-  q[0] = _mm256_and_si256(b0, m4);
-  q[1] = _mm256_and_si256(b1, m4);
-  q[2] = _mm256_srli_epi32(b0, 4);
-  q[3] = _mm256_srli_epi32(b1, 4);
 }
 
 // ORs the fifth bit of each value (bit i of the little-endian u32 at p is value i's) into

@@ -205,8 +205,7 @@ constexpr int64_t kParallelThreshold = int64_t{1} << 16;
 }  // namespace
 
 void DequantizeBlocks(GgmlType type, const uint8_t* src, int64_t n_blocks, float* dst) {
-  static const bool avx2 = DequantAvx2Supported();
-  if (avx2) return DequantizeBlocksAvx2(type, src, n_blocks, dst);
+  if (DequantAvx2Supported()) return DequantizeBlocksAvx2(type, src, n_blocks, dst);
   DequantizeBlocksScalar(type, src, n_blocks, dst);
 }
 

@@ -21,7 +21,8 @@ void DequantizeBlocksScalar(GgmlType type, const uint8_t* src, int64_t n_blocks,
 // Call only when DequantAvx2Supported(); on other CPUs (and non-x86 builds, where it forwards to
 // the scalar decoders) it must not be reached.
 void DequantizeBlocksAvx2(GgmlType type, const uint8_t* src, int64_t n_blocks, float* dst);
-// Whether this CPU runs the AVX2 decoders (AVX2 and F16C). Thread-safe.
+// Whether this CPU runs the AVX2 decoders (AVX2 and F16C). Thread-safe and cheap: the CPU is asked
+// once per process (cpu_features.h).
 bool DequantAvx2Supported();
 
 // Decodes `n_rows` rows of `row_elements` values each (a whole number of blocks), splitting rows

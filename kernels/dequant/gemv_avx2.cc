@@ -2,7 +2,8 @@
 // carries the target attribute below, so this file builds (and the library runs) on any x86-64
 // CPU; gemv.cc calls these kernels only when CpuHasAvx2() says the CPU has the instructions.
 // Nothing here may be an inline function shared with other files (that would let the linker pick
-// an AVX2 copy for a caller on an older CPU): everything is in an anonymous namespace.
+// an AVX2 copy for a caller on an older CPU): everything is in an anonymous namespace, the helpers
+// shared with the block decoders (avx2_blocks.h) too.
 //
 // Each weight is the decoder's value (dequant_cpu.cc): a scale-times-quant product, exact in fp32,
 // or fma(scale, quant, minimum), which rounds once exactly like the decoder's scale * quant + min.
@@ -17,6 +18,7 @@
 #include <cstring>
 
 #include "kernels/base/check.h"
+#include "kernels/dequant/avx2_blocks.h"
 #include "kernels/dequant/cpu_features.h"
 
 #define RIPPLEKV_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -24,12 +26,6 @@
 namespace ripplekv::kernels::cpu {
 
 namespace {
-
-RIPPLEKV_AVX2 inline float HalfAt(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof(h));
-  return _cvtsh_ss(h);
-}
 
 RIPPLEKV_AVX2 inline float Bf16At(const uint8_t* p) {
   uint16_t h;
@@ -97,20 +93,6 @@ RIPPLEKV_AVX2 inline void Nibbles16(const uint8_t* qs, __m128i* lo, __m128i* hi)
   const __m128i m4 = _mm_set1_epi8(0x0f);
   *lo = _mm_and_si128(raw, m4);
   *hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
-}
-
-// The 32 nibbles of a q4_0/q4_1 block as four groups of 8 int32 values, widened straight from
-// memory (bytes j and j + 8 hold values j, j + 8 in their low nibbles and j + 16, j + 24 in their
-// high ones), so only two byte shuffles per block.
-RIPPLEKV_AVX2 inline void NibbleGroups(const uint8_t* qs, __m256i q[4]) {
-  const __m256i m4 = _mm256_set1_epi32(0x0f);
-  const __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i b1 =
-      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
-  q[0] = _mm256_and_si256(b0, m4);
-  q[1] = _mm256_and_si256(b1, m4);
-  q[2] = _mm256_srli_epi32(b0, 4);
-  q[3] = _mm256_srli_epi32(b1, 4);
 }
 
 // Decode streams the weights from memory once per token, and the hardware prefetchers alone keep

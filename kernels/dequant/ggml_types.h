@@ -15,6 +15,13 @@ enum class GgmlType : uint32_t {
   kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30,
 };
 
+// Every type above: the plain ones first, then the block-quantized ones (kGgmlTypes + 3 on).
+inline constexpr GgmlType kGgmlTypes[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+    GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+};
+
 struct GgmlTypeTraits {
   std::string_view name;    // "q4_1"
   int64_t block_elements;   // elements per block (1 for F32/F16/BF16)

@@ -1,8 +1,5 @@
 #include "kernels/ops/gather.h"
 
-#include <numeric>
-#include <vector>
-
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
@@ -66,9 +63,7 @@ Status CopyRows(const OpContext& ctx, const ConstTensorView& src, int64_t first,
     return absl::OkStatus();
   }
 #endif
-  std::vector<int32_t> rows(static_cast<size_t>(out.dim(0)));
-  std::iota(rows.begin(), rows.end(), static_cast<int32_t>(first));
-  cpu::GatherRows(src.data, src.dim(1), rows.data(), out.dim(0), out.data);
+  cpu::CopyRows(src.data, src.dim(1), first, out.dim(0), out.data);
   return absl::OkStatus();
 }
 

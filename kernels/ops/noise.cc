@@ -40,6 +40,11 @@ Status CheckNoiseArgs(const char* op, const NoiseKey& key, Int32View positions,
   return absl::OkStatus();
 }
 
+Status CheckAlpha(const char* op, float alpha) {
+  if (alpha >= 0.0f && std::isfinite(alpha)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(op, ": alpha must be finite and >= 0, got ", alpha));
+}
+
 }  // namespace
 
 Status DrawNormals(const OpContext& ctx, const NoiseKey& key, Int32View positions,
@@ -67,10 +72,7 @@ Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
   }
   RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values, positions));
   RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, kv_head, values.dim(1)));
-  if (!(alpha >= 0.0f) || !std::isfinite(alpha)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": alpha must be finite and >= 0, got ", alpha));
-  }
+  RETURN_IF_ERROR(CheckAlpha(kOp, alpha));
   if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
   cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), kv_head, alpha,
                             values.data, values.dim(1), values.dim(1));
@@ -91,10 +93,7 @@ Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
   const int64_t head_dim = values.dim(1) / n_kv_heads;
   RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values, positions));
   RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, n_kv_heads - 1, head_dim));
-  if (!(alpha >= 0.0f) || !std::isfinite(alpha)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": alpha must be finite and >= 0, got ", alpha));
-  }
+  RETURN_IF_ERROR(CheckAlpha(kOp, alpha));
   if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
   for (int h = 0; h < n_kv_heads; ++h) {
     cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), h, alpha,

@@ -15,36 +15,12 @@
 
 #include "kernels/dequant/dequant_cpu.h"
 #include "kernels/dequant/fp16.h"
+#include "tests/kernels/ggml_blocks.h"
 #include "kernels/dequant/ggml_types.h"
 
 namespace ripplekv::kernels {
 namespace {
 
-// The plain types first, then the block-quantized ones (kAllTypes + 3 on).
-constexpr GgmlType kAllTypes[] = {
-    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
-    GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
-};
-
-// Byte offsets of the fp16 scale fields in one block (empty for the plain types).
-std::vector<int> ScaleOffsets(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ5_0:
-      return {0};
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-      return {0, 2};  // d and m (q4_1, q5_1) or d and dmin (q4_k, q5_k)
-    case GgmlType::kQ6_K:
-      return {208};
-    default:
-      return {};
-  }
-}
 
 enum class Scales {
   kSane,       // random magnitudes in [1e-3, 10], either sign
@@ -145,7 +121,7 @@ TEST_P(DequantAvx2Test, RandomBlocksMatchTheScalarDecoderBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, DequantAvx2Test, ::testing::ValuesIn(kAllTypes), TypeName);
+INSTANTIATE_TEST_SUITE_P(AllTypes, DequantAvx2Test, ::testing::ValuesIn(kGgmlTypes), TypeName);
 
 // Every fp16 scale pattern in every scale field: 65536 blocks per field, the other fields random.
 using DequantAvx2ScaleTest = DequantAvx2Test;
@@ -168,7 +144,7 @@ TEST_P(DequantAvx2ScaleTest, EveryHalfScalePatternMatches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(QuantizedTypes, DequantAvx2ScaleTest,
-                         ::testing::ValuesIn(std::begin(kAllTypes) + 3, std::end(kAllTypes)),
+                         ::testing::ValuesIn(std::begin(kGgmlTypes) + 3, std::end(kGgmlTypes)),
                          TypeName);
 
 // Every 16-bit pattern (NaN payloads, signalling NaNs, subnormals, infinities) as F16 and BF16,
@@ -192,7 +168,7 @@ TEST(DequantAvx2PlainTest, EveryPlainPatternMatches) {
 
 // The dispatching entry point gives the scalar decoder's bits whichever implementation it picked.
 TEST(DequantAvx2PlainTest, DispatchMatchesTheScalarDecoder) {
-  for (GgmlType type : kAllTypes) {
+  for (GgmlType type : kGgmlTypes) {
     const int64_t n_blocks = 37;
     const std::vector<uint8_t> buf = RandomBlocks(type, n_blocks, Scales::kSane, 7);
     const int64_t n = n_blocks * TraitsOf(type).block_elements;

@@ -19,12 +19,6 @@
 namespace ripplekv::kernels {
 namespace {
 
-constexpr GgmlType kAllTypes[] = {
-    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ4_0,
-    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
-    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
-};
-
 int64_t BlockValues(GgmlType type) { return TraitsOf(type).block_elements; }
 int64_t RowBytes(GgmlType type, int64_t cols) { return *GgmlBytes(type, cols); }
 
@@ -215,7 +209,7 @@ TEST_P(GemvTypeTest, RowSlicesFromAnyAddressMatchTheWholeProduct) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, GemvTypeTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllTypes),
+                         ::testing::Combine(::testing::ValuesIn(kGgmlTypes),
                                             ::testing::Values(GemvImpl::kScalar, GemvImpl::kAvx2)),
                          [](const ::testing::TestParamInfo<GemvTypeTest::ParamType>& info) {
                            return std::string(TraitsOf(std::get<0>(info.param)).name) + "_" +
@@ -226,7 +220,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, GemvTypeTest,
 
 TEST(GemvTest, Avx2AgreesWithScalarWithinTwiceTheBound) {
   if (!GemvImplSupported(GemvImpl::kAvx2)) GTEST_SKIP() << "this CPU or build has no AVX2 kernels";
-  for (GgmlType type : kAllTypes) {
+  for (GgmlType type : kGgmlTypes) {
     const int64_t rows = 13, cols = 4096;
     const std::vector<uint8_t> w = RandomMatrix(type, rows, cols, 31);
     const std::vector<float> x = RandomVector(cols, 32);

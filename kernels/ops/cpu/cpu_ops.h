@@ -33,6 +33,8 @@ void Linear(int num_threads, const float* x, int64_t x_stride, const float* w, c
 void KvAppend(const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
               const KvLayerRef& layer);
 void KvRetain(const int32_t* keep, int count, const KvLayerRef& layer);
+// out = src rows [first, first + n_rows) (d floats each), one contiguous copy.
+void CopyRows(const float* src, int64_t d, int64_t first, int64_t n_rows, float* out);
 // out[i] = src row rows[i] (d floats each), i in [0, n_rows).
 void GatherRows(const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out);
 // out[i] = table row tokens[i] expanded to fp32 (table.cols() floats each).

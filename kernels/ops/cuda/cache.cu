@@ -58,8 +58,9 @@ void GatherRows(const float* src, int64_t d, const int32_t* rows, int64_t n_rows
 
 void CopyRows(const float* src, int64_t d, int64_t first, int64_t n_rows, float* out) {
   if (n_rows == 0 || d == 0) return;
-  cudaMemcpyAsync(out, src + first * d, static_cast<size_t>(n_rows * d) * sizeof(float),
-                  cudaMemcpyDeviceToDevice);
+  CheckCuda(cudaMemcpyAsync(out, src + first * d, static_cast<size_t>(n_rows * d) * sizeof(float),
+                            cudaMemcpyDeviceToDevice),
+            "CopyRows");
 }
 
 void KvAppend(const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,

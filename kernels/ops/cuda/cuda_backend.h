@@ -11,6 +11,10 @@
 
 namespace ripplekv::kernels::cuda {
 
+// Aborts with the runtime's message when `error` (a cudaError_t) is not cudaSuccess: for the
+// backend's internal calls that have no Status channel (allocators, synchronous copies).
+void CheckCuda(int error, const char* what);
+
 // Visible CUDA devices; 0 and the runtime's reason in *why when there are none.
 int DeviceCount(std::string* why);
 // The allocator of device `ordinal` (< DeviceCount), created on first use, alive for the process.

@@ -15,42 +15,42 @@
 
 namespace ripplekv::kernels::cuda {
 
-namespace {
-
-void Check(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return;
-  std::fprintf(stderr, "CUDA: %s: %s\n", what, cudaGetErrorString(err));
+void CheckCuda(int error, const char* what) {
+  if (error == cudaSuccess) return;
+  std::fprintf(stderr, "CUDA: %s: %s\n", what, cudaGetErrorString(static_cast<cudaError_t>(error)));
   std::abort();
 }
+
+namespace {
 
 class CudaAllocator final : public Allocator {
  public:
   explicit CudaAllocator(int ordinal) : ordinal_(ordinal) {}
   Device device() const override { return Device::kCuda; }
   void* Allocate(size_t bytes) override {
-    Check(cudaSetDevice(ordinal_), "cudaSetDevice");
+    CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
     void* p = nullptr;
     if (cudaMalloc(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) {
       cudaGetLastError();  // clear the sticky-free error state of a failed allocation
       throw std::bad_alloc();
     }
-    Check(cudaMemset(p, 0, bytes), "cudaMemset");
+    CheckCuda(cudaMemset(p, 0, bytes), "cudaMemset");
     return p;
   }
   void Free(void* block) noexcept override {
     if (block != nullptr) cudaFree(block);
   }
   void CopyFromHost(void* dst, const void* host_src, size_t bytes) const override {
-    Check(cudaSetDevice(ordinal_), "cudaSetDevice");
-    Check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy to the device");
+    CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
+    CheckCuda(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy to the device");
   }
   void CopyToHost(void* host_dst, const void* src, size_t bytes) const override {
-    Check(cudaSetDevice(ordinal_), "cudaSetDevice");
-    Check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy to the host");
+    CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
+    CheckCuda(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy to the host");
   }
   void Copy(void* dst, const void* src, size_t bytes) const override {
-    Check(cudaSetDevice(ordinal_), "cudaSetDevice");
-    Check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy on the device");
+    CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
+    CheckCuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy on the device");
   }
 
  private:

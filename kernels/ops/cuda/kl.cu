@@ -7,8 +7,6 @@
 #include <cuda_runtime.h>
 
 #include <cfloat>
-#include <cstdio>
-#include <cstdlib>
 
 #include "kernels/ops/cuda/cuda_backend.h"
 
@@ -68,24 +66,18 @@ __global__ void KlKernel(const float* p_logits, const float* q_logits, int64_t v
   }
 }
 
-void Check(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return;
-  std::fprintf(stderr, "CUDA: %s: %s\n", what, cudaGetErrorString(err));
-  std::abort();
-}
-
 }  // namespace
 
 void KlDivergenceRows(const float* p_logits, const float* q_logits, int64_t m, int64_t v,
                       float* host_out) {
   if (m == 0) return;
   float* device_out = nullptr;
-  Check(cudaMalloc(&device_out, static_cast<size_t>(m) * sizeof(float)), "KL output");
+  CheckCuda(cudaMalloc(&device_out, static_cast<size_t>(m) * sizeof(float)), "KL output");
   KlKernel<<<static_cast<unsigned>(m), kThreads>>>(p_logits, q_logits, v, device_out);
-  Check(cudaMemcpy(host_out, device_out, static_cast<size_t>(m) * sizeof(float),
+  CheckCuda(cudaMemcpy(host_out, device_out, static_cast<size_t>(m) * sizeof(float),
                    cudaMemcpyDeviceToHost),
         "KL to the host");
-  Check(cudaFree(device_out), "KL output");
+  CheckCuda(cudaFree(device_out), "KL output");
 }
 
 }  // namespace ripplekv::kernels::cuda
