@@ -37,6 +37,12 @@ Tensor::Tensor(Shape shape, std::span<const float> values) : Tensor(std::move(sh
   if (!values.empty()) std::memcpy(data_.get(), values.data(), values.size() * sizeof(float));
 }
 
+Tensor::Tensor(Shape shape, std::span<const int32_t> values)
+    : Tensor(std::move(shape), DType::kI32) {
+  RIPPLEKV_CHECK(static_cast<int64_t>(values.size()) == numel());
+  if (!values.empty()) std::memcpy(data_.get(), values.data(), values.size() * sizeof(int32_t));
+}
+
 Tensor Tensor::Clone() const {
   if (empty()) return Tensor();
   return CopyTo(*data_.get_deleter().allocator);
@@ -64,5 +70,12 @@ void Tensor::Reshape(Shape shape) {
   RIPPLEKV_CHECK(NumElements(shape) == numel());
   shape_ = std::move(shape);
 }
+
+Tensor Int32Tensor(std::span<const int32_t> values, Allocator& allocator) {
+  Tensor host({static_cast<int64_t>(values.size())}, values);
+  return allocator.device() == Device::kCpu ? std::move(host) : host.CopyTo(allocator);
+}
+
+Tensor OnHost(Tensor t) { return t.device() == Device::kCpu ? std::move(t) : t.ToHost(); }
 
 }  // namespace ripplekv::kernels

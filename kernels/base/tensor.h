@@ -98,6 +98,8 @@ class Tensor {
   // fp32 on the host.
   explicit Tensor(Shape shape);
   Tensor(Shape shape, std::span<const float> values);
+  // int32 on the host, holding `values` (as many as the shape has elements).
+  Tensor(Shape shape, std::span<const int32_t> values);
   // Any dtype, on `allocator`'s device (which must outlive the tensor).
   Tensor(Shape shape, DType dtype, Allocator& allocator = HostAllocator());
 
@@ -144,6 +146,13 @@ class Tensor {
     return {static_cast<const int32_t*>(data_.get()), numel(), device_};
   }
 
+  // The int32 elements on any device, for ops that write them (positions of a cache); only a host
+  // tensor's may be dereferenced on the host.
+  int32_t* int32_data() {
+    CheckType(DType::kI32);
+    return static_cast<int32_t*>(data_.get());
+  }
+
   // A host tensor of T's dtype (nullptr when empty).
   template <class T>
   T* host_data() {
@@ -178,5 +187,12 @@ class Tensor {
   Device device_ = Device::kCpu;  // the allocator's, kept here for cheap checked access
   std::unique_ptr<void, internal::TensorRelease> data_;
 };
+
+// A 1-D int32 tensor holding `values` on `allocator`'s device (positions and indices for device
+// ops).
+Tensor Int32Tensor(std::span<const int32_t> values, Allocator& allocator = HostAllocator());
+
+// `t` on the host: itself when it is there already, else a copy.
+Tensor OnHost(Tensor t);
 
 }  // namespace ripplekv::kernels

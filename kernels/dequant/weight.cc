@@ -11,13 +11,22 @@
 namespace ripplekv::kernels {
 
 Weight::Weight(Tensor tensor)
-    : shape_(tensor.shape()), type_(GgmlType::kF32), expanded_(std::move(tensor)) {
+    : shape_(tensor.shape()),
+      type_(GgmlType::kF32),
+      device_(tensor.device()),
+      expanded_(std::move(tensor)) {
   if (expanded_.empty()) {
     shape_.clear();
+    device_ = Device::kCpu;
     return;
   }
-  f32_ = expanded_.data();
-  row_bytes_ = cols() * static_cast<int64_t>(sizeof(float));
+  row_bytes_ = cols() * static_cast<int64_t>(DTypeSize(expanded_.dtype()));
+  if (device_ == Device::kCpu) {
+    f32_ = expanded_.data();  // CHECKs fp32
+    return;
+  }
+  RIPPLEKV_CHECK(expanded_.dtype() == DType::kF32 || expanded_.dtype() == DType::kBF16);
+  type_ = expanded_.dtype() == DType::kF32 ? GgmlType::kF32 : GgmlType::kBF16;
 }
 
 StatusOr<Weight> Weight::Stored(GgmlType type, std::span<const uint8_t> bytes, Shape shape,
@@ -63,6 +72,7 @@ std::span<const uint8_t> Weight::RowBytes(int64_t row0, int64_t n) const {
 int64_t Weight::MemoryBytes() const { return rows() * row_bytes_; }
 
 void Weight::ExpandRows(int64_t row0, int64_t n, float* out) const {
+  RIPPLEKV_CHECK(device_ == Device::kCpu);
   RIPPLEKV_CHECK(row0 >= 0 && n >= 0 && row0 + n <= rows());
   if (f32_ != nullptr) {
     std::memcpy(out, f32_ + row0 * cols(), static_cast<size_t>(n * cols()) * sizeof(float));
@@ -77,6 +87,7 @@ void Weight::ExpandRows(int64_t row0, int64_t n, float* out) const {
 }
 
 Tensor Weight::Expand() const {
+  RIPPLEKV_CHECK(device_ == Device::kCpu);
   Tensor out(shape_);
   if (rows() > 0 && cols() > 0) {
     if (f32_ != nullptr) {
@@ -89,6 +100,7 @@ Tensor Weight::Expand() const {
 }
 
 ConstTensorView Weight::view() const {
+  if (device_ != Device::kCpu) return expanded_.view();  // CHECKs fp32
   RIPPLEKV_CHECK(f32_ != nullptr);
   return {f32_, shape_, Device::kCpu};
 }

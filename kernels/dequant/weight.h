@@ -3,7 +3,9 @@
 // expanded per slice at use). Either
 //   * stored: GGML-encoded bytes (quantized blocks, F16, BF16 or F32) that live elsewhere, e.g. in
 //     a memory-mapped model file, kept alive by a shared owner; or
-//   * expanded: an owned fp32 Tensor (the reference path, `--weights f32`, and tests).
+//   * expanded: an owned fp32 Tensor (the reference path, `--weights f32`, and tests); or
+//   * on a device: an owned fp32 or bf16 Tensor in a device's memory, made by UploadWeight
+//     (kernels/ops/upload.h) for the device's GEMMs.
 // Rows are the output features: shape [rows, cols], row-major, each row a whole number of blocks.
 // Expanding a row gives exactly the fp32 values that dequantizing the whole tensor gives, so
 // computing on expanded slices is bit-identical to computing on a tensor expanded at load.
@@ -22,7 +24,8 @@ namespace ripplekv::kernels {
 class Weight {
  public:
   Weight() = default;
-  // Expanded fp32 weights (implicit: a Tensor is a Weight).
+  // Expanded fp32 weights (implicit: a Tensor is a Weight): an fp32 host tensor, or an fp32 or
+  // bf16 device tensor (CHECK-fails on other dtypes).
   Weight(Tensor tensor);  // NOLINT(google-explicit-constructor)
 
   // Stored weights: `bytes` encode `shape` ([rows, cols] or [n] for a vector) in `type`; `owner`
@@ -38,9 +41,14 @@ class Weight {
   int64_t rows() const { return shape_.empty() ? 0 : rank() == 1 ? 1 : shape_[0]; }
   int64_t cols() const { return shape_.empty() ? 0 : shape_.back(); }
   bool empty() const { return shape_.empty(); }
-  // kF32 for expanded weights.
+  // kF32 for expanded weights; kF32 or kBF16 for device weights.
   GgmlType type() const { return type_; }
-  // The fp32 values when they are held as fp32 (expanded, or stored F32); nullptr otherwise.
+  // Where the values live: kCpu unless the weight was uploaded to a device.
+  Device device() const { return device_; }
+  // The owned tensor of expanded or device weights (empty for stored weights).
+  const Tensor& tensor() const { return expanded_; }
+  // The fp32 values when they are held as fp32 on the host (expanded, or stored F32); nullptr
+  // otherwise.
   const float* f32() const { return f32_; }
   // The stored bytes of rows [row0, row0 + n) (empty for expanded weights).
   std::span<const uint8_t> RowBytes(int64_t row0, int64_t n) const;
@@ -48,17 +56,19 @@ class Weight {
   int64_t MemoryBytes() const;
 
   // Writes rows [row0, row0 + n) as fp32 into `out` (n * cols floats). No bounds check beyond a
-  // CHECK (callers index within shape()). Single-threaded; safe to call concurrently.
+  // CHECK (callers index within shape()). Host weights only (CHECK). Single-threaded; safe to call
+  // concurrently.
   void ExpandRows(int64_t row0, int64_t n, float* out) const;
-  // The whole matrix as fp32 (a copy).
+  // The whole matrix as fp32 (a copy). Host weights only (CHECK).
   Tensor Expand() const;
-  // A view for fp32 weights (f32() != nullptr); CHECK-fails otherwise.
+  // A view for fp32 weights on the host (f32() != nullptr) or a device; CHECK-fails otherwise.
   ConstTensorView view() const;
 
  private:
   Shape shape_;
   GgmlType type_ = GgmlType::kF32;
-  Tensor expanded_;                    // when expanded
+  Device device_ = Device::kCpu;
+  Tensor expanded_;                    // when expanded or on a device
   std::span<const uint8_t> bytes_;     // when stored
   std::shared_ptr<const void> owner_;  // keeps bytes_ alive
   int64_t row_bytes_ = 0;              // stored bytes per row

@@ -17,7 +17,7 @@ Status SwiGlu(const OpContext& ctx, const ConstTensorView& gate, const ConstTens
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, gate, up, out));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::SwiGlu(gate.data, up.data, out.data, gate.numel());
+    cuda::SwiGlu(ctx, gate.data, up.data, out.data, gate.numel());
     return absl::OkStatus();
   }
 #endif

@@ -62,7 +62,7 @@ Status CausalAttention(const OpContext& ctx, const ConstTensorView& q,
       const KvCacheView& c = segments[s];
       device_segments[s] = {c.k, c.v, c.positions, c.n_kv_heads, c.capacity, c.length, c.head_dim};
     }
-    cuda::CausalAttention(q.data, q_positions.data(), q.dim(0), n_heads, q.dim(2), device_segments,
+    cuda::CausalAttention(ctx, q.data, q_positions.data(), q.dim(0), n_heads, q.dim(2), device_segments,
                           static_cast<int>(segments.size()), scale, out.data);
     return absl::OkStatus();
   }

@@ -3,6 +3,10 @@
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
+#if RIPPLEKV_WITH_CUDA
+#include "kernels/ops/cuda/cuda_backend.h"
+#endif
+
 namespace ripplekv::kernels {
 
 namespace {
@@ -36,6 +40,19 @@ std::string OtherDevice(const char* op) {
   return absl::StrCat(op, ": the cache is on another device");
 }
 
+#if RIPPLEKV_WITH_CUDA
+// The keys of a device cache as the CUDA backend takes them.
+cuda::CacheSegment DeviceKeys(const KvCacheView& keys) {
+  return cuda::CacheSegment{.k = keys.k,
+                            .v = keys.v,
+                            .positions = keys.positions,
+                            .n_kv_heads = keys.n_kv_heads,
+                            .capacity = keys.capacity,
+                            .length = keys.length,
+                            .head_dim = keys.head_dim};
+}
+#endif
+
 }  // namespace
 
 Status WindowAttentionStats(const OpContext& ctx, const ConstTensorView& q, const KvCacheView& keys,
@@ -51,7 +68,14 @@ Status WindowAttentionStats(const OpContext& ctx, const ConstTensorView& q, cons
   if (keys.device != ctx.device) return absl::InvalidArgumentError(OtherDevice(kOp));
   RETURN_IF_ERROR(CheckOutput(kOp, "sum", sum, q.dim(1) * keys.length));
   RETURN_IF_ERROR(CheckOutput(kOp, "sumsq", sumsq, q.dim(1) * keys.length));
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, q));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, q));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    *entropy = cuda::WindowAttentionStats(ctx, q.data, w, q.dim(1), DeviceKeys(keys), scale,
+                                          entropy_epsilon, sum.data(), sumsq.data());
+    return absl::OkStatus();
+  }
+#endif
   *entropy = cpu::WindowAttentionStats(ctx.num_threads, q.data, w, q.dim(1), keys, scale,
                                        entropy_epsilon, sum.data(), sumsq.data());
   return absl::OkStatus();
@@ -63,7 +87,13 @@ Status AccumulatedAttention(const OpContext& ctx, const ConstTensorView& q, cons
   RETURN_IF_ERROR(CheckShapes(kOp, q, keys, keys.length));
   if (keys.device != ctx.device) return absl::InvalidArgumentError(OtherDevice(kOp));
   RETURN_IF_ERROR(CheckOutput(kOp, "accumulated", accumulated, keys.n_kv_heads * keys.length));
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, q));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, q));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::AccumulatedAttention(ctx, q.data, q.dim(1), DeviceKeys(keys), scale, accumulated.data());
+    return absl::OkStatus();
+  }
+#endif
   cpu::AccumulatedAttention(ctx.num_threads, q.data, q.dim(1), keys, scale, accumulated.data());
   return absl::OkStatus();
 }

@@ -7,6 +7,8 @@
 // For query head h (reading KV head h / (n_heads / n_kv_heads)) and a query at position p,
 // a[h, p, j] = softmax_j(scale * q . k_j) over the cache entries j at positions <= p (entries are
 // in increasing position order, the same tokens in every head: an uncompressed cache).
+// q and the keys live on the context's device; the outputs (sum, sumsq, *entropy, accumulated)
+// are host memory on every device.
 
 #include <cstdint>
 #include <span>

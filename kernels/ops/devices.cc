@@ -70,4 +70,64 @@ StatusOr<Allocator*> DeviceAllocator(const DeviceSpec& spec) {
 #endif
 }
 
+StatusOr<DeviceSession> DeviceSession::Open(const DeviceSpec& spec, int num_threads,
+                                            size_t workspace_bytes) {
+  if (num_threads < 1) {
+    return absl::InvalidArgumentError(Cat("num_threads must be >= 1, got ", num_threads));
+  }
+  ASSIGN_OR_RETURN(Allocator * allocator, DeviceAllocator(spec));
+  DeviceSession session;
+  session.spec_ = spec;
+  session.allocator_ = allocator;
+  session.ctx_.num_threads = num_threads;
+  if (spec.device == Device::kCpu) return session;
+#if RIPPLEKV_WITH_CUDA
+  std::string why;
+  if (!cuda::OpenSession(spec.ordinal, workspace_bytes, &session.ctx_, &why)) {
+    return absl::FailedPreconditionError(Cat(DeviceSpecName(spec), ": ", why));
+  }
+  return session;
+#else
+  (void)workspace_bytes;
+  return absl::FailedPreconditionError("unreachable: no CUDA backend");
+#endif
+}
+
+DeviceSession::DeviceSession(DeviceSession&& other) noexcept
+    : spec_(other.spec_), ctx_(other.ctx_), allocator_(other.allocator_) {
+  other.ctx_ = OpContext();
+}
+
+DeviceSession& DeviceSession::operator=(DeviceSession&& other) noexcept {
+  if (this != &other) {
+    Release();
+    spec_ = other.spec_;
+    ctx_ = other.ctx_;
+    allocator_ = other.allocator_;
+    other.ctx_ = OpContext();
+  }
+  return *this;
+}
+
+DeviceSession::~DeviceSession() { Release(); }
+
+void DeviceSession::Release() noexcept {
+#if RIPPLEKV_WITH_CUDA
+  if (ctx_.device == Device::kCuda) cuda::CloseSession(&ctx_);
+#endif
+  ctx_ = OpContext();
+}
+
+Status DeviceSession::Synchronize() const {
+#if RIPPLEKV_WITH_CUDA
+  if (ctx_.device == Device::kCuda) {
+    std::string why;
+    if (!cuda::Synchronize(ctx_, &why)) {
+      return absl::InternalError(Cat(DeviceSpecName(spec_), ": ", why));
+    }
+  }
+#endif
+  return absl::OkStatus();
+}
+
 }  // namespace ripplekv::kernels

@@ -9,6 +9,7 @@
 #include "kernels/base/allocator.h"
 #include "kernels/base/device.h"
 #include "kernels/base/status.h"
+#include "kernels/ops/op_context.h"
 
 namespace ripplekv::kernels {
 
@@ -33,5 +34,43 @@ std::string DeviceUnavailableReason(Device device);
 // The allocator of `spec` (lives for the process). FailedPrecondition naming the reason when the
 // device is not usable, OutOfRange when the ordinal is not below DeviceCount.
 [[nodiscard]] StatusOr<Allocator*> DeviceAllocator(const DeviceSpec& spec);
+
+// What one thread of work needs to run ops on a device: the OpContext (for CUDA a stream, a
+// cuBLAS handle bound to it and a GEMM workspace, all owned here) and the device's allocator.
+// A CPU session owns nothing. Ops queued on the context run in order; copies to the host through
+// the allocator wait for them. Move-only; destruction waits for the queued work, then frees.
+// Use one session per thread.
+class DeviceSession {
+ public:
+  // cuBLAS's recommended workspace on Hopper-class GPUs.
+  static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
+
+  // FailedPrecondition naming the reason when the device is unusable (no backend, no driver, no
+  // GPU, cuBLAS missing), OutOfRange for an ordinal past the device count. num_threads >= 1 (CPU
+  // threads of the CPU ops; host-side work of a device session).
+  [[nodiscard]] static StatusOr<DeviceSession> Open(const DeviceSpec& spec, int num_threads,
+                                                    size_t workspace_bytes = kDefaultWorkspaceBytes);
+
+  DeviceSession(DeviceSession&& other) noexcept;
+  DeviceSession& operator=(DeviceSession&& other) noexcept;
+  DeviceSession(const DeviceSession&) = delete;
+  DeviceSession& operator=(const DeviceSession&) = delete;
+  ~DeviceSession();
+
+  const DeviceSpec& spec() const { return spec_; }
+  const OpContext& context() const { return ctx_; }
+  Allocator& allocator() const { return *allocator_; }
+  // Waits for the queued work; Internal with the device's message for an asynchronous error (a
+  // faulting kernel), which leaves the device unusable for this process.
+  [[nodiscard]] Status Synchronize() const;
+
+ private:
+  DeviceSession() = default;
+  void Release() noexcept;
+
+  DeviceSpec spec_;
+  OpContext ctx_;
+  Allocator* allocator_ = nullptr;
+};
 
 }  // namespace ripplekv::kernels

@@ -36,7 +36,7 @@ Status GatherRows(const OpContext& ctx, const ConstTensorView& src, Int32View ro
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, src, out, rows));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {  // indices live on the device: unchecked there (contract)
-    cuda::GatherRows(src.data, d, rows.data(), static_cast<int64_t>(rows.size()), out.data);
+    cuda::GatherRows(ctx, src.data, d, rows.data(), static_cast<int64_t>(rows.size()), out.data);
     return absl::OkStatus();
   }
 #endif
@@ -59,7 +59,7 @@ Status CopyRows(const OpContext& ctx, const ConstTensorView& src, int64_t first,
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, src, out));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::CopyRows(src.data, src.dim(1), first, out.dim(0), out.data);
+    cuda::CopyRows(ctx, src.data, src.dim(1), first, out.dim(0), out.data);
     return absl::OkStatus();
   }
 #endif

@@ -55,7 +55,7 @@ Status KvAppend(const OpContext& ctx, const ConstTensorView& k_rows, const Const
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, k_rows, v_rows, positions));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::KvAppend(k_rows.data, v_rows.data, positions.data(), n, DeviceLayer(layer));
+    cuda::KvAppend(ctx, k_rows.data, v_rows.data, positions.data(), n, DeviceLayer(layer));
     return absl::OkStatus();
   }
 #endif
@@ -75,7 +75,7 @@ Status KvRetain(const OpContext& ctx, Int32View keep, int count,
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, keep));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {  // indices live on the device: unchecked there (contract)
-    cuda::KvRetain(keep.data(), count, DeviceLayer(layer));
+    cuda::KvRetain(ctx, keep.data(), count, DeviceLayer(layer));
     return absl::OkStatus();
   }
 #endif

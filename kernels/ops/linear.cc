@@ -1,7 +1,12 @@
 #include "kernels/ops/linear.h"
 
+#include "kernels/base/strings.h"
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
+
+#if RIPPLEKV_WITH_CUDA
+#include "kernels/ops/cuda/cuda_backend.h"
+#endif
 
 namespace ripplekv::kernels {
 namespace {
@@ -23,8 +28,22 @@ Status CheckLinear(const OpContext& ctx, const ConstTensorView& x, const Shape& 
   if (bias.data != nullptr && (bias.rank() != 1 || bias.dim(0) != w[0])) {
     return internal::ShapeError(kOp, absl::StrCat("bias must be [", w[0], "]"), bias.shape);
   }
-  return bias.data != nullptr ? internal::CheckDevice(kOp, ctx, x, y, bias)
-                              : internal::CheckDevice(kOp, ctx, x, y);
+  return bias.data != nullptr ? internal::CheckDeviceOf(kOp, true, ctx, x, y, bias)
+                              : internal::CheckDeviceOf(kOp, true, ctx, x, y);
+}
+
+// The device GEMM over fp32 or bf16 weights `w` (device memory).
+Status DeviceLinear(const OpContext& ctx, const ConstTensorView& x, const void* w, bool w_bf16,
+                    int64_t n, const ConstTensorView& bias, const TensorView& y,
+                    const LinearOptions& options) {
+#if RIPPLEKV_WITH_CUDA
+  cuda::Linear(ctx, x.data, w, w_bf16, bias.data, y.data, x.dim(0), n, x.dim(1),
+               options.accumulate);
+  return absl::OkStatus();
+#else
+  (void)x, (void)w, (void)w_bf16, (void)n, (void)bias, (void)y, (void)options;
+  return absl::UnimplementedError(Cat(kOp, ": no ", DeviceName(ctx.device), " backend"));
+#endif
 }
 
 }  // namespace
@@ -32,7 +51,10 @@ Status CheckLinear(const OpContext& ctx, const ConstTensorView& x, const Shape& 
 Status Linear(const OpContext& ctx, const ConstTensorView& x, const ConstTensorView& w,
               const ConstTensorView& bias, const TensorView& y, const LinearOptions& options) {
   RETURN_IF_ERROR(CheckLinear(ctx, x, w.shape, bias, y));
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, w));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, true, ctx, w));
+  if (ctx.device != Device::kCpu) {
+    return DeviceLinear(ctx, x, w.data, /*w_bf16=*/false, w.dim(0), bias, y, options);
+  }
   cpu::Linear(ctx.num_threads, x.data, x.dim(1), w.data, bias.data, y.data, x.dim(0), w.dim(0),
               x.dim(1), options.accumulate);
   return absl::OkStatus();
@@ -41,7 +63,15 @@ Status Linear(const OpContext& ctx, const ConstTensorView& x, const ConstTensorV
 Status Linear(const OpContext& ctx, const ConstTensorView& x, const Weight& w,
               const ConstTensorView& bias, const TensorView& y, const LinearOptions& options) {
   if (w.f32() != nullptr) return Linear(ctx, x, w.view(), bias, y, options);
-  RETURN_IF_ERROR(CheckLinear(ctx, x, w.shape(), bias, y));  // stored weights live on the host
+  RETURN_IF_ERROR(CheckLinear(ctx, x, w.shape(), bias, y));
+  if (w.device() != ctx.device) {
+    return absl::InvalidArgumentError(Cat(kOp, ": the weight is on ", DeviceName(w.device()),
+                                          ", the op runs on ", DeviceName(ctx.device)));
+  }
+  if (ctx.device != Device::kCpu) {
+    return DeviceLinear(ctx, x, w.tensor().raw(), w.type() == GgmlType::kBF16, w.dim(0), bias, y,
+                        options);
+  }
   cpu::LinearStored(ctx.num_threads, x.data, x.dim(1), w, bias.data, y.data, x.dim(0),
                     options.accumulate);
   return absl::OkStatus();

@@ -7,12 +7,18 @@
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
+#if RIPPLEKV_WITH_CUDA
+#include "kernels/ops/cuda/cuda_backend.h"
+#endif
+
 namespace ripplekv::kernels {
 namespace {
 
 // Counter fields packed into 16 bits (noise contract in noise.h).
 constexpr int64_t kMax16 = 65536;
 
+// The bounds of the noise contract. Positions are read only on the host: in device memory they are
+// the caller's to keep >= 0 (noise.h).
 Status CheckNoiseArgs(const char* op, const NoiseKey& key, Int32View positions,
                       int kv_head, int64_t head_dim) {
   auto bad = [op](const std::string& what) {
@@ -32,7 +38,7 @@ Status CheckNoiseArgs(const char* op, const NoiseKey& key, Int32View positions,
     return bad(
         absl::StrCat("head_dim must be a positive multiple of 4 and <= 262144, got ", head_dim));
   }
-  for (size_t r = 0; r < positions.size(); ++r) {
+  for (size_t r = 0; positions.device == Device::kCpu && r < positions.size(); ++r) {
     if (positions[r] < 0) {
       return bad(absl::StrCat("positions[", r, "] must be >= 0, got ", positions[r]));
     }
@@ -70,10 +76,18 @@ Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
         kOp, absl::StrCat("values must be [", positions.size(), " positions, head_dim]"),
         values.shape);
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values, positions));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, values, positions));
   RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, kv_head, values.dim(1)));
   RETURN_IF_ERROR(CheckAlpha(kOp, alpha));
   if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::AddNormAdaptiveNoise(ctx, key.seed, key.sample, key.layer, key.trial, positions.data(),
+                               values.dim(0), kv_head, static_cast<int>(values.dim(1)), alpha,
+                               values.data);
+    return absl::OkStatus();
+  }
+#endif
   cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), kv_head, alpha,
                             values.data, values.dim(1), values.dim(1));
   return absl::OkStatus();
@@ -91,10 +105,18 @@ Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
         values.shape);
   }
   const int64_t head_dim = values.dim(1) / n_kv_heads;
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, values, positions));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, values, positions));
   RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, n_kv_heads - 1, head_dim));
   RETURN_IF_ERROR(CheckAlpha(kOp, alpha));
   if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::AddNormAdaptiveNoiseToRows(ctx, key.seed, key.sample, key.layer, key.trial,
+                                     positions.data(), values.dim(0), n_kv_heads,
+                                     static_cast<int>(head_dim), alpha, values.data);
+    return absl::OkStatus();
+  }
+#endif
   for (int h = 0; h < n_kv_heads; ++h) {
     cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), h, alpha,
                               values.data + h * head_dim, head_dim, values.dim(1));

@@ -69,7 +69,7 @@ Status ApplyRope(const OpContext& ctx, const RopeTable& table, Int32View positio
       return absl::UnimplementedError(absl::StrCat(kOp, ": head_dim ", 2 * pairs,
                                                    " over the CUDA kernel's ", 2 * cuda::kMaxRopePairs));
     }
-    cuda::ApplyRope(table.inv_freq.data(), pairs, table.pairing == RopePairing::kInterleaved,
+    cuda::ApplyRope(ctx, table.inv_freq.data(), pairs, table.pairing == RopePairing::kInterleaved,
                     positions.data(), x.data, x.dim(0), x.dim(1), x.dim(2));
     return absl::OkStatus();
   }

@@ -1,5 +1,7 @@
 #include "kernels/ops/softmax.h"
 
+#include <vector>
+
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
@@ -9,25 +11,51 @@
 
 namespace ripplekv::kernels {
 
+namespace {
+
+// x must be [M, V] with V >= 1 (every row has a maximum).
+Status CheckLogits(const char* op, const ConstTensorView& x) {
+  if (x.rank() != 2 || x.dim(1) == 0) {
+    return internal::ShapeError(op, "x must be [M, V] with V > 0", x.shape);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 Status LogSumExp(const OpContext& ctx, const ConstTensorView& x, std::span<float> lse) {
   constexpr const char* kOp = "LogSumExp";
-  if (x.rank() != 2) return internal::ShapeError(kOp, "x must be [M, V]", x.shape);
+  RETURN_IF_ERROR(CheckLogits(kOp, x));
   if (static_cast<int64_t>(lse.size()) != x.dim(0)) {
     return absl::InvalidArgumentError(
         absl::StrCat(kOp, ": lse must have ", x.dim(0), " entries, got ", lse.size()));
   }
-  RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, x));
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, x));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::LogSumExp(ctx, x.data, x.dim(0), x.dim(1), lse.data());
+    return absl::OkStatus();
+  }
+#endif
   cpu::LogSumExp(ctx.num_threads, x.data, x.dim(0), x.dim(1), lse.data());
   return absl::OkStatus();
 }
 
 Status LogSoftmax(const OpContext& ctx, const ConstTensorView& x, const TensorView& y) {
   constexpr const char* kOp = "LogSoftmax";
+  RETURN_IF_ERROR(CheckLogits(kOp, x));
   if (y.shape != x.shape) return internal::ShapeError(kOp, "y must match x", y.shape);
-  std::vector<float> lse(x.rank() == 2 ? x.dim(0) : 0);
-  RETURN_IF_ERROR(LogSumExp(ctx, x, lse));
-  const int64_t v = x.dim(1);
-  for (int64_t i = 0; i < x.dim(0); ++i) {
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, x, y));
+  const int64_t m = x.dim(0), v = x.dim(1);
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::LogSoftmax(ctx, x.data, m, v, y.data);
+    return absl::OkStatus();
+  }
+#endif
+  std::vector<float> lse(static_cast<size_t>(m));
+  cpu::LogSumExp(ctx.num_threads, x.data, m, v, lse.data());
+  for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < v; ++j) y.data[i * v + j] = x.data[i * v + j] - lse[i];
   }
   return absl::OkStatus();
@@ -51,7 +79,7 @@ Status KlDivergenceRows(const OpContext& ctx, const ConstTensorView& p_logits,
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, p_logits, q_logits));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::KlDivergenceRows(p_logits.data, q_logits.data, p_logits.dim(0), p_logits.dim(1),
+    cuda::KlDivergenceRows(ctx, p_logits.data, q_logits.data, p_logits.dim(0), p_logits.dim(1),
                            out.data());
     return absl::OkStatus();
   }

@@ -10,7 +10,8 @@
 
 namespace ripplekv::kernels {
 
-// x: [M, V] → lse: [M], lse[i] = log(sum_j exp(x[i, j])).
+// x: [M, V], V >= 1 (InvalidArgument otherwise) → lse: [M], lse[i] = log(sum_j exp(x[i, j])).
+// lse is host memory on every device.
 [[nodiscard]] Status LogSumExp(const OpContext& ctx, const ConstTensorView& x, std::span<float> lse);
 
 // x, y: [M, V] (y may alias x): y = x - logsumexp(x).

@@ -20,43 +20,11 @@
 #include "kernels/ops/softmax.h"
 #include "kernels/ops/devices.h"
 #include "kernels/ops/norm.h"
+#include "kernels/ops/upload.h"
+#include "tests/kernels/backend_ops_fixture.h"
 
 namespace ripplekv::kernels {
 namespace {
-
-Tensor Random(Shape shape, uint64_t seed, float scale = 1.0f) {
-  Tensor t(std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n(0.0f, scale);
-  for (float& v : t.span()) v = n(rng);
-  return t;
-}
-
-double Nmse(const Tensor& got, const Tensor& want) {
-  double err = 0.0, ref = 0.0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double d = static_cast<double>(got.data()[i]) - want.data()[i];
-    err += d * d;
-    ref += static_cast<double>(want.data()[i]) * want.data()[i];
-  }
-  return ref == 0.0 ? err : err / ref;
-}
-
-// One device of the machine; the fixture skips when there is none.
-class BackendOpsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (DeviceCount(Device::kCuda) == 0) {
-      GTEST_SKIP() << "no CUDA device: " << DeviceUnavailableReason(Device::kCuda);
-    }
-    auto allocator = DeviceAllocator({Device::kCuda, 0});
-    ASSERT_TRUE(allocator.ok()) << allocator.status();
-    device_ = *allocator;
-  }
-  OpContext cpu() const { return {.device = Device::kCpu, .num_threads = 2}; }
-  OpContext cuda() const { return {.device = Device::kCuda}; }
-  Allocator* device_ = nullptr;
-};
 
 // Rows x width: single rows, odd widths, widths past one block of threads, an empty input.
 const std::vector<std::pair<int64_t, int64_t>> kRowShapes = {
@@ -272,6 +240,43 @@ TEST(DevicesTest, ParsesDeviceNamesAndExplainsAMissingDevice) {
   } else {
     EXPECT_EQ(DeviceAllocator({Device::kCuda, DeviceCount(Device::kCuda)}).status().code(),
               absl::StatusCode::kOutOfRange);
+  }
+}
+
+// Runs everywhere: a CPU session owns nothing; a device session needs a device.
+TEST(DevicesTest, SessionsOpenOnTheCpuAndExplainAMissingDevice) {
+  auto cpu = DeviceSession::Open({Device::kCpu, 0}, 3);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(cpu->context().device, Device::kCpu);
+  EXPECT_EQ(cpu->context().num_threads, 3);
+  EXPECT_EQ(cpu->context().stream, nullptr);
+  EXPECT_EQ(cpu->context().blas, nullptr);
+  EXPECT_EQ(cpu->context().communicator, nullptr);
+  EXPECT_EQ(&cpu->allocator(), &HostAllocator());
+  EXPECT_TRUE(cpu->Synchronize().ok());
+  // Moving a session moves its resources: the moved-from one holds none.
+  DeviceSession moved = std::move(*cpu);
+  EXPECT_EQ(moved.context().num_threads, 3);
+  EXPECT_EQ(DeviceSession::Open({Device::kCpu, 0}, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Uploading needs a device session.
+  EXPECT_EQ(UploadWeight(moved, Weight(Tensor({2, 2})), DType::kBF16).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  if (DeviceCount(Device::kCuda) == 0) {
+    const auto none = DeviceSession::Open({Device::kCuda, 0}, 1);
+    EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(std::string(none.status().message()).find("no usable cuda device: "),
+              std::string::npos)
+        << none.status();
+  } else {
+    auto session = DeviceSession::Open({Device::kCuda, 0}, 1);
+    ASSERT_TRUE(session.ok()) << session.status();
+    EXPECT_NE(session->context().stream, nullptr);
+    EXPECT_NE(session->context().blas, nullptr);
+    EXPECT_EQ(session->context().workspace.bytes, DeviceSession::kDefaultWorkspaceBytes);
+    EXPECT_TRUE(session->Synchronize().ok());
+    EXPECT_EQ(UploadWeight(*session, Weight(Tensor({2, 2})), DType::kI32).status().code(),
+              absl::StatusCode::kInvalidArgument);
   }
 }
 

@@ -9,7 +9,7 @@
 
 #include <cfloat>
 
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/launch.cuh"
 
 namespace ripplekv::kernels::cuda {
 
@@ -82,7 +82,7 @@ __global__ void AttentionKernel(const float* q, const int32_t* q_positions, int6
 
 }  // namespace
 
-void CausalAttention(const float* q, const int32_t* q_positions, int64_t m, int64_t n_heads,
+void CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m, int64_t n_heads,
                      int64_t head_dim, const CacheSegment* segments, int n_segments, float scale,
                      float* out) {
   if (m == 0) return;
@@ -91,7 +91,7 @@ void CausalAttention(const float* q, const int32_t* q_positions, int64_t m, int6
   segs.count = n_segments;
   const int64_t items = m * n_heads;
   const int64_t blocks = (items + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  AttentionKernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp>>>(
+  AttentionKernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, StreamOf(ctx)>>>(
       q, q_positions, m, n_heads, head_dim, segs, scale, out);
 }
 

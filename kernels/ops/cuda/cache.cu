@@ -3,7 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/launch.cuh"
 
 namespace ripplekv::kernels::cuda {
 
@@ -51,27 +51,27 @@ __global__ void KvRetainKernel(const int32_t* keep, int count, CacheLayer layer)
 
 }  // namespace
 
-void GatherRows(const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out) {
+void GatherRows(const OpContext& ctx, const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out) {
   if (n_rows == 0 || d == 0) return;
-  GatherRowsKernel<<<static_cast<unsigned>(n_rows), kThreads>>>(src, d, rows, out);
+  GatherRowsKernel<<<static_cast<unsigned>(n_rows), kThreads, 0, StreamOf(ctx)>>>(src, d, rows, out);
 }
 
-void CopyRows(const float* src, int64_t d, int64_t first, int64_t n_rows, float* out) {
+void CopyRows(const OpContext& ctx, const float* src, int64_t d, int64_t first, int64_t n_rows, float* out) {
   if (n_rows == 0 || d == 0) return;
   CheckCuda(cudaMemcpyAsync(out, src + first * d, static_cast<size_t>(n_rows * d) * sizeof(float),
-                            cudaMemcpyDeviceToDevice),
+                            cudaMemcpyDeviceToDevice, StreamOf(ctx)),
             "CopyRows");
 }
 
-void KvAppend(const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
+void KvAppend(const OpContext& ctx, const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
               const CacheLayer& layer) {
   if (n == 0) return;
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(layer.n_kv_heads));
-  KvAppendKernel<<<grid, kThreads>>>(k_rows, v_rows, positions, layer);
+  KvAppendKernel<<<grid, kThreads, 0, StreamOf(ctx)>>>(k_rows, v_rows, positions, layer);
 }
 
-void KvRetain(const int32_t* keep, int count, const CacheLayer& layer) {
-  KvRetainKernel<<<static_cast<unsigned>(layer.n_kv_heads), kThreads>>>(keep, count, layer);
+void KvRetain(const OpContext& ctx, const int32_t* keep, int count, const CacheLayer& layer) {
+  KvRetainKernel<<<static_cast<unsigned>(layer.n_kv_heads), kThreads, 0, StreamOf(ctx)>>>(keep, count, layer);
 }
 
 }  // namespace ripplekv::kernels::cuda

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/cublas_api.h"
 
 namespace ripplekv::kernels::cuda {
 
@@ -69,7 +70,9 @@ Devices& Discovered() {
     const cudaError_t err = cudaGetDeviceCount(&d->count);
     if (err != cudaSuccess) {
       d->count = 0;
-      d->why = cudaGetErrorString(err);
+      d->why = std::string("the CUDA runtime finds no usable driver or GPU (") +
+               cudaGetErrorString(err) + "): no NVIDIA driver, no GPU, or a driver older than "
+               "this build's CUDA runtime";
       cudaGetLastError();
     } else if (d->count == 0) {
       d->why = "no CUDA device is visible";
@@ -89,5 +92,79 @@ int DeviceCount(std::string* why) {
 }
 
 Allocator* DeviceAllocatorFor(int ordinal) { return Discovered().allocators.at(ordinal).get(); }
+
+void* Activate(const OpContext& ctx) {
+  int current = -1;
+  CheckCuda(cudaGetDevice(&current), "cudaGetDevice");
+  if (current != ctx.ordinal) CheckCuda(cudaSetDevice(ctx.ordinal), "cudaSetDevice");
+  return ctx.stream;
+}
+
+bool OpenSession(int ordinal, size_t workspace_bytes, OpContext* ctx, std::string* why) {
+  const CublasApi* blas = Cublas(why);
+  if (blas == nullptr) return false;
+  auto fail = [&](const char* what, cudaError_t error) {
+    *why = std::string(what) + ": " + cudaGetErrorString(error);
+    cudaGetLastError();
+    CloseSession(ctx);
+    return false;
+  };
+  ctx->device = Device::kCuda;
+  ctx->ordinal = ordinal;
+  if (cudaError_t e = cudaSetDevice(ordinal); e != cudaSuccess) return fail("cudaSetDevice", e);
+  // A blocking stream: the allocators' synchronous copies (on the legacy default stream) wait
+  // for the work queued here, so results copied to the host are always complete.
+  cudaStream_t stream = nullptr;
+  if (cudaError_t e = cudaStreamCreate(&stream); e != cudaSuccess) {
+    return fail("cudaStreamCreate", e);
+  }
+  ctx->stream = stream;
+  if (workspace_bytes > 0) {
+    if (cudaError_t e = cudaMalloc(&ctx->workspace.data, workspace_bytes); e != cudaSuccess) {
+      return fail("the session workspace", e);
+    }
+    ctx->workspace.bytes = workspace_bytes;
+  }
+  cublasHandle_t handle = nullptr;
+  if (cublasStatus_t s = blas->create(&handle); s != CUBLAS_STATUS_SUCCESS) {
+    *why = std::string("cublasCreate: ") + blas->status_string(s);
+    CloseSession(ctx);
+    return false;
+  }
+  ctx->blas = handle;
+  CheckCublas(blas->set_stream(handle, stream), "cublasSetStream");
+  if (ctx->workspace.bytes > 0) {
+    CheckCublas(blas->set_workspace(handle, ctx->workspace.data, ctx->workspace.bytes),
+                "cublasSetWorkspace");
+  }
+  // The default math mode never rounds fp32 inputs to TF32; each GEMM names its compute type.
+  CheckCublas(blas->set_math_mode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  return true;
+}
+
+void CloseSession(OpContext* ctx) {
+  if (ctx->stream != nullptr) {
+    cudaSetDevice(ctx->ordinal);
+    cudaStreamSynchronize(static_cast<cudaStream_t>(ctx->stream));
+  }
+  if (ctx->blas != nullptr) {
+    if (const CublasApi* blas = Cublas(nullptr); blas != nullptr) {
+      blas->destroy(static_cast<cublasHandle_t>(ctx->blas));
+    }
+  }
+  if (ctx->workspace.data != nullptr) cudaFree(ctx->workspace.data);
+  if (ctx->stream != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(ctx->stream));
+  ctx->blas = nullptr;
+  ctx->stream = nullptr;
+  ctx->workspace = {};
+}
+
+bool Synchronize(const OpContext& ctx, std::string* why) {
+  Activate(ctx);
+  const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(ctx.stream));
+  if (e == cudaSuccess) return true;
+  *why = cudaGetErrorString(e);
+  return false;
+}
 
 }  // namespace ripplekv::kernels::cuda

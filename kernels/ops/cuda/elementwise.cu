@@ -4,7 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/launch.cuh"
 
 namespace ripplekv::kernels::cuda {
 
@@ -40,15 +40,15 @@ __global__ void SwiGluKernel(const float* gate, const float* up, float* out, int
 
 }  // namespace
 
-void RmsNorm(const float* x, const float* weight, float eps, float* y, int64_t m, int64_t d) {
+void RmsNorm(const OpContext& ctx, const float* x, const float* weight, float eps, float* y, int64_t m, int64_t d) {
   if (m == 0) return;
-  RmsNormKernel<<<static_cast<unsigned>(m), kThreads>>>(x, weight, eps, y, d);
+  RmsNormKernel<<<static_cast<unsigned>(m), kThreads, 0, StreamOf(ctx)>>>(x, weight, eps, y, d);
 }
 
-void SwiGlu(const float* gate, const float* up, float* out, int64_t n) {
+void SwiGlu(const OpContext& ctx, const float* gate, const float* up, float* out, int64_t n) {
   if (n == 0) return;
   const int64_t blocks = (n + kThreads - 1) / kThreads;
-  SwiGluKernel<<<static_cast<unsigned>(blocks), kThreads>>>(gate, up, out, n);
+  SwiGluKernel<<<static_cast<unsigned>(blocks), kThreads, 0, StreamOf(ctx)>>>(gate, up, out, n);
 }
 
 }  // namespace ripplekv::kernels::cuda

@@ -1,14 +1,16 @@
-// Row-wise KL(softmax(p) || softmax(q)) on the device, with the CPU's formula and precision
-// (kernels/ops/cpu/kl_cpu.cc): one block per row, float maxima, then the exponentials and the
-// vocabulary sums in double (block reductions: another order than the CPU's sequential sums, so
-// equal within rounding, which the gpu tests bound), the KL clamped at 0. The per-row results are
-// copied to host memory: calibration sends them on from there.
+// Row-wise KL(softmax(p) || softmax(q)), log-sum-exp and log-softmax on the device, with the CPU's
+// formulas and precision (kernels/ops/cpu/kl_cpu.cc, elementwise_cpu.cc): one block per row, float
+// maxima, then the exponentials and the vocabulary sums in double (block reductions: another order
+// than the CPU's sequential sums, so equal within rounding, which the gpu tests bound), the KL
+// clamped at 0. Per-row results (KL, log-sum-exp) are copied to host memory: calibration and the
+// perplexity evaluation read them there.
 
 #include <cuda_runtime.h>
 
 #include <cfloat>
+#include <cmath>
 
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/launch.cuh"
 
 namespace ripplekv::kernels::cuda {
 
@@ -66,18 +68,60 @@ __global__ void KlKernel(const float* p_logits, const float* q_logits, int64_t v
   }
 }
 
+// log(sum_j exp(x[j])) of row blockIdx.x as the CPU computes it: the float maximum mx, the terms
+// exp(double(x[j] - mx)) (the difference in float) summed in double, then mx + float(log(sum)).
+// With y, writes y[j] = x[j] - lse (y may be x: each thread rewrites only entries it has read,
+// after the last reduction); without, lse[blockIdx.x] = lse.
+__global__ void LogSumExpKernel(const float* x, int64_t v, float* lse, float* y) {
+  __shared__ float fshared[kThreads];
+  __shared__ double dshared[kThreads];
+  const float* xi = x + blockIdx.x * v;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) m = fmaxf(m, xi[j]);
+  const float mx = BlockReduce(m, fshared, Max());
+  double s = 0.0;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) s += exp(static_cast<double>(xi[j] - mx));
+  const float result = mx + static_cast<float>(log(BlockReduce(s, dshared, Sum())));
+  if (y == nullptr) {
+    if (threadIdx.x == 0) lse[blockIdx.x] = result;
+    return;
+  }
+  float* yi = y + blockIdx.x * v;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) yi[j] = xi[j] - result;
+}
+
 }  // namespace
 
-void KlDivergenceRows(const float* p_logits, const float* q_logits, int64_t m, int64_t v,
+void LogSumExp(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* host_lse) {
+  if (m == 0) return;
+  cudaStream_t stream = StreamOf(ctx);
+  float* device_lse = nullptr;
+  const size_t bytes = static_cast<size_t>(m) * sizeof(float);
+  CheckCuda(cudaMallocAsync(&device_lse, bytes, stream), "log-sum-exp output");
+  LogSumExpKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, v, device_lse, nullptr);
+  CheckCuda(cudaMemcpyAsync(host_lse, device_lse, bytes, cudaMemcpyDeviceToHost, stream),
+            "log-sum-exp to the host");
+  CheckCuda(cudaFreeAsync(device_lse, stream), "log-sum-exp output");
+  CheckCuda(cudaStreamSynchronize(stream), "log-sum-exp");
+}
+
+void LogSoftmax(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* y) {
+  if (m == 0) return;
+  LogSumExpKernel<<<static_cast<unsigned>(m), kThreads, 0, StreamOf(ctx)>>>(x, v, nullptr, y);
+}
+
+void KlDivergenceRows(const OpContext& ctx, const float* p_logits, const float* q_logits, int64_t m, int64_t v,
                       float* host_out) {
   if (m == 0) return;
+  cudaStream_t stream = StreamOf(ctx);
   float* device_out = nullptr;
-  CheckCuda(cudaMalloc(&device_out, static_cast<size_t>(m) * sizeof(float)), "KL output");
-  KlKernel<<<static_cast<unsigned>(m), kThreads>>>(p_logits, q_logits, v, device_out);
-  CheckCuda(cudaMemcpy(host_out, device_out, static_cast<size_t>(m) * sizeof(float),
-                   cudaMemcpyDeviceToHost),
-        "KL to the host");
-  CheckCuda(cudaFree(device_out), "KL output");
+  const size_t bytes = static_cast<size_t>(m) * sizeof(float);
+  CheckCuda(cudaMallocAsync(&device_out, bytes, stream), "KL output");
+  KlKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(p_logits, q_logits, v, device_out);
+  CheckCuda(cudaMemcpyAsync(host_out, device_out, bytes, cudaMemcpyDeviceToHost, stream),
+            "KL to the host");
+  CheckCuda(cudaFreeAsync(device_out, stream), "KL output");
+  CheckCuda(cudaStreamSynchronize(stream), "KL");
 }
 
 }  // namespace ripplekv::kernels::cuda
