@@ -53,7 +53,7 @@ StatusOr<std::unique_ptr<SampleCalibrator>> SampleCalibrator::Prepare(
   std::unique_ptr<SampleCalibrator> s(
       new SampleCalibrator(model, sample_index, context, probe, mode));
   const int c = s->context_len(), w = s->probe_len();
-  s->cache_ = std::make_unique<KvCache>(model.config(), c + w);
+  s->cache_ = std::make_unique<KvCache>(model.NewCache(c + w));
   if (mode == PerturbMode::kCache) {
     ASSIGN_OR_RETURN(ForwardResult pre,
                      model.Forward({.tokens = s->context_, .logits = LogitRows::kNone}, *s->cache_));
@@ -122,7 +122,7 @@ StatusOr<double> SampleCalibrator::MeanKl(const Tensor& logits, int64_t first_ro
   std::vector<float> kl(w);
   RETURN_IF_ERROR(kernels::KlDivergenceRows(
       model_->op_context(), clean_logits_.view(),
-      ConstTensorView(logits.data() + first_row * vocab, {w, vocab}), kl));
+      ConstTensorView(logits.view().data + first_row * vocab, {w, vocab}, logits.device()), kl));
   double sum = 0.0;
   for (float v : kl) sum += v;
   return sum / static_cast<double>(w);
@@ -138,8 +138,11 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
   const int cap = cache_->capacity();
   const int64_t d = cfg.d_model;
 
+  kernels::Allocator& memory = model_->allocator();
+  const kernels::Device device = ctx.device;
+
   // Every trial starts from the recorded clean input of `layer` at the probe rows.
-  Tensor x({static_cast<int64_t>(t_count) * w, d});
+  Tensor x({static_cast<int64_t>(t_count) * w, d}, kernels::DType::kF32, memory);
   std::vector<int32_t> positions(static_cast<size_t>(t_count) * w);
   std::vector<int32_t> probe_rows(positions.size());  // 0..W-1 for every trial
   for (int t = 0; t < t_count; ++t) {
@@ -148,52 +151,66 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
     std::iota(probe_rows.begin() + static_cast<int64_t>(t) * w,
               probe_rows.begin() + static_cast<int64_t>(t + 1) * w, 0);
   }
-  RETURN_IF_ERROR(kernels::GatherRows(ctx, layer_inputs_[layer].view(), probe_rows, x.view()));
+  const Tensor device_positions = kernels::Int32Tensor(positions, memory);
+  // Trial t's positions, on the device.
+  auto trial_positions = [&](int t) {
+    return kernels::Int32View(device_positions.int32_view().ptr + static_cast<int64_t>(t) * w, w,
+                              device);
+  };
+  RETURN_IF_ERROR(kernels::GatherRows(ctx, layer_inputs_[layer].view(),
+                                      kernels::Int32Tensor(probe_rows, memory).int32_view(),
+                                      x.view()));
 
   // Each trial's perturbed copy of layer `layer`'s context values: [n_kv_heads, cap, head_dim]
   // (only the first C entries per head are used). One layer per trial, never a full cache.
   const KvCacheView clean = cache_->View(layer);
-  std::vector<std::vector<float>> perturbed(t_count);
+  const ConstTensorView clean_values{clean.v, {static_cast<int64_t>(hkv) * cap, hd}, device};
+  std::vector<Tensor> perturbed;
   for (int t = 0; t < t_count; ++t) {
-    perturbed[t].assign(static_cast<size_t>(hkv) * cap * hd, 0.0f);
+    perturbed.emplace_back(kernels::Shape{static_cast<int64_t>(hkv) * cap, hd},
+                           kernels::DType::kF32, memory);
     for (int h = 0; h < hkv; ++h) {
-      const size_t off = static_cast<size_t>(h) * cap * hd;
-      RETURN_IF_ERROR(kernels::CopyRows(ctx, {clean.v, {static_cast<int64_t>(hkv) * cap, hd}},
-                                        static_cast<int64_t>(h) * cap,
-                                        TensorView{perturbed[t].data() + off, {c, hd}}));
-      const std::span<const int32_t> pos(clean.positions + static_cast<size_t>(h) * cap, c);
+      const TensorView head{perturbed[t].view().data + static_cast<int64_t>(h) * cap * hd,
+                            {c, hd}, device};
+      RETURN_IF_ERROR(
+          kernels::CopyRows(ctx, clean_values, static_cast<int64_t>(h) * cap, head));
+      std::vector<int32_t> pos(c);
+      for (int i = 0; i < c; ++i) pos[i] = cache_->Position(layer, h, i);
       RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(
-          ctx, {options.seed, sample_index_, layer, t}, pos, h, options.alpha,
-          TensorView{perturbed[t].data() + off, {c, hd}}));
+          ctx, {options.seed, sample_index_, layer, t},
+          kernels::Int32Tensor(pos, memory).int32_view(), h, options.alpha, head));
     }
   }
 
   // Each trial's own probe keys/values per layer: [n_kv_heads, W, head_dim], positions C..C+W-1.
-  std::vector<float> probe_k(static_cast<size_t>(t_count) * hkv * w * hd);
-  std::vector<float> probe_v(probe_k.size());
-  std::vector<int32_t> probe_pos(static_cast<size_t>(hkv) * w);  // C..C+W-1 per head (KvAppend)
+  const int64_t probe_floats = static_cast<int64_t>(hkv) * w * hd;
+  Tensor probe_k({t_count * probe_floats}, kernels::DType::kF32, memory);
+  Tensor probe_v({t_count * probe_floats}, kernels::DType::kF32, memory);
+  // C..C+W-1 per head (written by KvAppend).
+  Tensor probe_pos({static_cast<int64_t>(hkv) * w}, kernels::DType::kI32, memory);
+  int32_t* probe_pos_data = probe_pos.int32_data();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
   auto attend = [&](int j, const TensorView& q3, Tensor& k, Tensor& v,
-                    std::span<const int32_t> pos, const TensorView& out) -> Status {
+                    std::span<const int32_t> /*pos*/, const TensorView& out) -> Status {
     const int64_t row = static_cast<int64_t>(hkv) * hd;
     for (int t = 0; t < t_count; ++t) {
-      float* pk = probe_k.data() + static_cast<size_t>(t) * hkv * w * hd;
-      float* pv = probe_v.data() + static_cast<size_t>(t) * hkv * w * hd;
+      float* pk = probe_k.view().data + t * probe_floats;
+      float* pv = probe_v.view().data + t * probe_floats;
       // This trial's probe rows as a one-segment cache of W entries per head.
       const int64_t first = static_cast<int64_t>(t) * w * row;
-      RETURN_IF_ERROR(kernels::KvAppend(ctx, {k.data() + first, {w, row}},
-                                        {v.data() + first, {w, row}},
-                                        pos.subspan(static_cast<size_t>(t) * w, w),
-                                        {pk, pv, probe_pos.data(), hkv, w, 0, hd}));
+      RETURN_IF_ERROR(kernels::KvAppend(ctx, {k.view().data + first, {w, row}, device},
+                                        {v.view().data + first, {w, row}, device},
+                                        trial_positions(t),
+                                        {pk, pv, probe_pos_data, hkv, w, 0, hd, device}));
       KvCacheView context = cache_->View(j);
       context.length = c;  // the clean cache also holds the clean probe entries after C
-      if (j == layer) context.v = perturbed[t].data();
-      const KvCacheView segments[] = {context, {pk, pv, probe_pos.data(), hkv, w, w, hd}};
+      if (j == layer) context.v = perturbed[t].view().data;
+      const KvCacheView segments[] = {context, {pk, pv, probe_pos_data, hkv, w, w, hd, device}};
       const int64_t q_off = static_cast<int64_t>(t) * w * hq * hd;
       RETURN_IF_ERROR(kernels::CausalAttention(
-          ctx, TensorView{q3.data + q_off, {w, hq, hd}}, pos.subspan(static_cast<size_t>(t) * w, w),
-          segments, scale, TensorView{out.data + q_off, {w, hq, hd}}));
+          ctx, TensorView{q3.data + q_off, {w, hq, hd}, device}, trial_positions(t), segments,
+          scale, TensorView{out.data + q_off, {w, hq, hd}, device}));
     }
     return absl::OkStatus();
   };
@@ -212,8 +229,8 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerPrefill(int layer,
   const ModelConfig& cfg = model_->config();
   const kernels::OpContext& ctx = model_->op_context();
   const int c = context_len(), w = probe_len();
-  KvCache cache(cfg, c + w);
-  const std::vector<int32_t> probe_rows = Iota(w, c);
+  KvCache cache = model_->NewCache(c + w);
+  const Tensor positions = kernels::Int32Tensor(positions_, model_->allocator());
   std::vector<double> kl(options.trials);
   for (int t = 0; t < options.trials; ++t) {
     cache.Clear();
@@ -227,14 +244,14 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerPrefill(int layer,
     auto attend = [&](int j, const TensorView& q3, Tensor& k, Tensor& v,
                       std::span<const int32_t> pos, const TensorView& out) -> Status {
       if (j == layer) {
-        RETURN_IF_ERROR(kernels::AddNormAdaptiveNoiseToRows(ctx, key, pos, cfg.n_kv_heads,
-                                                            options.alpha, v.view()));
+        RETURN_IF_ERROR(kernels::AddNormAdaptiveNoiseToRows(
+            ctx, key, positions.int32_view(), cfg.n_kv_heads, options.alpha, v.view()));
       }
       return model_->AttendCached(j, q3, k, v, pos, out, cache);
     };
     RETURN_IF_ERROR(model_->RunLayers(
         x, {.first = from_embeddings ? 0 : layer, .positions = positions_}, attend));
-    Tensor rows({w, cfg.d_model});
+    Tensor rows({w, cfg.d_model}, kernels::DType::kF32, model_->allocator());
     RETURN_IF_ERROR(kernels::CopyRows(ctx, x.view(), c, rows.view()));
     ASSIGN_OR_RETURN(Tensor logits, model_->Logits(rows));
     ASSIGN_OR_RETURN(kl[t], MeanKl(logits, 0));
@@ -248,15 +265,16 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCacheNaive(
   const int c = context_len(), w = probe_len();
   std::vector<double> kl(options.trials);
   for (int t = 0; t < options.trials; ++t) {
-    KvCache cache(cfg, c + w);
+    KvCache cache = model_->NewCache(c + w);
     ASSIGN_OR_RETURN(ForwardResult pre,
                      model_->Forward({.tokens = context_, .logits = LogitRows::kNone}, cache));
     for (int h = 0; h < cfg.n_kv_heads; ++h) {
       std::vector<int32_t> pos(c);
       for (int i = 0; i < c; ++i) pos[i] = cache.Position(layer, h, i);
       RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(
-          model_->op_context(), {options.seed, sample_index_, layer, t}, pos, h, options.alpha,
-          TensorView{cache.Value(layer, h, 0).data(), {c, cfg.head_dim}}));
+          model_->op_context(), {options.seed, sample_index_, layer, t},
+          kernels::Int32Tensor(pos, model_->allocator()).int32_view(), h, options.alpha,
+          cache.Values(layer, h, c)));
     }
     ASSIGN_OR_RETURN(ForwardResult out,
                      model_->Forward({.tokens = probe_, .logits = LogitRows::kAll}, cache));

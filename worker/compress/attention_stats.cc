@@ -10,12 +10,12 @@
 namespace ripplekv::worker {
 
 Status ComputeWindowStats(const kernels::ConstTensorView& q, const kernels::KvCacheView& keys,
-                          double scale, int num_threads, LayerStats& stats) {
+                          double scale, const kernels::OpContext& ctx, LayerStats& stats) {
   const int64_t n_heads = q.rank() == 3 ? q.dim(1) : 0;
   std::vector<double> sum(static_cast<size_t>(std::max<int64_t>(n_heads * keys.length, 0)));
   std::vector<double> sumsq(sum.size());
   double entropy = 0.0;
-  RETURN_IF_ERROR(kernels::WindowAttentionStats({.num_threads = std::max(1, num_threads)}, q, keys,
+  RETURN_IF_ERROR(kernels::WindowAttentionStats(ctx, q, keys,
                                                 scale, kEntropyEpsilon, sum, sumsq, &entropy));
   stats.n_heads = static_cast<int>(n_heads);
   stats.n_kv_heads = keys.n_kv_heads;
@@ -28,11 +28,11 @@ Status ComputeWindowStats(const kernels::ConstTensorView& q, const kernels::KvCa
 }
 
 Status ComputeAccumulatedAttention(const kernels::ConstTensorView& q,
-                                   const kernels::KvCacheView& keys, double scale, int num_threads,
-                                   LayerStats& stats) {
+                                   const kernels::KvCacheView& keys, double scale,
+                                   const kernels::OpContext& ctx, LayerStats& stats) {
   std::vector<double> accumulated(
       static_cast<size_t>(std::max(keys.n_kv_heads * keys.length, 0)));
-  RETURN_IF_ERROR(kernels::AccumulatedAttention({.num_threads = std::max(1, num_threads)}, q, keys,
+  RETURN_IF_ERROR(kernels::AccumulatedAttention(ctx, q, keys,
                                                 scale, accumulated));
   stats.n_heads = static_cast<int>(q.dim(1));
   stats.n_kv_heads = keys.n_kv_heads;

@@ -22,6 +22,7 @@
 #include "kernels/base/status.h"
 #include "kernels/base/tensor.h"
 #include "kernels/ops/attention.h"
+#include "kernels/ops/op_context.h"
 
 namespace ripplekv::worker {
 
@@ -53,18 +54,19 @@ struct LayerStats {
 // (their positions are keys.positions of those entries), scale usually 1/sqrt(head_dim).
 // `keys` is one layer's cache (values are not read); its entries must be the same tokens in every
 // head (an uncompressed cache). Sets stats.n_heads, n_kv_heads, length and window = w.
-// InvalidArgument on shape mismatch, w == 0 or w > keys.length.
+// InvalidArgument on shape mismatch, w == 0 or w > keys.length. q and keys live on ctx's device.
 [[nodiscard]] Status ComputeWindowStats(const kernels::ConstTensorView& q,
                                         const kernels::KvCacheView& keys, double scale,
-                                        int num_threads, LayerStats& stats);
+                                        const kernels::OpContext& ctx, LayerStats& stats);
 
 // Computes stats.accumulated from q: [n, n_heads, head_dim], the queries of all n entries of
 // `keys` (causal: query i sees the keys at positions <= its own). Costs O(n^2 * n_heads *
 // head_dim) time and O(n) memory per head. Sets n_heads, n_kv_heads and length.
-// InvalidArgument on shape mismatch (q rows must equal keys.length).
+// InvalidArgument on shape mismatch (q rows must equal keys.length). q and keys live on ctx's
+// device.
 [[nodiscard]] Status ComputeAccumulatedAttention(const kernels::ConstTensorView& q,
                                                  const kernels::KvCacheView& keys, double scale,
-                                                 int num_threads, LayerStats& stats);
+                                                 const kernels::OpContext& ctx, LayerStats& stats);
 
 // Checks that the statistics are self-consistent (heads divide, window <= length, array sizes
 // match); InvalidArgument describing the first mismatch. Selections and allocations call it before

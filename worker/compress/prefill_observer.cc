@@ -35,7 +35,7 @@ StatusOr<ObservedPrefill> PrefillObserved(const Transformer& transformer,
   ObservedPrefill result;
   result.layers.resize(c.n_layers);
   const int window = std::min(options.window, n);
-  const int threads = transformer.op_context().num_threads;
+  const kernels::OpContext& ctx = transformer.op_context();
   const double stat_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   const LayerObserver observe = [&](int layer, const kernels::ConstTensorView& q,
                                     const kernels::KvCacheView& view) -> Status {
@@ -43,11 +43,11 @@ StatusOr<ObservedPrefill> PrefillObserved(const Transformer& transformer,
     if (options.window_stats) {
       const int64_t row = q.dim(1) * q.dim(2);
       const kernels::ConstTensorView q_window(q.data + (n - window) * row,
-                                              {window, q.dim(1), q.dim(2)});
-      RETURN_IF_ERROR(ComputeWindowStats(q_window, view, stat_scale, threads, stats));
+                                              {window, q.dim(1), q.dim(2)}, q.device);
+      RETURN_IF_ERROR(ComputeWindowStats(q_window, view, stat_scale, ctx, stats));
     }
     if (options.accumulated) {
-      RETURN_IF_ERROR(ComputeAccumulatedAttention(q, view, stat_scale, threads, stats));
+      RETURN_IF_ERROR(ComputeAccumulatedAttention(q, view, stat_scale, ctx, stats));
     }
     if (!options.window_stats && !options.accumulated) {
       stats.n_heads = c.n_heads;

@@ -25,7 +25,7 @@ StatusOr<GenerateResult> Generate(const Transformer& model, std::span<const int3
                                                      " new tokens exceed the model's context of ",
                                                      limit));
   }
-  KvCache cache(model.config(), static_cast<int>(needed));
+  KvCache cache = model.NewCache(static_cast<int>(needed));
   Sampler sampler(options.sampler);
   GenerateResult result;
 
@@ -35,7 +35,8 @@ StatusOr<GenerateResult> Generate(const Transformer& model, std::span<const int3
 
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < options.max_new_tokens; ++i) {
-    const int32_t next = sampler.Sample(out.logits.span());
+    const kernels::Tensor logits = kernels::OnHost(std::move(out.logits));
+    const int32_t next = sampler.Sample(logits.span());
     if (options.is_stop && options.is_stop(next)) {
       result.stopped = true;
       break;

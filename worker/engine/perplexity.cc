@@ -24,7 +24,8 @@ StatusOr<PerplexityResult> ComputePerplexity(const Transformer& model,
   PerplexityResult result;
   result.n_ctx = n_ctx;
   result.n_chunks = n_chunks;
-  KvCache cache(model.config(), n_ctx);
+  KvCache cache = model.NewCache(n_ctx);
+  const kernels::OpContext host{.num_threads = model.op_context().num_threads};
   const int first = n_ctx / 2;
   const int vocab = model.config().vocab_size;
   double sum = 0.0, sum_sq = 0.0;
@@ -39,8 +40,10 @@ StatusOr<PerplexityResult> ComputePerplexity(const Transformer& model,
     const int n_scored = n_ctx - 1 - first;
     std::vector<float> lse(n_scored);
     // Logit rows start at position `first`; the last row (position n_ctx-1) is not scored.
-    kernels::ConstTensorView rows(out.logits.data(), {n_scored, vocab});
-    RETURN_IF_ERROR(kernels::LogSumExp(model.op_context(), rows, lse));
+    // Scored on the host: each row needs its target's logit there too.
+    const kernels::Tensor logits = kernels::OnHost(std::move(out.logits));
+    kernels::ConstTensorView rows(logits.data(), {n_scored, vocab});
+    RETURN_IF_ERROR(kernels::LogSumExp(host, rows, lse));
     double chunk_sum = 0.0;
     for (int i = 0; i < n_scored; ++i) {
       // The target is the original next token (a BOS substitution only touches position 0).

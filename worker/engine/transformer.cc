@@ -4,11 +4,13 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/base/strings.h"
 #include "kernels/ops/activation.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/gather.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/norm.h"
+#include "worker/engine/device_model.h"
 
 namespace ripplekv::worker {
 
@@ -36,14 +38,34 @@ StatusOr<Transformer> Transformer::Create(const Model& model, const TransformerO
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads must be >= 1, got ", options.num_threads));
   }
-  return Transformer(model, options, std::move(rope));
+  std::shared_ptr<const Model> device_weights;
+  if (options.device != nullptr && options.device->context().device != kernels::Device::kCpu) {
+    ASSIGN_OR_RETURN(Model uploaded, UploadModel(model, *options.device, options.device_weights));
+    device_weights = std::make_shared<const Model>(std::move(uploaded));
+  }
+  return Transformer(model, options, std::move(rope), std::move(device_weights));
 }
 
 Transformer::Transformer(const Model& model, const TransformerOptions& options,
-                         kernels::RopeTable rope)
-    : model_(&model), options_(options), rope_(std::move(rope)) {
-  ctx_.device = kernels::Device::kCpu;
+                         kernels::RopeTable rope, std::shared_ptr<const Model> device_weights)
+    : model_(&model),
+      options_(options),
+      allocator_(&kernels::HostAllocator()),
+      rope_(std::move(rope)),
+      device_weights_(std::move(device_weights)) {
+  if (device_weights_ != nullptr) {
+    ctx_ = options.device->context();
+    allocator_ = &options.device->allocator();
+  }
   ctx_.num_threads = options.num_threads;
+}
+
+KvCache Transformer::NewCache(int capacity) const {
+  return KvCache(model_->config, capacity, device_weights_ != nullptr ? options_.device : nullptr);
+}
+
+Tensor Transformer::NewTensor(kernels::Shape shape) const {
+  return Tensor(std::move(shape), kernels::DType::kF32, *allocator_);
 }
 
 StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCache& cache) const {
@@ -63,7 +85,7 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
           absl::StrCat("layer_input must be [n, ", d, "], got ",
                        kernels::ShapeString(request.layer_input->shape())));
     }
-    x = request.layer_input->Clone();
+    x = request.layer_input->CopyTo(*allocator_);
   } else {
     if (start != 0) return absl::InvalidArgumentError("start_layer > 0 needs layer_input");
     ASSIGN_OR_RETURN(x, Embed(request.tokens));
@@ -113,7 +135,7 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
       rows = std::move(x);
     } else {
       const int64_t first = request.logits == LogitRows::kAll ? request.first_logit_row : n - 1;
-      rows = Tensor({n - first, d});
+      rows = NewTensor({n - first, d});
       RETURN_IF_ERROR(kernels::CopyRows(ctx_, x.view(), first, rows.view()));
     }
     ASSIGN_OR_RETURN(result.logits, Logits(rows));
@@ -124,15 +146,17 @@ StatusOr<ForwardResult> Transformer::Forward(const ForwardRequest& request, KvCa
 Status Transformer::AttendCached(int layer, const TensorView& q, const Tensor& k, const Tensor& v,
                                  std::span<const int32_t> positions, const TensorView& out,
                                  KvCache& cache) const {
-  RETURN_IF_ERROR(cache.Append(layer, k.span(), v.span(), positions));
+  RETURN_IF_ERROR(cache.Append(layer, k.view(), v.view(), positions));
   const float scale = 1.0f / std::sqrt(static_cast<float>(model_->config.head_dim));
-  return kernels::CausalAttention(ctx_, q, positions, cache.View(layer), scale, out);
+  const Tensor q_positions = kernels::Int32Tensor(positions, *allocator_);
+  return kernels::CausalAttention(ctx_, q, q_positions.int32_view(), cache.View(layer), scale, out);
 }
 
 StatusOr<Tensor> Transformer::Embed(std::span<const int32_t> tokens) const {
   Tensor x({static_cast<int64_t>(tokens.size()), model_->config.d_model});
-  RETURN_IF_ERROR(kernels::EmbeddingLookup(ctx_, model_->tok_embeddings, tokens, x.view()));
-  return x;
+  const kernels::OpContext host{.num_threads = options_.num_threads};
+  RETURN_IF_ERROR(kernels::EmbeddingLookup(host, model_->tok_embeddings, tokens, x.view()));
+  return device_weights_ != nullptr ? x.CopyTo(*allocator_) : std::move(x);
 }
 
 Status Transformer::RunLayers(Tensor& x, const LayerRange& range,
@@ -152,16 +176,25 @@ Status Transformer::RunLayers(Tensor& x, const LayerRange& range,
   const int64_t hd = c.head_dim;
   const int64_t q_width = static_cast<int64_t>(c.n_heads) * hd;
   const int64_t kv_width = static_cast<int64_t>(c.n_kv_heads) * hd;
-  Tensor xn({n, d});
-  Tensor q({n, q_width}), k({n, kv_width}), v({n, kv_width}), attn({n, q_width});
-  Tensor gate({n, c.d_ff}), up({n, c.d_ff});
+  if (x.device() != ctx_.device) {
+    return absl::InvalidArgumentError(Cat("RunLayers: x is on ", kernels::DeviceName(x.device()),
+                                          ", the Transformer runs on ",
+                                          kernels::DeviceName(ctx_.device)));
+  }
+  Tensor xn = NewTensor({n, d});
+  Tensor q = NewTensor({n, q_width}), k = NewTensor({n, kv_width}), v = NewTensor({n, kv_width});
+  Tensor attn = NewTensor({n, q_width});
+  Tensor gate = NewTensor({n, c.d_ff}), up = NewTensor({n, c.d_ff});
+  const Tensor positions = kernels::Int32Tensor(range.positions, *allocator_);
+  const Tensor record_rows = kernels::Int32Tensor(range.record_rows, *allocator_);
 
   for (int l = range.first; l < end; ++l) {
-    const LayerWeights& w = model_->layers[l];
+    const LayerWeights& w = weights().layers[l];
     if (range.layer_inputs != nullptr && !range.record_rows.empty()) {
       Tensor& recorded = (*range.layer_inputs)[l];
-      recorded = Tensor({static_cast<int64_t>(range.record_rows.size()), d});
-      RETURN_IF_ERROR(kernels::GatherRows(ctx_, x.view(), range.record_rows, recorded.view()));
+      recorded = NewTensor({static_cast<int64_t>(range.record_rows.size()), d});
+      RETURN_IF_ERROR(
+          kernels::GatherRows(ctx_, x.view(), record_rows.int32_view(), recorded.view()));
     }
 
     // Attention block.
@@ -169,11 +202,11 @@ Status Transformer::RunLayers(Tensor& x, const LayerRange& range,
     RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wq, OptionalView(w.bq), q.view()));
     RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wk, OptionalView(w.bk), k.view()));
     RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.wv, OptionalView(w.bv), v.view()));
-    TensorView q3{q.data(), {n, c.n_heads, hd}};     // [n, n_heads, head_dim]
-    TensorView k3{k.data(), {n, c.n_kv_heads, hd}};  // [n, n_kv_heads, head_dim]
-    RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, range.positions, q3));
-    RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, range.positions, k3));
-    TensorView attn3{attn.data(), {n, c.n_heads, hd}};
+    TensorView q3{q.view().data, {n, c.n_heads, hd}, ctx_.device};     // [n, n_heads, head_dim]
+    TensorView k3{k.view().data, {n, c.n_kv_heads, hd}, ctx_.device};  // [n, n_kv_heads, head_dim]
+    RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, positions.int32_view(), q3));
+    RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, positions.int32_view(), k3));
+    TensorView attn3{attn.view().data, {n, c.n_heads, hd}, ctx_.device};
     RETURN_IF_ERROR(attend(l, q3, k, v, range.positions, attn3));
     RETURN_IF_ERROR(kernels::Linear(ctx_, attn.view(), w.wo, {}, x.view(), {.accumulate = true}));
 
@@ -190,11 +223,11 @@ Status Transformer::RunLayers(Tensor& x, const LayerRange& range,
 
 StatusOr<Tensor> Transformer::Logits(const Tensor& rows) const {
   const ModelConfig& c = model_->config;
-  Tensor normed({rows.dim(0), c.d_model});
+  Tensor normed = NewTensor({rows.dim(0), c.d_model});
   RETURN_IF_ERROR(
-      kernels::RmsNorm(ctx_, rows.view(), model_->output_norm.view(), c.rms_eps, normed.view()));
-  Tensor logits({rows.dim(0), c.vocab_size});
-  RETURN_IF_ERROR(kernels::Linear(ctx_, normed.view(), model_->lm_head(), {}, logits.view()));
+      kernels::RmsNorm(ctx_, rows.view(), weights().output_norm.view(), c.rms_eps, normed.view()));
+  Tensor logits = NewTensor({rows.dim(0), c.vocab_size});
+  RETURN_IF_ERROR(kernels::Linear(ctx_, normed.view(), weights().lm_head(), {}, logits.view()));
   return logits;
 }
 

@@ -7,16 +7,24 @@
 // entering that layer) and record the residual-stream input of every layer for chosen rows:
 // calibration resumes the probe pass at the perturbed layer this way.
 //
-// Thread-safety: a Transformer is immutable after construction and may be shared; each call
-// needs its own KvCache. Results do not depend on options.num_threads.
+// Devices: by default the Transformer runs on the CPU over the model's own weights. Given a device
+// session it uploads the weights once (device_model.h) and runs every op on the session's
+// stream; tensors it returns (logits, recorded layer inputs) then live on that device, and its
+// caches must be made by NewCache.
+//
+// Thread-safety: a CPU Transformer is immutable after construction and may be shared; each call
+// needs its own KvCache. A device Transformer queues on its session's one stream: one thread at a
+// time. Results do not depend on options.num_threads.
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "kernels/base/status.h"
 #include "kernels/base/tensor.h"
+#include "kernels/ops/devices.h"
 #include "kernels/ops/op_context.h"
 #include "kernels/ops/rope.h"
 #include "worker/engine/kv_cache.h"
@@ -26,6 +34,11 @@ namespace ripplekv::worker {
 
 struct TransformerOptions {
   int num_threads = 1;  // CPU threads for GEMMs and kernels
+  // Where the ops run: null for the CPU, else a device session that outlives the Transformer.
+  const kernels::DeviceSession* device = nullptr;
+  // The type of the weights on a device: bf16 (GEMMs in bf16 with fp32 accumulation) or f32 (the
+  // exactness mode). Ignored on the CPU.
+  kernels::DType device_weights = kernels::DType::kBF16;
 };
 
 enum class LogitRows {
@@ -47,7 +60,8 @@ struct ForwardRequest {
   // `start_layer` (or 0 on an empty cache).
   std::span<const int32_t> positions;
   int start_layer = 0;  // first layer to run; layers below are neither run nor touched
-  // [n, d_model] residual-stream input of `start_layer`; required when start_layer > 0.
+  // [n, d_model] residual-stream input of `start_layer` (on the host or the Transformer's
+  // device); required when start_layer > 0.
   const kernels::Tensor* layer_input = nullptr;
   LogitRows logits = LogitRows::kLast;
   // With LogitRows::kAll: logits only for rows [first_logit_row, n) (perplexity scores only the
@@ -59,6 +73,7 @@ struct ForwardRequest {
   const LayerObserver* observer = nullptr;
 };
 
+// On the Transformer's device (kernels::OnHost brings them to the host).
 struct ForwardResult {
   kernels::Tensor logits;  // [rows, vocab_size], rows per ForwardRequest::logits and first_logit_row
   // layer_inputs[l]: [record_rows.size(), d_model] for l in [start_layer, n_layers); empty below.
@@ -84,14 +99,19 @@ struct LayerRange {
 
 class Transformer {
  public:
-  // `model` must outlive the Transformer. Errors: InvalidArgument when the model's rope settings
-  // are unusable (odd head_dim, wrong rope factor count).
+  // `model` (host weights) must outlive the Transformer. Errors: InvalidArgument when the model's
+  // rope settings are unusable (odd head_dim, wrong rope factor count); UploadModel's on a device.
   static StatusOr<Transformer> Create(const Model& model, const TransformerOptions& options);
+
+  // An empty cache of `capacity` tokens on this Transformer's device.
+  KvCache NewCache(int capacity) const;
 
   const ModelConfig& config() const { return model_->config; }
   const Model& model() const { return *model_; }
   // The device and thread settings this Transformer's ops run with.
   const kernels::OpContext& op_context() const { return ctx_; }
+  // The allocator of that device (for tensors passed to RunLayers and the ops).
+  kernels::Allocator& allocator() const { return *allocator_; }
 
   // Runs the layers [start_layer, n_layers) over the request's tokens. Errors: InvalidArgument
   // (token id out of range, bad positions, missing layer_input), ResourceExhausted (cache full).
@@ -110,19 +130,29 @@ class Transformer {
   [[nodiscard]] Status AttendCached(int layer, const kernels::TensorView& q, const kernels::Tensor& k,
                                     const kernels::Tensor& v, std::span<const int32_t> positions,
                                     const kernels::TensorView& out, KvCache& cache) const;
-  // Token embeddings: [n, d_model]. InvalidArgument for an id outside the vocabulary.
+  // Token embeddings: [n, d_model], gathered on the host and sent to the Transformer's device.
+  // InvalidArgument for an id outside the vocabulary.
   [[nodiscard]] StatusOr<kernels::Tensor> Embed(std::span<const int32_t> tokens) const;
-  // Final norm and LM head: rows [r, d_model] of the residual stream → logits [r, vocab_size].
+  // Final norm and LM head: rows [r, d_model] of the residual stream (on this Transformer's
+  // device) → logits [r, vocab_size] there.
   [[nodiscard]] StatusOr<kernels::Tensor> Logits(const kernels::Tensor& rows) const;
 
  private:
-  Transformer(const Model& model, const TransformerOptions& options, kernels::RopeTable rope);
+  Transformer(const Model& model, const TransformerOptions& options, kernels::RopeTable rope,
+              std::shared_ptr<const Model> device_weights);
+
+  // The weights the ops read: the device copy, or the model itself on the CPU.
+  const Model& weights() const { return device_weights_ ? *device_weights_ : *model_; }
+  // A new fp32 tensor on this Transformer's device.
+  kernels::Tensor NewTensor(kernels::Shape shape) const;
 
   // Immutable after construction.
   const Model* model_;
   TransformerOptions options_;
   kernels::OpContext ctx_;
+  kernels::Allocator* allocator_;
   kernels::RopeTable rope_;
+  std::shared_ptr<const Model> device_weights_;  // null on the CPU
 };
 
 }  // namespace ripplekv::worker

@@ -35,7 +35,7 @@ struct Prefilled {
 StatusOr<Prefilled> Prefill(const Transformer& model, const EvalExample& example,
                             const ObserverOptions& observer, int extra) {
   const int n = static_cast<int>(example.prompt.size());
-  KvCache cache(model.config(), n + extra);
+  KvCache cache = model.NewCache(n + extra);
   ASSIGN_OR_RETURN(ObservedPrefill observed,
                    PrefillObserved(model, example.prompt, observer, cache));
   return Prefilled{std::move(cache), std::move(observed)};
@@ -62,7 +62,7 @@ StatusOr<std::string> GreedyAnswer(const Transformer& model, const Tokenizer& to
     request.positions = std::span<const int32_t>(&position, 1);
     request.logits = LogitRows::kLast;
     ASSIGN_OR_RETURN(ForwardResult step, model.Forward(request, cache));
-    token = Argmax(step.logits.span());
+    token = Argmax(kernels::OnHost(std::move(step.logits)).span());
   }
   return tokenizer.Decode(answer, {.skip_special = true});
 }
@@ -83,7 +83,8 @@ StatusOr<std::vector<float>> ContinuationLogits(const Transformer& model,
   request.positions = positions;
   request.logits = LogitRows::kAll;
   ASSIGN_OR_RETURN(ForwardResult rows, model.Forward(request, cache));
-  logits.insert(logits.end(), rows.logits.span().begin(), rows.logits.span().end());
+  const kernels::Tensor host = kernels::OnHost(std::move(rows.logits));
+  logits.insert(logits.end(), host.span().begin(), host.span().end());
   return logits;
 }
 
@@ -167,8 +168,8 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
   ExampleRun run;
   ASSIGN_OR_RETURN(Prefilled prefilled, Prefill(model, example, observer, extra));
   ++run.prefills;
-  const std::vector<float> first(prefilled.observed.logits.span().begin(),
-                                 prefilled.observed.logits.span().end());
+  const kernels::Tensor first_logits = kernels::OnHost(std::move(prefilled.observed.logits));
+  const std::vector<float> first(first_logits.span().begin(), first_logits.span().end());
 
   // The full cache: the reference of the fidelity scores, and the "full" method's answer.
   Output full;

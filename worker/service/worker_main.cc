@@ -1,9 +1,11 @@
 // ripplekv-worker --scheduler ADDR --model PATH [--threads N] [--weights stored|f32]
-// [--prefill-cache-mb M] [--memory-limit-mb M] [--id NAME]
+// [--device cpu|cuda:N] [--device-weights bf16|f32] [--prefill-cache-mb M] [--memory-limit-mb M]
+// [--id NAME]
 //
 // Loads the model once, hashes it, registers with the scheduler and serves calibration tasks
 // until SIGTERM or SIGINT, then drains (finishes the task in progress, sends its results, closes
-// the stream). Exit codes: 0 drained normally, 1 a startup error (bad flag, model unreadable).
+// the stream). Exit codes: 0 drained normally, 1 a startup error (bad flag, model unreadable, the
+// device not usable).
 //
 // Memory (docs/MEMORY.md): the process stays under --memory-limit-mb (default: physical memory).
 // The prepared-sample cache gets min(--prefill-cache-mb, limit - weights - thread scratch -
@@ -25,6 +27,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/calibration/calibration_run.h"
 #include "worker/calibration/memory_estimate.h"
+#include "worker/engine/device_model.h"
 #include "worker/engine/transformer.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model_hash.h"
@@ -92,6 +95,13 @@ int Main(int argc, char** argv) {
                  "Weight matrices in memory: stored (as in the file) or f32 (expanded at load)")
       ->capture_default_str()
       ->check(CLI::IsMember({"stored", "f32"}));
+  std::string device = "cpu", device_weights = "bf16";
+  app.add_option("--device", device, "Where tasks run: cpu, cuda (the first GPU) or cuda:N")
+      ->capture_default_str();
+  app.add_option("--device-weights", device_weights,
+                 "Weights on a device: bf16 (GEMMs in bf16, fp32 accumulation) or f32 (exact fp32)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "f32"}));
   app.add_option("--prefill-cache-mb", cache_mb, "Prepared-sample cache limit, MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   int64_t memory_limit_mb = PhysicalMemoryMb();
@@ -121,17 +131,26 @@ int Main(int argc, char** argv) {
 
   auto storage = ParseWeightStorage(weights);
   if (!storage.ok()) return Fail(storage.status());
+  auto device_weights_type = ParseDeviceWeights(device_weights);
+  if (!device_weights_type.ok()) return Fail(device_weights_type.status());
+  auto device_spec = kernels::ParseDevice(device);
+  if (!device_spec.ok()) return Fail(device_spec.status());
+  // The device first: a machine without one fails before the model is read.
+  auto session = kernels::DeviceSession::Open(*device_spec, threads);
+  if (!session.ok()) return Fail(session.status());
   auto model = LoadModel(model_path, *storage);
   if (!model.ok()) return Fail(model.status());
   auto tokenizer = OpenTokenizer(model_path);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
-  auto transformer = Transformer::Create(*model, {.num_threads = threads});
+  auto transformer = Transformer::Create(*model, {.num_threads = threads,
+                                                  .device = &*session,
+                                                  .device_weights = *device_weights_type});
   if (!transformer.ok()) return Fail(transformer.status());
   auto hash = ModelHash(model_path);
   if (!hash.ok()) return Fail(hash.status());
   const ModelConfig& c = model->config;
-  spdlog::info("loaded {} ({}, {} layers), model hash {}", model_path, c.architecture, c.n_layers,
-               *hash);
+  spdlog::info("loaded {} ({}, {} layers) on {}, model hash {}", model_path, c.architecture,
+               c.n_layers, kernels::DeviceSpecName(*device_spec), *hash);
 
   if (no_compute) spdlog::warn("--no-compute: trial results are synthetic (benchmark mode)");
   // Memory: what stays resident (weights, thread scratch, the process) and one task of

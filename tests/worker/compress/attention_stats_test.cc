@@ -31,7 +31,7 @@ TEST(AttentionStatsTest, WindowStatisticsEqualTheNaiveAttentionMatrix) {
   Fixture f;
   const auto q = RandomQueries(kWindow, kHeads, kDim, f.rng, 2.0f);
   LayerStats stats;
-  ASSERT_TRUE(ComputeWindowStats(View(q, kWindow), f.cache.View(0), f.scale, 1, stats).ok());
+  ASSERT_TRUE(ComputeWindowStats(View(q, kWindow), f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 1}, stats).ok());
   EXPECT_EQ(stats.window, kWindow);
   EXPECT_EQ(stats.length, kLength);
   EXPECT_EQ(stats.prefix_end(), kLength - kWindow);
@@ -60,7 +60,7 @@ TEST(AttentionStatsTest, TemporalShiftIsTheUnbiasedWindowVarianceOverThePrefix) 
   Fixture f;
   const auto q = RandomQueries(kWindow, kHeads, kDim, f.rng, 2.0f);
   LayerStats stats;
-  ASSERT_TRUE(ComputeWindowStats(View(q, kWindow), f.cache.View(0), f.scale, 1, stats).ok());
+  ASSERT_TRUE(ComputeWindowStats(View(q, kWindow), f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 1}, stats).ok());
   const auto attn = NaiveAttention(q, kWindow, kLength - kWindow, kHeads, f.cache, 0);
   double total = 0;
   for (int h = 0; h < kHeads; ++h) {
@@ -81,7 +81,7 @@ TEST(AttentionStatsTest, AccumulatedAttentionSumsAllQueriesAndTheGroupsHeads) {
   const auto q = RandomQueries(kLength, kHeads, kDim, f.rng, 2.0f);
   LayerStats stats;
   ASSERT_TRUE(
-      ComputeAccumulatedAttention(View(q, kLength), f.cache.View(0), f.scale, 1, stats).ok());
+      ComputeAccumulatedAttention(View(q, kLength), f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 1}, stats).ok());
   const auto attn = NaiveAttention(q, kLength, 0, kHeads, f.cache, 0);
   for (int kvh = 0; kvh < kKvHeads; ++kvh) {
     for (int j = 0; j < kLength; ++j) {
@@ -103,10 +103,10 @@ TEST(AttentionStatsTest, ResultsDoNotDependOnThreadCount) {
   LayerStats one, two;
   const kernels::ConstTensorView window(q.data() + (kLength - kWindow) * kHeads * kDim,
                                         {kWindow, kHeads, kDim});
-  ASSERT_TRUE(ComputeWindowStats(window, f.cache.View(0), f.scale, 1, one).ok());
-  ASSERT_TRUE(ComputeWindowStats(window, f.cache.View(0), f.scale, 2, two).ok());
-  ASSERT_TRUE(ComputeAccumulatedAttention(View(q, kLength), f.cache.View(0), f.scale, 1, one).ok());
-  ASSERT_TRUE(ComputeAccumulatedAttention(View(q, kLength), f.cache.View(0), f.scale, 2, two).ok());
+  ASSERT_TRUE(ComputeWindowStats(window, f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 1}, one).ok());
+  ASSERT_TRUE(ComputeWindowStats(window, f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 2}, two).ok());
+  ASSERT_TRUE(ComputeAccumulatedAttention(View(q, kLength), f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 1}, one).ok());
+  ASSERT_TRUE(ComputeAccumulatedAttention(View(q, kLength), f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 2}, two).ok());
   EXPECT_EQ(one.window_sum, two.window_sum);
   EXPECT_EQ(one.window_sumsq, two.window_sumsq);
   EXPECT_EQ(one.window_entropy, two.window_entropy);
@@ -117,13 +117,13 @@ TEST(AttentionStatsTest, RejectsAWindowLongerThanTheCacheAndBadShapes) {
   Fixture f;
   const auto q = RandomQueries(kLength + 1, kHeads, kDim, f.rng);
   LayerStats stats;
-  EXPECT_EQ(ComputeWindowStats(View(q, kLength + 1), f.cache.View(0), f.scale, 1, stats).code(),
+  EXPECT_EQ(ComputeWindowStats(View(q, kLength + 1), f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 1}, stats).code(),
             absl::StatusCode::kInvalidArgument);
   const kernels::ConstTensorView wrong_dim(q.data(), {4, kHeads, kDim / 2});
-  EXPECT_EQ(ComputeWindowStats(wrong_dim, f.cache.View(0), f.scale, 1, stats).code(),
+  EXPECT_EQ(ComputeWindowStats(wrong_dim, f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 1}, stats).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(
-      ComputeAccumulatedAttention(View(q, kLength - 1), f.cache.View(0), f.scale, 1, stats).code(),
+      ComputeAccumulatedAttention(View(q, kLength - 1), f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 1}, stats).code(),
       absl::StatusCode::kInvalidArgument);
 }
 
@@ -131,7 +131,7 @@ TEST(AttentionStatsTest, TemporalShiftIsZeroForASingleQueryWindow) {
   Fixture f;
   const auto q = RandomQueries(1, kHeads, kDim, f.rng);
   LayerStats stats;
-  ASSERT_TRUE(ComputeWindowStats(View(q, 1), f.cache.View(0), f.scale, 1, stats).ok());
+  ASSERT_TRUE(ComputeWindowStats(View(q, 1), f.cache.View(0), f.scale, kernels::OpContext{.num_threads = 1}, stats).ok());
   EXPECT_EQ(TemporalShift(stats), 0.0);
   EXPECT_GT(stats.window_entropy, 0.0);
 }

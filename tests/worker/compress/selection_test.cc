@@ -37,9 +37,9 @@ Layer MakeLayer(uint64_t seed) {
   Layer layer;
   const kernels::ConstTensorView window(q.data() + (kLength - kWindow) * kHeads * kDim,
                                         {kWindow, kHeads, kDim});
-  EXPECT_TRUE(ComputeWindowStats(window, cache.View(0), scale, 1, layer.stats).ok());
+  EXPECT_TRUE(ComputeWindowStats(window, cache.View(0), scale, kernels::OpContext{.num_threads = 1}, layer.stats).ok());
   EXPECT_TRUE(ComputeAccumulatedAttention({q.data(), {kLength, kHeads, kDim}}, cache.View(0), scale,
-                                          1, layer.stats)
+                                          kernels::OpContext{.num_threads = 1}, layer.stats)
                   .ok());
   layer.all_attn = NaiveAttention(q, kLength, 0, kHeads, cache, 0);
   for (auto& head : layer.all_attn) {
