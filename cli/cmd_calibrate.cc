@@ -33,7 +33,7 @@ struct CalibrateArgs {
   std::string model;
   MethodFlags method;
   int threads = DefaultThreads();
-  std::string weights = "stored";  // --weights
+  ModelFlags model_flags;  // --weights, --device, --device-weights
   std::string out;
   std::string plot;
   double ratio = 4.0;
@@ -56,7 +56,7 @@ int RunCalibrate(const CalibrateArgs& args) {
                                          .strict = args.method.strict};
   if (Status s = worker::ValidateDataOptions(data_options); !s.ok()) return ReportError(s);
 
-  auto session_or = OpenModel(args.model, args.threads, args.weights);
+  auto session_or = OpenModel(args.model, args.threads, args.model_flags);
   if (!session_or.ok()) return ReportError(session_or.status());
   ModelSession& s = **session_or;
   const worker::ModelConfig& cfg = s.model.config;
@@ -146,7 +146,7 @@ void AddCalibrateCommand(CLI::App& app, Action& run) {
   AddMethodFlags(cmd, a->method,
                  "Calibration data: JSONL ({\"text\"} or {\"context\",\"continuation\"}) or plain "
                  "text; default: the built-in prose set (docs/DATA.md)");
-  AddWeightsFlag(cmd, a->weights);
+  AddModelFlags(cmd, a->model_flags);
   cmd->add_option("-t,--threads", a->threads, "CPU threads")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

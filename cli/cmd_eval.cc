@@ -71,7 +71,7 @@ struct EvalArgs {
   std::string templates;
   int64_t max_prompt_tokens = 3500;
   int threads = DefaultThreads();
-  std::string weights = "stored";  // --weights
+  ModelFlags model_flags;  // --weights, --device, --device-weights
   bool no_shared_prefill = false;
   bool json = false;
   bool csv = false;
@@ -256,7 +256,7 @@ int RunEval(const EvalArgs& args) {
   auto budgets = ParseBudgets(args.budgets);
   if (!budgets.ok()) return ReportError(budgets.status());
 
-  auto session = OpenModel(args.model, args.threads, args.weights);
+  auto session = OpenModel(args.model, args.threads, args.model_flags);
   if (!session.ok()) return ReportError(session.status());
   worker::EvalRunOptions run;
   run.methods = methods;
@@ -388,7 +388,7 @@ void AddEvalCommand(CLI::App& app, Action& run) {
   cmd->add_option("--max-prompt-tokens", a->max_prompt_tokens,
                   "LongBench: truncate prompts to this many tokens (middle cut)")
       ->capture_default_str();
-  AddWeightsFlag(cmd, a->weights);
+  AddModelFlags(cmd, a->model_flags);
   cmd->add_option("--threads", a->threads, "CPU threads")->check(CLI::Range(1, 1024));
   cmd->add_flag("--no-shared-prefill", a->no_shared_prefill,
                 "Prefill again for every method x budget (benchmark baseline)");

@@ -30,12 +30,12 @@ struct GenerateArgs {
   float top_p = 1.0f;
   uint64_t seed = 0;
   int threads = DefaultThreads();
-  std::string weights = "stored";  // --weights
+  ModelFlags model_flags;  // --weights, --device, --device-weights
   bool json = false;
 };
 
 int RunGenerate(const GenerateArgs& args) {
-  auto session_or = OpenModel(args.model, args.threads, args.weights);
+  auto session_or = OpenModel(args.model, args.threads, args.model_flags);
   if (!session_or.ok()) return ReportError(session_or.status());
   ModelSession& s = **session_or;
 
@@ -116,7 +116,7 @@ void AddGenerateCommand(CLI::App& app, Action& run) {
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
-  AddWeightsFlag(cmd, args->weights);
+  AddModelFlags(cmd, args->model_flags);
   cmd->add_option("-t,--threads", args->threads, "CPU threads")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

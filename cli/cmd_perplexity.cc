@@ -28,7 +28,7 @@ struct PerplexityArgs {
   int ctx = 512;
   int chunks = 0;
   int threads = DefaultThreads();
-  std::string weights = "stored";  // --weights
+  ModelFlags model_flags;  // --weights, --device, --device-weights
   bool json = false;
 };
 
@@ -42,7 +42,7 @@ int RunPerplexity(const PerplexityArgs& args) {
   // As llama-perplexity -f: exactly one trailing newline is dropped before tokenizing.
   if (!text.empty() && text.back() == '\n') text.pop_back();
 
-  auto session_or = OpenModel(args.model, args.threads, args.weights);
+  auto session_or = OpenModel(args.model, args.threads, args.model_flags);
   if (!session_or.ok()) return ReportError(session_or.status());
   ModelSession& s = **session_or;
   // As llama.cpp: tokenize with the vocabulary's special tokens (BOS when it adds one).
@@ -94,7 +94,7 @@ void AddPerplexityCommand(CLI::App& app, Action& run) {
   cmd->add_option("--chunks", args->chunks, "Evaluate at most this many chunks; 0 = all")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  AddWeightsFlag(cmd, args->weights);
+  AddModelFlags(cmd, args->model_flags);
   cmd->add_option("-t,--threads", args->threads, "CPU threads")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "spdlog/spdlog.h"
+#include "worker/engine/device_model.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model_loader.h"
 
@@ -20,32 +21,50 @@ StatusOr<std::unique_ptr<worker::Tokenizer>> OpenTokenizer(const std::string& pa
                                      (dir / "tokenizer_config.json").string());
 }
 
-void AddWeightsFlag(CLI::App* cmd, std::string& weights) {
-  cmd->add_option("--weights", weights,
+void AddModelFlags(CLI::App* cmd, ModelFlags& flags) {
+  cmd->add_option("--weights", flags.weights,
                   "Weight matrices in memory: stored (as in the file, expanded per slice at use) "
                   "or f32 (expanded at load; the reference)")
       ->capture_default_str()
       ->check(CLI::IsMember({"stored", "f32"}));
+  cmd->add_option("--device", flags.device,
+                  "Where the forward pass runs: cpu, cuda (the first GPU) or cuda:N")
+      ->capture_default_str();
+  cmd->add_option("--device-weights", flags.device_weights,
+                  "Weights on a device: bf16 (GEMMs in bf16, fp32 accumulation) or f32 (exact "
+                  "fp32; the cross-check mode)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "f32"}));
 }
 
 StatusOr<std::unique_ptr<ModelSession>> OpenModel(const std::string& path, int num_threads,
-                                                  const std::string& weights) {
-  ASSIGN_OR_RETURN(const worker::WeightStorage storage, worker::ParseWeightStorage(weights));
+                                                  const ModelFlags& flags) {
+  ASSIGN_OR_RETURN(const worker::WeightStorage storage, worker::ParseWeightStorage(flags.weights));
+  ASSIGN_OR_RETURN(const kernels::DeviceSpec spec, kernels::ParseDevice(flags.device));
+  ASSIGN_OR_RETURN(const kernels::DType device_weights,
+                   worker::ParseDeviceWeights(flags.device_weights));
   auto session = std::make_unique<ModelSession>();
   session->path = path;
+  // The device first: a machine without one fails before the model is read.
+  ASSIGN_OR_RETURN(kernels::DeviceSession device, kernels::DeviceSession::Open(spec, num_threads));
+  session->device = std::make_unique<kernels::DeviceSession>(std::move(device));
   const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(session->model, worker::LoadModel(path, storage));
   ASSIGN_OR_RETURN(session->tokenizer, OpenTokenizer(path));
   ASSIGN_OR_RETURN(worker::Transformer transformer,
-                   worker::Transformer::Create(session->model, {.num_threads = num_threads}));
+                   worker::Transformer::Create(session->model,
+                                               {.num_threads = num_threads,
+                                                .device = session->device.get(),
+                                                .device_weights = device_weights}));
   session->transformer = std::make_unique<worker::Transformer>(std::move(transformer));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto& c = session->model.config;
   spdlog::info(
-      "loaded {} ({}, {} layers, d_model {}, {} heads / {} kv heads; {} weights, {:.1f} MiB) in "
-      "{:.2f} s",
-      path, c.architecture, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, weights,
-      static_cast<double>(worker::WeightBytes(session->model)) / (1 << 20), s);
+      "loaded {} ({}, {} layers, d_model {}, {} heads / {} kv heads; {} weights, {:.1f} MiB) on "
+      "{} in {:.2f} s",
+      path, c.architecture, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, flags.weights,
+      static_cast<double>(worker::WeightBytes(session->model)) / (1 << 20),
+      kernels::DeviceSpecName(spec), s);
   return session;
 }
 

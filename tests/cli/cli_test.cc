@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -362,6 +363,26 @@ TEST(CliTest, TokenizeNeedsExactlyOneOfTextAndFile) {
 TEST(CliTest, BadFlagValueIsUsageError) {
   const CliResult r = RunCli("generate --model x --prompt y --temp -1");
   EXPECT_EQ(r.exit_code, 2);
+}
+
+// The device is opened before the model is read, so a missing device is the error even with a
+// model path that does not exist; no machine has 99 GPUs. Without a GPU (or a CUDA backend) the
+// message gives the reason; with one it gives the device count.
+TEST(CliTest, AnUnusableDeviceIsAOneLineErrorNamingIt) {
+  for (const char* command : {"generate --prompt hi", "calibrate", "eval"}) {
+    const CliResult r =
+        RunCli(std::string(command) + " --model /nonexistent/model.gguf --device cuda:99");
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << command;
+    EXPECT_NE(r.err.find("ripplekv: error: "), std::string::npos) << command << ": " << r.err;
+    const bool no_device = r.err.find("no usable cuda device: ") != std::string::npos;
+    const bool past_count = r.err.find("cuda:99: this machine has ") != std::string::npos;
+    EXPECT_TRUE(no_device || past_count) << command << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  const CliResult bad = RunCli("generate --model /nonexistent/model.gguf --prompt hi --device gpu");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("device 'gpu' is not cpu, cuda or cuda:N"), std::string::npos) << bad.err;
 }
 
 }  // namespace
