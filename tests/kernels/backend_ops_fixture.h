@@ -10,6 +10,7 @@
 
 #include "kernels/base/tensor.h"
 #include "kernels/ops/devices.h"
+#include "tests/kernels/nmse.h"
 
 namespace ripplekv::kernels {
 
@@ -19,16 +20,6 @@ inline Tensor Random(Shape shape, uint64_t seed, float scale = 1.0f) {
   std::normal_distribution<float> n(0.0f, scale);
   for (float& v : t.span()) v = n(rng);
   return t;
-}
-
-inline double Nmse(const Tensor& got, const Tensor& want) {
-  double err = 0.0, ref = 0.0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double d = static_cast<double>(got.data()[i]) - want.data()[i];
-    err += d * d;
-    ref += static_cast<double>(want.data()[i]) * want.data()[i];
-  }
-  return ref == 0.0 ? err : err / ref;
 }
 
 // One device of the machine; the fixture skips when there is none.

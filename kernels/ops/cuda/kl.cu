@@ -90,19 +90,27 @@ __global__ void LogSumExpKernel(const float* x, int64_t v, float* lse, float* y)
   for (int64_t j = threadIdx.x; j < v; j += blockDim.x) yi[j] = xi[j] - result;
 }
 
+// Runs launch(stream, out), which writes one float per row into out [m] (stream-ordered device
+// memory), and copies the m values to host_out; returns when they are there.
+template <class Launch>
+void RowsToHost(const OpContext& ctx, int64_t m, float* host_out, const char* what, Launch launch) {
+  if (m == 0) return;
+  cudaStream_t stream = StreamOf(ctx);
+  float* out = nullptr;
+  const size_t bytes = static_cast<size_t>(m) * sizeof(float);
+  CheckCuda(cudaMallocAsync(&out, bytes, stream), what);
+  launch(stream, out);
+  CheckCuda(cudaMemcpyAsync(host_out, out, bytes, cudaMemcpyDeviceToHost, stream), what);
+  CheckCuda(cudaFreeAsync(out, stream), what);
+  CheckCuda(cudaStreamSynchronize(stream), what);
+}
+
 }  // namespace
 
 void LogSumExp(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* host_lse) {
-  if (m == 0) return;
-  cudaStream_t stream = StreamOf(ctx);
-  float* device_lse = nullptr;
-  const size_t bytes = static_cast<size_t>(m) * sizeof(float);
-  CheckCuda(cudaMallocAsync(&device_lse, bytes, stream), "log-sum-exp output");
-  LogSumExpKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, v, device_lse, nullptr);
-  CheckCuda(cudaMemcpyAsync(host_lse, device_lse, bytes, cudaMemcpyDeviceToHost, stream),
-            "log-sum-exp to the host");
-  CheckCuda(cudaFreeAsync(device_lse, stream), "log-sum-exp output");
-  CheckCuda(cudaStreamSynchronize(stream), "log-sum-exp");
+  RowsToHost(ctx, m, host_lse, "log-sum-exp", [&](cudaStream_t stream, float* out) {
+    LogSumExpKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, v, out, nullptr);
+  });
 }
 
 void LogSoftmax(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* y) {
@@ -110,18 +118,11 @@ void LogSoftmax(const OpContext& ctx, const float* x, int64_t m, int64_t v, floa
   LogSumExpKernel<<<static_cast<unsigned>(m), kThreads, 0, StreamOf(ctx)>>>(x, v, nullptr, y);
 }
 
-void KlDivergenceRows(const OpContext& ctx, const float* p_logits, const float* q_logits, int64_t m, int64_t v,
-                      float* host_out) {
-  if (m == 0) return;
-  cudaStream_t stream = StreamOf(ctx);
-  float* device_out = nullptr;
-  const size_t bytes = static_cast<size_t>(m) * sizeof(float);
-  CheckCuda(cudaMallocAsync(&device_out, bytes, stream), "KL output");
-  KlKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(p_logits, q_logits, v, device_out);
-  CheckCuda(cudaMemcpyAsync(host_out, device_out, bytes, cudaMemcpyDeviceToHost, stream),
-            "KL to the host");
-  CheckCuda(cudaFreeAsync(device_out, stream), "KL output");
-  CheckCuda(cudaStreamSynchronize(stream), "KL");
+void KlDivergenceRows(const OpContext& ctx, const float* p_logits, const float* q_logits, int64_t m,
+                      int64_t v, float* host_out) {
+  RowsToHost(ctx, m, host_out, "KL", [&](cudaStream_t stream, float* out) {
+    KlKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(p_logits, q_logits, v, out);
+  });
 }
 
 }  // namespace ripplekv::kernels::cuda

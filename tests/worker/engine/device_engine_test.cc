@@ -15,6 +15,7 @@
 
 #include "kernels/ops/devices.h"
 #include "method/budget_map.h"
+#include "tests/kernels/nmse.h"
 #include "tests/worker/engine/tiny_model.h"
 #include "worker/calibration/calibration_run.h"
 #include "worker/engine/generator.h"
@@ -26,16 +27,7 @@ namespace {
 
 using kernels::Device;
 using kernels::DType;
-
-double Nmse(const kernels::Tensor& got, const kernels::Tensor& want) {
-  double err = 0.0, ref = 0.0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double d = static_cast<double>(got.data()[i]) - want.data()[i];
-    err += d * d;
-    ref += static_cast<double>(want.data()[i]) * want.data()[i];
-  }
-  return ref == 0.0 ? err : err / ref;
-}
+using kernels::Nmse;
 
 std::vector<int32_t> Tokens(int n, int vocab, int first) {
   std::vector<int32_t> t(n);
