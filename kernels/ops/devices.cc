@@ -86,6 +86,8 @@ StatusOr<DeviceSession> DeviceSession::Open(const DeviceSpec& spec, int num_thre
   if (!cuda::OpenSession(spec.ordinal, workspace_bytes, &session.ctx_, &why)) {
     return absl::FailedPreconditionError(Cat(DeviceSpecName(spec), ": ", why));
   }
+  session.owned_allocator_.reset(cuda::NewStreamAllocator(session.ctx_));
+  session.allocator_ = session.owned_allocator_.get();
   return session;
 #else
   (void)workspace_bytes;
@@ -94,7 +96,10 @@ StatusOr<DeviceSession> DeviceSession::Open(const DeviceSpec& spec, int num_thre
 }
 
 DeviceSession::DeviceSession(DeviceSession&& other) noexcept
-    : spec_(other.spec_), ctx_(other.ctx_), allocator_(other.allocator_) {
+    : spec_(other.spec_),
+      ctx_(other.ctx_),
+      allocator_(other.allocator_),
+      owned_allocator_(std::move(other.owned_allocator_)) {
   other.ctx_ = OpContext();
 }
 
@@ -104,6 +109,7 @@ DeviceSession& DeviceSession::operator=(DeviceSession&& other) noexcept {
     spec_ = other.spec_;
     ctx_ = other.ctx_;
     allocator_ = other.allocator_;
+    owned_allocator_ = std::move(other.owned_allocator_);
     other.ctx_ = OpContext();
   }
   return *this;
@@ -112,6 +118,7 @@ DeviceSession& DeviceSession::operator=(DeviceSession&& other) noexcept {
 DeviceSession::~DeviceSession() { Release(); }
 
 void DeviceSession::Release() noexcept {
+  owned_allocator_.reset();
 #if RIPPLEKV_WITH_CUDA
   if (ctx_.device == Device::kCuda) cuda::CloseSession(&ctx_);
 #endif

@@ -3,6 +3,7 @@
 // CUDA devices exist when the build has the CUDA backend (RIPPLEKV_CUDA, on wherever the toolkit
 // is found) and the machine has a driver and a GPU.
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -36,10 +37,12 @@ std::string DeviceUnavailableReason(Device device);
 [[nodiscard]] StatusOr<Allocator*> DeviceAllocator(const DeviceSpec& spec);
 
 // What one thread of work needs to run ops on a device: the OpContext (for CUDA a stream, a
-// cuBLAS handle bound to it and a GEMM workspace, all owned here) and the device's allocator.
-// A CPU session owns nothing. Ops queued on the context run in order; copies to the host through
-// the allocator wait for them. Move-only; destruction waits for the queued work, then frees.
-// Use one session per thread.
+// cuBLAS handle bound to it and a GEMM workspace, all owned here) and an allocator on that stream
+// (for CUDA stream-ordered: temporaries are allocated and freed without waiting for the device).
+// A CPU session owns nothing and allocates on the host. Ops queued on the context run in order;
+// copies to the host through the allocator wait for them. Tensors from the allocator must be
+// freed before the session is destroyed. Move-only; destruction waits for the queued work, then
+// frees. Use one session per thread.
 class DeviceSession {
  public:
   // cuBLAS's recommended workspace on Hopper-class GPUs.
@@ -70,7 +73,8 @@ class DeviceSession {
 
   DeviceSpec spec_;
   OpContext ctx_;
-  Allocator* allocator_ = nullptr;
+  Allocator* allocator_ = nullptr;           // owned_allocator_, or a process-wide one
+  std::unique_ptr<Allocator> owned_allocator_;
 };
 
 }  // namespace ripplekv::kernels

@@ -30,6 +30,11 @@ Allocator* DeviceAllocatorFor(int ordinal);
 bool OpenSession(int ordinal, size_t workspace_bytes, OpContext* ctx, std::string* why);
 // Waits for the stream, then frees what OpenSession made (ctx's device fields are cleared).
 void CloseSession(OpContext* ctx);
+// A stream-ordered allocator on ctx's device and stream (cudaMallocAsync / cudaFreeAsync from the
+// device's memory pool, which keeps freed memory for reuse): allocating and freeing a temporary
+// never waits for the device, and a block freed while kernels still read it stays valid until
+// they ran. Copies to the host wait for the stream. Must be destroyed before the session closes.
+Allocator* NewStreamAllocator(const OpContext& ctx);
 // Waits for ctx.stream; false with the first asynchronous error's text in *why.
 bool Synchronize(const OpContext& ctx, std::string* why);
 // Makes ctx.ordinal the calling thread's device and returns ctx.stream (a cudaStream_t).

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -56,6 +57,47 @@ class CudaAllocator final : public Allocator {
 
  private:
   int ordinal_;
+};
+
+class StreamAllocator final : public Allocator {
+ public:
+  StreamAllocator(int ordinal, cudaStream_t stream) : ordinal_(ordinal), stream_(stream) {}
+  Device device() const override { return Device::kCuda; }
+  void* Allocate(size_t bytes) override {
+    CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
+    void* p = nullptr;
+    if (cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, stream_) != cudaSuccess) {
+      cudaGetLastError();
+      throw std::bad_alloc();
+    }
+    CheckCuda(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
+    return p;
+  }
+  void Free(void* block) noexcept override {
+    if (block != nullptr) cudaFreeAsync(block, stream_);
+  }
+  // Pageable host memory: cudaMemcpyAsync returns once the bytes are staged, so the caller may
+  // reuse host_src at once.
+  void CopyFromHost(void* dst, const void* host_src, size_t bytes) const override {
+    CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
+    CheckCuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_),
+              "copy to the device");
+  }
+  void CopyToHost(void* host_dst, const void* src, size_t bytes) const override {
+    CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
+    CheckCuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
+              "copy to the host");
+    CheckCuda(cudaStreamSynchronize(stream_), "copy to the host");
+  }
+  void Copy(void* dst, const void* src, size_t bytes) const override {
+    CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
+    CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+              "copy on the device");
+  }
+
+ private:
+  int ordinal_;
+  cudaStream_t stream_;
 };
 
 struct Devices {
@@ -119,6 +161,14 @@ bool OpenSession(int ordinal, size_t workspace_bytes, OpContext* ctx, std::strin
     return fail("cudaStreamCreate", e);
   }
   ctx->stream = stream;
+  // Freed stream-ordered blocks stay in the pool for reuse instead of going back to the driver
+  // at every synchronization.
+  cudaMemPool_t pool = nullptr;
+  if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess) {
+    uint64_t keep_all = UINT64_MAX;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
+  }
+  cudaGetLastError();
   if (workspace_bytes > 0) {
     if (cudaError_t e = cudaMalloc(&ctx->workspace.data, workspace_bytes); e != cudaSuccess) {
       return fail("the session workspace", e);
@@ -140,6 +190,10 @@ bool OpenSession(int ordinal, size_t workspace_bytes, OpContext* ctx, std::strin
   // The default math mode never rounds fp32 inputs to TF32; each GEMM names its compute type.
   CheckCublas(blas->set_math_mode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   return true;
+}
+
+Allocator* NewStreamAllocator(const OpContext& ctx) {
+  return new StreamAllocator(ctx.ordinal, static_cast<cudaStream_t>(ctx.stream));
 }
 
 void CloseSession(OpContext* ctx) {
