@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "kernels/base/check.h"
 #include "kernels/base/strings.h"
@@ -67,6 +68,49 @@ std::span<const uint8_t> Weight::RowBytes(int64_t row0, int64_t n) const {
   if (bytes_.empty()) return {};
   return bytes_.subspan(static_cast<size_t>(row0 * row_bytes_),
                         static_cast<size_t>(n * row_bytes_));
+}
+
+StatusOr<Weight> Weight::Rows(int64_t row0, int64_t n) const {
+  RIPPLEKV_CHECK(device_ == Device::kCpu);
+  if (rank() != 2 || row0 < 0 || n < 0 || row0 + n > rows()) {
+    return absl::InvalidArgumentError(
+        Cat("weight rows [", row0, ", ", row0 + n, ") outside ", ShapeString(shape_)));
+  }
+  if (bytes_.empty()) {  // expanded: copy the fp32 rows
+    Tensor out({n, cols()});
+    if (n > 0) ExpandRows(row0, n, out.data());
+    return Weight(std::move(out));
+  }
+  return Stored(type_, RowBytes(row0, n), {n, cols()}, owner_);
+}
+
+StatusOr<Weight> Weight::Columns(int64_t col0, int64_t n) const {
+  RIPPLEKV_CHECK(device_ == Device::kCpu);
+  if (rank() != 2 || col0 < 0 || n <= 0 || col0 + n > cols()) {
+    return absl::InvalidArgumentError(
+        Cat("weight columns [", col0, ", ", col0 + n, ") outside ", ShapeString(shape_)));
+  }
+  const GgmlTypeTraits traits = TraitsOf(type_);
+  const bool aligned = !bytes_.empty() && col0 % traits.block_elements == 0 &&
+                       n % traits.block_elements == 0;
+  if (aligned) {
+    const int64_t first = col0 / traits.block_elements * traits.block_bytes;
+    const int64_t width = n / traits.block_elements * traits.block_bytes;
+    auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows() * width));
+    for (int64_t r = 0; r < rows(); ++r) {
+      std::memcpy(bytes->data() + r * width, bytes_.data() + r * row_bytes_ + first,
+                  static_cast<size_t>(width));
+    }
+    const std::span<const uint8_t> view(*bytes);
+    return Stored(type_, view, {rows(), n}, std::move(bytes));
+  }
+  Tensor out({rows(), n});
+  std::vector<float> row(static_cast<size_t>(cols()));
+  for (int64_t r = 0; r < rows(); ++r) {
+    ExpandRows(r, 1, row.data());
+    std::memcpy(out.data() + r * n, row.data() + col0, static_cast<size_t>(n) * sizeof(float));
+  }
+  return Weight(std::move(out));
 }
 
 int64_t Weight::MemoryBytes() const { return rows() * row_bytes_; }

@@ -55,6 +55,16 @@ class Weight {
   // Bytes the weights occupy in memory (stored bytes, or 4 per element when expanded).
   int64_t MemoryBytes() const;
 
+  // Rows [row0, row0 + n) of a host matrix as a Weight of the same form: stored rows share the
+  // bytes (and their owner), no copy; expanded rows are copied. InvalidArgument outside the
+  // matrix. (Tensor-parallel shards take the rows of column-parallel projections this way.)
+  [[nodiscard]] StatusOr<Weight> Rows(int64_t row0, int64_t n) const;
+  // Columns [col0, col0 + n) of a host matrix, compact: when both ends fall on block boundaries
+  // the stored blocks of every row are copied (same type, 1/cols of the bytes per column);
+  // otherwise, or for expanded weights, the fp32 values. InvalidArgument outside the matrix.
+  // (Row-parallel shards.)
+  [[nodiscard]] StatusOr<Weight> Columns(int64_t col0, int64_t n) const;
+
   // Writes rows [row0, row0 + n) as fp32 into `out` (n * cols floats). No bounds check beyond a
   // CHECK (callers index within shape()). Host weights only (CHECK). Single-threaded; safe to call
   // concurrently.

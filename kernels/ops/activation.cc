@@ -25,4 +25,18 @@ Status SwiGlu(const OpContext& ctx, const ConstTensorView& gate, const ConstTens
   return absl::OkStatus();
 }
 
+Status AddTo(const OpContext& ctx, const ConstTensorView& x, const TensorView& y) {
+  constexpr const char* kOp = "AddTo";
+  if (x.shape != y.shape) return internal::ShapeError(kOp, "y must match x", y.shape);
+  RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, x, y));
+#if RIPPLEKV_WITH_CUDA
+  if (ctx.device == Device::kCuda) {
+    cuda::AddTo(ctx, x.data, y.data, x.numel());
+    return absl::OkStatus();
+  }
+#endif
+  cpu::AddTo(ctx.num_threads, x.data, y.data, x.numel());
+  return absl::OkStatus();
+}
+
 }  // namespace ripplekv::kernels

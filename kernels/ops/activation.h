@@ -7,8 +7,11 @@
 
 namespace ripplekv::kernels {
 
-// gate, up, out: [M, F]; out may alias gate or up.
+// out = silu(gate) * up. gate, up, out: [M, F]; out may alias gate or up.
 [[nodiscard]] Status SwiGlu(const OpContext& ctx, const ConstTensorView& gate,
                             const ConstTensorView& up, const TensorView& out);
+
+// The residual add: y += x, element by element; x and y of one shape, y must not alias x.
+[[nodiscard]] Status AddTo(const OpContext& ctx, const ConstTensorView& x, const TensorView& y);
 
 }  // namespace ripplekv::kernels

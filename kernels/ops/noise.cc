@@ -95,9 +95,9 @@ Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
 
 Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
                                   Int32View positions, int n_kv_heads, float alpha,
-                                  const TensorView& values) {
+                                  const TensorView& values, int first_kv_head) {
   constexpr const char* kOp = "AddNormAdaptiveNoiseToRows";
-  if (n_kv_heads < 1 || values.rank() != 2 ||
+  if (n_kv_heads < 1 || first_kv_head < 0 || values.rank() != 2 ||
       values.dim(0) != static_cast<int64_t>(positions.size()) || values.dim(1) % n_kv_heads != 0) {
     return internal::ShapeError(
         kOp, absl::StrCat("values must be [", positions.size(), " positions, ", n_kv_heads,
@@ -106,19 +106,20 @@ Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
   }
   const int64_t head_dim = values.dim(1) / n_kv_heads;
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, values, positions));
-  RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, n_kv_heads - 1, head_dim));
+  RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, first_kv_head + n_kv_heads - 1, head_dim));
   RETURN_IF_ERROR(CheckAlpha(kOp, alpha));
   if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
     cuda::AddNormAdaptiveNoiseToRows(ctx, key.seed, key.sample, key.layer, key.trial,
-                                     positions.data(), values.dim(0), n_kv_heads,
+                                     positions.data(), values.dim(0), first_kv_head, n_kv_heads,
                                      static_cast<int>(head_dim), alpha, values.data);
     return absl::OkStatus();
   }
 #endif
   for (int h = 0; h < n_kv_heads; ++h) {
-    cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), h, alpha,
+    cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0),
+                              first_kv_head + h, alpha,
                               values.data + h * head_dim, head_dim, values.dim(1));
   }
   return absl::OkStatus();

@@ -71,10 +71,14 @@ struct NoiseKey {
 // AddNormAdaptiveNoise for every KV head at once, inside projection rows: values is
 // [n, n_kv_heads * head_dim] (row r holds the vectors of every head for token positions[r], head h
 // at columns [h * head_dim, (h + 1) * head_dim)), and head h gets exactly what
-// AddNormAdaptiveNoise(ctx, key, positions, h, alpha, that head's [n, head_dim]) would add. Errors
-// as AddNormAdaptiveNoise's, for n_kv_heads < 1 or a width that is not n_kv_heads * head_dim too.
+// AddNormAdaptiveNoise(ctx, key, positions, first_kv_head + h, alpha, that head's [n, head_dim])
+// would add. first_kv_head is the global index of the first head held (a tensor-parallel rank holds
+// heads [first_kv_head, first_kv_head + n_kv_heads) of the model), so every rank draws the noise a
+// whole model would. Errors as AddNormAdaptiveNoise's, for n_kv_heads < 1, first_kv_head < 0 or a
+// width that is not n_kv_heads * head_dim too.
 [[nodiscard]] Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
                                                 Int32View positions, int n_kv_heads,
-                                                float alpha, const TensorView& values);
+                                                float alpha, const TensorView& values,
+                                                int first_kv_head = 0);
 
 }  // namespace ripplekv::kernels

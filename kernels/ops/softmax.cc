@@ -1,7 +1,11 @@
 #include "kernels/ops/softmax.h"
 
+#include <algorithm>
+#include <cmath>
+#include <string>
 #include <vector>
 
+#include "kernels/ops/communicator.h"
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 
@@ -21,6 +25,51 @@ Status CheckLogits(const char* op, const ConstTensorView& x) {
   return absl::OkStatus();
 }
 
+// Whether the vocabulary of the logits is split over the ranks of ctx.communicator.
+bool VocabParallel(const OpContext& ctx) {
+  return ctx.communicator != nullptr && ctx.communicator->size() > 1;
+}
+
+// Log-sum-exp of rows whose vocabulary is split over ranks: the maxima, then the sums of
+// exp(x - max), each combined over ranks.
+Status VocabParallelLogSumExp(const OpContext& ctx, const ConstTensorView& x,
+                              std::span<float> lse) {
+  const int64_t m = x.dim(0), v = x.dim(1);
+  std::vector<double> maxima(static_cast<size_t>(m)), sums(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x.data + i * v;
+    maxima[i] = *std::max_element(xi, xi + v);
+  }
+  RETURN_IF_ERROR(ctx.communicator->AllReduceMax(maxima));
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x.data + i * v;
+    double sum = 0.0;
+    for (int64_t j = 0; j < v; ++j) sum += std::exp(static_cast<double>(xi[j]) - maxima[i]);
+    sums[i] = sum;
+  }
+  RETURN_IF_ERROR(ctx.communicator->AllReduceSum(sums));
+  for (int64_t i = 0; i < m; ++i) lse[i] = static_cast<float>(maxima[i] + std::log(sums[i]));
+  return absl::OkStatus();
+}
+
+// The KL of rows whose vocabulary is split over ranks (kl_cpu.cc's steps, combined over ranks).
+Status VocabParallelKl(const OpContext& ctx, const ConstTensorView& p, const ConstTensorView& q,
+                       std::span<float> out) {
+  const int64_t m = p.dim(0), v = p.dim(1);
+  std::vector<double> maxima(static_cast<size_t>(2 * m)), sums(static_cast<size_t>(3 * m));
+  cpu::KlRowMaxima(ctx.num_threads, p.data, q.data, m, v, maxima.data());
+  RETURN_IF_ERROR(ctx.communicator->AllReduceMax(maxima));
+  cpu::KlPartialSums(ctx.num_threads, p.data, q.data, m, v, maxima.data(), sums.data());
+  RETURN_IF_ERROR(ctx.communicator->AllReduceSum(sums));
+  for (int64_t i = 0; i < m; ++i) out[i] = cpu::KlFromSums(sums.data() + 3 * i);
+  return absl::OkStatus();
+}
+
+Status NoDeviceVocabParallel(const char* op, const OpContext& ctx) {
+  return absl::UnimplementedError(
+      absl::StrCat(op, ": a vocabulary split over ranks on ", std::string(DeviceName(ctx.device))));
+}
+
 }  // namespace
 
 Status LogSumExp(const OpContext& ctx, const ConstTensorView& x, std::span<float> lse) {
@@ -31,6 +80,10 @@ Status LogSumExp(const OpContext& ctx, const ConstTensorView& x, std::span<float
         absl::StrCat(kOp, ": lse must have ", x.dim(0), " entries, got ", lse.size()));
   }
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, x));
+  if (VocabParallel(ctx)) {
+    if (ctx.device != Device::kCpu) return NoDeviceVocabParallel(kOp, ctx);
+    return VocabParallelLogSumExp(ctx, x, lse);
+  }
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
     cuda::LogSumExp(ctx, x.data, x.dim(0), x.dim(1), lse.data());
@@ -77,6 +130,10 @@ Status KlDivergenceRows(const OpContext& ctx, const ConstTensorView& p_logits,
         absl::StrCat(kOp, ": out must have ", p_logits.dim(0), " entries, got ", out.size()));
   }
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, p_logits, q_logits));
+  if (VocabParallel(ctx)) {
+    if (ctx.device != Device::kCpu) return NoDeviceVocabParallel(kOp, ctx);
+    return VocabParallelKl(ctx, p_logits, q_logits, out);
+  }
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
     cuda::KlDivergenceRows(ctx, p_logits.data, q_logits.data, p_logits.dim(0), p_logits.dim(1),

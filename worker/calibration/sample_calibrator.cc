@@ -140,6 +140,9 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
 
   kernels::Allocator& memory = model_->allocator();
   const kernels::Device device = ctx.device;
+  // Noise is keyed by the model's KV-head index, so a tensor-parallel shard draws what the whole
+  // model would for the heads it holds.
+  const int first_kv_head = model_->model().shard.first_kv_head;
 
   // Every trial starts from the recorded clean input of `layer` at the probe rows.
   Tensor x({static_cast<int64_t>(t_count) * w, d}, kernels::DType::kF32, memory);
@@ -178,7 +181,8 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
       for (int i = 0; i < c; ++i) pos[i] = cache_->Position(layer, h, i);
       RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(
           ctx, {options.seed, sample_index_, layer, t},
-          kernels::Int32Tensor(pos, memory).int32_view(), h, options.alpha, head));
+          kernels::Int32Tensor(pos, memory).int32_view(), first_kv_head + h, options.alpha,
+          head));
     }
   }
 
@@ -245,7 +249,8 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerPrefill(int layer,
                       std::span<const int32_t> pos, const TensorView& out) -> Status {
       if (j == layer) {
         RETURN_IF_ERROR(kernels::AddNormAdaptiveNoiseToRows(
-            ctx, key, positions.int32_view(), cfg.n_kv_heads, options.alpha, v.view()));
+            ctx, key, positions.int32_view(), cfg.n_kv_heads, options.alpha, v.view(),
+            model_->model().shard.first_kv_head));
       }
       return model_->AttendCached(j, q3, k, v, pos, out, cache);
     };
@@ -273,8 +278,8 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCacheNaive(
       for (int i = 0; i < c; ++i) pos[i] = cache.Position(layer, h, i);
       RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(
           model_->op_context(), {options.seed, sample_index_, layer, t},
-          kernels::Int32Tensor(pos, model_->allocator()).int32_view(), h, options.alpha,
-          cache.Values(layer, h, c)));
+          kernels::Int32Tensor(pos, model_->allocator()).int32_view(),
+          model_->model().shard.first_kv_head + h, options.alpha, cache.Values(layer, h, c)));
     }
     ASSIGN_OR_RETURN(ForwardResult out,
                      model_->Forward({.tokens = probe_, .logits = LogitRows::kAll}, cache));

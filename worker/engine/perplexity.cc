@@ -25,7 +25,11 @@ StatusOr<PerplexityResult> ComputePerplexity(const Transformer& model,
   result.n_ctx = n_ctx;
   result.n_chunks = n_chunks;
   KvCache cache = model.NewCache(n_ctx);
-  const kernels::OpContext host{.num_threads = model.op_context().num_threads};
+  // On the host; for a tensor-parallel shard with its communicator (the logits hold this rank's
+  // vocabulary slice: the log-sum-exp and the targets' logits are combined over ranks).
+  const kernels::OpContext host{.num_threads = model.op_context().num_threads,
+                                .communicator = model.op_context().communicator};
+  const ModelShard& shard = model.model().shard;
   const int first = n_ctx / 2;
   const int vocab = model.config().vocab_size;
   double sum = 0.0, sum_sq = 0.0;
@@ -44,11 +48,22 @@ StatusOr<PerplexityResult> ComputePerplexity(const Transformer& model,
     const kernels::Tensor logits = kernels::OnHost(std::move(out.logits));
     kernels::ConstTensorView rows(logits.data(), {n_scored, vocab});
     RETURN_IF_ERROR(kernels::LogSumExp(host, rows, lse));
+    // The target is the original next token (a BOS substitution only touches position 0); its
+    // logit is on the rank whose vocabulary slice holds it.
+    std::vector<double> target_logits(n_scored, 0.0);
+    for (int i = 0; i < n_scored; ++i) {
+      const int32_t target =
+          tokens[static_cast<int64_t>(c) * n_ctx + first + i + 1] - shard.first_vocab;
+      if (target >= 0 && target < vocab) {
+        target_logits[i] = rows.data[static_cast<int64_t>(i) * vocab + target];
+      }
+    }
+    if (host.communicator != nullptr) {
+      RETURN_IF_ERROR(host.communicator->AllReduceSum(target_logits));
+    }
     double chunk_sum = 0.0;
     for (int i = 0; i < n_scored; ++i) {
-      // The target is the original next token (a BOS substitution only touches position 0).
-      const int32_t target = tokens[static_cast<int64_t>(c) * n_ctx + first + i + 1];
-      const double nll = lse[i] - rows.data[static_cast<int64_t>(i) * vocab + target];
+      const double nll = lse[i] - static_cast<float>(target_logits[i]);  // in float, as always
       chunk_sum += nll;
       sum_sq += nll * nll;
     }

@@ -38,6 +38,13 @@ StatusOr<Transformer> Transformer::Create(const Model& model, const TransformerO
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads must be >= 1, got ", options.num_threads));
   }
+  const int ranks = options.communicator != nullptr ? options.communicator->size() : 1;
+  if (model.shard.size != ranks ||
+      (options.communicator != nullptr && options.communicator->rank() != model.shard.rank)) {
+    return absl::InvalidArgumentError(Cat("the model is shard ", model.shard.rank, " of ",
+                                          model.shard.size, ", the communicator has ", ranks,
+                                          " ranks"));
+  }
   std::shared_ptr<const Model> device_weights;
   if (options.device != nullptr && options.device->context().device != kernels::Device::kCpu) {
     ASSIGN_OR_RETURN(Model uploaded, UploadModel(model, *options.device, options.device_weights));
@@ -58,6 +65,7 @@ Transformer::Transformer(const Model& model, const TransformerOptions& options,
     allocator_ = &options.device->allocator();
   }
   ctx_.num_threads = options.num_threads;
+  ctx_.communicator = options.communicator;
 }
 
 KvCache Transformer::NewCache(int capacity) const {
@@ -185,6 +193,7 @@ Status Transformer::RunLayers(Tensor& x, const LayerRange& range,
   Tensor q = NewTensor({n, q_width}), k = NewTensor({n, kv_width}), v = NewTensor({n, kv_width});
   Tensor attn = NewTensor({n, q_width});
   Tensor gate = NewTensor({n, c.d_ff}), up = NewTensor({n, c.d_ff});
+  Tensor partial = ctx_.communicator != nullptr ? NewTensor({n, d}) : Tensor();
   const Tensor positions = kernels::Int32Tensor(range.positions, *allocator_);
   const Tensor record_rows = kernels::Int32Tensor(range.record_rows, *allocator_);
 
@@ -208,17 +217,26 @@ Status Transformer::RunLayers(Tensor& x, const LayerRange& range,
     RETURN_IF_ERROR(kernels::ApplyRope(ctx_, rope_, positions.int32_view(), k3));
     TensorView attn3{attn.view().data, {n, c.n_heads, hd}, ctx_.device};
     RETURN_IF_ERROR(attend(l, q3, k, v, range.positions, attn3));
-    RETURN_IF_ERROR(kernels::Linear(ctx_, attn.view(), w.wo, {}, x.view(), {.accumulate = true}));
+    RETURN_IF_ERROR(ResidualLinear(attn.view(), w.wo, partial, x));
 
     // Feed-forward block (SwiGLU).
     RETURN_IF_ERROR(kernels::RmsNorm(ctx_, x.view(), w.ffn_norm.view(), c.rms_eps, xn.view()));
     RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_gate, {}, gate.view()));
     RETURN_IF_ERROR(kernels::Linear(ctx_, xn.view(), w.w_up, {}, up.view()));
     RETURN_IF_ERROR(kernels::SwiGlu(ctx_, gate.view(), up.view(), gate.view()));
-    RETURN_IF_ERROR(
-        kernels::Linear(ctx_, gate.view(), w.w_down, {}, x.view(), {.accumulate = true}));
+    RETURN_IF_ERROR(ResidualLinear(gate.view(), w.w_down, partial, x));
   }
   return absl::OkStatus();
+}
+
+Status Transformer::ResidualLinear(const ConstTensorView& in, const kernels::Weight& w,
+                                   Tensor& partial, Tensor& x) const {
+  if (ctx_.communicator == nullptr) {
+    return kernels::Linear(ctx_, in, w, {}, x.view(), {.accumulate = true});
+  }
+  RETURN_IF_ERROR(kernels::Linear(ctx_, in, w, {}, partial.view()));
+  RETURN_IF_ERROR(ctx_.communicator->AllReduceSum(ctx_, partial.view()));
+  return kernels::AddTo(ctx_, partial.view(), x.view());
 }
 
 StatusOr<Tensor> Transformer::Logits(const Tensor& rows) const {

@@ -24,6 +24,7 @@
 
 #include "kernels/base/status.h"
 #include "kernels/base/tensor.h"
+#include "kernels/ops/communicator.h"
 #include "kernels/ops/devices.h"
 #include "kernels/ops/op_context.h"
 #include "kernels/ops/rope.h"
@@ -39,6 +40,11 @@ struct TransformerOptions {
   // The type of the weights on a device: bf16 (GEMMs in bf16 with fp32 accumulation) or f32 (the
   // exactness mode). Ignored on the CPU.
   kernels::DType device_weights = kernels::DType::kBF16;
+  // The ranks of a tensor-parallel model (model.shard of size > 1; worker/model/model_shard.h):
+  // each rank runs its Transformer over its shard with every other rank in step, and the
+  // row-parallel projections all-reduce their outputs before the residual add. Null for a whole
+  // model. Must outlive the Transformer.
+  kernels::Communicator* communicator = nullptr;
 };
 
 enum class LogitRows {
@@ -145,6 +151,10 @@ class Transformer {
   const Model& weights() const { return device_weights_ ? *device_weights_ : *model_; }
   // A new fp32 tensor on this Transformer's device.
   kernels::Tensor NewTensor(kernels::Shape shape) const;
+  // x += in * w^T: fused into the GEMM for a whole model; for a shard, the partial product goes
+  // to `partial` ([n, d_model]), is all-reduced over the ranks, then added.
+  [[nodiscard]] Status ResidualLinear(const kernels::ConstTensorView& in, const kernels::Weight& w,
+                                      kernels::Tensor& partial, kernels::Tensor& x) const;
 
   // Immutable after construction.
   const Model* model_;

@@ -77,8 +77,22 @@ struct LayerWeights {
 struct Model;
 int64_t WeightBytes(const Model& model);
 
+// The part of a model one tensor-parallel rank holds (worker/model/model_shard.h; docs/DESIGN.md
+// §3.2). A whole model is the one shard of size 1. A shard's config gives its own sizes (query and
+// KV heads, d_ff, vocabulary slice); these fields place them in the whole model.
+struct ModelShard {
+  int rank = 0;
+  int size = 1;
+  int first_head = 0;     // global index of the first query head held
+  int first_kv_head = 0;  // global index of the first KV head held
+  int first_ff = 0;       // first SwiGLU hidden unit held
+  int first_vocab = 0;    // first token of the LM head's vocabulary slice
+  int vocab_size = 0;     // the whole vocabulary (0 for a whole model: config.vocab_size)
+};
+
 struct Model {
   ModelConfig config;
+  ModelShard shard;
   kernels::Weight tok_embeddings;  // [vocab_size, d_model]
   std::vector<LayerWeights> layers;
   kernels::Tensor output_norm;  // [d_model]

@@ -44,6 +44,7 @@ void RmsNorm(int num_threads, const float* x, const float* weight, float eps, fl
 void ApplyRope(int num_threads, const RopeTable& table, const int32_t* positions, float* x,
                int64_t m, int64_t n_heads, int64_t head_dim);
 void SwiGlu(int num_threads, const float* gate, const float* up, float* out, int64_t n);
+void AddTo(int num_threads, const float* x, float* y, int64_t n);
 void CausalAttention(int num_threads, const float* q, const int32_t* q_positions, int64_t m,
                      int64_t n_heads, std::span<const KvCacheView> segments, float scale,
                      float* out);
@@ -57,6 +58,14 @@ double WindowAttentionStats(int num_threads, const float* q, int64_t w, int64_t 
 void AccumulatedAttention(int num_threads, const float* q, int64_t n_heads,
                           const KvCacheView& keys, double scale, double* accumulated);
 void LogSumExp(int num_threads, const float* x, int64_t m, int64_t v, float* lse);
+// The KL's steps (kl_cpu.cc): maxima [2m] = (max p_i, max q_i) per row; sums [3m] = (Sp, Sq,
+// cross) per row over this slice of the vocabulary, given the maxima of the whole rows; the KL of
+// one row's (Sp, Sq, cross).
+void KlRowMaxima(int num_threads, const float* p_logits, const float* q_logits, int64_t m,
+                 int64_t v, double* maxima);
+void KlPartialSums(int num_threads, const float* p_logits, const float* q_logits, int64_t m,
+                   int64_t v, const double* maxima, double* sums);
+float KlFromSums(const double* sums);
 void KlDivergenceRows(int num_threads, const float* p_logits, const float* q_logits, int64_t m,
                       int64_t v, float* out);
 void DrawNormals(int num_threads, const NoiseKey& key, const int32_t* positions, int64_t n,

@@ -50,6 +50,11 @@ void ApplyRope(int num_threads, const RopeTable& table, const int32_t* positions
   }
 }
 
+void AddTo(int num_threads, const float* x, float* y, int64_t n) {
+#pragma omp parallel for num_threads(num_threads) schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
 void SwiGlu(int num_threads, const float* gate, const float* up, float* out, int64_t n) {
 #pragma omp parallel for simd num_threads(num_threads) schedule(static) if (n > 4096)
   for (int64_t i = 0; i < n; ++i) {

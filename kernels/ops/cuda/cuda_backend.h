@@ -44,6 +44,7 @@ void* Activate(const OpContext& ctx);
 // is device memory.
 void RmsNorm(const OpContext& ctx, const float* x, const float* weight, float eps, float* y, int64_t m, int64_t d);
 void SwiGlu(const OpContext& ctx, const float* gate, const float* up, float* out, int64_t n);
+void AddTo(const OpContext& ctx, const float* x, float* y, int64_t n);
 // RoPE with the table's frequencies (host memory, at most kMaxRopePairs: head_dim <= 512).
 inline constexpr int64_t kMaxRopePairs = 256;
 void ApplyRope(const OpContext& ctx, const float* inv_freq, int64_t pairs, bool interleaved, const int32_t* positions,
@@ -96,7 +97,8 @@ bool DequantizeRows(const OpContext& ctx, uint32_t ggml_type, const void* blocks
 // Box-Muller floats from CUDA's logf/sinf/cosf). values: [n, n_kv_heads * head_dim], positions:
 // [n], both device memory.
 void AddNormAdaptiveNoiseToRows(const OpContext& ctx, uint64_t seed, int sample, int layer,
-                                int trial, const int32_t* positions, int64_t n, int n_kv_heads,
+                                int trial, const int32_t* positions, int64_t n,
+                                int first_kv_head, int n_kv_heads,
                                 int head_dim, float alpha, float* values);
 // The standard normals of DrawNormals for one KV head: out [n, head_dim] (device memory).
 void DrawNormals(const OpContext& ctx, uint64_t seed, int sample, int layer, int trial,

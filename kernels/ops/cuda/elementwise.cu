@@ -38,6 +38,11 @@ __global__ void SwiGluKernel(const float* gate, const float* up, float* out, int
   out[i] = g / (1.0f + expf(-g)) * up[i];
 }
 
+__global__ void AddToKernel(const float* x, float* y, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
 }  // namespace
 
 void RmsNorm(const OpContext& ctx, const float* x, const float* weight, float eps, float* y, int64_t m, int64_t d) {
@@ -49,6 +54,12 @@ void SwiGlu(const OpContext& ctx, const float* gate, const float* up, float* out
   if (n == 0) return;
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   SwiGluKernel<<<static_cast<unsigned>(blocks), kThreads, 0, StreamOf(ctx)>>>(gate, up, out, n);
+}
+
+void AddTo(const OpContext& ctx, const float* x, float* y, int64_t n) {
+  if (n == 0) return;
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  AddToKernel<<<static_cast<unsigned>(blocks), kThreads, 0, StreamOf(ctx)>>>(x, y, n);
 }
 
 }  // namespace ripplekv::kernels::cuda

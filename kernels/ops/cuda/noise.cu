@@ -96,10 +96,11 @@ void LaunchAddNoise(const OpContext& ctx, const Trial& t, const int32_t* positio
 }  // namespace
 
 void AddNormAdaptiveNoiseToRows(const OpContext& ctx, uint64_t seed, int sample, int layer,
-                                int trial, const int32_t* positions, int64_t n, int n_kv_heads,
+                                int trial, const int32_t* positions, int64_t n,
+                                int first_kv_head, int n_kv_heads,
                                 int head_dim, float alpha, float* values) {
-  LaunchAddNoise(ctx, MakeTrial(seed, sample, layer, trial), positions, n, 0, n_kv_heads, head_dim,
-                 static_cast<int64_t>(n_kv_heads) * head_dim, alpha, values);
+  LaunchAddNoise(ctx, MakeTrial(seed, sample, layer, trial), positions, n, first_kv_head,
+                 n_kv_heads, head_dim, static_cast<int64_t>(n_kv_heads) * head_dim, alpha, values);
 }
 
 void AddNormAdaptiveNoise(const OpContext& ctx, uint64_t seed, int sample, int layer, int trial,
