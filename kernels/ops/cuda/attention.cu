@@ -11,30 +11,32 @@
 // its scores are computed, K of the next tile while P V is. No score matrix exists outside one
 // tile, whatever the cache length. A row that saw no key ends with a sum of 0 and writes zeros.
 //
-// Threads. kTc threads share a query row; each owns kRows = 4 rows (tr, tr + kRowGroups, ...), so
-// the rows of a warp are adjacent, and per tile computes a 4 x kBK/kTc block of scores (register
-// tiled: each shared-memory load of a float4 of Q or K feeds 4 or more FMAs) and a
-// 4 x head_dim/kTc block of the output, whose rows are its score rows: the softmax's rescaling
-// stays in registers and the row reductions are kTc-lane shuffles. P goes through a per-warp
-// region of shared memory, key-major with each thread's 4 rows adjacent (one float4 per key).
+// Threads. kTc adjacent lanes share a query row; a thread owns kRows = 4 rows (tr, tr +
+// kRowGroups, ...: the rows of a warp are adjacent, so its float4 loads of Q hit distinct banks).
+// Per tile it computes a 4 x kBK/kTc block of scores, register tiled (a float4 of K from shared
+// memory feeds 16 FMAs, one of Q 4 x kBK/kTc), and a 4 x head_dim/kTc block of the output whose
+// rows are its score rows: the softmax's rescaling stays in registers and the row reductions are
+// kTc-lane shuffles. P goes through shared memory key-major, each thread's 4 rows adjacent (one
+// float4 per key to write and to read back).
 //
-// Tiles and shared memory (head_dim is rounded up to kD, padding zero-filled; rows padded by 4
-// floats so the float4 loads of a warp hit distinct banks):
-//   kD  64: kBQ 64, kBK 32, kTc  8:  43 KB    kD 128: kBQ 64, kBK 32, kTc 8: 75 KB
-//   kD 256: kBQ 32, kBK 16, kTc 16:  68 KB    (all under the 99 KB an sm_86/89 block may have)
+// Tiles and dynamic shared memory (head_dim is rounded up to kD, the padding zero-filled; Q, K and
+// V rows are padded by 4 floats so a warp's float4 loads hit distinct banks):
+//   kD  64: kBQ 64, kBK 32, kTc  8: 42 KiB     kD 128: kBQ 64, kBK 32, kTc 8: 74 KiB
+//   kD 256: kBQ 32, kBK 16, kTc 16: 67 KiB     (each under the 99 KiB an sm_86/89 block may have)
 // Skipping. Positions increase within a segment and head, so a block binary-searches, once, how
-// many keys of each segment its largest query position can see, and never loads the rest: causal
-// prefill does about half of the m x keys work. q_positions need not be sorted.
+// many keys of each segment its largest query position can see and never loads the others: a
+// causal prefill does about half of the m x keys work. q_positions need not be sorted.
 //
-// Cost. An 8192 x 8192 causal prefill with 32 heads of 128 is ~0.55 TFLOP of fp32 FMA, so the
-// kernel is bounded by the FMA units (at best ~8 ms on an H100-class part's fp32 peak, the
-// arithmetic being ~2 FMAs per score and output element). Per tile a warp issues 4096 FFMAs
-// against ~450 shared-memory wavefronts, so shared memory is not the limit, and each block reads
-// 32 KB of K and V per 64 x 32 x 128 x 2 FMAs (~16 FMA per byte, from L2: the heads of one KV group
-// are adjacent in the grid and run together). 75 KB of shared memory and ~170 registers give 3
-// blocks (12 warps) per SM, and the largest-position tiles are launched first to shorten the tail.
-// A decode step (m = 1) uses one block per head with 1 of its 64 rows live: correct, not tuned
-// (no split over the keys).
+// Cost. An 8192 x 8192 causal prefill with 32 heads of 128 is ~0.55 TFLOP (2 FMAs per visible
+// score and output element), all on the fp32 FMA units, which bound the kernel: ~8 ms at an
+// H100-class part's fp32 peak. Shared memory is not the limit: per kD = 128 tile a warp issues
+// 4096 FFMA instructions (1024 cycles of an SM's four FMA pipes) against ~450 shared-memory
+// wavefronts (one a cycle per SM). Nor is memory: a block reads 32 KiB of K and V per
+// 64 x 32 x 128 x 2 FMAs (16 FMAs a byte, mostly from L2: the heads of one KV group are adjacent
+// in the grid and run together). 74 KiB of shared memory and about 170 registers a thread allow 3
+// blocks (12 warps) per H100 SM; the cp.async overlap and the other blocks hide the latencies. The
+// largest-position query tiles are launched first to shorten the tail. A decode step (m = 1)
+// takes one block per head with 1 of its 64 rows live: correct, not tuned (no split over keys).
 
 #include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
@@ -90,6 +92,8 @@ struct Tiling {
   static_assert(kWarp % kTc == 0, "a row's threads lie in one warp");
   static_assert(kBK % kTc == 0 && kBK % 4 == 0, "keys split evenly over a row's threads");
   static_assert(kD % (4 * kTc) == 0, "columns split in float4s over a row's threads");
+  static_assert(kBQ <= kThreads && kBK <= kThreads && kMaxSegments <= kThreads,
+                "one thread per query position, key position or segment");
   static_assert(kSharedBytes <= 99 * 1024, "fits an sm_86/89 block");
 };
 
@@ -348,9 +352,9 @@ bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 }  // namespace
 
-void CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m, int64_t n_heads,
-                     int64_t head_dim, const CacheSegment* segments, int n_segments, float scale,
-                     float* out) {
+void CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m,
+                     int64_t n_heads, int64_t head_dim, const CacheSegment* segments,
+                     int n_segments, float scale, float* out) {
   if (m == 0 || n_heads == 0 || head_dim == 0) return;
   Params p{};
   p.q = q;
