@@ -89,13 +89,15 @@ int RunCalibrate(const CalibrateArgs& args) {
                args.method.context_len, args.method.probe, args.method.alpha);
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Progress> progress;
-  auto results =
-      worker::RunCalibration(*s.transformer, inputs, options, [&](int64_t done, int64_t total) {
-        if (!progress) progress = std::make_unique<Progress>("calibrate", total, "layer-samples");
-        progress->Update(done);
-      });
+  worker::CalibrationProgress on_progress = [&](int64_t done, int64_t total) {
+    if (!progress) progress = std::make_unique<Progress>("calibrate", total, "layer-samples");
+    progress->Update(done);
+  };
+  auto results = worker::RunCalibration(*s.transformer, inputs, options,
+                                        s.primary() ? on_progress : nullptr);
   progress.reset();
   if (!results.ok()) return ReportError(results.status());
+  if (!s.primary()) return kExitOk;  // --tp: rank 0 reports
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("calibration took {:.1f} s", seconds);
@@ -146,7 +148,7 @@ void AddCalibrateCommand(CLI::App& app, Action& run) {
   AddMethodFlags(cmd, a->method,
                  "Calibration data: JSONL ({\"text\"} or {\"context\",\"continuation\"}) or plain "
                  "text; default: the built-in prose set (docs/DATA.md)");
-  AddModelFlags(cmd, a->model_flags);
+  AddModelFlags(cmd, a->model_flags, /*tensor_parallel=*/true);
   cmd->add_option("-t,--threads", a->threads, "CPU threads")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -54,10 +54,14 @@ int RunPerplexity(const PerplexityArgs& args) {
   options.bos_id = s.tokenizer->add_bos() ? s.tokenizer->bos_id() : -1;
   const int64_t total = args.chunks > 0 ? std::min<int64_t>(args.chunks, tokens.size() / args.ctx)
                                         : static_cast<int64_t>(tokens.size() / args.ctx);
-  Progress progress("perplexity", total, "chunks");
-  auto result = worker::ComputePerplexity(*s.transformer, tokens, options,
-                                          [&](int done, int) { progress.Update(done); });
+  std::unique_ptr<Progress> progress;
+  if (s.primary()) progress = std::make_unique<Progress>("perplexity", total, "chunks");
+  auto result = worker::ComputePerplexity(*s.transformer, tokens, options, [&](int done, int) {
+    if (progress) progress->Update(done);
+  });
+  progress.reset();
   if (!result.ok()) return ReportError(result.status());
+  if (!s.primary()) return kExitOk;  // --tp: rank 0 reports
   const double ppl_err = result->ppl * result->nll_stderr;
   if (args.json) {
     nlohmann::json j = {{"file", args.file},
@@ -94,7 +98,7 @@ void AddPerplexityCommand(CLI::App& app, Action& run) {
   cmd->add_option("--chunks", args->chunks, "Evaluate at most this many chunks; 0 = all")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  AddModelFlags(cmd, args->model_flags);
+  AddModelFlags(cmd, args->model_flags, /*tensor_parallel=*/true);
   cmd->add_option("-t,--threads", args->threads, "CPU threads")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -6,6 +6,7 @@
 
 #include "CLI/CLI.hpp"
 #include "kernels/base/status.h"
+#include "kernels/ops/communicator.h"
 #include "kernels/ops/devices.h"
 #include "worker/engine/transformer.h"
 #include "worker/model/model.h"
@@ -18,6 +19,7 @@ struct ModelFlags {
   std::string weights = "stored";       // --weights stored|f32: host weights
   std::string device = "cpu";           // --device cpu|cuda|cuda:N: where the forward pass runs
   std::string device_weights = "bf16";  // --device-weights bf16|f32: weights on a device
+  int tp = 1;  // --tp N: the model split over N ranks (under `mpirun -np N`; docs/DESIGN.md §3.2)
 };
 
 struct ModelSession {
@@ -26,19 +28,30 @@ struct ModelSession {
   std::unique_ptr<worker::Tokenizer> tokenizer;
   // The device the Transformer runs on (its stream, BLAS handle, allocator); outlives it.
   std::unique_ptr<kernels::DeviceSession> device;
-  std::unique_ptr<worker::Transformer> transformer;  // points into `model` and `device`
+  // With --tp N > 1: this rank's shard of `model` and the ranks' communicator.
+  std::unique_ptr<kernels::Communicator> communicator;
+  worker::Model shard;
+  // Points into `model` (or `shard`), `device` and `communicator`.
+  std::unique_ptr<worker::Transformer> transformer;
+
+  // Whether this process reports results: always, except on the ranks other than 0 of --tp.
+  bool primary() const;
 };
 
 // Loads a GGUF file or Hugging Face directory with weights kept as flags.weights says, and makes
-// a Transformer on flags.device (uploading the weights as flags.device_weights there). Errors:
+// a Transformer on flags.device (uploading the weights as flags.device_weights there). With
+// flags.tp > 1 the process must be one of `mpirun -np <tp>` ranks: each loads the model, keeps its
+// shard and runs in step with the others (ranks other than 0 log warnings only). Errors:
 // InvalidArgument naming a bad flag value; FailedPrecondition with the reason when the device is
-// not usable (no CUDA backend, driver or GPU); OutOfRange for an ordinal past the device count.
+// not usable (no CUDA backend, driver or GPU), or --tp without mpirun or MPI; OutOfRange for an
+// ordinal past the device count.
 // Held by unique_ptr so the Transformer's pointers stay valid.
 StatusOr<std::unique_ptr<ModelSession>> OpenModel(const std::string& path, int num_threads,
                                                   const ModelFlags& flags = {});
 
-// Registers `--weights`, `--device` and `--device-weights` on a command that loads a model.
-void AddModelFlags(CLI::App* cmd, ModelFlags& flags);
+// Registers `--weights`, `--device` and `--device-weights` on a command that loads a model, and
+// `--tp` where the command runs split over ranks (calibrate, perplexity).
+void AddModelFlags(CLI::App* cmd, ModelFlags& flags, bool tensor_parallel = false);
 
 // Loads only the tokenizer (fast; no weights).
 StatusOr<std::unique_ptr<worker::Tokenizer>> OpenTokenizer(const std::string& path);
