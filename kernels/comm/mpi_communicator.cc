@@ -157,7 +157,7 @@ StatusOr<MpiRuntime*> MpiRuntime::Init(int* argc, char*** argv) {
   static MpiRuntime* runtime = nullptr;
   if (runtime != nullptr) return runtime;
   int provided = 0;
-  const int code = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  const int code = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
   if (code != MPI_SUCCESS) return absl::InternalError(Cat("MPI_Init_thread: ", MpiError(code)));
   std::atexit([] {
     int finalized = 0;

@@ -4,7 +4,8 @@
 // against a deadline, so a peer that hangs gives DeadlineExceeded instead of a hang; a peer that
 // dies makes mpirun end the job.
 //
-// MpiRuntime initializes MPI once per process (MPI_THREAD_FUNNELED: MPI is called from one thread;
+// MpiRuntime initializes MPI once per process (MPI_THREAD_SERIALIZED: any thread may call MPI, one
+// at a time — a worker's task thread runs the collectives and its main thread dismisses the group;
 // OpenMP threads inside ops never call it) and finalizes it at exit.
 
 #include <chrono>

@@ -195,12 +195,20 @@ class LocalCluster {
         timeout, std::chrono::milliseconds(100));
   }
 
-  Process& StartWorker(const std::string& id, const std::string& model) {
-    workers_.emplace_back(
-        id, std::make_unique<Process>(
-                std::vector<std::string>{RIPPLEKV_WORKER, "--scheduler", address(), "--model",
-                                         model, "--threads", "1", "--id", id},
-                dir_ / (id + ".out"), dir_ / (id + ".err")));
+  // `launcher` (e.g. {mpirun, -np, 2}) runs the worker when given; `extra` flags follow.
+  Process& StartWorker(const std::string& id, const std::string& model,
+                       const std::vector<std::string>& launcher = {},
+                       const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = launcher;
+    for (const std::string& a : {std::string(RIPPLEKV_WORKER), std::string("--scheduler"),
+                                 address(), std::string("--model"), model,
+                                 std::string("--threads"), std::string("1"), std::string("--id"),
+                                 id}) {
+      argv.push_back(a);
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    workers_.emplace_back(id, std::make_unique<Process>(argv, dir_ / (id + ".out"),
+                                                        dir_ / (id + ".err")));
     return *workers_.back().second;
   }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
 
 namespace ripplekv::worker {
 namespace {
@@ -124,6 +125,12 @@ Status TaskRunner::LoadJob(const std::string& job_id, const JobData& data,
     return absl::FailedPreconditionError("worker has no tokenizer to read calibration data");
   }
   ASSIGN_OR_RETURN(CalibrationSet set, BuildCalibrationSet(data, *tokenizer_, options));
+  if (mirror_) {
+    RETURN_IF_ERROR(mirror_({.kind = RunnerCommand::Kind::kSamples,
+                             .job_id = job_id,
+                             .samples = &set.samples,
+                             .description = set.description}));
+  }
   SetJobSamples(job_id, std::move(set.samples), std::move(set.description));
   return absl::OkStatus();
 }
@@ -150,6 +157,10 @@ StatusOr<TaskOutcome> TaskRunner::Run(const TaskSpec& spec) {
   if (spec.sample < 0 || spec.sample >= static_cast<int>(job->samples.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("sample ", spec.sample, " out of range [0, ", job->samples.size(), ")"));
+  }
+  if (mirror_) {
+    RETURN_IF_ERROR(
+        mirror_({.kind = RunnerCommand::Kind::kRun, .job_id = spec.job_id, .spec = &spec}));
   }
   ASSIGN_OR_RETURN(TaskOutcome outcome, RunOnSample(spec, job->samples[spec.sample]));
   outcome.data_description = job->description;
@@ -178,6 +189,11 @@ StatusOr<TaskOutcome> TaskRunner::RunOnSample(const TaskSpec& spec,
 }
 
 void TaskRunner::DropJob(const std::string& job_id) {
+  if (mirror_) {
+    if (Status s = mirror_({.kind = RunnerCommand::Kind::kDrop, .job_id = job_id}); !s.ok()) {
+      spdlog::warn("job {}: the drop was not sent to the group: {}", job_id, s.ToString());
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.erase(job_id);

@@ -8,6 +8,7 @@
 // Thread-safety: every public method may be called concurrently.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,6 +72,17 @@ struct TaskOutcome {
   std::string data_description;  // the job's CalibrationSet::description (empty when unknown)
 };
 
+// A command of a runner that touches the model, as a tensor-parallel group's rank 0 mirrors it to
+// the other ranks (worker/service/task_group.h). Pointers are valid during the mirror call only.
+struct RunnerCommand {
+  enum class Kind { kSamples, kRun, kDrop };
+  Kind kind = Kind::kRun;
+  std::string job_id;
+  const std::vector<CalibrationSample>* samples = nullptr;  // kSamples
+  std::string description;                                  // kSamples
+  const TaskSpec* spec = nullptr;                           // kRun
+};
+
 struct CachedSampleKey {
   std::string job_id;
   int sample = 0;
@@ -123,6 +135,11 @@ class TaskRunner {
   // Forgets a job: its samples and its cached prefills.
   void DropJob(const std::string& job_id);
 
+  // Called with every LoadJob's samples, Run and DropJob before it happens here; an error fails
+  // the call (a tensor-parallel group's rank 0 sends them to its other ranks). Set before use.
+  using Mirror = std::function<Status(const RunnerCommand&)>;
+  void SetMirror(Mirror mirror) { mirror_ = std::move(mirror); }
+
   // Samples whose prefill the cache holds now (what heartbeats advertise).
   std::vector<CachedSampleKey> CachedSamples() const;
   PreparedCacheStats cache_stats() const { return cache_.stats(); }
@@ -138,6 +155,7 @@ class TaskRunner {
   const int64_t memory_limit_bytes_;
   const WeightStorage weights_;
   PreparedSampleCache cache_;
+  Mirror mirror_;  // set before use, then read-only
   mutable std::mutex mu_;
   struct LoadedJob {
     std::vector<CalibrationSample> samples;

@@ -1,6 +1,12 @@
 // ripplekv-worker --scheduler ADDR --model PATH [--threads N] [--weights stored|f32]
 // [--device cpu|cuda:N] [--device-weights bf16|f32] [--prefill-cache-mb M] [--memory-limit-mb M]
-// [--id NAME]
+// [--id NAME] [--tp N]
+//
+// Tensor parallelism (docs/DESIGN.md §3.2): `mpirun -np N*k ripplekv-worker --tp N ...` forms k
+// workers of N ranks each (consecutive ranks); each rank holds its shard of the model, rank 0 of a
+// group registers with the scheduler (as ID-gG when k > 1) and the others follow its task stream
+// (worker/service/task_group.h). SIGTERM to mpirun reaches every rank: each group's rank 0 drains
+// and dismisses its followers.
 //
 // Loads the model once, hashes it, registers with the scheduler and serves calibration tasks
 // until SIGTERM or SIGINT, then drains (finishes the task in progress, sends its results, closes
@@ -24,6 +30,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "worker/calibration/calibration_run.h"
 #include "worker/calibration/memory_estimate.h"
@@ -32,9 +39,15 @@
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model_hash.h"
 #include "worker/model/model_loader.h"
+#include "worker/model/model_shard.h"
+#include "worker/service/task_group.h"
 #include "worker/service/task_runner.h"
 #include "worker/service/worker_client.h"
 #include "worker/tokenizer/tokenizer.h"
+
+#if RIPPLEKV_WITH_MPI
+#include "kernels/comm/mpi_communicator.h"
+#endif
 
 namespace ripplekv::worker {
 namespace {
@@ -76,6 +89,46 @@ int64_t PhysicalMemoryMb() {
   return static_cast<int64_t>(pages) * page_size / (int64_t{1} << 20);
 }
 
+// This rank's place in a tensor-parallel worker group.
+struct GroupMember {
+  int rank = 0;                                     // within the group
+  std::string worker_id;                            // the group's id towards the scheduler
+  std::unique_ptr<kernels::Communicator> model;     // the collectives of the forward passes
+  std::unique_ptr<kernels::Communicator> commands;  // rank 0's task stream (task_group.h)
+  Model shard;
+};
+
+// Joins the group of `tp` consecutive ranks this mpirun rank belongs to and keeps its shard.
+StatusOr<std::unique_ptr<GroupMember>> JoinGroup(int tp, const kernels::DeviceSpec& device,
+                                                 const Model& full, const std::string& id) {
+  if (device.device != kernels::Device::kCpu) {
+    return absl::UnimplementedError("--tp runs on the CPU so far (NCCL groups are to come)");
+  }
+#if RIPPLEKV_WITH_MPI
+  if (!kernels::MpiRuntime::Launched()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--tp ", tp, " runs under mpirun: mpirun -np ", tp, " ripplekv-worker ..."));
+  }
+  ASSIGN_OR_RETURN(kernels::MpiRuntime * runtime, kernels::MpiRuntime::Init(nullptr, nullptr));
+  auto member = std::make_unique<GroupMember>();
+  ASSIGN_OR_RETURN(member->model, kernels::MpiGroup(*runtime, tp, std::chrono::minutes(10)));
+  // Followers wait on the command channel between jobs: a year is "no timeout".
+  ASSIGN_OR_RETURN(member->commands, kernels::MpiGroup(*runtime, tp, std::chrono::hours(24 * 365)));
+  member->rank = member->model->rank();
+  const int group = runtime->world_rank() / tp;
+  member->worker_id = runtime->world_size() > tp ? absl::StrCat(id, "-g", group) : id;
+  if (member->rank != 0) spdlog::set_level(spdlog::level::warn);
+  ASSIGN_OR_RETURN(member->shard, ShardModel(full, member->rank, tp));
+  spdlog::info("tensor-parallel group {} of {} ranks: this is rank {} (KV heads {}..{})",
+               member->worker_id, tp, member->rank, member->shard.shard.first_kv_head,
+               member->shard.shard.first_kv_head + member->shard.config.n_kv_heads - 1);
+  return member;
+#else
+  (void)tp, (void)full, (void)id;
+  return absl::FailedPreconditionError("--tp: this build has no MPI (install Open MPI and rebuild)");
+#endif
+}
+
 int Fail(const Status& s) {
   spdlog::error("{}", s.ToString());
   return 1;
@@ -102,6 +155,9 @@ int Main(int argc, char** argv) {
                  "Weights on a device: bf16 (GEMMs in bf16, fp32 accumulation) or f32 (exact fp32)")
       ->capture_default_str()
       ->check(CLI::IsMember({"bf16", "f32"}));
+  int tp = 1;
+  app.add_option("--tp", tp, "Tensor-parallel ranks per worker (under mpirun; CPU)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--prefill-cache-mb", cache_mb, "Prepared-sample cache limit, MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   int64_t memory_limit_mb = PhysicalMemoryMb();
@@ -142,10 +198,24 @@ int Main(int argc, char** argv) {
   if (!model.ok()) return Fail(model.status());
   auto tokenizer = OpenTokenizer(model_path);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
-  auto transformer = Transformer::Create(*model, {.num_threads = threads,
-                                                  .device = &*session,
-                                                  .device_weights = *device_weights_type});
+  auto group = tp > 1 ? JoinGroup(tp, *device_spec, *model, id)
+                      : StatusOr<std::unique_ptr<GroupMember>>(nullptr);
+  if (!group.ok()) return Fail(group.status());
+  const Model& held = *group ? (*group)->shard : *model;  // this rank's weights
+  auto transformer =
+      Transformer::Create(held, {.num_threads = threads,
+                                    .device = &*session,
+                                    .device_weights = *device_weights_type,
+                                    .communicator = *group ? (*group)->model.get() : nullptr});
   if (!transformer.ok()) return Fail(transformer.status());
+  if (*group && (*group)->rank != 0) {
+    // A follower: runs rank 0's commands until dismissed (the model hash is rank 0's check).
+    TaskRunner runner(*transformer, tokenizer->get(), "", {.weights = *storage});
+    TaskGroup follower(*(*group)->commands);
+    const Status followed = follower.Follow(runner);
+    if (!followed.ok()) return Fail(followed);
+    return 0;
+  }
   auto hash = ModelHash(model_path);
   if (!hash.ok()) return Fail(hash.status());
   const ModelConfig& c = model->config;
@@ -164,7 +234,7 @@ int Main(int argc, char** argv) {
     f32_load_mapped_bytes = summary->stored_weight_bytes;
   }
   const MemoryEstimate reserve = EstimateCalibrationMemory(
-      c, WeightBytes(*model),
+      c, WeightBytes(held),
       {.threads = threads, .weights = *storage, .f32_load_mapped_bytes = f32_load_mapped_bytes});
   const int64_t cache_bytes =
       std::max<int64_t>(0, std::min(cache_mb * kMiB, limit_bytes - reserve.total_bytes()));
@@ -182,6 +252,12 @@ int Main(int argc, char** argv) {
                      .no_compute = no_compute,
                      .memory_limit_bytes = limit_bytes,
                      .weights = *storage});
+  std::unique_ptr<TaskGroup> leader;
+  if (*group) {
+    leader = std::make_unique<TaskGroup>(*(*group)->commands);
+    runner.SetMirror(leader->Leader());
+    id = (*group)->worker_id;
+  }
   WorkerClientOptions options;
   options.scheduler_address = scheduler;
   options.worker_id = id;
@@ -207,6 +283,9 @@ int Main(int argc, char** argv) {
   const char quit = kQuitByte;
   if (write(g_signal_pipe[1], &quit, 1) != 1) spdlog::warn("cannot stop the signal thread");
   signal_thread.join();
+  if (leader) {
+    if (const Status dismissed = leader->Dismiss(); !dismissed.ok()) return Fail(dismissed);
+  }
   if (!s.ok()) return Fail(s);
   const WorkerClientStats st = client.stats();
   spdlog::info(
