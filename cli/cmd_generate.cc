@@ -66,13 +66,14 @@ int RunGenerate(const GenerateArgs& args) {
   options.is_stop = [tok](int32_t id) { return tok->IsEog(id); };
 
   auto on_token = [&](int32_t id) {
-    if (args.json) return;
+    if (args.json || !s.primary()) return;  // --tp: rank 0 prints
     const std::string piece = tok->TokenToPiece(id);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   };
   auto result = worker::Generate(*s.transformer, prompt, options, on_token);
   if (!result.ok()) return ReportError(result.status());
+  if (!s.primary()) return kExitOk;
   const double prefill_tps = prompt.size() / std::max(result->prefill_seconds, 1e-9);
   const double decode_tps =
       result->tokens.size() > 1 ? (result->tokens.size() - 1) / result->decode_seconds : 0.0;
@@ -116,7 +117,7 @@ void AddGenerateCommand(CLI::App& app, Action& run) {
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--seed", args->seed, "Sampling seed")->capture_default_str();
-  AddModelFlags(cmd, args->model_flags);
+  AddModelFlags(cmd, args->model_flags, /*tensor_parallel=*/true);
   cmd->add_option("-t,--threads", args->threads, "CPU threads")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -50,7 +50,7 @@ StatusOr<std::unique_ptr<ModelSession>> OpenModel(const std::string& path, int n
                                                   const ModelFlags& flags = {});
 
 // Registers `--weights`, `--device` and `--device-weights` on a command that loads a model, and
-// `--tp` where the command runs split over ranks (calibrate, perplexity).
+// `--tp` where the command runs split over ranks (calibrate, perplexity, generate).
 void AddModelFlags(CLI::App* cmd, ModelFlags& flags, bool tensor_parallel = false);
 
 // Loads only the tokenizer (fast; no weights).

@@ -1,6 +1,7 @@
-// `ripplekv calibrate|perplexity --tp 2` under `mpirun -np 2` against the same commands whole, on
-// SmolLM2 (label mpi; needs RIPPLEKV_SMOLLM2_GGUF): the profile within 1e-4 relative per layer,
-// the perplexity within 1e-4, one report (rank 0's) on stdout; and --tp without mpirun refused.
+// `ripplekv calibrate|perplexity|generate --tp 2` under `mpirun -np 2` against the same commands
+// whole, on SmolLM2 (label mpi; needs RIPPLEKV_SMOLLM2_GGUF): the profile within 1e-4 relative per
+// layer, the perplexity within 1e-4, the same greedy text, one report (rank 0's) on stdout; and
+// --tp without mpirun refused.
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -73,6 +74,16 @@ TEST_F(TpCliTest, PerplexityOnTwoRanksMatchesOneRank) {
   const double want = nlohmann::json::parse(whole.out)["ppl"];
   const double got = nlohmann::json::parse(split.out)["ppl"];
   EXPECT_NEAR(got, want, 1e-4 * want);
+}
+
+TEST_F(TpCliTest, GenerateOnTwoRanksPrintsTheSameTextOnce) {
+  const std::string args = "generate --model " + model_ + " --prompt 'The capital of France' -n 12";
+  const ShellRun whole = Shell(std::string(RIPPLEKV_CLI) + " " + args + " --threads 2");
+  const ShellRun split = Shell(UnderMpirun(args + " --threads 1 --tp 2"));
+  ASSERT_EQ(whole.exit_code, 0);
+  ASSERT_EQ(split.exit_code, 0);
+  EXPECT_FALSE(whole.out.empty());
+  EXPECT_EQ(split.out, whole.out);
 }
 
 TEST_F(TpCliTest, TpWithoutMpirunIsRefused) {

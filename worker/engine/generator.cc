@@ -1,6 +1,10 @@
 #include "worker/engine/generator.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
+#include "kernels/ops/communicator.h"
 
 namespace ripplekv::worker {
 
@@ -8,6 +12,35 @@ namespace {
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+// The next token from this rank's logits row. A whole model samples it directly. A
+// tensor-parallel shard holds a slice of the vocabulary: greedy decoding combines each rank's
+// (largest logit, its token) into the argmax over the whole vocabulary; sampling combines the
+// slices into the whole row (every rank then draws the same token with the same seed).
+StatusOr<int32_t> NextToken(const Transformer& model, const SamplerOptions& options,
+                            Sampler& sampler, const kernels::Tensor& logits) {
+  kernels::Communicator* comm = model.op_context().communicator;
+  if (comm == nullptr || comm->size() == 1) return sampler.Sample(logits.span());
+  const ModelShard& shard = model.model().shard;
+  const std::span<const float> row = logits.span();
+  if (options.temperature == 0.0f) {
+    const auto best = std::max_element(row.begin(), row.end());  // the lowest id among ties
+    // Every rank's (logit, token); the largest logit wins, the lowest token among ties.
+    kernels::Tensor mine({2}), all({2 * static_cast<int64_t>(comm->size())});
+    mine.data()[0] = *best;
+    mine.data()[1] = static_cast<float>(shard.first_vocab + (best - row.begin()));  // < 2^24
+    RETURN_IF_ERROR(comm->AllGather(model.op_context(), mine.view(), all.view()));
+    int winner = 0;
+    for (int r = 1; r < comm->size(); ++r) {
+      if (all.data()[2 * r] > all.data()[2 * winner]) winner = r;  // ranks hold increasing ids
+    }
+    return static_cast<int32_t>(all.data()[2 * winner + 1]);
+  }
+  kernels::Tensor whole({static_cast<int64_t>(shard.vocab_size)});
+  std::copy(row.begin(), row.end(), whole.data() + shard.first_vocab);
+  RETURN_IF_ERROR(comm->AllReduceSum(model.op_context(), whole.view()));
+  return sampler.Sample(whole.span());
+}
+
 }  // namespace
 
 StatusOr<GenerateResult> Generate(const Transformer& model, std::span<const int32_t> prompt,
@@ -36,7 +69,7 @@ StatusOr<GenerateResult> Generate(const Transformer& model, std::span<const int3
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < options.max_new_tokens; ++i) {
     const kernels::Tensor logits = kernels::OnHost(std::move(out.logits));
-    const int32_t next = sampler.Sample(logits.span());
+    ASSIGN_OR_RETURN(const int32_t next, NextToken(model, options.sampler, sampler, logits));
     if (options.is_stop && options.is_stop(next)) {
       result.stopped = true;
       break;

@@ -23,6 +23,7 @@
 #include "method/budget_map.h"
 #include "tests/worker/engine/tiny_model.h"
 #include "worker/calibration/calibration_run.h"
+#include "worker/engine/generator.h"
 #include "worker/engine/perplexity.h"
 #include "worker/engine/transformer.h"
 #include "worker/model/model_loader.h"
@@ -197,6 +198,19 @@ TEST(TensorParallelTest, SmolLM2CalibrationMatchesTheWholeModel) {
   ASSERT_TRUE(model.ok()) << model.status();
   auto p = MakePair(std::move(*model), *comm);
   ExpectSameCalibration(*p, 96, 8, 1e-4, {PerturbMode::kCache});  // prefill mode: tiny models
+  // Greedy generation: the argmax over the whole vocabulary from each rank's slice.
+  const std::vector<int32_t> prompt = Tokens(20, p->full.config.vocab_size, 23);
+  auto want = Generate(*p->whole, prompt, {.max_new_tokens = 16});
+  auto got = Generate(*p->split, prompt, {.max_new_tokens = 16});
+  ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+  EXPECT_EQ(got->tokens, want->tokens);
+  // Sampling: the slices combined into the whole row; the same seed draws the same tokens.
+  const GenerateOptions sampled{.max_new_tokens = 16,
+                                .sampler = {.temperature = 0.8f, .top_k = 40, .seed = 3}};
+  auto want_sampled = Generate(*p->whole, prompt, sampled);
+  auto got_sampled = Generate(*p->split, prompt, sampled);
+  ASSERT_TRUE(want_sampled.ok() && got_sampled.ok());
+  EXPECT_EQ(got_sampled->tokens, want_sampled->tokens);
 }
 
 }  // namespace
