@@ -71,6 +71,7 @@ Status Shard(int tp, ModelSession& session) {
   if (runtime->world_rank() != 0) spdlog::set_level(spdlog::level::warn);
   ASSIGN_OR_RETURN(session.shard,
                    worker::ShardModel(session.model, runtime->world_rank(), tp));
+  if (session.model.release_mapped_pages) session.model.release_mapped_pages();
   return absl::OkStatus();
 #else
   (void)session;

@@ -552,6 +552,10 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   return file;
 }
 
+void GgufFile::DropResidentPages() const {
+  if (mapping_ != nullptr) ::madvise(mapping_->address, mapping_->size, MADV_DONTNEED);
+}
+
 StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBuffer(std::span<const uint8_t> bytes,
                                                          std::string display_name) {
   Parser parser(bytes, display_name);

@@ -97,6 +97,10 @@ class GgufFile {
   StatusOr<std::vector<double>> GetFloatArray(std::string_view key) const;
   StatusOr<std::vector<int64_t>> GetIntArray(std::string_view key) const;
 
+  // Drops the mapping's resident pages from this process (a read-only file mapping: they are
+  // read again from the file on next use). No-op for FromBuffer files.
+  void DropResidentPages() const;
+
   // Raw bytes of a tensor (size_bytes long), inside the mapping.
   std::span<const uint8_t> TensorData(const GgufTensorInfo& info) const;
 

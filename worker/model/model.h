@@ -6,6 +6,7 @@
 // Immutable after loading; safe to share between threads for reading.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,6 +102,11 @@ struct Model {
   // rope scaling this way (GGUF tensor `rope_freqs.weight`): pair i rotates at
   // rope_theta^(-2i / head_dim) / rope_freq_factors[i]. Mutually exclusive with rope_scaling.
   kernels::Tensor rope_freq_factors;
+
+  // For weights mapped from a file: drops the mapping's resident pages from this process (read
+  // again from the file on next use). A tensor-parallel rank calls it after sharding, so only
+  // its own slices come back. Null when the weights are not mapped from a file.
+  std::function<void()> release_mapped_pages;
 
   // The projection the logits use: `output`, or the embeddings when tied.
   const kernels::Weight& lm_head() const {

@@ -105,7 +105,9 @@ StatusOr<Model> LoadModel(const std::string& path, WeightStorage storage) {
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> opened, GgufFile::Open(path));
   // Stored weights point into the file's mapping: the model shares ownership of the file.
   std::shared_ptr<const GgufFile> file = std::move(opened);
-  return LoadGgufModel(*file, storage, file);
+  ASSIGN_OR_RETURN(Model model, LoadGgufModel(*file, storage, file));
+  model.release_mapped_pages = [file] { file->DropResidentPages(); };
+  return model;
 }
 
 }  // namespace ripplekv::worker

@@ -38,7 +38,9 @@ struct ShardPlan {
 
 // The shard of `full` (a whole model, host weights) for rank `rank` of `size`: its config holds
 // the shard's sizes (untied: the shard's LM head is its vocabulary slice), `shard` places it.
-// Stored row slices share the full model's mapping, which must outlive the shard.
+// Stored row slices share the full model's mapping, which must outlive the shard. Row-parallel
+// column copies read every row of their matrices through the mapping: call
+// full.release_mapped_pages afterwards (when set) so the rank keeps only its own slices resident.
 [[nodiscard]] StatusOr<Model> ShardModel(const Model& full, int rank, int size);
 
 }  // namespace ripplekv::worker

@@ -119,6 +119,7 @@ StatusOr<std::unique_ptr<GroupMember>> JoinGroup(int tp, const kernels::DeviceSp
   member->worker_id = runtime->world_size() > tp ? absl::StrCat(id, "-g", group) : id;
   if (member->rank != 0) spdlog::set_level(spdlog::level::warn);
   ASSIGN_OR_RETURN(member->shard, ShardModel(full, member->rank, tp));
+  if (full.release_mapped_pages) full.release_mapped_pages();  // only this rank's slices return
   spdlog::info("tensor-parallel group {} of {} ranks: this is rank {} (KV heads {}..{})",
                member->worker_id, tp, member->rank, member->shard.shard.first_kv_head,
                member->shard.shard.first_kv_head + member->shard.config.n_kv_heads - 1);
