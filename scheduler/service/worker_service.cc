@@ -400,8 +400,12 @@ Status WorkerServiceImpl::DoRegister(const v1::RegisterRequest& request,
   response->set_session_id(session.session_id);
   MsToDuration(options_.heartbeat_interval_ms, response->mutable_heartbeat_interval());
   MsToDuration(options_.lease_timeout_ms, response->mutable_lease_timeout());
-  spdlog::info("worker {} registered (capacity {}, model {})", registration.worker_id,
-               registration.capacity, registration.model.hash);
+  spdlog::info("worker {} registered (capacity {}, model {}, {}{})", registration.worker_id,
+               registration.capacity, registration.model.hash,
+               request.device().empty() ? "device not reported" : request.device(),
+               request.tensor_parallel() > 1
+                   ? absl::StrCat(", ", request.tensor_parallel(), " tensor-parallel ranks")
+                   : std::string());
   // The worker's memory accounting (docs/MEMORY.md), as it reported it; MiB, 0 when not reported.
   constexpr double kMiB = 1024.0 * 1024.0;
   spdlog::info(

@@ -128,6 +128,12 @@ TEST_F(ClusterTpTest, AGroupOfTwoRanksAndAWholeWorkerMatchLocalCalibrate) {
   const auto tasks =
       std::distance(std::sregex_iterator(log.begin(), log.end(), task_line), std::sregex_iterator());
   EXPECT_GT(tasks, 0) << "the group ran no task";
+  // It registered as one worker of 2 ranks.
+  const std::string scheduler_log =
+      ReadFile(tmp_.path() / "scheduler-0.out") + ReadFile(tmp_.path() / "scheduler-0.err");
+  static const std::regex registered(
+      R"(worker worker-tp registered .*cpu, 2 tensor-parallel ranks)");
+  EXPECT_TRUE(std::regex_search(scheduler_log, registered)) << scheduler_log;
   std::cout << "the group of 2 ranks ran " << tasks << " of " << 2 * kLayers << " tasks\n";
   // SIGTERM to mpirun reaches both ranks: rank 0 drains and dismisses rank 1, and the job ends
   // without a rank killed or aborted. (mpirun itself exits 1 after a SIGTERM whatever its ranks

@@ -157,6 +157,8 @@ struct WorkerClient::Impl {
     req.set_memory_limit_bytes(options.memory_limit_bytes);
     req.set_worker_memory_limit_bytes(options.memory.limit_bytes);
     req.set_weight_bytes(options.memory.weight_bytes);
+    req.set_tensor_parallel(options.tensor_parallel);
+    req.set_device(options.device);
     req.set_thread_scratch_bytes(options.memory.thread_scratch_bytes);
     req.set_process_bytes(options.memory.process_bytes);
     req.set_version(std::string(ToolVersion()));

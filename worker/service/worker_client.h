@@ -36,6 +36,8 @@ struct WorkerClientOptions {
     int64_t thread_scratch_bytes = 0;  // all threads' scratch buffers
     int64_t process_bytes = 0;         // the process's fixed share (kProcessBytes)
   } memory;
+  int tensor_parallel = 1;  // ranks holding the model's shards, reported at registration
+  std::string device;       // "cpu", "cuda:0", reported at registration
   std::chrono::milliseconds initial_backoff{100};  // first reconnect delay
   std::chrono::milliseconds max_backoff{5000};     // reconnect delay cap
   std::chrono::milliseconds register_deadline{10000};

@@ -260,6 +260,8 @@ int Main(int argc, char** argv) {
     id = (*group)->worker_id;
   }
   WorkerClientOptions options;
+  options.tensor_parallel = tp;
+  options.device = kernels::DeviceSpecName(*device_spec);
   options.scheduler_address = scheduler;
   options.worker_id = id;
   options.memory_limit_bytes = cache_bytes;
