@@ -1,4 +1,4 @@
-// Tensor parallelism on CPU ranks under mpirun (label mpi; run on 2 and on 3 ranks): a model
+// Tensor parallelism on CPU ranks under mpirun (label mpi; run on 2, 3 and 4 ranks): a model
 // split over the ranks (worker/model/model_shard.h) against the same model whole on each rank.
 // Logits, the vocabulary-parallel KL, perplexity and whole calibration tasks agree within the
 // stated tolerances (the all-reduce sums partial products in another order); the calibration
