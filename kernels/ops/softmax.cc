@@ -31,43 +31,59 @@ bool VocabParallel(const OpContext& ctx) {
 }
 
 // Log-sum-exp of rows whose vocabulary is split over ranks: the maxima, then the sums of
-// exp(x - max), each combined over ranks.
+// exp(x - max), each combined over ranks; on the op's device.
 Status VocabParallelLogSumExp(const OpContext& ctx, const ConstTensorView& x,
                               std::span<float> lse) {
   const int64_t m = x.dim(0), v = x.dim(1);
   std::vector<double> maxima(static_cast<size_t>(m)), sums(static_cast<size_t>(m));
-  for (int64_t i = 0; i < m; ++i) {
-    const float* xi = x.data + i * v;
-    maxima[i] = *std::max_element(xi, xi + v);
+  const bool on_cuda = ctx.device == Device::kCuda;
+#if RIPPLEKV_WITH_CUDA
+  if (on_cuda) cuda::RowMaxima(ctx, x.data, m, v, maxima.data());
+#endif
+  if (!on_cuda) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x.data + i * v;
+      maxima[i] = *std::max_element(xi, xi + v);
+    }
   }
   RETURN_IF_ERROR(ctx.communicator->AllReduceMax(maxima));
-  for (int64_t i = 0; i < m; ++i) {
-    const float* xi = x.data + i * v;
-    double sum = 0.0;
-    for (int64_t j = 0; j < v; ++j) sum += std::exp(static_cast<double>(xi[j]) - maxima[i]);
-    sums[i] = sum;
+#if RIPPLEKV_WITH_CUDA
+  if (on_cuda) cuda::ExpSums(ctx, x.data, m, v, maxima.data(), sums.data());
+#endif
+  if (!on_cuda) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x.data + i * v;
+      double sum = 0.0;
+      for (int64_t j = 0; j < v; ++j) sum += std::exp(static_cast<double>(xi[j]) - maxima[i]);
+      sums[i] = sum;
+    }
   }
   RETURN_IF_ERROR(ctx.communicator->AllReduceSum(sums));
   for (int64_t i = 0; i < m; ++i) lse[i] = static_cast<float>(maxima[i] + std::log(sums[i]));
   return absl::OkStatus();
 }
 
-// The KL of rows whose vocabulary is split over ranks (kl_cpu.cc's steps, combined over ranks).
+// The KL of rows whose vocabulary is split over ranks (kl_cpu.cc's steps, combined over ranks);
+// on the op's device.
 Status VocabParallelKl(const OpContext& ctx, const ConstTensorView& p, const ConstTensorView& q,
                        std::span<float> out) {
   const int64_t m = p.dim(0), v = p.dim(1);
   std::vector<double> maxima(static_cast<size_t>(2 * m)), sums(static_cast<size_t>(3 * m));
-  cpu::KlRowMaxima(ctx.num_threads, p.data, q.data, m, v, maxima.data());
+  const bool on_cuda = ctx.device == Device::kCuda;
+#if RIPPLEKV_WITH_CUDA
+  if (on_cuda) cuda::KlRowMaxima(ctx, p.data, q.data, m, v, maxima.data());
+#endif
+  if (!on_cuda) cpu::KlRowMaxima(ctx.num_threads, p.data, q.data, m, v, maxima.data());
   RETURN_IF_ERROR(ctx.communicator->AllReduceMax(maxima));
-  cpu::KlPartialSums(ctx.num_threads, p.data, q.data, m, v, maxima.data(), sums.data());
+#if RIPPLEKV_WITH_CUDA
+  if (on_cuda) cuda::KlPartialSums(ctx, p.data, q.data, m, v, maxima.data(), sums.data());
+#endif
+  if (!on_cuda) {
+    cpu::KlPartialSums(ctx.num_threads, p.data, q.data, m, v, maxima.data(), sums.data());
+  }
   RETURN_IF_ERROR(ctx.communicator->AllReduceSum(sums));
   for (int64_t i = 0; i < m; ++i) out[i] = cpu::KlFromSums(sums.data() + 3 * i);
   return absl::OkStatus();
-}
-
-Status NoDeviceVocabParallel(const char* op, const OpContext& ctx) {
-  return absl::UnimplementedError(
-      absl::StrCat(op, ": a vocabulary split over ranks on ", std::string(DeviceName(ctx.device))));
 }
 
 }  // namespace
@@ -80,10 +96,7 @@ Status LogSumExp(const OpContext& ctx, const ConstTensorView& x, std::span<float
         absl::StrCat(kOp, ": lse must have ", x.dim(0), " entries, got ", lse.size()));
   }
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, x));
-  if (VocabParallel(ctx)) {
-    if (ctx.device != Device::kCpu) return NoDeviceVocabParallel(kOp, ctx);
-    return VocabParallelLogSumExp(ctx, x, lse);
-  }
+  if (VocabParallel(ctx)) return VocabParallelLogSumExp(ctx, x, lse);
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
     cuda::LogSumExp(ctx, x.data, x.dim(0), x.dim(1), lse.data());
@@ -130,10 +143,7 @@ Status KlDivergenceRows(const OpContext& ctx, const ConstTensorView& p_logits,
         absl::StrCat(kOp, ": out must have ", p_logits.dim(0), " entries, got ", out.size()));
   }
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, p_logits, q_logits));
-  if (VocabParallel(ctx)) {
-    if (ctx.device != Device::kCpu) return NoDeviceVocabParallel(kOp, ctx);
-    return VocabParallelKl(ctx, p_logits, q_logits, out);
-  }
+  if (VocabParallel(ctx)) return VocabParallelKl(ctx, p_logits, q_logits, out);
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
     cuda::KlDivergenceRows(ctx, p_logits.data, q_logits.data, p_logits.dim(0), p_logits.dim(1),

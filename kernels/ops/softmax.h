@@ -5,7 +5,7 @@
 // Vocabulary-parallel logits: when ctx.communicator has more than one rank, each rank's rows hold
 // its slice of the vocabulary (a tensor-parallel LM head), and LogSumExp and KlDivergenceRows
 // return the values over the whole vocabulary on every rank, combined from per-rank maxima and
-// partial sums (no logits row is gathered). Every rank must call them together. CPU only so far.
+// partial sums (no logits row is gathered). Every rank must call them together.
 
 #include <span>
 

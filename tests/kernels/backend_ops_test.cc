@@ -14,6 +14,7 @@
 
 #include "kernels/ops/activation.h"
 #include "kernels/ops/attention.h"
+#include "kernels/ops/communicator.h"
 #include "kernels/ops/gather.h"
 #include "kernels/ops/kv_cache_ops.h"
 #include "kernels/ops/rope.h"
@@ -212,6 +213,42 @@ TEST_F(BackendOpsTest, KlDivergenceMatchesTheCpuWithinRelativeRounding) {
     for (int64_t i = 1; i < m; ++i) {
       EXPECT_NEAR(got[i], want[i], kRelative * want[i]) << "row " << i << ", noise " << noise;
     }
+  }
+}
+
+// A rank of two whose peer contributes nothing (identity reductions): the vocabulary-parallel
+// pieces of one slice, the same on both backends.
+class LoneRankOfTwo final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  Status AllReduceSum(const OpContext&, const TensorView&) override { return absl::OkStatus(); }
+  Status AllReduceSum(std::span<double>) override { return absl::OkStatus(); }
+  Status AllReduceMax(std::span<double>) override { return absl::OkStatus(); }
+  Status AllGather(const OpContext&, const ConstTensorView&, const TensorView&) override {
+    return absl::UnimplementedError("not needed");
+  }
+  Status Broadcast(std::span<uint8_t>, int) override { return absl::OkStatus(); }
+  Status Barrier() override { return absl::OkStatus(); }
+};
+
+TEST_F(BackendOpsTest, VocabularyParallelKlAndLogSumExpMatchTheCpu) {
+  LoneRankOfTwo comm;
+  OpContext host = cpu(), device = cuda();
+  host.communicator = device.communicator = &comm;
+  const int64_t m = 5, v = 24577;  // an odd slice of the vocabulary
+  const Tensor p = Random({m, v}, 30, 4.0f), delta = Random({m, v}, 31, 1e-2f);
+  Tensor q = p.Clone();
+  for (int64_t i = 0; i < m * v; ++i) q.data()[i] += delta.data()[i];
+  std::vector<float> want(m), got(m), want_lse(m), got_lse(m);
+  ASSERT_TRUE(KlDivergenceRows(host, p.view(), q.view(), want).ok());
+  ASSERT_TRUE(LogSumExp(host, p.view(), want_lse).ok());
+  const Tensor dp = p.CopyTo(*device_), dq = q.CopyTo(*device_);
+  ASSERT_TRUE(KlDivergenceRows(device, dp.view(), dq.view(), got).ok());
+  ASSERT_TRUE(LogSumExp(device, dp.view(), got_lse).ok());
+  for (int64_t i = 0; i < m; ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << i;  // double sums in another order
+    EXPECT_NEAR(got_lse[i], want_lse[i], 1e-6 * std::abs(want_lse[i])) << i;
   }
 }
 

@@ -90,19 +90,96 @@ __global__ void LogSumExpKernel(const float* x, int64_t v, float* lse, float* y)
   for (int64_t j = threadIdx.x; j < v; j += blockDim.x) yi[j] = xi[j] - result;
 }
 
-// Runs launch(stream, out), which writes one float per row into out [m] (stream-ordered device
-// memory), and copies the m values to host_out; returns when they are there.
-template <class Launch>
-void RowsToHost(const OpContext& ctx, int64_t m, float* host_out, const char* what, Launch launch) {
-  if (m == 0) return;
+// Runs launch(stream, out), which writes `count` values into out (stream-ordered device memory),
+// and copies them to host_out; returns when they are there.
+template <class T, class Launch>
+void RowsToHost(const OpContext& ctx, int64_t count, T* host_out, const char* what, Launch launch) {
+  if (count == 0) return;
   cudaStream_t stream = StreamOf(ctx);
-  float* out = nullptr;
-  const size_t bytes = static_cast<size_t>(m) * sizeof(float);
+  T* out = nullptr;
+  const size_t bytes = static_cast<size_t>(count) * sizeof(T);
   CheckCuda(cudaMallocAsync(&out, bytes, stream), what);
   launch(stream, out);
   CheckCuda(cudaMemcpyAsync(host_out, out, bytes, cudaMemcpyDeviceToHost, stream), what);
   CheckCuda(cudaFreeAsync(out, stream), what);
   CheckCuda(cudaStreamSynchronize(stream), what);
+}
+
+// Host doubles on the device (stream-ordered; the caller frees them with cudaFreeAsync).
+double* ToDevice(cudaStream_t stream, const double* host, int64_t count) {
+  double* device = nullptr;
+  const size_t bytes = static_cast<size_t>(count) * sizeof(double);
+  CheckCuda(cudaMallocAsync(&device, bytes, stream), "maxima to the device");
+  CheckCuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream),
+            "maxima to the device");
+  return device;
+}
+
+// The pieces of a vocabulary slice, one block per row (kernels/ops/cpu/kl_cpu.cc's steps): with
+// maxima == nullptr, the float maxima of p (and q) as doubles: out[k * i + 0 (1)], k = 1 or 2;
+// else the sums over the slice against the whole rows' maxima: (Sp, Sq, cross) per row when q is
+// given, sum exp(p - max) when not.
+__global__ void VocabSliceKernel(const float* p_logits, const float* q_logits, int64_t v,
+                                 const double* maxima, double* out) {
+  __shared__ float fshared[kThreads];
+  __shared__ double dshared[kThreads];
+  const int64_t i = blockIdx.x;
+  const float* p = p_logits + i * v;
+  const float* q = q_logits != nullptr ? q_logits + i * v : nullptr;
+  if (maxima == nullptr) {
+    float mp = -FLT_MAX, mq = -FLT_MAX;
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
+      mp = fmaxf(mp, p[j]);
+      if (q != nullptr) mq = fmaxf(mq, q[j]);
+    }
+    const float max_p = BlockReduce(mp, fshared, Max());
+    const float max_q = q != nullptr ? BlockReduce(mq, fshared, Max()) : 0.0f;
+    if (threadIdx.x == 0) {
+      if (q != nullptr) {
+        out[2 * i] = max_p;
+        out[2 * i + 1] = max_q;
+      } else {
+        out[i] = max_p;
+      }
+    }
+    return;
+  }
+  const double max_p = q != nullptr ? maxima[2 * i] : maxima[i];
+  const double max_q = q != nullptr ? maxima[2 * i + 1] : 0.0;
+  double sp = 0.0, sq = 0.0, cross = 0.0;
+  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
+    const double a = static_cast<double>(p[j]) - max_p;
+    const double ea = exp(a);
+    sp += ea;
+    if (q != nullptr) {
+      const double b = static_cast<double>(q[j]) - max_q;
+      sq += exp(b);
+      if (ea > 0.0) cross += ea * (a - b);
+    }
+  }
+  const double sum_p = BlockReduce(sp, dshared, Sum());
+  if (q == nullptr) {
+    if (threadIdx.x == 0) out[i] = sum_p;
+    return;
+  }
+  const double sum_q = BlockReduce(sq, dshared, Sum());
+  const double sum_cross = BlockReduce(cross, dshared, Sum());
+  if (threadIdx.x == 0) {
+    out[3 * i] = sum_p;
+    out[3 * i + 1] = sum_q;
+    out[3 * i + 2] = sum_cross;
+  }
+}
+
+// VocabSliceKernel over m rows into host_out (count values), with host maxima when given.
+void VocabSlice(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
+                const double* host_maxima, int64_t count, double* host_out, const char* what) {
+  RowsToHost(ctx, count, host_out, what, [&](cudaStream_t stream, double* out) {
+    const int64_t k = q != nullptr ? 2 : 1;
+    double* maxima = host_maxima != nullptr ? ToDevice(stream, host_maxima, k * m) : nullptr;
+    VocabSliceKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(p, q, v, maxima, out);
+    if (maxima != nullptr) CheckCuda(cudaFreeAsync(maxima, stream), what);
+  });
 }
 
 }  // namespace
@@ -123,6 +200,25 @@ void KlDivergenceRows(const OpContext& ctx, const float* p_logits, const float* 
   RowsToHost(ctx, m, host_out, "KL", [&](cudaStream_t stream, float* out) {
     KlKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(p_logits, q_logits, v, out);
   });
+}
+
+void KlRowMaxima(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
+                 double* host_maxima) {
+  VocabSlice(ctx, p, q, m, v, nullptr, 2 * m, host_maxima, "KL maxima");
+}
+
+void KlPartialSums(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
+                   const double* host_maxima, double* host_sums) {
+  VocabSlice(ctx, p, q, m, v, host_maxima, 3 * m, host_sums, "KL partial sums");
+}
+
+void RowMaxima(const OpContext& ctx, const float* x, int64_t m, int64_t v, double* host_maxima) {
+  VocabSlice(ctx, x, nullptr, m, v, nullptr, m, host_maxima, "row maxima");
+}
+
+void ExpSums(const OpContext& ctx, const float* x, int64_t m, int64_t v,
+             const double* host_maxima, double* host_sums) {
+  VocabSlice(ctx, x, nullptr, m, v, host_maxima, m, host_sums, "exp sums");
 }
 
 }  // namespace ripplekv::kernels::cuda
