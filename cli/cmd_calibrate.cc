@@ -4,6 +4,7 @@
 // Measures the per-layer value-cache sensitivity profile (docs/DESIGN.md §2) on this machine.
 // stdout: the profile as a table (or the profile JSON with --json); stderr: progress and logs.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -101,6 +102,11 @@ int RunCalibrate(const CalibrateArgs& args) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("calibration took {:.1f} s", seconds);
+  if (s.communicator) {
+    const kernels::CommunicatorStats comm = s.communicator->stats();
+    spdlog::info("collectives (rank 0): {} calls, {:.2f} s ({:.1f}% of the calibration)",
+                 comm.calls, comm.seconds, 100.0 * comm.seconds / std::max(seconds, 1e-9));
+  }
 
   const method::ProfileParams params{.mode = *mode,
                                      .alpha = args.method.alpha,

@@ -34,6 +34,7 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  CommunicatorStats stats() const override { return stats_; }
 
   Status AllReduceSum(const OpContext& ctx, const TensorView& x) override {
     RETURN_IF_ERROR(CheckHost("AllReduceSum", ctx, x.device));
@@ -121,7 +122,8 @@ class MpiCommunicator final : public Communicator {
 
   // Polls `request` until it completes or the timeout passes (then the communicator is broken).
   Status Wait(const char* op, MPI_Request& request) {
-    const auto deadline = Clock::now() + timeout_;
+    const auto start = Clock::now();
+    const auto deadline = start + timeout_;
     for (int polls = 0;; ++polls) {
       int done = 0;
       const int code = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -129,7 +131,11 @@ class MpiCommunicator final : public Communicator {
         broken_ = true;
         return absl::InternalError(Cat(op, ": ", MpiError(code)));
       }
-      if (done) return absl::OkStatus();
+      if (done) {
+        ++stats_.calls;
+        stats_.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+        return absl::OkStatus();
+      }
       if (Clock::now() > deadline) {
         broken_ = true;
         return absl::DeadlineExceededError(Cat(op, ": rank ", rank_, " of ", size_,
@@ -145,6 +151,7 @@ class MpiCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   int rank_ = 0, size_ = 1;
   bool broken_ = false;
+  CommunicatorStats stats_;
 };
 
 }  // namespace

@@ -21,9 +21,18 @@
 
 namespace ripplekv::kernels {
 
+// What a communicator's calls cost so far (for the all-reduce share of a run's time).
+struct CommunicatorStats {
+  int64_t calls = 0;     // collectives completed
+  double seconds = 0.0;  // wall time inside them, waiting for peers included
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
+
+  // Totals since creation; zeros where an implementation does not count.
+  virtual CommunicatorStats stats() const { return {}; }
 
   // This rank's index in [0, size()), and the number of ranks.
   virtual int rank() const = 0;
