@@ -102,8 +102,8 @@ int RunCalibrate(const CalibrateArgs& args) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("calibration took {:.1f} s", seconds);
-  if (s.communicator) {
-    const kernels::CommunicatorStats comm = s.communicator->stats();
+  if (s.tp) {
+    const kernels::CommunicatorStats comm = s.tp->model->stats();
     spdlog::info("collectives (rank 0): {} calls, {:.2f} s ({:.1f}% of the calibration)",
                  comm.calls, comm.seconds, 100.0 * comm.seconds / std::max(seconds, 1e-9));
   }

@@ -8,11 +8,7 @@
 #include "worker/engine/device_model.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model_loader.h"
-#include "worker/model/model_shard.h"
 
-#if RIPPLEKV_WITH_MPI
-#include "kernels/comm/mpi_communicator.h"
-#endif
 
 namespace ripplekv::cli {
 
@@ -50,65 +46,44 @@ void AddModelFlags(CLI::App* cmd, ModelFlags& flags, bool tensor_parallel) {
       ->check(CLI::IsMember({"bf16", "f32"}));
 }
 
-bool ModelSession::primary() const { return communicator == nullptr || communicator->rank() == 0; }
-
-namespace {
-
-// Joins the `tp` ranks of this mpirun job and keeps this rank's shard of session.model.
-Status Shard(int tp, ModelSession& session) {
-#if RIPPLEKV_WITH_MPI
-  if (!kernels::MpiRuntime::Launched()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--tp ", tp, " runs under mpirun: mpirun -np ", tp, " ripplekv ... --tp ", tp));
-  }
-  ASSIGN_OR_RETURN(kernels::MpiRuntime * runtime, kernels::MpiRuntime::Init(nullptr, nullptr));
-  if (runtime->world_size() != tp) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--tp ", tp, " under mpirun with ", runtime->world_size(), " ranks (use -np ", tp, ")"));
-  }
-  ASSIGN_OR_RETURN(session.communicator,
-                   kernels::MpiGroup(*runtime, tp, std::chrono::minutes(10)));
-  if (runtime->world_rank() != 0) spdlog::set_level(spdlog::level::warn);
-  ASSIGN_OR_RETURN(session.shard,
-                   worker::ShardModel(session.model, runtime->world_rank(), tp));
-  if (session.model.release_mapped_pages) session.model.release_mapped_pages();
-  return absl::OkStatus();
-#else
-  (void)session;
-  return absl::FailedPreconditionError(
-      absl::StrCat("--tp ", tp, ": this build has no MPI (install Open MPI and rebuild)"));
-#endif
-}
-
-}  // namespace
+bool ModelSession::primary() const { return tp == nullptr || tp->rank == 0; }
 
 StatusOr<std::unique_ptr<ModelSession>> OpenModel(const std::string& path, int num_threads,
                                                   const ModelFlags& flags) {
   ASSIGN_OR_RETURN(const worker::WeightStorage storage, worker::ParseWeightStorage(flags.weights));
-  ASSIGN_OR_RETURN(const kernels::DeviceSpec spec, kernels::ParseDevice(flags.device));
+  ASSIGN_OR_RETURN(kernels::DeviceSpec spec, kernels::ParseDevice(flags.device));
   ASSIGN_OR_RETURN(const kernels::DType device_weights,
                    worker::ParseDeviceWeights(flags.device_weights));
   auto session = std::make_unique<ModelSession>();
   session->path = path;
+  if (flags.tp > 1) {
+#if RIPPLEKV_WITH_MPI
+    ASSIGN_OR_RETURN(spec, worker::TpDevice(flags.tp, spec, /*whole_world=*/true));
+#else
+    return absl::FailedPreconditionError(
+        absl::StrCat("--tp ", flags.tp, ": this build has no MPI (install Open MPI and rebuild)"));
+#endif
+  }
   // The device first: a machine without one fails before the model is read.
   ASSIGN_OR_RETURN(kernels::DeviceSession device, kernels::DeviceSession::Open(spec, num_threads));
   session->device = std::make_unique<kernels::DeviceSession>(std::move(device));
   const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(session->model, worker::LoadModel(path, storage));
   ASSIGN_OR_RETURN(session->tokenizer, OpenTokenizer(path));
+#if RIPPLEKV_WITH_MPI
   if (flags.tp > 1) {
-    if (spec.device != kernels::Device::kCpu) {
-      return absl::UnimplementedError("--tp runs on the CPU so far (NCCL groups are to come)");
-    }
-    RETURN_IF_ERROR(Shard(flags.tp, *session));
+    ASSIGN_OR_RETURN(session->tp, worker::JoinTpGroup(flags.tp, *session->device, session->model,
+                                                      /*commands=*/false));
   }
+#endif
   ASSIGN_OR_RETURN(
       worker::Transformer transformer,
-      worker::Transformer::Create(session->communicator ? session->shard : session->model,
+      worker::Transformer::Create(session->tp ? session->tp->shard : session->model,
                                   {.num_threads = num_threads,
                                    .device = session->device.get(),
                                    .device_weights = device_weights,
-                                   .communicator = session->communicator.get()}));
+                                   .communicator = session->tp ? session->tp->model.get()
+                                                               : nullptr}));
   session->transformer = std::make_unique<worker::Transformer>(std::move(transformer));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto& c = session->model.config;

@@ -6,8 +6,8 @@
 
 #include "CLI/CLI.hpp"
 #include "kernels/base/status.h"
-#include "kernels/ops/communicator.h"
 #include "kernels/ops/devices.h"
+#include "worker/engine/tp_group.h"
 #include "worker/engine/transformer.h"
 #include "worker/model/model.h"
 #include "worker/tokenizer/tokenizer.h"
@@ -28,10 +28,9 @@ struct ModelSession {
   std::unique_ptr<worker::Tokenizer> tokenizer;
   // The device the Transformer runs on (its stream, BLAS handle, allocator); outlives it.
   std::unique_ptr<kernels::DeviceSession> device;
-  // With --tp N > 1: this rank's shard of `model` and the ranks' communicator.
-  std::unique_ptr<kernels::Communicator> communicator;
-  worker::Model shard;
-  // Points into `model` (or `shard`), `device` and `communicator`.
+  // With --tp N > 1: this rank's group (its communicators and its shard of `model`).
+  std::unique_ptr<worker::TpGroup> tp;
+  // Points into `model` (or the group's shard), `device` and the group.
   std::unique_ptr<worker::Transformer> transformer;
 
   // Whether this process reports results: always, except on the ranks other than 0 of --tp.
@@ -43,8 +42,9 @@ struct ModelSession {
 // flags.tp > 1 the process must be one of `mpirun -np <tp>` ranks: each loads the model, keeps its
 // shard and runs in step with the others (ranks other than 0 log warnings only). Errors:
 // InvalidArgument naming a bad flag value; FailedPrecondition with the reason when the device is
-// not usable (no CUDA backend, driver or GPU), or --tp without mpirun or MPI; OutOfRange for an
-// ordinal past the device count.
+// not usable (no CUDA backend, driver or GPU), or --tp without mpirun, MPI or (on a device) NCCL;
+// OutOfRange for an ordinal past the device count. With --tp on CUDA, rank r of a node uses
+// cuda:(N + r) for --device cuda:N.
 // Held by unique_ptr so the Transformer's pointers stay valid.
 StatusOr<std::unique_ptr<ModelSession>> OpenModel(const std::string& path, int num_threads,
                                                   const ModelFlags& flags = {});

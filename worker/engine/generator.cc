@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/ops/communicator.h"
@@ -12,10 +14,11 @@ namespace {
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-// The next token from this rank's logits row. A whole model samples it directly. A
-// tensor-parallel shard holds a slice of the vocabulary: greedy decoding combines each rank's
-// (largest logit, its token) into the argmax over the whole vocabulary; sampling combines the
-// slices into the whole row (every rank then draws the same token with the same seed).
+// The next token from this rank's logits row (host memory). A whole model samples it directly. A
+// tensor-parallel shard holds a slice of the vocabulary: greedy decoding takes the largest logit
+// over all ranks, then the lowest token holding it; sampling combines the slices into the whole row
+// (every rank then draws the same token with the same seed). Host collectives only, so the same
+// over MPI and over NCCL groups.
 StatusOr<int32_t> NextToken(const Transformer& model, const SamplerOptions& options,
                             Sampler& sampler, const kernels::Tensor& logits) {
   kernels::Communicator* comm = model.op_context().communicator;
@@ -24,21 +27,20 @@ StatusOr<int32_t> NextToken(const Transformer& model, const SamplerOptions& opti
   const std::span<const float> row = logits.span();
   if (options.temperature == 0.0f) {
     const auto best = std::max_element(row.begin(), row.end());  // the lowest id among ties
-    // Every rank's (logit, token); the largest logit wins, the lowest token among ties.
-    kernels::Tensor mine({2}), all({2 * static_cast<int64_t>(comm->size())});
-    mine.data()[0] = *best;
-    mine.data()[1] = static_cast<float>(shard.first_vocab + (best - row.begin()));  // < 2^24
-    RETURN_IF_ERROR(comm->AllGather(model.op_context(), mine.view(), all.view()));
-    int winner = 0;
-    for (int r = 1; r < comm->size(); ++r) {
-      if (all.data()[2 * r] > all.data()[2 * winner]) winner = r;  // ranks hold increasing ids
-    }
-    return static_cast<int32_t>(all.data()[2 * winner + 1]);
+    std::vector<double> largest = {*best};
+    RETURN_IF_ERROR(comm->AllReduceMax(largest));
+    // The ranks holding the largest logit offer their token, negated: the maximum is the lowest.
+    const double token = static_cast<double>(shard.first_vocab + (best - row.begin()));
+    std::vector<double> offer = {*best == largest[0] ? -token
+                                                     : -std::numeric_limits<double>::infinity()};
+    RETURN_IF_ERROR(comm->AllReduceMax(offer));
+    return static_cast<int32_t>(-offer[0]);
   }
-  kernels::Tensor whole({static_cast<int64_t>(shard.vocab_size)});
-  std::copy(row.begin(), row.end(), whole.data() + shard.first_vocab);
-  RETURN_IF_ERROR(comm->AllReduceSum(model.op_context(), whole.view()));
-  return sampler.Sample(whole.span());
+  std::vector<double> whole(static_cast<size_t>(shard.vocab_size), 0.0);
+  std::copy(row.begin(), row.end(), whole.begin() + shard.first_vocab);
+  RETURN_IF_ERROR(comm->AllReduceSum(whole));  // each value from one rank, zeros elsewhere: exact
+  const std::vector<float> combined(whole.begin(), whole.end());
+  return sampler.Sample(combined);
 }
 
 }  // namespace

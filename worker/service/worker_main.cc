@@ -35,19 +35,16 @@
 #include "worker/calibration/calibration_run.h"
 #include "worker/calibration/memory_estimate.h"
 #include "worker/engine/device_model.h"
+#include "worker/engine/tp_group.h"
 #include "worker/engine/transformer.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model_hash.h"
 #include "worker/model/model_loader.h"
-#include "worker/model/model_shard.h"
 #include "worker/service/task_group.h"
 #include "worker/service/task_runner.h"
 #include "worker/service/worker_client.h"
 #include "worker/tokenizer/tokenizer.h"
 
-#if RIPPLEKV_WITH_MPI
-#include "kernels/comm/mpi_communicator.h"
-#endif
 
 namespace ripplekv::worker {
 namespace {
@@ -87,47 +84,6 @@ int64_t PhysicalMemoryMb() {
   const long page_size = sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page_size <= 0) return 0;
   return static_cast<int64_t>(pages) * page_size / (int64_t{1} << 20);
-}
-
-// This rank's place in a tensor-parallel worker group.
-struct GroupMember {
-  int rank = 0;                                     // within the group
-  std::string worker_id;                            // the group's id towards the scheduler
-  std::unique_ptr<kernels::Communicator> model;     // the collectives of the forward passes
-  std::unique_ptr<kernels::Communicator> commands;  // rank 0's task stream (task_group.h)
-  Model shard;
-};
-
-// Joins the group of `tp` consecutive ranks this mpirun rank belongs to and keeps its shard.
-StatusOr<std::unique_ptr<GroupMember>> JoinGroup(int tp, const kernels::DeviceSpec& device,
-                                                 const Model& full, const std::string& id) {
-  if (device.device != kernels::Device::kCpu) {
-    return absl::UnimplementedError("--tp runs on the CPU so far (NCCL groups are to come)");
-  }
-#if RIPPLEKV_WITH_MPI
-  if (!kernels::MpiRuntime::Launched()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--tp ", tp, " runs under mpirun: mpirun -np ", tp, " ripplekv-worker ..."));
-  }
-  ASSIGN_OR_RETURN(kernels::MpiRuntime * runtime, kernels::MpiRuntime::Init(nullptr, nullptr));
-  auto member = std::make_unique<GroupMember>();
-  ASSIGN_OR_RETURN(member->model, kernels::MpiGroup(*runtime, tp, std::chrono::minutes(10)));
-  // Followers wait on the command channel between jobs: a year is "no timeout".
-  ASSIGN_OR_RETURN(member->commands, kernels::MpiGroup(*runtime, tp, std::chrono::hours(24 * 365)));
-  member->rank = member->model->rank();
-  const int group = runtime->world_rank() / tp;
-  member->worker_id = runtime->world_size() > tp ? absl::StrCat(id, "-g", group) : id;
-  if (member->rank != 0) spdlog::set_level(spdlog::level::warn);
-  ASSIGN_OR_RETURN(member->shard, ShardModel(full, member->rank, tp));
-  if (full.release_mapped_pages) full.release_mapped_pages();  // only this rank's slices return
-  spdlog::info("tensor-parallel group {} of {} ranks: this is rank {} (KV heads {}..{})",
-               member->worker_id, tp, member->rank, member->shard.shard.first_kv_head,
-               member->shard.shard.first_kv_head + member->shard.config.n_kv_heads - 1);
-  return member;
-#else
-  (void)tp, (void)full, (void)id;
-  return absl::FailedPreconditionError("--tp: this build has no MPI (install Open MPI and rebuild)");
-#endif
 }
 
 int Fail(const Status& s) {
@@ -192,6 +148,14 @@ int Main(int argc, char** argv) {
   if (!device_weights_type.ok()) return Fail(device_weights_type.status());
   auto device_spec = kernels::ParseDevice(device);
   if (!device_spec.ok()) return Fail(device_spec.status());
+  if (tp > 1) {
+#if RIPPLEKV_WITH_MPI
+    device_spec = TpDevice(tp, *device_spec, /*whole_world=*/false);  // cuda:(N + local rank)
+    if (!device_spec.ok()) return Fail(device_spec.status());
+#else
+    return Fail(absl::FailedPreconditionError("--tp: this build has no MPI"));
+#endif
+  }
   // The device first: a machine without one fails before the model is read.
   auto session = kernels::DeviceSession::Open(*device_spec, threads);
   if (!session.ok()) return Fail(session.status());
@@ -199,20 +163,26 @@ int Main(int argc, char** argv) {
   if (!model.ok()) return Fail(model.status());
   auto tokenizer = OpenTokenizer(model_path);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
-  auto group = tp > 1 ? JoinGroup(tp, *device_spec, *model, id)
-                      : StatusOr<std::unique_ptr<GroupMember>>(nullptr);
-  if (!group.ok()) return Fail(group.status());
-  const Model& held = *group ? (*group)->shard : *model;  // this rank's weights
+  std::unique_ptr<TpGroup> group;
+#if RIPPLEKV_WITH_MPI
+  if (tp > 1) {
+    auto joined = JoinTpGroup(tp, *session, *model, /*commands=*/true);
+    if (!joined.ok()) return Fail(joined.status());
+    group = std::move(*joined);
+    if (group->groups > 1) id = absl::StrCat(id, "-g", group->group);
+  }
+#endif
+  const Model& held = group ? group->shard : *model;  // this rank's weights
   auto transformer =
       Transformer::Create(held, {.num_threads = threads,
-                                    .device = &*session,
-                                    .device_weights = *device_weights_type,
-                                    .communicator = *group ? (*group)->model.get() : nullptr});
+                                 .device = &*session,
+                                 .device_weights = *device_weights_type,
+                                 .communicator = group ? group->model.get() : nullptr});
   if (!transformer.ok()) return Fail(transformer.status());
-  if (*group && (*group)->rank != 0) {
+  if (group && group->rank != 0) {
     // A follower: runs rank 0's commands until dismissed (the model hash is rank 0's check).
     TaskRunner runner(*transformer, tokenizer->get(), "", {.weights = *storage});
-    TaskGroup follower(*(*group)->commands);
+    TaskGroup follower(*group->commands);
     const Status followed = follower.Follow(runner);
     if (!followed.ok()) return Fail(followed);
     return 0;
@@ -254,10 +224,10 @@ int Main(int argc, char** argv) {
                      .memory_limit_bytes = limit_bytes,
                      .weights = *storage});
   std::unique_ptr<TaskGroup> leader;
-  if (*group) {
-    leader = std::make_unique<TaskGroup>(*(*group)->commands);
+  if (group) {
+    leader = std::make_unique<TaskGroup>(*group->commands);
     runner.SetMirror(leader->Leader());
-    id = (*group)->worker_id;
+    spdlog::info("tensor-parallel group {} of {} ranks", id, tp);
   }
   WorkerClientOptions options;
   options.tensor_parallel = tp;
