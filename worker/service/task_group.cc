@@ -1,6 +1,6 @@
 #include "worker/service/task_group.h"
 
-#include <cstring>
+#include <cstdint>
 
 #include "kernels/base/strings.h"
 #include "nlohmann/json.hpp"
@@ -51,9 +51,8 @@ json SamplesToJson(const RunnerCommand& c) {
 }  // namespace
 
 Status TaskGroup::Send(const std::string& bytes) {
-  uint64_t size = bytes.size();
-  uint8_t header[sizeof(size)];
-  std::memcpy(header, &size, sizeof(size));
+  uint8_t header[8];  // the size, little-endian
+  for (int i = 0; i < 8; ++i) header[i] = static_cast<uint8_t>(uint64_t{bytes.size()} >> (8 * i));
   RETURN_IF_ERROR(commands_.Broadcast(header, 0));
   std::string copy = bytes;
   return commands_.Broadcast(
@@ -61,10 +60,10 @@ Status TaskGroup::Send(const std::string& bytes) {
 }
 
 StatusOr<std::string> TaskGroup::Receive() {
-  uint8_t header[sizeof(uint64_t)] = {};
+  uint8_t header[8] = {};
   RETURN_IF_ERROR(commands_.Broadcast(header, 0));
   uint64_t size = 0;
-  std::memcpy(&size, header, sizeof(size));
+  for (int i = 0; i < 8; ++i) size |= uint64_t{header[i]} << (8 * i);
   std::string bytes(size, '\0');
   RETURN_IF_ERROR(commands_.Broadcast(
       std::span<uint8_t>(reinterpret_cast<uint8_t*>(bytes.data()), bytes.size()), 0));
