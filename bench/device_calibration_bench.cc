@@ -3,6 +3,9 @@
 //
 //   ripplekv-device-calibration-bench --model FILE.gguf [--device cuda:0] [--device-weights bf16]
 //     [--samples 8] [--context 8192] [--probe 32] [--trials 4] [--peak-tflops 989] [--json FILE]
+//   mpirun -np N ripplekv-device-calibration-bench ... --tp N   (the model split over N ranks, each
+//     on its own device: cuda:(N + local rank); rank 0 reports, including the all-reduce
+//     bandwidth at the message sizes of a prefill and of a layer's trials)
 //
 // Per sample: one prepare (the clean prefill of context + probe, the cache every trial reuses),
 // then every layer's trials (cache mode, all trials of a layer batched as in calibrate). Reports
@@ -15,7 +18,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -23,6 +28,7 @@
 #include "nlohmann/json.hpp"
 #include "worker/calibration/sample_calibrator.h"
 #include "worker/engine/device_model.h"
+#include "worker/engine/tp_group.h"
 #include "worker/engine/transformer.h"
 #include "worker/model/model_loader.h"
 
@@ -81,7 +87,7 @@ int Fail(const Status& s) {
 int Main(int argc, char** argv) {
   CLI::App app{"A whole calibration job on one device, timed by phase"};
   std::string model_path, device = "cuda:0", device_weights = "bf16", json_path;
-  int samples = 8, context = 8192, probe = 32, trials = 4, threads = 1;
+  int samples = 8, context = 8192, probe = 32, trials = 4, threads = 1, tp = 1;
   double peak_tflops = 989.0;
   app.add_option("--model", model_path, "GGUF file (bench/make-model writes synthetic ones)")
       ->required();
@@ -95,10 +101,19 @@ int Main(int argc, char** argv) {
   app.add_option("--peak-tflops", peak_tflops, "The device's dense bf16 peak, TFLOP/s")
       ->capture_default_str();
   app.add_option("--json", json_path, "Also write the results here");
+  app.add_option("--tp", tp, "Tensor-parallel ranks (under mpirun -np N)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   auto spec = kernels::ParseDevice(device);
   if (!spec.ok()) return Fail(spec.status());
+  if (tp > 1) {
+#if RIPPLEKV_WITH_MPI
+    spec = worker::TpDevice(tp, *spec, /*whole_world=*/true);
+    if (!spec.ok()) return Fail(spec.status());
+#else
+    return Fail(absl::FailedPreconditionError("--tp: this build has no MPI"));
+#endif
+  }
   auto weights_type = worker::ParseDeviceWeights(device_weights);
   if (!weights_type.ok()) return Fail(weights_type.status());
   auto session = kernels::DeviceSession::Open(*spec, threads);
@@ -107,8 +122,20 @@ int Main(int argc, char** argv) {
   auto t0 = Clock::now();
   auto model = worker::LoadModel(model_path);
   if (!model.ok()) return Fail(model.status());
-  auto transformer = worker::Transformer::Create(
-      *model, {.num_threads = threads, .device = &*session, .device_weights = *weights_type});
+  std::unique_ptr<worker::TpGroup> group;
+#if RIPPLEKV_WITH_MPI
+  if (tp > 1) {
+    auto joined = worker::JoinTpGroup(tp, *session, *model, /*commands=*/false);
+    if (!joined.ok()) return Fail(joined.status());
+    group = std::move(*joined);
+  }
+#endif
+  kernels::Communicator* comm = group ? group->model.get() : nullptr;
+  auto transformer = worker::Transformer::Create(group ? group->shard : *model,
+                                                 {.num_threads = threads,
+                                                  .device = &*session,
+                                                  .device_weights = *weights_type,
+                                                  .communicator = comm});
   if (!transformer.ok()) return Fail(transformer.status());
   if (Status s = session->Synchronize(); !s.ok()) return Fail(s);
   const double load_s = Seconds(t0);
@@ -134,6 +161,26 @@ int Main(int argc, char** argv) {
     trials_s += Seconds(t0);
   }
 
+  // The all-reduce at the message sizes of the job: a prefill's [C + W, d] and a layer's trials'
+  // [T * W, d] (fp32), algorithm bandwidth = bytes / time, 20 rounds each.
+  std::vector<std::pair<int64_t, double>> allreduce_gbps;
+  if (comm != nullptr) {
+    for (const int64_t rows : {int64_t{context} + probe, int64_t{trials} * probe}) {
+      kernels::Tensor x({rows, c.d_model}, kernels::DType::kF32, session->allocator());
+      constexpr int kRounds = 20;
+      auto start = Clock::now();
+      for (int r = 0; r < kRounds; ++r) {
+        if (Status st = comm->AllReduceSum(transformer->op_context(), x.view()); !st.ok()) {
+          return Fail(st);
+        }
+      }
+      if (Status st = session->Synchronize(); !st.ok()) return Fail(st);
+      const double seconds = Seconds(start) / kRounds;
+      allreduce_gbps.emplace_back(rows, static_cast<double>(x.bytes()) / seconds / 1e9);
+    }
+  }
+  if (group && group->rank != 0) return 0;  // rank 0 reports
+
   const JobFlops f = CountFlops(c, samples, context, probe, trials);
   const double prefill_tflops = f.prefill_gemm / prepare_s / 1e12;
   const double trial_tflops = f.trial_gemm / trials_s / 1e12;
@@ -155,6 +202,15 @@ int Main(int argc, char** argv) {
               100 * trial_tflops / peak_tflops);
   std::printf("mean KL over all trials %.6g nats (a sanity value, not a result)\n",
               kl_sum / total_trials);
+  if (comm != nullptr) {
+    const kernels::CommunicatorStats st = comm->stats();
+    std::printf("tp %d: collectives on rank 0: %lld calls, %.2f s\n", tp,
+                static_cast<long long>(st.calls), st.seconds);
+    for (const auto& [rows, gbps] : allreduce_gbps) {
+      std::printf("all-reduce of [%lld, %d] fp32: %.2f GB/s\n", static_cast<long long>(rows),
+                  c.d_model, gbps);
+    }
+  }
   if (!json_path.empty()) {
     const nlohmann::json j = {
         {"model", model_path}, {"device", kernels::DeviceSpecName(*spec)},

@@ -2,7 +2,8 @@
 // RIPPLEKV_SMOLLM2_GGUF): `mpirun -np 2 ripplekv-worker --tp 2` next to a whole-model worker
 // serves a job whose profile equals local calibrate within 1e-4 relative per layer (the split sums
 // partial products in another order); kill -9 of the group's rank 1 mid-job ends the group, the
-// scheduler re-leases its task and the job completes on another worker.
+// scheduler re-leases its task and the job completes on another worker; 4 ranks with --tp 2 form two
+// workers.
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -145,6 +146,23 @@ TEST_F(ClusterTpTest, AGroupOfTwoRanksAndAWholeWorkerMatchLocalCalibrate) {
   EXPECT_NE(final_log.find("drained; exiting"), std::string::npos) << final_log;
   EXPECT_EQ(final_log.find("exited on signal"), std::string::npos) << final_log;
   EXPECT_EQ(final_log.find("MPI_ABORT"), std::string::npos) << final_log;
+}
+
+// A world of 4 ranks with --tp 2 forms two workers of 2 ranks, ID-g0 and ID-g1, which share a job.
+TEST_F(ClusterTpTest, FourRanksFormTwoWorkersOfTwo) {
+  const std::vector<std::string> four = {RIPPLEKV_MPIEXEC, "-np", "4", "--oversubscribe"};
+  cluster_->StartWorker("pair", model_, four, kTp2);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string log = ReadFile(tmp_.path() / "scheduler-0.out") +
+                                ReadFile(tmp_.path() / "scheduler-0.err");
+        return log.find("worker pair-g0 registered") != std::string::npos &&
+               log.find("worker pair-g1 registered") != std::string::npos;
+      },
+      seconds(90), milliseconds(100)))
+      << cluster_->Logs();
+  Submit(/*wait=*/true);
+  ExpectProfileCloseToLocalCalibrate();
 }
 
 TEST_F(ClusterTpTest, KillingRankOneMidJobEndsTheGroupAndTheJobCompletesElsewhere) {
