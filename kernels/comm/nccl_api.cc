@@ -1,6 +1,6 @@
 #include "kernels/comm/nccl_api.h"
 
-#include <dlfcn.h>
+#include "kernels/base/dynamic_library.h"
 
 namespace ripplekv::kernels::nccl {
 
@@ -12,38 +12,25 @@ struct Loaded {
   std::string why;
 };
 
-template <class Fn>
-bool Resolve(void* library, const char* symbol, Fn* fn, std::string* why) {
-  *fn = reinterpret_cast<Fn>(dlsym(library, symbol));
-  if (*fn == nullptr)
-    *why = std::string("NCCL has no symbol ") + symbol + " (NCCL 2.14 or newer needed)";
-  return *fn != nullptr;
-}
-
 Loaded Load() {
   Loaded loaded;
-  void* library = nullptr;
-  for (const char* name : {"libnccl.so.2", "libnccl.so"}) {
-    library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (library != nullptr) break;
-  }
-  if (library == nullptr) {
-    const char* error = dlerror();
-    loaded.why = std::string("cannot load NCCL: ") + (error != nullptr ? error : "not found");
-    return loaded;
-  }
+  void* library = OpenFirstLibrary({"libnccl.so.2", "libnccl.so"}, "NCCL", &loaded.why);
+  if (library == nullptr) return loaded;
   NcclApi& a = loaded.api;
-  loaded.ok = Resolve(library, "ncclGetVersion", &a.get_version, &loaded.why) &&
-              Resolve(library, "ncclGetErrorString", &a.get_error_string, &loaded.why) &&
-              Resolve(library, "ncclGetLastError", &a.get_last_error, &loaded.why) &&
-              Resolve(library, "ncclGetUniqueId", &a.get_unique_id, &loaded.why) &&
-              Resolve(library, "ncclCommInitRankConfig", &a.comm_init_rank_config, &loaded.why) &&
-              Resolve(library, "ncclCommGetAsyncError", &a.comm_get_async_error, &loaded.why) &&
-              Resolve(library, "ncclCommFinalize", &a.comm_finalize, &loaded.why) &&
-              Resolve(library, "ncclCommDestroy", &a.comm_destroy, &loaded.why) &&
-              Resolve(library, "ncclCommAbort", &a.comm_abort, &loaded.why) &&
-              Resolve(library, "ncclAllReduce", &a.all_reduce, &loaded.why) &&
-              Resolve(library, "ncclAllGather", &a.all_gather, &loaded.why);
+  auto resolve = [&](const char* symbol, auto* fn) {
+    return ResolveSymbol(library, symbol, fn, "NCCL", &loaded.why, " (NCCL 2.14 or newer needed)");
+  };
+  loaded.ok = resolve("ncclGetVersion", &a.get_version) &&
+              resolve("ncclGetErrorString", &a.get_error_string) &&
+              resolve("ncclGetLastError", &a.get_last_error) &&
+              resolve("ncclGetUniqueId", &a.get_unique_id) &&
+              resolve("ncclCommInitRankConfig", &a.comm_init_rank_config) &&
+              resolve("ncclCommGetAsyncError", &a.comm_get_async_error) &&
+              resolve("ncclCommFinalize", &a.comm_finalize) &&
+              resolve("ncclCommDestroy", &a.comm_destroy) &&
+              resolve("ncclCommAbort", &a.comm_abort) &&
+              resolve("ncclAllReduce", &a.all_reduce) &&
+              resolve("ncclAllGather", &a.all_gather);
   return loaded;  // the library stays loaded for the process
 }
 

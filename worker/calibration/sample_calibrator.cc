@@ -177,12 +177,12 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
                             {c, hd}, device};
       RETURN_IF_ERROR(
           kernels::CopyRows(ctx, clean_values, static_cast<int64_t>(h) * cap, head));
-      std::vector<int32_t> pos(c);
-      for (int i = 0; i < c; ++i) pos[i] = cache_->Position(layer, h, i);
-      RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(
-          ctx, {options.seed, sample_index_, layer, t},
-          kernels::Int32Tensor(pos, memory).int32_view(), first_kv_head + h, options.alpha,
-          head));
+      // The head's cached positions, where the cache keeps them.
+      const kernels::Int32View positions(clean.positions + static_cast<int64_t>(h) * cap, c,
+                                         device);
+      RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(ctx, {options.seed, sample_index_, layer, t},
+                                                    positions, first_kv_head + h, options.alpha,
+                                                    head));
     }
   }
 
@@ -273,12 +273,12 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCacheNaive(
     KvCache cache = model_->NewCache(c + w);
     ASSIGN_OR_RETURN(ForwardResult pre,
                      model_->Forward({.tokens = context_, .logits = LogitRows::kNone}, cache));
+    const KvCacheView view = cache.View(layer);
     for (int h = 0; h < cfg.n_kv_heads; ++h) {
-      std::vector<int32_t> pos(c);
-      for (int i = 0; i < c; ++i) pos[i] = cache.Position(layer, h, i);
+      const kernels::Int32View positions(view.positions + static_cast<int64_t>(h) * view.capacity,
+                                         c, view.device);
       RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(
-          model_->op_context(), {options.seed, sample_index_, layer, t},
-          kernels::Int32Tensor(pos, model_->allocator()).int32_view(),
+          model_->op_context(), {options.seed, sample_index_, layer, t}, positions,
           model_->model().shard.first_kv_head + h, options.alpha, cache.Values(layer, h, c)));
     }
     ASSIGN_OR_RETURN(ForwardResult out,

@@ -1,9 +1,9 @@
 #include "kernels/ops/cuda/cublas_api.h"
 
-#include <dlfcn.h>
-
 #include <cstdio>
 #include <cstdlib>
+
+#include "kernels/base/dynamic_library.h"
 
 namespace ripplekv::kernels::cuda {
 
@@ -15,33 +15,22 @@ struct Loaded {
   std::string why;
 };
 
-template <class Fn>
-bool Resolve(void* library, const char* symbol, Fn* fn, std::string* why) {
-  *fn = reinterpret_cast<Fn>(dlsym(library, symbol));
-  if (*fn == nullptr) *why = std::string("cuBLAS has no symbol ") + symbol;
-  return *fn != nullptr;
-}
-
 Loaded Load() {
   Loaded loaded;
-  void* library = nullptr;
-  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
-    library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (library != nullptr) break;
-  }
-  if (library == nullptr) {
-    const char* error = dlerror();
-    loaded.why = std::string("cannot load cuBLAS: ") + (error != nullptr ? error : "not found");
-    return loaded;
-  }
+  void* library = OpenFirstLibrary({"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
+                                   "cuBLAS", &loaded.why);
+  if (library == nullptr) return loaded;
   CublasApi& a = loaded.api;
-  loaded.ok = Resolve(library, "cublasCreate_v2", &a.create, &loaded.why) &&
-              Resolve(library, "cublasDestroy_v2", &a.destroy, &loaded.why) &&
-              Resolve(library, "cublasSetStream_v2", &a.set_stream, &loaded.why) &&
-              Resolve(library, "cublasSetWorkspace_v2", &a.set_workspace, &loaded.why) &&
-              Resolve(library, "cublasSetMathMode", &a.set_math_mode, &loaded.why) &&
-              Resolve(library, "cublasGemmEx", &a.gemm_ex, &loaded.why) &&
-              Resolve(library, "cublasGetStatusString", &a.status_string, &loaded.why);
+  auto resolve = [&](const char* symbol, auto* fn) {
+    return ResolveSymbol(library, symbol, fn, "cuBLAS", &loaded.why);
+  };
+  loaded.ok = resolve("cublasCreate_v2", &a.create) &&
+              resolve("cublasDestroy_v2", &a.destroy) &&
+              resolve("cublasSetStream_v2", &a.set_stream) &&
+              resolve("cublasSetWorkspace_v2", &a.set_workspace) &&
+              resolve("cublasSetMathMode", &a.set_math_mode) &&
+              resolve("cublasGemmEx", &a.gemm_ex) &&
+              resolve("cublasGetStatusString", &a.status_string);
   return loaded;  // the library stays loaded for the process
 }
 
