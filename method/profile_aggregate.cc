@@ -22,15 +22,21 @@ bool CanonicalLess(const TrialKl& a, const TrialKl& b) {
 
 }  // namespace
 
+Status CheckTrialKl(double kl) {
+  if (std::isfinite(kl) && kl >= 0 && kl <= kMaxTrialKl) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("KL ", kl, " must be finite, >= 0 and <= ", kMaxTrialKl, " nats"));
+}
+
 StatusOr<std::vector<LayerSensitivity>> AggregateProfile(std::span<const TrialKl> results) {
   if (results.empty()) return absl::InvalidArgumentError("aggregate: no trial results");
   for (const TrialKl& r : results) {
     if (r.sample < 0 || r.layer < 0 || r.trial < 0) {
       return absl::InvalidArgumentError(absl::StrCat("aggregate: negative index in ", Key(r)));
     }
-    if (!std::isfinite(r.kl) || r.kl < 0) {
+    if (Status valid = CheckTrialKl(r.kl); !valid.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("aggregate: KL ", r.kl, " at ", Key(r), " must be finite and >= 0"));
+          absl::StrCat("aggregate: at ", Key(r), ": ", valid.message()));
     }
   }
   std::vector<TrialKl> sorted(results.begin(), results.end());

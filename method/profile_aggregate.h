@@ -22,14 +22,24 @@ struct TrialKl {
   double kl = 0.0;
 };
 
+// The largest KL a trial may report, nats. A softmax over finite fp32 logits gives KL values of
+// tens of nats at most; anything near this bound (or 1e308) is broken numerics or a forged result,
+// and one such value would dominate its layer's mean in the published profile.
+inline constexpr double kMaxTrialKl = 1e4;
+
+// The rule every trial result passes wherever it is produced or received (the worker before
+// sending, the scheduler where it arrives, AggregateProfile): finite, >= 0 and <= kMaxTrialKl.
+// InvalidArgument naming the value and the bound otherwise.
+[[nodiscard]] Status CheckTrialKl(double kl);
+
 // Per layer, in ascending layer order: mean_kl = mean of all the layer's KL values, per_sample_mean
 // = mean over trials of each sample (ascending sample order), std_error = stddev of the per-sample
 // means (n - 1 denominator) / sqrt(n) (0 for one sample), count = number of values.
 //
 // The results must form a complete grid: every layer present has the same samples, and every
 // (sample, layer) the same number of trials (so mean_kl is also the mean of the per-sample means).
-// Errors (InvalidArgument, naming the offending key): no results; a KL value that is negative or
-// not finite (the trial computation clamps rounding noise at 0); a negative index; a repeated
+// Errors (InvalidArgument, naming the offending key): no results; a KL value that fails
+// CheckTrialKl (the trial computation clamps rounding noise at 0); a negative index; a repeated
 // (sample, layer, trial); an incomplete grid.
 [[nodiscard]] StatusOr<std::vector<LayerSensitivity>> AggregateProfile(
     std::span<const TrialKl> results);

@@ -65,6 +65,10 @@ std::string NextPageToken(const PageRange& range, size_t total) {
   return range.end < total ? absl::StrCat(range.end) : std::string();
 }
 
+std::string TaskName(const store::TaskKey& key) {
+  return absl::StrCat("task (job ", key.job, ", sample ", key.sample, ", layer ", key.layer, ")");
+}
+
 StatusOr<StoredProfile> ParseStoredProfile(store::ProfileVersion record) {
   StatusOr<method::SensitivityProfile> profile = method::ProfileFromJson(record.profile_json);
   if (!profile.ok()) {
@@ -79,6 +83,17 @@ StatusOr<StoredProfile> ParseStoredProfile(store::ProfileVersion record) {
 }
 
 }  // namespace
+
+int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::ProfileModel& model) {
+  constexpr double kBaseMs = 5 * 60 * 1000.0;
+  constexpr double kSlowestFlops = 1e10;
+  const double tokens = static_cast<double>(params.context_len) +
+                        static_cast<double>(params.trials) * static_cast<double>(params.probe_len);
+  const double d = static_cast<double>(model.d_model);
+  const double flops = tokens * 24.0 * d * d * static_cast<double>(model.n_layers);
+  const double ms = kBaseMs + flops / kSlowestFlops * 1000.0;
+  return ms >= 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ms);
+}
 
 std::string DescribeDataSource(const store::JobSpec& spec) {
   if (!spec.data_inline.empty()) {
@@ -117,6 +132,14 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
         "job spec field params.samples: ", request.spec.params.samples, " samples x ",
         n_layers_used, " layers exceeds the limit of ", options_.max_tasks_per_job, " tasks"));
   }
+  const uint64_t trials_total = static_cast<uint64_t>(request.spec.params.samples) *
+                                n_layers_used * request.spec.params.trials;
+  if (trials_total > options_.max_trials_per_job) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job spec field params.trials: ", request.spec.params.samples, " samples x ",
+        n_layers_used, " layers x ", request.spec.params.trials, " trials exceeds the limit of ",
+        options_.max_trials_per_job, " trials per job"));
+  }
   const std::vector<store::PlannedTask> tasks = PlanTasks(request.spec, n_layers);
   // The store decides `created` in the write that creates the job (its writes are serialized),
   // so no separate lookup of the idempotency key can race another submit.
@@ -140,17 +163,21 @@ Status Scheduler::RegisterWorker(const WorkerRegistration& registration) {
                      registration.model.hash, " that differs from the one registered before"));
   }
   if (workers_.contains(registration.worker_id)) {
-    RETURN_IF_ERROR(DropWorker(registration.worker_id));
+    RETURN_IF_ERROR(DropWorker(registration.worker_id,
+                               absl::StrCat("worker ", registration.worker_id, " restarted")));
   }
   models_.emplace(registration.model.hash, registration.model);
   WorkerState& w = workers_[registration.worker_id];
   w.model = registration.model;
   w.capacity = registration.capacity;
   w.last_seen_ms = clock_();
-  return FinishReadyJobs(registration.model.hash);
+  // Jobs left complete without a profile are finished by the next ExpireLeases tick, never here:
+  // a failing aggregation or store write must not fail a registration.
+  return absl::OkStatus();
 }
 
-Status Scheduler::Heartbeat(const std::string& worker_id, std::span<const PrefillKey> held) {
+Status Scheduler::Heartbeat(const std::string& worker_id, std::span<const PrefillKey> held,
+                            std::span<const LeaseId> leases) {
   std::lock_guard lock(mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) {
@@ -160,14 +187,16 @@ Status Scheduler::Heartbeat(const std::string& worker_id, std::span<const Prefil
   const int64_t now = clock_();
   w.last_seen_ms = now;
   w.held = std::set<PrefillKey>(held.begin(), held.end());
-  for (auto lease = w.leased.begin(); lease != w.leased.end();) {
-    StatusOr<store::Task> t =
-        store_->ExtendLease(*lease, worker_id, now + options_.lease_duration_ms);
-    if (t.ok()) {
-      ++lease;
-    } else if (LeaseGone(t.status())) {
-      lease = w.leased.erase(lease);
-    } else {
+  for (const LeaseId& listed : leases) {
+    auto lease = w.leased.find(listed.key);
+    if (lease == w.leased.end() || lease->second.attempt != listed.attempt) continue;
+    const int64_t deadline =
+        std::min(now + options_.lease_duration_ms, lease->second.task_deadline_ms);
+    if (deadline <= now) continue;  // past the task deadline: ExpireLeases takes it back
+    StatusOr<store::Task> t = store_->ExtendLease(listed.key, worker_id, deadline);
+    if (LeaseGone(t.status())) {
+      w.leased.erase(lease);
+    } else if (!t.ok()) {
       return t.status();
     }
   }
@@ -179,22 +208,96 @@ Status Scheduler::WorkerGone(const std::string& worker_id) {
   if (!workers_.contains(worker_id)) {
     return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id));
   }
-  return DropWorker(worker_id);
+  return DropWorker(worker_id, absl::StrCat("worker ", worker_id, " disconnected"));
 }
 
-Status Scheduler::DropWorker(const std::string& worker_id) {
+Status Scheduler::DropWorker(const std::string& worker_id, const std::string& why) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return absl::OkStatus();
-  for (const store::TaskKey& key : it->second.leased) {
+  const std::map<store::TaskKey, Lease> leased = std::move(it->second.leased);
+  workers_.erase(it);
+  for (const auto& [key, lease] : leased) {
     StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
     if (t.ok()) {
       MarkPending(key);
+      RETURN_IF_ERROR(CountFailure(key, absl::StrCat(why, " holding it")));
     } else if (!LeaseGone(t.status())) {
       return t.status();
     }
   }
-  workers_.erase(it);
   return absl::OkStatus();
+}
+
+StatusOr<Scheduler::WorkerState*> Scheduler::HeldLease(const std::string& worker_id,
+                                                       const LeaseId& lease) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
+  }
+  auto held = it->second.leased.find(lease.key);
+  if (held == it->second.leased.end() || held->second.attempt != lease.attempt) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(TaskName(lease.key), " attempt ", lease.attempt,
+                     " is not a lease worker ", worker_id, " holds"));
+  }
+  return &it->second;
+}
+
+Status Scheduler::Release(const std::string& worker_id, WorkerState& worker,
+                          const store::TaskKey& key) {
+  worker.leased.erase(key);
+  StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
+  if (t.ok()) {
+    MarkPending(key);
+  } else if (!LeaseGone(t.status())) {
+    return t.status();
+  }
+  return absl::OkStatus();
+}
+
+Status Scheduler::CountFailure(const store::TaskKey& key, const std::string& why) {
+  FailureCount& count = failures_[key];
+  ++count.failures;
+  count.last_reason = why;
+  if (count.failures < options_.max_attempts) return absl::OkStatus();
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(key.job));
+  if (store::IsTerminal(job.state)) return absl::OkStatus();
+  return EndJob(key.job, store::JobState::kFailed,
+                absl::StrCat(TaskName(key), " failed ", count.failures, " attempts; last: ", why),
+                job.spec.model_hash);
+}
+
+Status Scheduler::EndJob(store::JobId id, store::JobState state, const std::string& why,
+                         const std::string& model_hash) {
+  RETURN_IF_ERROR(store_->UpdateJobState(id, state, why).status());
+  for (auto& [worker_id, w] : workers_) {
+    std::erase_if(w.leased, [id](const auto& lease) { return lease.first.job == id; });
+    w.last_sample.erase(id);
+  }
+  ForgetJob(id);
+  ended_.push_back({.id = id, .model_hash = model_hash, .state = state});
+  return absl::OkStatus();
+}
+
+void Scheduler::ForgetJob(store::JobId id) {
+  rates_.erase(id);
+  pending_.erase(id);
+  data_descriptions_.erase(id);
+  unprofiled_.erase(id);
+  failures_.erase(failures_.lower_bound(store::TaskKey{id, 0, 0}),
+                  failures_.lower_bound(store::TaskKey{id + 1, 0, 0}));
+}
+
+std::vector<EndedJob> Scheduler::TakeEndedJobs() {
+  std::lock_guard lock(mu_);
+  return std::exchange(ended_, {});
+}
+
+int64_t Scheduler::TaskDeadline(const store::JobSpec& spec, const method::ProfileModel& model,
+                                int64_t now) const {
+  const int64_t budget = options_.task_deadline_ms > 0 ? options_.task_deadline_ms
+                                                       : DeriveTaskDeadlineMs(spec.params, model);
+  return now + budget;
 }
 
 StatusOr<Scheduler::PendingSet*> Scheduler::Pending(store::JobId job) {
@@ -280,14 +383,17 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     ASSIGN_OR_RETURN(PendingSet * pending, Pending(job.id));
     std::optional<store::TaskKey> key = Choose(worker_id, w, job.id, *pending);
     if (!key) continue;
-    const int64_t deadline = clock_() + options_.lease_duration_ms;
+    const int64_t now = clock_();
+    const int64_t task_deadline = TaskDeadline(job.spec, w.model, now);
+    const int64_t deadline = std::min(now + options_.lease_duration_ms, task_deadline);
     ASSIGN_OR_RETURN(store::Task leased, store_->LeaseTask(*key, worker_id, deadline));
     pending->erase(*key);
-    w.leased.insert(*key);
+    w.leased[*key] = Lease{.attempt = leased.attempts, .task_deadline_ms = task_deadline};
     const bool held = w.held.contains(PrefillKey{key->job, key->sample});
     w.last_sample[job.id] = key->sample;
     return std::optional<Assignment>(Assignment{.key = *key,
                                                 .lease_deadline_ms = leased.lease_deadline_ms,
+                                                .task_deadline_ms = task_deadline,
                                                 .model_hash = job.spec.model_hash,
                                                 .params = job.spec.params,
                                                 .trials = job.spec.params.trials,
@@ -297,56 +403,68 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   return std::optional<Assignment>();
 }
 
-StatusOr<TaskResultsOutcome> Scheduler::TaskResults(const std::string& worker_id,
-                                                    const store::TaskKey& key,
-                                                    std::span<const store::TrialResult> results,
-                                                    bool done) {
+StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(
+    const std::string& worker_id, const LeaseId& lease,
+    std::span<const store::TrialResult> results) {
   std::lock_guard lock(mu_);
-  auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
-  }
+  ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
+  const store::TaskKey& key = lease.key;
   ASSIGN_OR_RETURN(store::Job job, store_->GetJob(key.job));
-  TaskResultsOutcome outcome;
-  if (store::IsTerminal(job.state)) {
-    it->second.leased.erase(key);
-    outcome.ignored = true;
-    return outcome;
-  }
-  if (job.spec.model_hash != it->second.model.hash) {
-    return absl::FailedPreconditionError(absl::StrCat("worker ", worker_id, " holds model ",
-                                                      it->second.model.hash, " but job ", job.id,
-                                                      " expects ", job.spec.model_hash));
-  }
+  // Exactly trials 0..trials-1 of this task, each once, each passing the aggregation's rule.
+  std::string invalid;
+  std::vector<bool> seen(job.spec.params.trials, false);
   for (const store::TrialResult& r : results) {
     if (r.job != key.job || r.sample != key.sample || r.layer != key.layer) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("result (job ", r.job, ", sample ", r.sample, ", layer ", r.layer,
-                       ", trial ", r.trial, ") does not belong to task (job ", key.job, ", sample ",
-                       key.sample, ", layer ", key.layer, ")"));
+      invalid = absl::StrCat("a result of (job ", r.job, ", sample ", r.sample, ", layer ",
+                             r.layer, ") came with ", TaskName(key));
+    } else if (r.trial >= seen.size() || seen[r.trial]) {
+      invalid = absl::StrCat("trial ", r.trial, r.trial >= seen.size() ? " is out of range" : " twice",
+                             " (the job has ", seen.size(), " trials)");
+    } else if (Status valid = method::CheckTrialKl(r.kl); !valid.ok()) {
+      invalid = absl::StrCat("trial ", r.trial, ": ", valid.message());
+    } else {
+      seen[r.trial] = true;
+      continue;
     }
+    break;
   }
-  store::ResultWriteOutcome written;
-  if (done) {
-    ASSIGN_OR_RETURN(written, store_->CompleteTask(key, results));
-    it->second.leased.erase(key);
-    // A late worker may complete a task that had gone back to pending.
-    if (auto p = pending_.find(key.job); p != pending_.end()) p->second.erase(key);
-  } else if (!results.empty()) {
-    ASSIGN_OR_RETURN(written, store_->PutResults(results));
+  if (invalid.empty() && results.size() != seen.size()) {
+    invalid = absl::StrCat("done with ", results.size(), " of ", seen.size(), " trials");
   }
-  outcome.stored = written.stored;
-  outcome.duplicates = written.duplicates;
-  outcome.conflicts = written.conflicts;
-  outcome.task_completed = written.task_completed;
+  if (!invalid.empty()) {
+    const std::string why =
+        absl::StrCat("worker ", worker_id, " sent invalid results for ", TaskName(key), ": ", invalid);
+    RETURN_IF_ERROR(Release(worker_id, *worker, key));
+    RETURN_IF_ERROR(CountFailure(key, why));
+    return absl::InvalidArgumentError(why);
+  }
+  ASSIGN_OR_RETURN(store::ResultWriteOutcome written, store_->CompleteTask(key, results));
+  worker->leased.erase(key);
+  TaskResultsOutcome outcome{.stored = written.stored,
+                             .duplicates = written.duplicates,
+                             .conflicts = written.conflicts,
+                             .task_completed = written.task_completed};
   if (!written.task_completed) return outcome;
   ASSIGN_OR_RETURN(job, store_->GetJob(key.job));
   ObserveProgress(job);
   if (job.tasks_done == job.tasks_total) {
-    ASSIGN_OR_RETURN(outcome.profile_version, FinishJob(job));
-    outcome.job_succeeded = true;
+    StatusOr<uint32_t> version = FinishJob(job);
+    if (version.ok()) {
+      outcome.profile_version = *version;
+      outcome.job_succeeded = true;
+    } else if (!store::IsTerminal(job.state)) {
+      unprofiled_.insert(job.id);  // retried by ExpireLeases
+    }
   }
   return outcome;
+}
+
+Status Scheduler::FailAttempt(const std::string& worker_id, const LeaseId& lease,
+                              const std::string& why) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
+  RETURN_IF_ERROR(Release(worker_id, *worker, lease.key));
+  return CountFailure(lease.key, why);
 }
 
 StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
@@ -378,67 +496,71 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
           std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_()))));
   StatusOr<std::string> json = profile.ok() ? method::ProfileToJson(*profile) : profile.status();
   if (!json.ok()) {
-    RETURN_IF_ERROR(
-        store_
-            ->UpdateJobState(job.id, store::JobState::kFailed,
-                             absl::StrCat("aggregation failed: ", json.status().message()))
-            .status());
+    RETURN_IF_ERROR(EndJob(job.id, store::JobState::kFailed,
+                           absl::StrCat("aggregation failed: ", json.status().message()),
+                           job.spec.model_hash));
     return json.status();
   }
   ASSIGN_OR_RETURN(store::ProfileVersion version,
                    store_->PutProfileVersion(job.spec.model_hash, *json, job.id));
-  rates_.erase(job.id);
-  pending_.erase(job.id);
-  data_descriptions_.erase(job.id);
+  ForgetJob(job.id);
+  ended_.push_back(
+      {.id = job.id, .model_hash = job.spec.model_hash, .state = store::JobState::kSucceeded});
   return version.version;
 }
 
-Status Scheduler::FinishReadyJobs(const std::string& model_hash) {
-  ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs({.active_only = true}));
-  for (const store::Job& listed : jobs) {
-    if (listed.spec.model_hash != model_hash || listed.state != store::JobState::kRunning ||
-        listed.tasks_total == 0 || listed.tasks_done != listed.tasks_total) {
+Status Scheduler::FinishReadyJobs(ExpireOutcome& outcome) {
+  if (!checked_unprofiled_) {
+    ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs({.active_only = true}));
+    for (const store::Job& job : jobs) unprofiled_.insert(job.id);
+    checked_unprofiled_ = true;
+  }
+  for (auto it = unprofiled_.begin(); it != unprofiled_.end();) {
+    const store::JobId id = *it++;  // FinishJob erases `id` from unprofiled_
+    ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
+    if (job.state != store::JobState::kRunning || job.tasks_total == 0 ||
+        job.tasks_done != job.tasks_total) {
+      unprofiled_.erase(id);
       continue;
     }
-    ASSIGN_OR_RETURN(store::Job job, store_->GetJob(listed.id));  // with data_inline
-    RETURN_IF_ERROR(FinishJob(job).status());
+    StatusOr<uint32_t> version = FinishJob(job);
+    if (version.ok()) {
+      outcome.profiles_written.push_back(*version);
+    } else {
+      outcome.finish_errors.push_back(absl::StrCat("job ", id, ": ", version.status().message()));
+    }
   }
   return absl::OkStatus();
 }
 
-void Scheduler::ForgetLease(const store::TaskKey& key) {
-  for (auto& [id, w] : workers_) w.leased.erase(key);
-}
-
-StatusOr<bool> Scheduler::RefuseJob(const std::string& worker_id, const store::TaskKey& key,
-                                    bool fail_if_none_left, const std::string& why) {
-  std::lock_guard lock(mu_);
-  auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
-  }
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(key.job));
-  WorkerState& w = it->second;
-  w.refused_jobs.insert(key.job);
-  w.last_sample.erase(key.job);
-  if (w.leased.erase(key) > 0) {
-    StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
-    if (t.ok()) {
-      MarkPending(key);
-    } else if (!LeaseGone(t.status())) {
-      return t.status();
+std::optional<std::pair<std::string, Scheduler::Lease>> Scheduler::ForgetLease(
+    const store::TaskKey& key) {
+  for (auto& [id, w] : workers_) {
+    if (auto lease = w.leased.find(key); lease != w.leased.end()) {
+      std::pair<std::string, Lease> holder{id, lease->second};
+      w.leased.erase(lease);
+      return holder;
     }
   }
+  return std::nullopt;
+}
+
+StatusOr<bool> Scheduler::RefuseJob(const std::string& worker_id, const LeaseId& lease,
+                                    bool fail_if_none_left, const std::string& why) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(WorkerState * w, HeldLease(worker_id, lease));
+  const store::TaskKey& key = lease.key;
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(key.job));
+  w->refused_jobs.insert(key.job);
+  w->last_sample.erase(key.job);
+  RETURN_IF_ERROR(Release(worker_id, *w, key));
   if (!fail_if_none_left || store::IsTerminal(job.state)) return false;
   for (const auto& [id, other] : workers_) {
     if (other.model.hash == job.spec.model_hash && !other.refused_jobs.contains(job.id)) {
       return false;
     }
   }
-  RETURN_IF_ERROR(store_->UpdateJobState(job.id, store::JobState::kFailed, why).status());
-  rates_.erase(job.id);
-  pending_.erase(job.id);
-  data_descriptions_.erase(job.id);
+  RETURN_IF_ERROR(EndJob(job.id, store::JobState::kFailed, why, job.spec.model_hash));
   return true;
 }
 
@@ -457,33 +579,24 @@ StatusOr<bool> Scheduler::DescribeJobData(store::JobId id, const std::string& de
   return job.data_description == description;
 }
 
-Status Scheduler::ReleaseTask(const std::string& worker_id, const store::TaskKey& key) {
+Status Scheduler::ReleaseTask(const std::string& worker_id, const LeaseId& lease) {
   std::lock_guard lock(mu_);
-  auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
-  }
-  it->second.leased.erase(key);
-  StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
-  if (t.ok()) {
-    MarkPending(key);
-  } else if (!LeaseGone(t.status())) {
-    return t.status();
-  }
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(WorkerState * w, HeldLease(worker_id, lease));
+  return Release(worker_id, *w, lease.key);
+}
+
+Status Scheduler::FailJobOfLease(const std::string& worker_id, const LeaseId& lease,
+                                 const std::string& why) {
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(HeldLease(worker_id, lease).status());
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(lease.key.job));
+  return EndJob(job.id, store::JobState::kFailed, why, job.spec.model_hash);
 }
 
 Status Scheduler::FailJob(store::JobId id, const std::string& why) {
   std::lock_guard lock(mu_);
-  RETURN_IF_ERROR(store_->UpdateJobState(id, store::JobState::kFailed, why).status());
-  for (auto& [worker_id, w] : workers_) {
-    std::erase_if(w.leased, [id](const store::TaskKey& k) { return k.job == id; });
-    w.last_sample.erase(id);
-  }
-  rates_.erase(id);
-  pending_.erase(id);
-  data_descriptions_.erase(id);
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
+  return EndJob(id, store::JobState::kFailed, why, job.spec.model_hash);
 }
 
 StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
@@ -495,25 +608,30 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
     if (now - w.last_seen_ms > options_.heartbeat_timeout_ms) silent.push_back(id);
   }
   for (const std::string& id : silent) {
-    for (const store::TaskKey& key : workers_[id].leased) {
-      StatusOr<store::Task> t = store_->ReleaseLease(key, id);
-      if (t.ok()) {
-        MarkPending(key);
-        outcome.released.push_back(key);
-      } else if (!LeaseGone(t.status())) {
-        return t.status();
-      }
-    }
-    workers_.erase(id);
+    for (const auto& [key, lease] : workers_[id].leased) outcome.released.push_back(key);
+    RETURN_IF_ERROR(DropWorker(id, absl::StrCat("worker ", id, " went silent")));
     outcome.dropped_workers.push_back(id);
   }
   ASSIGN_OR_RETURN(std::vector<store::TaskKey> expired, store_->ReleaseExpiredLeases(now));
   for (const store::TaskKey& key : expired) {
-    ForgetLease(key);
     MarkPending(key);
     outcome.released.push_back(key);
+    std::optional<std::pair<std::string, Lease>> holder = ForgetLease(key);
+    std::string why = absl::StrCat("the lease expired");
+    if (holder) {
+      const bool at_task_deadline = holder->second.task_deadline_ms <= now;
+      why = absl::StrCat("worker ", holder->first, at_task_deadline
+                                                       ? " passed the task deadline"
+                                                       : " stopped renewing its lease");
+      outcome.revocations.push_back(
+          {.worker_id = holder->first,
+           .lease = {.key = key, .attempt = holder->second.attempt},
+           .reason = why});
+    }
+    RETURN_IF_ERROR(CountFailure(key, why));
   }
   std::sort(outcome.released.begin(), outcome.released.end());
+  RETURN_IF_ERROR(FinishReadyJobs(outcome));
   return outcome;
 }
 
@@ -528,23 +646,18 @@ StatusOr<CancelOutcome> Scheduler::CancelJob(store::JobId id, const std::string&
     outcome.job.spec.data_inline.clear();
     return outcome;
   }
-  ASSIGN_OR_RETURN(outcome.job, store_->UpdateJobState(id, store::JobState::kCancelled,
-                                                       reason.empty() ? "cancelled" : reason));
-  outcome.job.spec.data_inline.clear();
-  for (auto& [worker_id, w] : workers_) {
-    for (auto lease = w.leased.begin(); lease != w.leased.end();) {
-      if (lease->job == id) {
-        outcome.revocations.push_back({worker_id, *lease});
-        lease = w.leased.erase(lease);
-      } else {
-        ++lease;
+  const std::string why = reason.empty() ? "cancelled" : reason;
+  for (const auto& [worker_id, w] : workers_) {
+    for (const auto& [key, lease] : w.leased) {
+      if (key.job == id) {
+        outcome.revocations.push_back(
+            {.worker_id = worker_id, .lease = {key, lease.attempt}, .reason = why});
       }
     }
-    w.last_sample.erase(id);
   }
-  rates_.erase(id);
-  pending_.erase(id);
-  data_descriptions_.erase(id);
+  RETURN_IF_ERROR(EndJob(id, store::JobState::kCancelled, why, outcome.job.spec.model_hash));
+  ASSIGN_OR_RETURN(outcome.job, store_->GetJob(id));
+  outcome.job.spec.data_inline.clear();
   return outcome;
 }
 
@@ -582,11 +695,21 @@ StatusOr<JobProgress> Scheduler::Progress(store::JobId id) {
   return progress;
 }
 
-StatusOr<store::JobSpec> Scheduler::JobData(store::JobId id) const {
+StatusOr<store::JobSpec> Scheduler::JobData(const std::string& worker_id, store::JobId id) const {
   ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
   if (store::IsTerminal(job.state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " is ", std::string(store::JobStateName(job.state))));
+  }
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
+  }
+  auto lease = it->second.leased.lower_bound(store::TaskKey{id, 0, 0});
+  if (lease == it->second.leased.end() || lease->first.job != id) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("worker ", worker_id, " holds no task of job ", id));
   }
   return std::move(job.spec);
 }

@@ -13,8 +13,22 @@
 // transition must therefore go through this class (the store is not shared with other writers).
 // Constructing a Scheduler over a reopened store continues every unfinished job (the store returned
 // leased tasks to pending on open); a job whose tasks were all done before a crash but has no
-// profile yet is finished as soon as a worker holding its model registers (the profile needs the
-// model summary that workers report).
+// profile yet is finished by the next ExpireLeases tick once the model's summary is known (the
+// profile needs the model summary that workers report).
+//
+// Fencing (docs/DESIGN.md §3.3): a lease is (task, attempt). Results, completions, refusals and
+// failures are accepted only for the lease the worker holds now, with its attempt number; anything
+// else is FailedPrecondition and changes nothing. Results are checked where they arrive with the
+// aggregation's rule (method::CheckTrialKl) and must be exactly the task's trials: otherwise the
+// attempt fails and its lease is released.
+//
+// Liveness: a heartbeat renews only the leases the worker lists; no lease outlives its task
+// deadline (SchedulerOptions::task_deadline_ms, or derived from the job's size), however often the
+// worker heartbeats. A task whose attempts fail max_attempts times (deadline passed, holder gone
+// or silent, invalid results, a retryable error) fails its job with the last reason.
+//
+// Ended jobs: every job that succeeds, fails or is cancelled through this class is queued for
+// TakeEndedJobs(), so the adapter can tell workers to drop the job's data.
 //
 // Reads for the adapters: filtered, paged listings of jobs and profile versions, typed (parsed)
 // profiles and budget maps computed from them, and the data of an active job, so the gRPC
@@ -50,6 +64,11 @@ struct SchedulerOptions {
                                                 // of the holder move it again
   int64_t heartbeat_timeout_ms = 30'000;        // a worker silent for longer is dropped, ms
   uint64_t max_tasks_per_job = 1u << 20;        // most (sample, layer) tasks one job may plan
+  uint64_t max_trials_per_job = 1u << 24;       // most tasks x trials one job may plan
+  // The longest one lease of a task may last, however often its holder heartbeats, ms; 0: derived
+  // from the job's size and the model (DeriveTaskDeadlineMs).
+  int64_t task_deadline_ms = 0;
+  uint32_t max_attempts = 4;                    // failed attempts of one task that fail its job
   bool prefill_affinity = true;                 // false: always hand out the lowest (sample, layer)
                                                 // (the baseline that docs/SCHEDULER.md measures)
 };
@@ -77,9 +96,17 @@ struct PrefillKey {
   friend auto operator<=>(const PrefillKey&, const PrefillKey&) = default;
 };
 
+// One lease of a task: the attempt number is the store's Task::attempts when it was leased.
+struct LeaseId {
+  store::TaskKey key;
+  uint32_t attempt = 0;
+  friend auto operator<=>(const LeaseId&, const LeaseId&) = default;
+};
+
 struct Assignment {
   store::TaskKey key;
   store::TimeMs lease_deadline_ms = 0;
+  store::TimeMs task_deadline_ms = 0;  // heartbeats never move the lease past this
   std::string model_hash;      // the job's spec.model_hash
   store::MethodParams params;  // the job's params, as stored (defaults resolved at submit)
   uint32_t trials = 0;         // the job's params.trials: the worker runs trials 0..trials-1
@@ -89,23 +116,35 @@ struct Assignment {
 
 struct TaskResultsOutcome {
   uint64_t stored = 0;      // results written now
-  uint64_t duplicates = 0;  // results that were stored already (late or retried workers)
+  uint64_t duplicates = 0;  // results that were stored already (a retried write)
   uint64_t conflicts = 0;   // duplicates whose KL differed bitwise: a determinism bug upstream
   bool task_completed = false;
-  bool ignored = false;          // the job is final (cancelled, failed, succeeded): nothing written
   bool job_succeeded = false;    // this call finished the job
   uint32_t profile_version = 0;  // the version written when job_succeeded
+};
+
+// A lease the adapter should revoke on the worker (its job ended, or its deadline passed).
+struct Revocation {
+  std::string worker_id;
+  LeaseId lease;
+  std::string reason;  // one line, for the worker's log
 };
 
 struct ExpireOutcome {
   std::vector<std::string> dropped_workers;  // silent past heartbeat_timeout_ms
   std::vector<store::TaskKey> released;      // leases returned to pending, canonical order
+  std::vector<Revocation> revocations;       // expired leases whose holder is still registered
+  std::vector<uint32_t> profiles_written;    // versions of jobs finished by this tick
+  // Jobs complete but not yet profiled that this tick could not finish (the model's summary is
+  // unknown, or the store failed), one line each; retried on the next tick.
+  std::vector<std::string> finish_errors;
 };
 
-// A lease the adapter should revoke on the worker (the job was cancelled).
-struct Revocation {
-  std::string worker_id;
-  store::TaskKey key;
+// A job that reached a final state through this class (TakeEndedJobs).
+struct EndedJob {
+  store::JobId id = store::kNoJob;
+  std::string model_hash;
+  store::JobState state = store::JobState::kPending;
 };
 
 struct SubmitOutcome {
@@ -197,10 +236,12 @@ class Scheduler {
   // but unprofiled by a crash.
   [[nodiscard]] Status RegisterWorker(const WorkerRegistration& registration);
 
-  // Records that the worker is alive and holds the prefills `held`; moves the deadlines of its
-  // leases to now + lease_duration_ms (leases it lost are forgotten). NotFound: unknown worker
-  // (it must register again).
-  [[nodiscard]] Status Heartbeat(const std::string& worker_id, std::span<const PrefillKey> held);
+  // Records that the worker is alive and holds the prefills `held`; moves the deadline of each
+  // lease in `leases` that it holds to min(now + lease_duration_ms, the task deadline). Leases it
+  // holds but does not list keep their deadline (an assignment may still be in flight); listed
+  // leases it does not hold are ignored. NotFound: unknown worker (it must register again).
+  [[nodiscard]] Status Heartbeat(const std::string& worker_id, std::span<const PrefillKey> held,
+                                 std::span<const LeaseId> leases);
 
   // The worker disconnected: forgets it and returns its leases to pending. NotFound: unknown.
   [[nodiscard]] Status WorkerGone(const std::string& worker_id);
@@ -212,15 +253,21 @@ class Scheduler {
   // works on, else the lowest (sample, layer). NotFound: unknown worker.
   [[nodiscard]] StatusOr<std::optional<Assignment>> NextTask(const std::string& worker_id);
 
-  // Stores results of task `key` from the worker: all of them with done = true (the task becomes
-  // done), or some of them as they stream in with done = false. Results for a final job are
-  // ignored (outcome.ignored). When the job's last task completes, aggregates ListResults with
-  // AggregateProfile and writes the profile version that finishes the job. NotFound: unknown
-  // worker, job or task; FailedPrecondition: the worker's model hash differs from the job's;
-  // InvalidArgument: a result of another task (and the store's checks).
-  [[nodiscard]] StatusOr<TaskResultsOutcome> TaskResults(
-      const std::string& worker_id, const store::TaskKey& key,
-      std::span<const store::TrialResult> results, bool done);
+  // Completes the worker's lease `lease` with every result of its task, in one store write. When
+  // the job's last task completes, aggregates ListResults with AggregateProfile and writes the
+  // profile version that finishes the job. NotFound: unknown worker; FailedPrecondition: `lease`
+  // is not a lease the worker holds now (never leased, expired, another attempt): nothing
+  // changes. InvalidArgument: the results are not exactly trials 0..trials-1 of the task, or one
+  // fails method::CheckTrialKl: the attempt fails (FailAttempt) and the message says why.
+  [[nodiscard]] StatusOr<TaskResultsOutcome> CompleteTask(
+      const std::string& worker_id, const LeaseId& lease,
+      std::span<const store::TrialResult> results);
+
+  // The attempt `lease` failed (`why`: a retryable error, invalid results): its lease returns to
+  // pending and the failure is counted; the task's max_attempts-th failure fails the job.
+  // NotFound: unknown worker; FailedPrecondition: not a lease the worker holds now.
+  [[nodiscard]] Status FailAttempt(const std::string& worker_id, const LeaseId& lease,
+                                   const std::string& why);
 
   // A worker's description of a job's calibration set (source, shape, token fingerprint): kept
   // with the job (the first report wins) and written into its profile as data_source, as
@@ -229,25 +276,37 @@ class Scheduler {
   // NotFound: unknown job; InvalidArgument: see Store::SetDataDescription.
   [[nodiscard]] StatusOr<bool> DescribeJobData(store::JobId id, const std::string& description);
 
-  // The worker refused task `key` for a reason that holds for the whole job on this worker (it
+  // The worker refused lease `lease` for a reason that holds for the whole job on this worker (it
   // cannot read the job's data; its model is not the job's): the lease returns to pending and
   // none of the job's tasks is offered to this worker again (until it registers again). When
   // `fail_if_none_left` and every registered worker of the job's model has now refused the job,
-  // the job fails with `why` (outcome true). NotFound: unknown worker or job.
-  [[nodiscard]] StatusOr<bool> RefuseJob(const std::string& worker_id, const store::TaskKey& key,
+  // the job fails with `why` (outcome true). NotFound: unknown worker or job;
+  // FailedPrecondition: not a lease the worker holds now.
+  [[nodiscard]] StatusOr<bool> RefuseJob(const std::string& worker_id, const LeaseId& lease,
                                          bool fail_if_none_left, const std::string& why);
 
-  // The worker gives task `key` back unrun (it cannot take it now): the lease returns to pending.
-  // A lease that is gone already is not an error. NotFound: unknown worker.
-  [[nodiscard]] Status ReleaseTask(const std::string& worker_id, const store::TaskKey& key);
+  // The worker gives lease `lease` back unrun (it cannot take it now): the lease returns to
+  // pending, no failure counted. NotFound: unknown worker; FailedPrecondition: not a lease the
+  // worker holds now.
+  [[nodiscard]] Status ReleaseTask(const std::string& worker_id, const LeaseId& lease);
 
-  // Fails an active job (e.g. a worker found its task invalid): no more tasks are handed out.
-  // NotFound; FailedPrecondition when the job is already final.
+  // The holder of lease `lease` found its task invalid: the job fails with `why`. NotFound:
+  // unknown worker; FailedPrecondition: not a lease the worker holds now, or the job is final.
+  [[nodiscard]] Status FailJobOfLease(const std::string& worker_id, const LeaseId& lease,
+                                      const std::string& why);
+
+  // Fails an active job: no more tasks are handed out. NotFound; FailedPrecondition when the job
+  // is already final.
   [[nodiscard]] Status FailJob(store::JobId id, const std::string& why);
 
   // Call periodically: drops workers silent past heartbeat_timeout_ms (their leases return to
-  // pending), then returns every lease past its deadline to pending.
+  // pending), returns every lease past its deadline to pending (each a failed attempt), and
+  // finishes jobs whose tasks are all done but that have no profile yet (a crash between the two
+  // writes, or a model summary that was unknown then).
   [[nodiscard]] StatusOr<ExpireOutcome> ExpireLeases();
+
+  // The jobs that ended since the last call, in the order they ended.
+  std::vector<EndedJob> TakeEndedJobs();
 
   // Cancels a pending or running job: its tasks are no longer handed out and later results are
   // ignored. Returns the job after cancelling and the leases workers should abandon. Cancelling
@@ -258,11 +317,15 @@ class Scheduler {
   // Progress of a job for WatchJob. NotFound for an unknown job.
   [[nodiscard]] StatusOr<JobProgress> Progress(store::JobId id);
 
-  // ---- Reads (they take no lock of this class: each reads one consistent store snapshot) ----
+  // ---- Reads (each reads one consistent store snapshot; only JobData takes this class's lock,
+  // briefly, to check the worker's leases) ----
 
-  // The spec of an active job with its data (inline content included), for workers deriving its
-  // samples. NotFound; FailedPrecondition ("job N is cancelled") when the job is final.
-  [[nodiscard]] StatusOr<store::JobSpec> JobData(store::JobId id) const;
+  // The spec of an active job with its data (inline content included), for a worker deriving its
+  // samples; the worker must hold a lease of the job. NotFound (unknown job or worker);
+  // PermissionDenied (the worker holds no lease of the job); FailedPrecondition ("job N is
+  // cancelled") when the job is final.
+  [[nodiscard]] StatusOr<store::JobSpec> JobData(const std::string& worker_id,
+                                                 store::JobId id) const;
 
   // One page of the jobs that pass `filter`, newest first. InvalidArgument naming page_size or
   // page_token (see PageRequest); store errors pass through. O(jobs) per call.
@@ -293,14 +356,22 @@ class Scheduler {
   std::vector<std::string> Workers() const;
 
  private:
+  struct Lease {
+    uint32_t attempt = 0;
+    int64_t task_deadline_ms = 0;  // the lease never extends past this
+  };
   struct WorkerState {
     method::ProfileModel model;
     uint32_t capacity = 1;
     int64_t last_seen_ms = 0;
     std::set<PrefillKey> held;
     std::map<store::JobId, uint32_t> last_sample;  // affinity: sample given last, per job
-    std::set<store::TaskKey> leased;
+    std::map<store::TaskKey, Lease> leased;
     std::set<store::JobId> refused_jobs;  // jobs it refused as a whole (RefuseJob)
+  };
+  struct FailureCount {
+    uint32_t failures = 0;
+    std::string last_reason;
   };
   struct RateObservation {
     int64_t first_ms = 0;
@@ -317,11 +388,27 @@ class Scheduler {
   [[nodiscard]] StatusOr<PendingSet*> Pending(store::JobId job);
   // A lease of `key` went back to pending in the store.
   void MarkPending(const store::TaskKey& key);
-  void ForgetLease(const store::TaskKey& key);
-  [[nodiscard]] Status DropWorker(const std::string& worker_id);
+  // Forgets the in-memory lease of `key`; returns its holder's id and lease, if any.
+  std::optional<std::pair<std::string, Lease>> ForgetLease(const store::TaskKey& key);
+  // The worker and its lease `lease`. NotFound: unknown worker; FailedPrecondition: not held now.
+  [[nodiscard]] StatusOr<WorkerState*> HeldLease(const std::string& worker_id,
+                                                 const LeaseId& lease);
+  // Returns a lease the worker holds to pending in the store and the index.
+  [[nodiscard]] Status Release(const std::string& worker_id, WorkerState& worker,
+                               const store::TaskKey& key);
+  // Counts a failed attempt of `key`; the max_attempts-th fails the job.
+  [[nodiscard]] Status CountFailure(const store::TaskKey& key, const std::string& why);
+  // Drops a worker; its leases return to pending, each a failed attempt (`why`).
+  [[nodiscard]] Status DropWorker(const std::string& worker_id, const std::string& why);
+  // Moves an active job to a final state and forgets its in-memory state.
+  [[nodiscard]] Status EndJob(store::JobId id, store::JobState state, const std::string& why,
+                              const std::string& model_hash);
+  void ForgetJob(store::JobId id);
   [[nodiscard]] StatusOr<uint32_t> FinishJob(const store::Job& job);
-  [[nodiscard]] Status FinishReadyJobs(const std::string& model_hash);
+  [[nodiscard]] Status FinishReadyJobs(ExpireOutcome& outcome);
   void ObserveProgress(const store::Job& job);
+  int64_t TaskDeadline(const store::JobSpec& spec, const method::ProfileModel& model,
+                       int64_t now) const;
 
   store::Store* const store_;
   const SchedulerOptions options_;
@@ -333,7 +420,18 @@ class Scheduler {
   std::map<store::JobId, RateObservation> rates_;
   std::map<store::JobId, PendingSet> pending_;  // loaded jobs only; dropped when a job ends
   std::map<store::JobId, std::string> data_descriptions_;  // as stored; dropped when a job ends
+  std::map<store::TaskKey, FailureCount> failures_;        // dropped when the job ends
+  std::vector<EndedJob> ended_;                            // until TakeEndedJobs
+  // Jobs whose tasks may all be done without a profile: every active job until the first
+  // ExpireLeases has looked (a crash may have left some), then those whose FinishJob failed.
+  bool checked_unprofiled_ = false;
+  std::set<store::JobId> unprofiled_;
 };
+
+// The task deadline the scheduler derives when SchedulerOptions::task_deadline_ms is 0: 5 minutes
+// plus the task's forward-pass work (the sample's context and every trial's probe through the
+// model, 24 d_model^2 FLOPs per token per layer) at a pessimistic 1e10 FLOP/s.
+int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::ProfileModel& model);
 
 // The profile's data_source line for a spec when no worker described the data: "inline data, N
 // bytes", "file PATH" or "built-in calibration text".

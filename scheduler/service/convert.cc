@@ -1,10 +1,12 @@
 #include "scheduler/service/convert.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -530,28 +532,35 @@ StatusOr<WorkerRegistration> RegistrationFromProto(const v1::RegisterRequest& re
   return out;
 }
 
-std::string FormatTaskId(const store::TaskKey& key, uint32_t attempt) {
-  return absl::StrCat(key.job, "-", key.sample, "-", key.layer, "-", attempt);
+std::string EscapeForLog(std::string_view text, size_t max_bytes) {
+  const size_t n = std::min(text.size(), max_bytes);
+  std::string out = absl::CHexEscape(absl::string_view(text.data(), n));
+  if (n < text.size()) absl::StrAppend(&out, "... (", text.size(), " bytes)");
+  return out;
 }
 
-StatusOr<store::TaskKey> ParseTaskId(std::string_view text, std::string_view field) {
+std::string FormatTaskId(const LeaseId& lease) {
+  return absl::StrCat(lease.key.job, "-", lease.key.sample, "-", lease.key.layer, "-",
+                      lease.attempt);
+}
+
+StatusOr<LeaseId> ParseTaskId(std::string_view text, std::string_view field) {
   const std::vector<absl::string_view> parts =
       absl::StrSplit(absl::string_view(text.data(), text.size()), '-');
-  store::TaskKey key;
-  uint32_t attempt = 0;
-  if (parts.size() != 4 || !ParseDecimal(parts[0], &key.job) ||
-      !ParseDecimal(parts[1], &key.sample) || !ParseDecimal(parts[2], &key.layer) ||
-      !ParseDecimal(parts[3], &attempt)) {
+  LeaseId lease;
+  if (parts.size() != 4 || !ParseDecimal(parts[0], &lease.key.job) ||
+      !ParseDecimal(parts[1], &lease.key.sample) || !ParseDecimal(parts[2], &lease.key.layer) ||
+      !ParseDecimal(parts[3], &lease.attempt)) {
     return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": \"",
-                                                   std::string(text.substr(0, 80)),
+                                                   EscapeForLog(text, 80),
                                                    "\" is not a task id of this scheduler"));
   }
-  return key;
+  return lease;
 }
 
 v1::TaskAssignment AssignmentToProto(const Assignment& assignment) {
   v1::TaskAssignment out;
-  out.set_task_id(FormatTaskId(assignment.key, assignment.attempts));
+  out.set_task_id(FormatTaskId({.key = assignment.key, .attempt = assignment.attempts}));
   out.set_job_id(FormatJobId(assignment.key.job));
   out.set_model_hash(assignment.model_hash);
   out.set_sample(static_cast<int32_t>(assignment.key.sample));

@@ -85,10 +85,14 @@ v1::BudgetMap BudgetMapToProto(const method::BudgetMap& map, const BudgetRequest
 [[nodiscard]] StatusOr<WorkerRegistration> RegistrationFromProto(
     const v1::RegisterRequest& request);
 
+// A peer's string for a log line or an error message: C-escaped (no control characters reach the
+// log) and cut at `max_bytes` input bytes, the cut noted with the full length.
+std::string EscapeForLog(std::string_view text, size_t max_bytes = 96);
+
 // Task ids name one lease: "<job>-<sample>-<layer>-<attempt>".
-std::string FormatTaskId(const store::TaskKey& key, uint32_t attempt);
+std::string FormatTaskId(const LeaseId& lease);
 // InvalidArgument naming `field` when `text` is not a task id.
-[[nodiscard]] StatusOr<store::TaskKey> ParseTaskId(std::string_view text, std::string_view field);
+[[nodiscard]] StatusOr<LeaseId> ParseTaskId(std::string_view text, std::string_view field);
 
 // An assignment for the worker stream, with the job's model hash and parameters.
 v1::TaskAssignment AssignmentToProto(const Assignment& assignment);

@@ -1,6 +1,7 @@
 // ripplekv-scheduler: the calibration scheduler daemon (docs/DESIGN.md §3, docs/API.md).
 //
 //   ripplekv-scheduler --listen ADDR --db PATH [--lease-ms N] [--heartbeat-timeout-ms N]
+//                      [--task-deadline-ms N] [--max-attempts N]
 //
 // Serves ripplekv.v1.CalibrationService and WorkerService, the gRPC health service and
 // reflection on ADDR, with its state in the RocksDB database at PATH. Logs go to stderr; the
@@ -42,6 +43,16 @@ int Run(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--heartbeat-timeout-ms", options.heartbeat_timeout_ms,
                  "a worker silent this long is dropped and loses its leases, ms")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--task-deadline-ms", options.task_deadline_ms,
+                 "longest one lease of a task may last however often its worker heartbeats, ms; "
+                 "0: derived from the job's size and the model")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-attempts", options.max_attempts,
+                 "failed attempts of one task (deadline passed, worker lost, invalid results) "
+                 "that fail its job")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   try {

@@ -27,9 +27,10 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (options.db_path.empty()) return absl::InvalidArgumentError("db_path is required");
   if (options.lease_ms <= 0 || options.heartbeat_timeout_ms <= 0 ||
       options.heartbeat_interval_ms <= 0 || options.expire_interval_ms <= 0 ||
-      options.watch_poll_ms <= 0) {
+      options.watch_poll_ms <= 0 || options.task_deadline_ms < 0) {
     return absl::InvalidArgumentError("lease, heartbeat, expiry and poll periods must be > 0 ms");
   }
+  if (options.max_attempts < 1) return absl::InvalidArgumentError("max_attempts must be >= 1");
   if (options.heartbeat_interval_ms >= options.heartbeat_timeout_ms) {
     return absl::InvalidArgumentError(
         absl::StrCat("heartbeat_timeout_ms: ", options.heartbeat_timeout_ms,
@@ -45,6 +46,8 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   SchedulerOptions scheduler_options;
   scheduler_options.lease_duration_ms = options.lease_ms;
   scheduler_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
+  scheduler_options.task_deadline_ms = options.task_deadline_ms;
+  scheduler_options.max_attempts = options.max_attempts;
   server->scheduler_ = std::make_unique<Scheduler>(server->store_.get(), scheduler_options, &NowMs);
 
   WorkerServiceOptions worker_options;
@@ -94,17 +97,7 @@ void SchedulerServer::TimerLoop(int64_t interval_ms) {
   while (
       !cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stopping_; })) {
     lock.unlock();
-    StatusOr<ExpireOutcome> outcome = scheduler_->ExpireLeases();
-    if (!outcome.ok()) {
-      spdlog::error("expiring leases: {}", outcome.status().ToString());
-    } else {
-      for (const std::string& worker : outcome->dropped_workers) {
-        spdlog::warn("worker {} silent past the heartbeat timeout; dropped", worker);
-      }
-      if (!outcome->released.empty()) {
-        spdlog::info("{} expired leases returned to pending", outcome->released.size());
-      }
-    }
+    worker_service_->Tick();
     lock.lock();
   }
 }

@@ -32,6 +32,8 @@ struct SchedulerServerOptions {
   int64_t expire_interval_ms = 1'000;     // how often the timer calls ExpireLeases, ms
   int64_t watch_poll_ms = 200;            // WatchJob polling period, ms
   bool sync_writes = true;                // fsync every store change (store/store.h)
+  int64_t task_deadline_ms = 0;           // SchedulerOptions::task_deadline_ms (0: derived)
+  uint32_t max_attempts = 4;              // SchedulerOptions::max_attempts
 };
 
 class SchedulerServer {
@@ -54,6 +56,7 @@ class SchedulerServer {
   void Shutdown();
 
   Scheduler& scheduler() { return *scheduler_; }
+  WorkerServiceImpl& worker_service() { return *worker_service_; }
 
  private:
   SchedulerServer() = default;

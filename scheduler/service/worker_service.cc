@@ -1,10 +1,13 @@
 #include "scheduler/service/worker_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/base/strings.h"
+#include "method/profile_aggregate.h"
 #include "scheduler/service/convert.h"
 #include "spdlog/spdlog.h"
 
@@ -50,16 +53,30 @@ class WorkerServiceImpl::ConnectReactor final
     Pump();
   }
 
-  void CancelTask(const store::TaskKey& key, const std::string& reason) {
+  // Tells the worker to stop lease `lease` (if this stream holds it) and forgets it.
+  void CancelTask(const LeaseId& lease, const std::string& reason) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = leases_.find(key);
+      auto it = std::find_if(leases_.begin(), leases_.end(),
+                             [&](const auto& held) { return held.second.lease == lease; });
       if (it == leases_.end()) return;
-      v1::SchedulerMessage message;
-      message.mutable_task_cancellation()->set_task_id(it->second);
-      message.mutable_task_cancellation()->set_reason(reason);
+      EnqueueCancellation(it->first, reason);
       leases_.erase(it);
+    }
+    Pump();
+  }
+
+  // Tells the worker that job `job_id` ended, so it drops the job's data and prefills.
+  void EndJob(const std::string& job_id, const std::string& reason) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      v1::SchedulerMessage message;
+      message.mutable_task_cancellation()->set_job_id(job_id);
+      message.mutable_task_cancellation()->set_reason(reason);
       Enqueue(std::move(message));
+      std::erase_if(leases_, [&](const auto& held) {
+        return FormatJobId(held.second.lease.key.job) == job_id;
+      });
     }
     Pump();
   }
@@ -82,6 +99,7 @@ class WorkerServiceImpl::ConnectReactor final
       Close(ToGrpcStatus(status));
       return;
     }
+    service_->BroadcastEndedJobs();  // without mu_: it locks the service, then streams
     Pump();
     bool closing;
     {
@@ -114,6 +132,13 @@ class WorkerServiceImpl::ConnectReactor final
   }
 
  private:
+  // A lease this stream gave its worker, with the results received for it so far.
+  struct HeldTask {
+    LeaseId lease;
+    uint32_t trials = 0;
+    std::vector<store::TrialResult> results;  // checked; at most `trials`
+  };
+
   // Requires mu_.
   void Enqueue(v1::SchedulerMessage message) {
     if (!closing_) out_.push_back(std::move(message));
@@ -170,7 +195,18 @@ class WorkerServiceImpl::ConnectReactor final
             held_.push_back({*job, static_cast<uint32_t>(sample.sample())});
           }
         }
-        RETURN_IF_ERROR(Alive());
+        std::vector<LeaseId> listed;
+        for (const std::string& task_id : message.heartbeat().task_ids()) {
+          if (auto it = leases_.find(task_id); it != leases_.end()) {
+            listed.push_back(it->second.lease);
+          }
+        }
+        Status status = service_->scheduler_->Heartbeat(worker_id_, held_, listed);
+        if (absl::IsNotFound(status)) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "worker ", worker_id_, " is not registered (timed out?); register again"));
+        }
+        RETURN_IF_ERROR(status);
         v1::SchedulerMessage ack;
         ack.mutable_heartbeat_ack()->set_sequence(message.heartbeat().sequence());
         Enqueue(std::move(ack));
@@ -181,8 +217,7 @@ class WorkerServiceImpl::ConnectReactor final
       case v1::WorkerMessage::kTaskRefused:
         return Refused(message.task_refused());
       case v1::WorkerMessage::kTrialResult:
-        Result(message.trial_result());
-        return absl::OkStatus();
+        return Result(message.trial_result());
       case v1::WorkerMessage::kTaskDone:
         return Done(message.task_done());
       case v1::WorkerMessage::kDraining:
@@ -192,16 +227,6 @@ class WorkerServiceImpl::ConnectReactor final
         return absl::OkStatus();
     }
     return absl::OkStatus();
-  }
-
-  // Heartbeat with the prefills last reported: renews leases and forgets lost ones.
-  Status Alive() {
-    Status status = service_->scheduler_->Heartbeat(worker_id_, held_);
-    if (absl::IsNotFound(status)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("worker ", worker_id_, " is not registered (timed out?); register again"));
-    }
-    return status;
   }
 
   // Sends assignments while the scheduler has work for this worker and it has capacity.
@@ -218,43 +243,57 @@ class WorkerServiceImpl::ConnectReactor final
       const Assignment& assignment = **next;
       v1::SchedulerMessage message;
       *message.mutable_task_assignment() = AssignmentToProto(assignment);
-      leases_[assignment.key] = message.task_assignment().task_id();
+      leases_[message.task_assignment().task_id()] =
+          HeldTask{.lease = {.key = assignment.key, .attempt = assignment.attempts},
+                   .trials = assignment.trials};
       Enqueue(std::move(message));
     }
   }
 
-  // The task's lease goes back to pending (or the job fails when `fail_job`).
-  void GiveBack(const store::TaskKey& key, bool fail_job, const std::string& why) {
-    leases_.erase(key);
-    if (fail_job) {
-      Status failed = service_->scheduler_->FailJob(key.job, why);
-      if (!failed.ok()) spdlog::warn("failing job {}: {}", key.job, failed.ToString());
-    } else {
-      Status released = service_->scheduler_->ReleaseTask(worker_id_, key);
-      if (!released.ok()) spdlog::debug("releasing task: {}", released.ToString());
+  // Requires mu_. The task this stream holds under `task_id`, or nullptr after counting and
+  // logging the message as rejected (a task id it was never given, or one it no longer holds).
+  HeldTask* Held(const std::string& task_id, std::string_view what) {
+    auto it = leases_.find(task_id);
+    if (it != leases_.end()) return &it->second;
+    Reject(Cat(what, " for task \"", EscapeForLog(task_id), "\", which this stream does not hold"));
+    return nullptr;
+  }
+
+  // Counts a rejected message; logs the first few of each stream, then every 1000th.
+  void Reject(const std::string& why) {
+    const uint64_t n = ++rejected_;
+    service_->rejected_messages_.fetch_add(1, std::memory_order_relaxed);
+    if (n <= 8 || n % 1000 == 0) {
+      spdlog::warn("worker {}: rejected message #{}: {}", EscapeForLog(worker_id_), n, why);
     }
-    // The scheduler forgets leases that are gone on the next heartbeat; do it now.
-    Status status = Alive();
-    if (!status.ok()) spdlog::debug("heartbeat after give-back: {}", status.ToString());
+  }
+
+  // Requires mu_. Logs a call into the scheduler about a lease that did not succeed; a lease that
+  // is no longer held (it expired meanwhile) counts as a rejected message.
+  void Report(const Status& status, std::string_view what) {
+    if (status.ok()) return;
+    if (absl::IsFailedPrecondition(status)) {
+      Reject(Cat(what, ": ", std::string(status.message())));
+    } else {
+      spdlog::warn("worker {}: {}: {}", EscapeForLog(worker_id_), what, status.ToString());
+    }
   }
 
   Status Refused(const v1::TaskRefused& refused) {
-    StatusOr<store::TaskKey> key = ParseTaskId(refused.task_id(), "task_refused.task_id");
-    if (!key.ok()) {
-      spdlog::warn("worker {}: {}", worker_id_, key.status().ToString());
-      return absl::OkStatus();
-    }
+    HeldTask* held = Held(refused.task_id(), "task_refused");
+    if (held == nullptr) return absl::OkStatus();
+    const LeaseId lease = held->lease;
+    leases_.erase(refused.task_id());
+    const std::string message = EscapeForLog(refused.message(), 512);
     spdlog::info("worker {} refused task {} ({}): {}", worker_id_, refused.task_id(),
-                 v1::RefusalReason_Name(refused.reason()), refused.message());
+                 v1::RefusalReason_Name(refused.reason()), message);
+    Scheduler& scheduler = *service_->scheduler_;
     switch (refused.reason()) {
       case v1::REFUSAL_REASON_INVALID_TASK:
-        GiveBack(*key, /*fail_job=*/true,
-                 absl::StrCat("worker ", worker_id_, " refused task ", refused.task_id(),
-                              " as invalid: ", refused.message()));
-        break;
-      case v1::REFUSAL_REASON_DRAINING:
-        draining_ = true;
-        GiveBack(*key, /*fail_job=*/false, {});
+        Report(scheduler.FailJobOfLease(worker_id_, lease,
+                                        absl::StrCat("worker ", worker_id_, " refused task ",
+                                                     refused.task_id(), " as invalid: ", message)),
+               "refusal");
         break;
       case v1::REFUSAL_REASON_MODEL_HASH_MISMATCH:
       case v1::REFUSAL_REASON_DATA_UNAVAILABLE:
@@ -262,85 +301,123 @@ class WorkerServiceImpl::ConnectReactor final
         // The job as a whole cannot run here; other jobs can. A job whose data no worker of its
         // model can read, or that no such worker has the memory for, fails rather than circling
         // (worker.proto, RefusalReason).
-        leases_.erase(*key);
         const bool memory = refused.reason() == v1::REFUSAL_REASON_INSUFFICIENT_MEMORY;
         const bool fail_if_none_left =
             memory || refused.reason() == v1::REFUSAL_REASON_DATA_UNAVAILABLE;
-        StatusOr<bool> failed = service_->scheduler_->RefuseJob(
-            worker_id_, *key, fail_if_none_left,
+        StatusOr<bool> failed = scheduler.RefuseJob(
+            worker_id_, lease, fail_if_none_left,
             absl::StrCat(memory ? "no worker has the memory for the job"
                                 : "every worker refused the job's data",
-                         "; last: worker ", worker_id_, ": ", refused.message()));
-        if (!failed.ok()) {
-          spdlog::warn("worker {}: refusal of task {}: {}", worker_id_, refused.task_id(),
-                       failed.status().ToString());
-        } else if (*failed) {
-          spdlog::warn("job {} failed: {}", key->job,
+                         "; last: worker ", worker_id_, ": ", message));
+        Report(failed.status(), "refusal");
+        if (failed.ok() && *failed) {
+          spdlog::warn("job {} failed: {}", lease.key.job,
                        memory ? "no worker has the memory for it" : "no worker can read its data");
         }
-        return Fill();
+        break;
       }
-      default:
-        GiveBack(*key, /*fail_job=*/false, {});
+      case v1::REFUSAL_REASON_DRAINING:
+        draining_ = true;
+        Report(scheduler.ReleaseTask(worker_id_, lease), "refusal");
+        break;
+      default:  // at capacity, transient, unspecified: offered again later
+        Report(scheduler.ReleaseTask(worker_id_, lease), "refusal");
         break;
     }
-    return absl::OkStatus();
+    return Fill();
   }
 
-  void Result(const v1::TrialResult& result) {
-    StatusOr<store::TaskKey> key = ParseTaskId(result.task_id(), "trial_result.task_id");
-    if (!key.ok() || result.trial() < 0 || result.sample() < 0 || result.layer() < 0 ||
-        FormatJobId(key->job) != result.job_id() ||
-        key->sample != static_cast<uint32_t>(result.sample()) ||
-        key->layer != static_cast<uint32_t>(result.layer())) {
-      spdlog::warn("worker {}: trial_result for task \"{}\" does not match its task; dropped",
-                   worker_id_, result.task_id());
-      return;
+  // A trial result is checked against the lease it names (task, trial range, each trial once,
+  // method::CheckTrialKl) and kept until task_done, which stores the task's results in one
+  // write. An invalid one fails the attempt: the lease is released and the worker told to stop.
+  Status Result(const v1::TrialResult& result) {
+    HeldTask* held = Held(result.task_id(), "trial_result");
+    if (held == nullptr) return absl::OkStatus();
+    const store::TaskKey& key = held->lease.key;
+    std::string invalid;
+    if (result.job_id() != FormatJobId(key.job) || result.sample() < 0 || result.layer() < 0 ||
+        static_cast<uint32_t>(result.sample()) != key.sample ||
+        static_cast<uint32_t>(result.layer()) != key.layer) {
+      invalid = absl::StrCat("trial_result names (job \"", EscapeForLog(result.job_id()),
+                             "\", sample ", result.sample(), ", layer ", result.layer(),
+                             "), not its task's");
+    } else if (result.trial() < 0 || static_cast<uint32_t>(result.trial()) >= held->trials) {
+      invalid = absl::StrCat("trial ", result.trial(), " is out of range (the job has ",
+                             held->trials, " trials)");
+    } else if (held->results.size() >= held->trials ||
+               std::any_of(held->results.begin(), held->results.end(), [&](const auto& r) {
+                 return r.trial == static_cast<uint32_t>(result.trial());
+               })) {
+      invalid = absl::StrCat("trial ", result.trial(), " sent twice");
+    } else if (Status valid = method::CheckTrialKl(result.kl()); !valid.ok()) {
+      invalid = absl::StrCat("trial ", result.trial(), ": ", valid.message());
     }
-    const store::TrialResult trial{key->job, key->sample, key->layer,
-                                   static_cast<uint32_t>(result.trial()), result.kl()};
-    StatusOr<TaskResultsOutcome> outcome = service_->scheduler_->TaskResults(
-        worker_id_, *key, std::span<const store::TrialResult>(&trial, 1), /*done=*/false);
-    if (!outcome.ok()) {
-      spdlog::warn("worker {}: result of task {} trial {}: {}", worker_id_, result.task_id(),
-                   result.trial(), outcome.status().ToString());
+    if (invalid.empty()) {
+      held->results.push_back(
+          {key.job, key.sample, key.layer, static_cast<uint32_t>(result.trial()), result.kl()});
+      return absl::OkStatus();
     }
+    service_->invalid_results_.fetch_add(1, std::memory_order_relaxed);
+    const std::string task_id = result.task_id();
+    const LeaseId lease = held->lease;
+    leases_.erase(task_id);
+    const std::string why = absl::StrCat("worker ", worker_id_, " sent an invalid result for task ",
+                                         task_id, ": ", invalid);
+    spdlog::warn("{}; the attempt fails", why);
+    EnqueueCancellation(task_id, "invalid result: " + invalid);
+    Report(service_->scheduler_->FailAttempt(worker_id_, lease, why), "invalid result");
+    return Fill();
   }
 
   Status Done(const v1::TaskDone& done) {
-    StatusOr<store::TaskKey> key = ParseTaskId(done.task_id(), "task_done.task_id");
-    if (!key.ok()) {
-      spdlog::warn("worker {}: {}", worker_id_, key.status().ToString());
-      return absl::OkStatus();
-    }
+    HeldTask* held = Held(done.task_id(), "task_done");
+    if (held == nullptr) return absl::OkStatus();
+    HeldTask task = std::move(*held);
+    leases_.erase(done.task_id());
+    Scheduler& scheduler = *service_->scheduler_;
     if (done.has_error() && done.error().code() != 0) {
-      GiveBack(*key, FailsJob(done.error().code()),
-               absl::StrCat("task ", done.task_id(), " failed on worker ", worker_id_, ": ",
-                            done.error().message()));
+      const std::string why =
+          absl::StrCat("task ", done.task_id(), " failed on worker ", worker_id_, ": ",
+                       EscapeForLog(done.error().message(), 512));
+      Report(FailsJob(done.error().code()) ? scheduler.FailJobOfLease(worker_id_, task.lease, why)
+                                           : scheduler.FailAttempt(worker_id_, task.lease, why),
+             "task_done with an error");
       return Fill();
     }
-    leases_.erase(*key);
     if (!done.data_description().empty()) {
-      StatusOr<bool> same =
-          service_->scheduler_->DescribeJobData(key->job, done.data_description());
+      StatusOr<bool> same = scheduler.DescribeJobData(task.lease.key.job, done.data_description());
       if (!same.ok()) {
-        spdlog::warn("worker {}: data description of job {}: {}", worker_id_, key->job,
+        spdlog::warn("worker {}: data description of job {}: {}", worker_id_, task.lease.key.job,
                      same.status().ToString());
       } else if (!*same) {
         // Workers derived different samples from the same data: their results would not agree.
         spdlog::warn("worker {} describes job {}'s data as \"{}\", unlike the first report",
-                     worker_id_, key->job, done.data_description());
+                     worker_id_, task.lease.key.job, EscapeForLog(done.data_description(), 512));
       }
     }
     StatusOr<TaskResultsOutcome> outcome =
-        service_->scheduler_->TaskResults(worker_id_, *key, {}, /*done=*/true);
-    if (!outcome.ok()) {
-      spdlog::warn("worker {}: task {} done: {}", worker_id_, done.task_id(),
-                   outcome.status().ToString());
+        scheduler.CompleteTask(worker_id_, task.lease, task.results);
+    if (absl::IsInvalidArgument(outcome.status())) {
+      service_->invalid_results_.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("{}; the attempt fails", std::string(outcome.status().message()));
+    } else if (!outcome.ok()) {
+      Report(outcome.status(), absl::StrCat("task ", done.task_id(), " done"));
+    } else if (outcome->conflicts > 0) {
+      spdlog::error("task {}: {} results differ bitwise from the stored ones", done.task_id(),
+                    outcome->conflicts);
     } else if (outcome->job_succeeded) {
-      spdlog::info("job {} succeeded: profile version {}", key->job, outcome->profile_version);
+      spdlog::info("job {} succeeded: profile version {}", task.lease.key.job,
+                   outcome->profile_version);
     }
     return Fill();
+  }
+
+  // Requires mu_.
+  void EnqueueCancellation(const std::string& task_id, const std::string& reason) {
+    v1::SchedulerMessage message;
+    message.mutable_task_cancellation()->set_task_id(task_id);
+    message.mutable_task_cancellation()->set_reason(reason);
+    Enqueue(std::move(message));
   }
 
   WorkerServiceImpl* const service_;
@@ -350,7 +427,8 @@ class WorkerServiceImpl::ConnectReactor final
   std::mutex mu_;
   std::string worker_id_;                         // set by hello; guarded by mu_
   std::vector<PrefillKey> held_;                  // last heartbeat's prefills; guarded by mu_
-  std::map<store::TaskKey, std::string> leases_;  // task ids sent; guarded by mu_
+  std::map<std::string, HeldTask> leases_;  // by task id, the leases it holds; guarded by mu_
+  uint64_t rejected_ = 0;                   // messages rejected on this stream; guarded by mu_
   std::deque<v1::SchedulerMessage> out_;          // front is being written when writing_
   bool writing_ = false;
   bool draining_ = false;
@@ -375,12 +453,59 @@ void WorkerServiceImpl::Shutdown() {
 }
 
 void WorkerServiceImpl::Revoke(const std::vector<Revocation>& revocations) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  for (const Revocation& revocation : revocations) {
-    auto it = sessions_.find(revocation.worker_id);
-    if (it == sessions_.end() || it->second.stream == nullptr) continue;
-    it->second.stream->CancelTask(revocation.key, "job cancelled");
+  {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    for (const Revocation& revocation : revocations) {
+      auto it = sessions_.find(revocation.worker_id);
+      if (it == sessions_.end() || it->second.stream == nullptr) continue;
+      it->second.stream->CancelTask(revocation.lease, revocation.reason);
+    }
   }
+  BroadcastEndedJobs();
+}
+
+void WorkerServiceImpl::BroadcastEndedJobs() {
+  const std::vector<EndedJob> ended = scheduler_->TakeEndedJobs();
+  if (ended.empty()) return;
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  for (const EndedJob& job : ended) {
+    const std::string reason =
+        absl::StrCat("job ", job.id, " ", std::string(store::JobStateName(job.state)));
+    for (const auto& [worker_id, session] : sessions_) {
+      if (session.stream != nullptr && session.model_hash == job.model_hash) {
+        session.stream->EndJob(FormatJobId(job.id), reason);
+      }
+    }
+  }
+}
+
+void WorkerServiceImpl::Tick() {
+  StatusOr<ExpireOutcome> outcome = scheduler_->ExpireLeases();
+  if (!outcome.ok()) {
+    spdlog::error("expiring leases: {}", outcome.status().ToString());
+  } else {
+    for (const std::string& worker : outcome->dropped_workers) {
+      spdlog::warn("worker {} silent past the heartbeat timeout; dropped", worker);
+    }
+    if (!outcome->released.empty()) {
+      spdlog::info("{} expired leases returned to pending", outcome->released.size());
+    }
+    for (const Revocation& r : outcome->revocations) {
+      spdlog::warn("task {} taken back: {}", FormatTaskId(r.lease), r.reason);
+    }
+    for (uint32_t version : outcome->profiles_written) {
+      spdlog::info("a job left complete was finished: profile version {}", version);
+    }
+    for (const std::string& error : outcome->finish_errors) {
+      spdlog::warn("finishing a complete job (retried on the next tick): {}", error);
+    }
+    Revoke(outcome->revocations);  // also tells workers about jobs that ended
+  }
+}
+
+WorkerServiceStats WorkerServiceImpl::Stats() const {
+  return {.rejected_messages = rejected_messages_.load(std::memory_order_relaxed),
+          .invalid_results = invalid_results_.load(std::memory_order_relaxed)};
 }
 
 Status WorkerServiceImpl::DoRegister(const v1::RegisterRequest& request,
@@ -392,6 +517,7 @@ Status WorkerServiceImpl::DoRegister(const v1::RegisterRequest& request,
   Session& session = sessions_[registration.worker_id];
   ConnectReactor* retired = session.stream;
   session.session_id = absl::StrCat(registration.worker_id, "#", next_session_++);
+  session.model_hash = registration.model.hash;
   session.stream = nullptr;
   if (retired != nullptr) {
     retired->Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -420,7 +546,10 @@ Status WorkerServiceImpl::DoRegister(const v1::RegisterRequest& request,
 Status WorkerServiceImpl::DoGetJobData(const v1::GetJobDataRequest& request,
                                        v1::GetJobDataResponse* response) {
   ASSIGN_OR_RETURN(store::JobId id, ParseJobId(request.job_id(), "job_id"));
-  ASSIGN_OR_RETURN(store::JobSpec spec, scheduler_->JobData(id));
+  if (request.worker_id().empty()) {
+    return absl::InvalidArgumentError("worker_id: is required");
+  }
+  ASSIGN_OR_RETURN(store::JobSpec spec, scheduler_->JobData(request.worker_id(), id));
   CalibrationDataToProto(spec, /*with_inline_data=*/true, response->mutable_data());
   return absl::OkStatus();
 }

@@ -7,9 +7,12 @@
 // Connect: the first message must be `hello` naming the worker's current session
 // (FAILED_PRECONDITION otherwise). On a heartbeat the stream calls Scheduler::Heartbeat, answers
 // with a heartbeat_ack and, while the worker has capacity (Scheduler::NextTask), sends task
-// assignments; it fills again after each task_done. Trial results go to Scheduler::TaskResults as
-// they arrive, task_done completes the task. A refused or failed task returns to pending, or
-// fails its job for the reasons the protocol says. The end of the stream (or a retired session's
+// assignments; it fills again after each task_done. Fencing: the stream keeps the task ids it
+// gave out; a message about any other task id (forged, another job's, a lease that expired) is
+// rejected, counted (Stats) and logged escaped and truncated, and changes nothing. Trial results
+// are checked as they arrive (docs/DESIGN.md §3.3) and kept until task_done, which stores them in
+// one write (Scheduler::CompleteTask). A refused or failed task returns to pending, or fails its
+// job for the reasons the protocol says. The end of the stream (or a retired session's
 // end) calls Scheduler::WorkerGone unless the worker registered again meanwhile.
 //
 // Thread-safety: all methods may be called from any thread. Shutdown() must be called before
@@ -17,6 +20,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -36,14 +40,31 @@ struct WorkerServiceOptions {
                                           // (the scheduler's heartbeat_timeout_ms)
 };
 
+// Counters of the worker service since it started, for tests and operators.
+struct WorkerServiceStats {
+  uint64_t rejected_messages = 0;  // about a task the stream does not hold (forged, stale)
+  uint64_t invalid_results = 0;    // results that failed their attempt (range, KL, count)
+};
+
 class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackService {
  public:
   // `scheduler` is not owned and must outlive this service.
   WorkerServiceImpl(Scheduler* scheduler, WorkerServiceOptions options);
   ~WorkerServiceImpl() override;
 
-  // Sends a task_cancellation for each revoked lease to its worker's stream (if connected).
+  // Sends a task_cancellation for each revoked lease to its worker's stream (if connected),
+  // then BroadcastEndedJobs().
   void Revoke(const std::vector<Revocation>& revocations);
+
+  // Sends a job-level task_cancellation for every job that ended (Scheduler::TakeEndedJobs) to
+  // each connected worker of the job's model, so it drops the job's data and prefills.
+  void BroadcastEndedJobs();
+
+  // The scheduler's periodic work: Scheduler::ExpireLeases, logged, and its revocations and ended
+  // jobs sent to the workers. Called by the server's timer.
+  void Tick();
+
+  WorkerServiceStats Stats() const;
 
   // Ends every stream with UNAVAILABLE and refuses new ones; waits (bounded) for them to end.
   void Shutdown();
@@ -66,6 +87,7 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
   class ConnectReactor;
   struct Session {
     std::string session_id;
+    std::string model_hash;  // the model the worker registered with
     ConnectReactor* stream = nullptr;  // the stream that said hello with this session, if any
   };
 
@@ -87,6 +109,8 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
   std::set<ConnectReactor*> streams_;        // every open stream; guarded by mu_
   uint64_t next_session_ = 1;                // guarded by mu_
   bool shutting_down_ = false;               // guarded by mu_
+  std::atomic<uint64_t> rejected_messages_{0};
+  std::atomic<uint64_t> invalid_results_{0};
 };
 
 }  // namespace ripplekv::scheduler::service

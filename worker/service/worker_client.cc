@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/base/version.h"
+#include "method/profile_aggregate.h"
 #include "proto/client_channel.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "spdlog/spdlog.h"
@@ -128,6 +129,7 @@ struct WorkerClient::Impl {
     std::set<std::string> cancelled_jobs;   // guarded by Impl::mu
     uint64_t heartbeat_sequence = 0;        // guarded by write_mu
     int active_tasks = 0;                   // guarded by Impl::mu
+    std::string running_task;               // guarded by Impl::mu: the task being run, if any
   };
 
   bool Write(Session& s, const pb::WorkerMessage& m) {
@@ -174,8 +176,11 @@ struct WorkerClient::Impl {
     pb::WorkerMessage m;
     pb::Heartbeat* hb = m.mutable_heartbeat();
     {
+      // Every task held: the scheduler renews only the leases listed here.
       std::lock_guard<std::mutex> lock(mu);
       hb->set_active_tasks(s.active_tasks);
+      if (!s.running_task.empty()) hb->add_task_ids(s.running_task);
+      for (const pb::TaskAssignment& queued : s.inbox) hb->add_task_ids(queued.task_id());
     }
     hb->set_memory_used_bytes(runner->cache_stats().bytes);
     for (const CachedSampleKey& k : runner->CachedSamples()) {
@@ -257,6 +262,7 @@ struct WorkerClient::Impl {
   Status LoadJobData(const TaskSpec& spec) {
     pb::GetJobDataRequest req;
     req.set_job_id(spec.job_id);
+    req.set_worker_id(options.worker_id);
     pb::GetJobDataResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options.job_data_deadline);
@@ -268,8 +274,13 @@ struct WorkerClient::Impl {
   // Runs one assignment and reports it on the stream.
   void Handle(Session& s, const pb::TaskAssignment& a) {
     const auto start = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      s.running_task = a.task_id();
+    }
     HandleTask(s, a);
     std::lock_guard<std::mutex> lock(mu);
+    s.running_task.clear();
     stats.busy_seconds += std::chrono::duration<double>(Clock::now() - start).count();
   }
 
@@ -300,6 +311,15 @@ struct WorkerClient::Impl {
       ++s.active_tasks;
     }
     StatusOr<TaskOutcome> outcome = runner->Run(spec);
+    if (outcome.ok()) {
+      // The scheduler would reject the task's results and fail the attempt anyway; say why here.
+      for (size_t t = 0; t < outcome->kl.size(); ++t) {
+        if (Status valid = method::CheckTrialKl(outcome->kl[t]); !valid.ok()) {
+          outcome = absl::InternalError(absl::StrCat("trial ", t, ": ", valid.message()));
+          break;
+        }
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(mu);
       --s.active_tasks;

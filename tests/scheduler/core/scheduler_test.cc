@@ -114,8 +114,15 @@ class SchedulerTest : public ::testing::Test {
     return a.ok() ? *a : std::nullopt;
   }
 
+  // The lease of `key` as the store has it now (its attempt number).
+  LeaseId Held(const store::TaskKey& key) {
+    auto task = store_->GetTask(key);
+    EXPECT_TRUE(task.ok()) << task.status();
+    return {.key = key, .attempt = task.ok() ? task->attempts : 0};
+  }
+
   TaskResultsOutcome Complete(const std::string& id, const store::TaskKey& key, uint32_t trials) {
-    auto out = scheduler_->TaskResults(id, key, ResultsOf(key, trials), /*done=*/true);
+    auto out = scheduler_->CompleteTask(id, Held(key), ResultsOf(key, trials));
     EXPECT_TRUE(out.ok()) << out.status();
     return out.ok() ? *out : TaskResultsOutcome{};
   }
@@ -193,7 +200,7 @@ TEST_F(SchedulerTest, WorkerHoldingASamplesPrefillGetsItsTasksFirst) {
   store::Job job = Submit(Spec(8));
   Register("w1");
   const std::vector<PrefillKey> held = {{job.id, 3}};
-  ASSERT_TRUE(scheduler_->Heartbeat("w1", held).ok());
+  ASSERT_TRUE(scheduler_->Heartbeat("w1", held, {}).ok());
   for (uint32_t layer = 0; layer < 30; ++layer) {
     auto a = Next("w1");
     ASSERT_TRUE(a);
@@ -235,8 +242,10 @@ int64_t SimulatePrefills(Scheduler& scheduler, store::JobId job, int cache_sampl
         w.cache.splice(w.cache.begin(), w.cache, hit);
       }
       std::vector<PrefillKey> held(w.cache.begin(), w.cache.end());
-      EXPECT_TRUE(scheduler.Heartbeat(w.id, held).ok());
-      EXPECT_TRUE(scheduler.TaskResults(w.id, (*a)->key, ResultsOf((*a)->key, 2), true).ok());
+      EXPECT_TRUE(scheduler.Heartbeat(w.id, held, {}).ok());
+      EXPECT_TRUE(scheduler
+                      .CompleteTask(w.id, {(*a)->key, (*a)->attempts}, ResultsOf((*a)->key, 2))
+                      .ok());
     }
   }
   return prefills;
@@ -271,12 +280,12 @@ TEST_F(SchedulerTest, WorkerWithAnotherModelHashIsNeverLeasedTheJob) {
   Register("w1");
   auto a = Next("w1");
   ASSERT_TRUE(a);
-  auto r = scheduler_->TaskResults("stranger", a->key, ResultsOf(a->key, 2), true);
+  auto r = scheduler_->CompleteTask("stranger", Held(a->key), ResultsOf(a->key, 2));
   EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
   EXPECT_EQ(store_->GetJob(job.id)->results_stored, 0u);
 }
 
-TEST_F(SchedulerTest, ExpiredLeaseGoesToAnotherWorkerAndLateResultCountsOnce) {
+TEST_F(SchedulerTest, ExpiredLeaseGoesToAnotherWorkerAndLateResultsAreRejected) {
   SchedulerOptions options;
   options.lease_duration_ms = 1000;
   options.heartbeat_timeout_ms = 1'000'000;
@@ -295,12 +304,16 @@ TEST_F(SchedulerTest, ExpiredLeaseGoesToAnotherWorkerAndLateResultCountsOnce) {
   ASSERT_TRUE(b);
   EXPECT_EQ(b->key, a->key);
   EXPECT_EQ(b->attempts, 2u);
+  ASSERT_EQ(expired->revocations.size(), 1u);
+  EXPECT_EQ(expired->revocations[0].worker_id, "slow");
+  EXPECT_EQ(expired->revocations[0].lease, (LeaseId{a->key, 1}));
+  // The slow worker's stale attempt is fenced off, before and after the task is done.
+  auto stale = scheduler_->CompleteTask("slow", {a->key, a->attempts}, ResultsOf(a->key, 2));
+  EXPECT_TRUE(absl::IsFailedPrecondition(stale.status())) << stale.status();
   TaskResultsOutcome first = Complete("fast", b->key, 2);
   EXPECT_EQ(first.stored, 2u);
-  TaskResultsOutcome late = Complete("slow", a->key, 2);
-  EXPECT_EQ(late.stored, 0u);
-  EXPECT_EQ(late.duplicates, 2u);
-  EXPECT_FALSE(late.task_completed);
+  stale = scheduler_->CompleteTask("slow", {a->key, a->attempts}, ResultsOf(a->key, 2));
+  EXPECT_TRUE(absl::IsFailedPrecondition(stale.status())) << stale.status();
   store::Job after = *store_->GetJob(job.id);
   EXPECT_EQ(after.results_stored, 2u);
   EXPECT_EQ(*store_->CountResults(job.id), 2u);
@@ -317,7 +330,7 @@ TEST_F(SchedulerTest, SilentWorkerIsDroppedAndItsLeaseReturns) {
   auto a = Next("silent");
   ASSERT_TRUE(a);
   now_ += 5001;
-  ASSERT_TRUE(scheduler_->Heartbeat("alive", {}).ok());
+  ASSERT_TRUE(scheduler_->Heartbeat("alive", {}, {}).ok());
   auto out = scheduler_->ExpireLeases();
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->dropped_workers, std::vector<std::string>{"silent"});
@@ -342,8 +355,8 @@ TEST_F(SchedulerTest, CancelledJobHandsOutNothingAndIgnoresResults) {
   ASSERT_EQ(revoked.size(), 1u);
   EXPECT_EQ(revoked[0].worker_id, "w1");
   EXPECT_FALSE(Next("w1"));
-  TaskResultsOutcome late = Complete("w1", a->key, 2);
-  EXPECT_TRUE(late.ignored);
+  auto late = scheduler_->CompleteTask("w1", {a->key, a->attempts}, ResultsOf(a->key, 2));
+  EXPECT_TRUE(absl::IsFailedPrecondition(late.status())) << late.status();
   store::Job after = *store_->GetJob(job.id);
   EXPECT_EQ(after.state, store::JobState::kCancelled);
   EXPECT_EQ(after.results_stored, 0u);
@@ -418,12 +431,7 @@ TEST_F(SchedulerTest, ProfileIsBitIdenticalWhateverOrderAndWorkers) {
     const auto& [id, key] = leased[i];
     std::vector<store::TrialResult> r = ResultsOf(key, 2);
     std::reverse(r.begin(), r.end());
-    if (i % 3 == 0) {
-      ASSERT_TRUE(scheduler_->TaskResults(id, key, {r.data(), 1}, false).ok());
-      ASSERT_TRUE(scheduler_->TaskResults(id, key, r, true).ok());
-    } else {
-      ASSERT_TRUE(scheduler_->TaskResults(id, key, r, true).ok());
-    }
+    ASSERT_TRUE(scheduler_->CompleteTask(id, Held(key), r).ok());
   }
   store::Job done = *store_->GetJob(two.id);
   EXPECT_EQ(done.state, store::JobState::kSucceeded);
@@ -461,7 +469,7 @@ TEST_F(SchedulerTest, ReopeningTheStoreMidJobFinishesWithTheSameProfile) {
   EXPECT_EQ(ProfileJson(job.id), expected);
 }
 
-TEST_F(SchedulerTest, JobCompleteBeforeACrashIsProfiledWhenAWorkerRegisters) {
+TEST_F(SchedulerTest, JobCompleteBeforeACrashIsProfiledByTheTimerOnceItsModelIsKnown) {
   store::Job job = Submit(Spec(1, 1));
   Register("w1", /*capacity=*/1000);
   // Complete every task through the store directly, as if the scheduler died before profiling.
@@ -473,7 +481,17 @@ TEST_F(SchedulerTest, JobCompleteBeforeACrashIsProfiledWhenAWorkerRegisters) {
   ASSERT_EQ(completed, 30);
   Open();
   EXPECT_EQ(store_->GetJob(job.id)->state, store::JobState::kRunning);
-  Register("w2");
+  auto before = scheduler_->ExpireLeases();  // no worker yet: the model's summary is unknown
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(before->finish_errors.size(), 1u);
+  EXPECT_NE(before->finish_errors[0].find("no worker holding model"), std::string::npos)
+      << before->finish_errors[0];
+  Register("w2");  // registering never finishes (or fails on) a job; the next tick does
+  EXPECT_EQ(store_->GetJob(job.id)->state, store::JobState::kRunning);
+  auto tick = scheduler_->ExpireLeases();
+  ASSERT_TRUE(tick.ok()) << tick.status();
+  EXPECT_EQ(tick->profiles_written, std::vector<uint32_t>{1});
+  EXPECT_TRUE(tick->finish_errors.empty());
   store::Job done = *store_->GetJob(job.id);
   EXPECT_EQ(done.state, store::JobState::kSucceeded);
   EXPECT_EQ(done.profile_version, 1u);
@@ -511,7 +529,7 @@ TEST_F(SchedulerTest, ReRegisteringAWorkerReleasesItsOldLeases) {
   ASSERT_TRUE(a);
   Register("w1");
   EXPECT_EQ(store_->GetTask(a->key)->state, store::TaskState::kPending);
-  EXPECT_TRUE(absl::IsNotFound(scheduler_->Heartbeat("nobody", {})));
+  EXPECT_TRUE(absl::IsNotFound(scheduler_->Heartbeat("nobody", {}, {})));
   EXPECT_TRUE(absl::IsInvalidArgument(
       scheduler_->RegisterWorker({.worker_id = "x", .model = Model(kHash, 0)})));
   method::ProfileModel differs = Model();
@@ -542,7 +560,7 @@ TEST_F(SchedulerTest, RefusedJobIsNoLongerOfferedToThatWorkerOnly) {
   auto a = Next("w1");
   ASSERT_TRUE(a.has_value());
   ASSERT_EQ(a->key.job, first.id);
-  auto failed = scheduler_->RefuseJob("w1", a->key, /*fail_if_none_left=*/true, "no data");
+  auto failed = scheduler_->RefuseJob("w1", Held(a->key), /*fail_if_none_left=*/true, "no data");
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_FALSE(*failed);  // w2 may still read it
   // w1 now only gets the other job; the refused task went back to pending for w2.
@@ -566,12 +584,12 @@ TEST_F(SchedulerTest, JobFailsWhenEveryWorkerOfItsModelRefusedItsData) {
   Register("other", 1, kOtherHash);  // a worker of another model does not count
   auto a = Next("w1");
   ASSERT_TRUE(a.has_value());
-  auto r1 = scheduler_->RefuseJob("w1", a->key, true, "w1 cannot read /data/x.jsonl");
+  auto r1 = scheduler_->RefuseJob("w1", Held(a->key), true, "w1 cannot read /data/x.jsonl");
   ASSERT_TRUE(r1.ok());
   EXPECT_FALSE(*r1);
   auto b = Next("w2");
   ASSERT_TRUE(b.has_value());
-  auto r2 = scheduler_->RefuseJob("w2", b->key, true, "w2 cannot read /data/x.jsonl");
+  auto r2 = scheduler_->RefuseJob("w2", Held(b->key), true, "w2 cannot read /data/x.jsonl");
   ASSERT_TRUE(r2.ok());
   EXPECT_TRUE(*r2);
   auto stored = store_->GetJob(job.id);
@@ -583,7 +601,7 @@ TEST_F(SchedulerTest, JobFailsWhenEveryWorkerOfItsModelRefusedItsData) {
   auto c = Next("w1");
   ASSERT_TRUE(c.has_value());
   ASSERT_EQ(c->key.job, other.id);
-  auto r3 = scheduler_->RefuseJob("w1", c->key, false, "hash");
+  auto r3 = scheduler_->RefuseJob("w1", Held(c->key), false, "hash");
   ASSERT_TRUE(r3.ok());
   EXPECT_FALSE(*r3);
   EXPECT_EQ(store_->GetJob(other.id)->state, store::JobState::kRunning);
@@ -602,7 +620,9 @@ TEST_F(SchedulerTest, RandomTransitionsNeverLoseOrDoubleLeaseATask) {
 
   // Leases shorter than the heartbeat timeout, so both expiry paths run: leases of live workers
   // past their deadline, and every lease of a worker dropped for silence.
-  const SchedulerOptions options{.lease_duration_ms = 1'000, .heartbeat_timeout_ms = 30'000};
+  // Every transition here may cost an attempt; the attempt limit has its own test.
+  SchedulerOptions options{.lease_duration_ms = 1'000, .heartbeat_timeout_ms = 30'000};
+  options.max_attempts = 1'000'000;
   Open(options);
   const store::Job job = Submit(Spec(3));
   std::mt19937_64 rng(5);
@@ -640,7 +660,7 @@ TEST_F(SchedulerTest, RandomTransitionsNeverLoseOrDoubleLeaseATask) {
       case 4: {
         for (auto it = leased.begin(); it != leased.end(); ++it) {
           if (it->second != id) continue;
-          auto out = scheduler_->TaskResults(id, it->first, ResultsOf(it->first, 2), true);
+          auto out = scheduler_->CompleteTask(id, Held(it->first), ResultsOf(it->first, 2));
           ASSERT_TRUE(out.ok()) << out.status();
           finished = out->job_succeeded;
           leased.erase(it);
@@ -651,7 +671,7 @@ TEST_F(SchedulerTest, RandomTransitionsNeverLoseOrDoubleLeaseATask) {
       case 5: {
         for (auto it = leased.begin(); it != leased.end(); ++it) {
           if (it->second != id) continue;
-          ASSERT_TRUE(scheduler_->ReleaseTask(id, it->first).ok());
+          ASSERT_TRUE(scheduler_->ReleaseTask(id, Held(it->first)).ok());
           leased.erase(it);
           break;
         }
@@ -926,14 +946,14 @@ TEST_F(SchedulerTest, AssignmentsCarryTheJobsSpecAndJobDataEndsWithTheJob) {
   EXPECT_EQ(a->params, spec.params);
   EXPECT_EQ(a->trials, 3u);
 
-  auto data = scheduler_->JobData(job.id);
+  auto data = scheduler_->JobData("w1", job.id);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(data->data_inline, "some calibration text") << "workers get the inline data";
   ASSERT_TRUE(scheduler_->CancelJob(job.id).ok());
-  auto gone = scheduler_->JobData(job.id);
+  auto gone = scheduler_->JobData("w1", job.id);
   ASSERT_TRUE(absl::IsFailedPrecondition(gone.status())) << gone.status();
   EXPECT_NE(gone.status().message().find("cancelled"), std::string_view::npos) << gone.status();
-  EXPECT_TRUE(absl::IsNotFound(scheduler_->JobData(999).status()));
+  EXPECT_TRUE(absl::IsNotFound(scheduler_->JobData("w1", 999).status()));
 }
 
 }  // namespace ripplekv::scheduler
