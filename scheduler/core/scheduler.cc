@@ -144,6 +144,7 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
   // The store decides `created` in the write that creates the job (its writes are serialized),
   // so no separate lookup of the idempotency key can race another submit.
   ASSIGN_OR_RETURN(store::CreateJobOutcome outcome, store_->CreateJob(request.spec, tasks));
+  Changed();
   return SubmitOutcome{.job = std::move(outcome.job), .created = outcome.created};
 }
 
@@ -220,6 +221,7 @@ Status Scheduler::DropWorker(const std::string& worker_id, const std::string& wh
     StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
     if (t.ok()) {
       MarkPending(key);
+      Changed();
       RETURN_IF_ERROR(CountFailure(key, absl::StrCat(why, " holding it")));
     } else if (!LeaseGone(t.status())) {
       return t.status();
@@ -249,6 +251,7 @@ Status Scheduler::Release(const std::string& worker_id, WorkerState& worker,
   StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
   if (t.ok()) {
     MarkPending(key);
+    Changed();
   } else if (!LeaseGone(t.status())) {
     return t.status();
   }
@@ -276,6 +279,7 @@ Status Scheduler::EndJob(store::JobId id, store::JobState state, const std::stri
   }
   ForgetJob(id);
   ended_.push_back({.id = id, .model_hash = model_hash, .state = state});
+  Changed();
   return absl::OkStatus();
 }
 
@@ -286,6 +290,18 @@ void Scheduler::ForgetJob(store::JobId id) {
   unprofiled_.erase(id);
   failures_.erase(failures_.lower_bound(store::TaskKey{id, 0, 0}),
                   failures_.lower_bound(store::TaskKey{id + 1, 0, 0}));
+}
+
+void Scheduler::Changed() {
+  ++changes_;
+  changed_.notify_all();
+}
+
+uint64_t Scheduler::WaitForChange(uint64_t seen, int64_t timeout_ms) {
+  std::unique_lock lock(mu_);
+  changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                    [&] { return changes_ != seen; });
+  return changes_;
 }
 
 std::vector<EndedJob> Scheduler::TakeEndedJobs() {
@@ -389,6 +405,7 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     ASSIGN_OR_RETURN(store::Task leased, store_->LeaseTask(*key, worker_id, deadline));
     pending->erase(*key);
     w.leased[*key] = Lease{.attempt = leased.attempts, .task_deadline_ms = task_deadline};
+    Changed();
     const bool held = w.held.contains(PrefillKey{key->job, key->sample});
     w.last_sample[job.id] = key->sample;
     return std::optional<Assignment>(Assignment{.key = *key,
@@ -440,6 +457,7 @@ StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(
   }
   ASSIGN_OR_RETURN(store::ResultWriteOutcome written, store_->CompleteTask(key, results));
   worker->leased.erase(key);
+  Changed();
   TaskResultsOutcome outcome{.stored = written.stored,
                              .duplicates = written.duplicates,
                              .conflicts = written.conflicts,
@@ -506,6 +524,7 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
   ForgetJob(job.id);
   ended_.push_back(
       {.id = job.id, .model_hash = job.spec.model_hash, .state = store::JobState::kSucceeded});
+  Changed();
   return version.version;
 }
 
@@ -613,6 +632,7 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
     outcome.dropped_workers.push_back(id);
   }
   ASSIGN_OR_RETURN(std::vector<store::TaskKey> expired, store_->ReleaseExpiredLeases(now));
+  if (!expired.empty()) Changed();
   for (const store::TaskKey& key : expired) {
     MarkPending(key);
     outcome.released.push_back(key);

@@ -41,6 +41,7 @@
 // Thread-safety: every method may be called from any thread; calls are serialized by one mutex.
 // The store must outlive the Scheduler.
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -308,6 +309,11 @@ class Scheduler {
   // The jobs that ended since the last call, in the order they ended.
   std::vector<EndedJob> TakeEndedJobs();
 
+  // Change notification for watchers: a counter that every change of a job's state or progress
+  // (submit, lease, completion, release, failure, cancellation, expiry) increases. Returns the
+  // counter once it differs from `seen`, or after `timeout_ms` (then possibly equal to `seen`).
+  uint64_t WaitForChange(uint64_t seen, int64_t timeout_ms);
+
   // Cancels a pending or running job: its tasks are no longer handed out and later results are
   // ignored. Returns the job after cancelling and the leases workers should abandon. Cancelling
   // a cancelled job changes nothing and is not an error (outcome.already_cancelled). NotFound;
@@ -409,12 +415,16 @@ class Scheduler {
   void ObserveProgress(const store::Job& job);
   int64_t TaskDeadline(const store::JobSpec& spec, const method::ProfileModel& model,
                        int64_t now) const;
+  // Requires mu_: a job's state or progress changed (WaitForChange).
+  void Changed();
 
   store::Store* const store_;
   const SchedulerOptions options_;
   const Clock clock_;
 
   mutable std::mutex mu_;
+  std::condition_variable changed_;  // with mu_; signalled by Changed()
+  uint64_t changes_ = 0;             // guarded by mu_
   std::map<std::string, WorkerState> workers_;
   std::map<std::string, method::ProfileModel> models_;  // by hash, first report kept
   std::map<store::JobId, RateObservation> rates_;

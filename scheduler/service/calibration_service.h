@@ -2,7 +2,7 @@
 // ripplekv.v1.CalibrationService over the scheduler core (docs/API.md): a thin adapter that
 // converts messages (convert.h), calls scheduler::Scheduler (which owns every domain rule:
 // idempotency, filtering, paging, parsing profiles, budget maps) and maps Status codes one to
-// one. WatchJob polls Scheduler::Progress on its own thread per stream.
+// one. WatchJob streams are served by JobWatchers (job_watchers.h): event-driven and bounded.
 //
 // Thread-safety: handlers run on gRPC's callback threads; the Scheduler is thread-safe. Shutdown()
 // must be called before the grpc::Server is shut down, so that watch streams end (UNAVAILABLE)
@@ -10,20 +10,17 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <vector>
 
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "scheduler/core/scheduler.h"
+#include "scheduler/service/job_watchers.h"
 
 namespace ripplekv::scheduler::service {
 
 struct CalibrationServiceOptions {
-  int64_t watch_poll_ms = 200;            // WatchJob polls Progress this often, ms
-  int64_t watch_progress_min_ms = 1'000;  // at most one progress event per this many ms
+  JobWatchersOptions watch;  // WatchJob streams (job_watchers.h)
   // Called with the leases to revoke after a successful CancelJob (the worker service sends the
   // cancellations down the worker streams). May be empty.
   std::function<void(const std::vector<Revocation>&)> on_revocations;
@@ -35,8 +32,8 @@ class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::
   CalibrationServiceImpl(Scheduler* scheduler, CalibrationServiceOptions options);
   ~CalibrationServiceImpl() override;
 
-  // Ends every watch stream with UNAVAILABLE and refuses new ones. Idempotent; blocks until the
-  // watch threads have stopped writing.
+  // Ends every watch stream with UNAVAILABLE and refuses new ones. Idempotent; waits (bounded)
+  // for the streams to finish.
   void Shutdown();
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
@@ -76,15 +73,9 @@ class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::
                                       v1::BudgetMap* response);
 
  private:
-  class WatchReactor;
-
   Scheduler* const scheduler_;
   const CalibrationServiceOptions options_;
-
-  std::atomic<bool> shutting_down_{false};
-  std::mutex watch_mu_;
-  std::condition_variable watch_cv_;
-  int active_watches_ = 0;  // guarded by watch_mu_
+  JobWatchers watchers_;
 };
 
 }  // namespace ripplekv::scheduler::service

@@ -50,6 +50,10 @@ int Run(int argc, char** argv) {
                  "0: derived from the job's size and the model")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-watchers", options.max_watchers,
+                 "WatchJob streams open at once; more get RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-attempts", options.max_attempts,
                  "failed attempts of one task (deadline passed, worker lost, invalid results) "
                  "that fail its job")

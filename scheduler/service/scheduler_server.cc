@@ -56,7 +56,8 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->worker_service_ =
       std::make_unique<WorkerServiceImpl>(server->scheduler_.get(), worker_options);
   CalibrationServiceOptions calibration_options;
-  calibration_options.watch_poll_ms = options.watch_poll_ms;
+  calibration_options.watch.poll_ms = options.watch_poll_ms;
+  calibration_options.watch.max_streams = options.max_watchers;
   WorkerServiceImpl* workers = server->worker_service_.get();
   calibration_options.on_revocations = [workers](const std::vector<Revocation>& revocations) {
     workers->Revoke(revocations);

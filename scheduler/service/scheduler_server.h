@@ -30,7 +30,8 @@ struct SchedulerServerOptions {
   int64_t heartbeat_timeout_ms = 30'000;  // a worker silent this long is dropped, ms
   int64_t heartbeat_interval_ms = 2'000;  // told to workers, ms
   int64_t expire_interval_ms = 1'000;     // how often the timer calls ExpireLeases, ms
-  int64_t watch_poll_ms = 200;            // WatchJob polling period, ms
+  int64_t watch_poll_ms = 200;            // longest wait between looks at watched jobs, ms
+  uint32_t max_watchers = 1'024;          // WatchJob streams open at once
   bool sync_writes = true;                // fsync every store change (store/store.h)
   int64_t task_deadline_ms = 0;           // SchedulerOptions::task_deadline_ms (0: derived)
   uint32_t max_attempts = 4;              // SchedulerOptions::max_attempts
