@@ -37,7 +37,8 @@ StatusOr<std::string> ReadTokenFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFileBounded(path, kMaxFileBytes));
   const size_t end = text.find('\n');
   std::string token(absl::StripAsciiWhitespace(Sv(std::string_view(text).substr(0, end))));
-  if (token.empty()) return absl::InvalidArgumentError(Cat(path, ": the first line holds no token"));
+  if (token.empty())
+    return absl::InvalidArgumentError(Cat(path, ": the first line holds no token"));
   return token;
 }
 

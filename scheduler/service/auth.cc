@@ -22,9 +22,8 @@ constexpr uint32_t kReaders =
     Bits(Role::kReader) | Bits(Role::kSubmitter) | Bits(Role::kOperator) | kAdmin;
 constexpr uint32_t kSubmitters = Bits(Role::kSubmitter) | kAdmin;
 constexpr uint32_t kWorkers = Bits(Role::kWorker) | kAdmin;
-constexpr uint32_t kAnyRole = Bits(Role::kReader) | Bits(Role::kSubmitter) |
-                              Bits(Role::kOperator) | Bits(Role::kWorker) | Bits(Role::kAgent) |
-                              kAdmin;
+constexpr uint32_t kAnyRole = Bits(Role::kReader) | Bits(Role::kSubmitter) | Bits(Role::kOperator) |
+                              Bits(Role::kWorker) | Bits(Role::kAgent) | kAdmin;
 
 struct TableRow {
   std::string_view method;
@@ -60,9 +59,11 @@ constexpr size_t kMinTokenChars = 16;
 constexpr size_t kMaxTokenChars = 4096;
 
 bool ParseRole(std::string_view text, Caller& caller) {
-  static constexpr std::pair<std::string_view, Role> kNames[] = {
-      {"reader", Role::kReader}, {"submitter", Role::kSubmitter}, {"operator", Role::kOperator},
-      {"worker", Role::kWorker}, {"admin", Role::kAdmin}};
+  static constexpr std::pair<std::string_view, Role> kNames[] = {{"reader", Role::kReader},
+                                                                 {"submitter", Role::kSubmitter},
+                                                                 {"operator", Role::kOperator},
+                                                                 {"worker", Role::kWorker},
+                                                                 {"admin", Role::kAdmin}};
   for (const auto& [name, role] : kNames) {
     if (text == name) {
       caller.role = role;
@@ -106,12 +107,18 @@ std::string_view ToView(grpc::string_ref s) { return {s.data(), s.size()}; }
 
 std::string_view RoleName(Role role) {
   switch (role) {
-    case Role::kReader: return "reader";
-    case Role::kSubmitter: return "submitter";
-    case Role::kOperator: return "operator";
-    case Role::kWorker: return "worker";
-    case Role::kAgent: return "agent";
-    case Role::kAdmin: return "admin";
+    case Role::kReader:
+      return "reader";
+    case Role::kSubmitter:
+      return "submitter";
+    case Role::kOperator:
+      return "operator";
+    case Role::kWorker:
+      return "worker";
+    case Role::kAgent:
+      return "agent";
+    case Role::kAdmin:
+      return "admin";
   }
   return "unknown";
 }
@@ -149,7 +156,8 @@ StatusOr<TokenTable> TokenTable::Parse(std::string_view text, std::string_view s
     }
     Entry entry;
     // The role field is never quoted: a line with its columns swapped would print the token.
-    if (!ParseRole(fields[0], entry.caller)) return fail(Cat("unknown role (expected ", kRoleChoices, ")"));
+    if (!ParseRole(fields[0], entry.caller))
+      return fail(Cat("unknown role (expected ", kRoleChoices, ")"));
     const std::string_view token = fields[1];
     constexpr std::string_view kHashPrefix = "sha256:";
     if (token.starts_with(kHashPrefix)) {
@@ -168,8 +176,9 @@ StatusOr<TokenTable> TokenTable::Parse(std::string_view text, std::string_view s
       entry.hash = HashToken(token);
     }
     if (entry.hash == TokenHash{}) return fail("the all-zero hash is not a token");
-    entry.caller.name =
-        fields.size() == 3 ? std::string(fields[2]) : Cat(RoleName(entry.caller.role), "@line ", line_number);
+    entry.caller.name = fields.size() == 3
+                            ? std::string(fields[2])
+                            : Cat(RoleName(entry.caller.role), "@line ", line_number);
     for (size_t i = 0; i < table.entries_.size(); ++i) {
       if (table.entries_[i].hash == entry.hash) {
         return fail(Cat("the same token as line ", lines[i]));

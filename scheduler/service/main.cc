@@ -7,10 +7,10 @@
 // reflection only with --reflection) on ADDR, with its state in the RocksDB database at PATH.
 // Security (docs/SECURITY.md): TLS with --tls-cert/--tls-key (client certificates required when
 // --tls-client-ca is given), or plaintext with --insecure on a loopback address only; one of the
-// two must be chosen. --token-file: every call needs a bearer token whose role may make it. Logs go to stderr; the
-// bound address is logged once serving. SIGTERM / SIGINT: health goes NOT_SERVING, streams end
-// with UNAVAILABLE, the server stops and the process exits 0. Exit codes: 0 after a clean
-// shutdown, 1 when it cannot start (message on stderr), 2 on bad flags.
+// two must be chosen. --token-file: every call needs a bearer token whose role may make it.
+// Logs go to stderr; the bound address is logged once serving. SIGTERM / SIGINT: health goes
+// NOT_SERVING, streams end with UNAVAILABLE, the server stops and the process exits 0. Exit codes:
+// 0 after a clean shutdown, 1 when it cannot start (message on stderr), 2 on bad flags.
 
 #include <unistd.h>
 
@@ -71,8 +71,9 @@ int Run(int argc, char** argv) {
     return 2;
   }
   if (tls && insecure) {
-    std::fprintf(stderr, "ripplekv-scheduler: error: --insecure and --tls-cert/--tls-key exclude "
-                         "each other\n");
+    std::fprintf(stderr,
+                 "ripplekv-scheduler: error: --insecure and --tls-cert/--tls-key exclude "
+                 "each other\n");
     return 2;
   }
   if (insecure && !ripplekv::scheduler::service::IsLoopbackAddress(options.listen)) {

@@ -1,8 +1,9 @@
 #pragma once
 // The scheduler daemon's server (docs/DESIGN.md §3, docs/API.md): opens the store, builds the
 // scheduler core, serves CalibrationService and WorkerService with the health service (and
-// reflection when asked) on one address, secured as docs/SECURITY.md describes, with the documented keepalive settings, and runs a timer that calls
-// Scheduler::ExpireLeases. `ripplekv-scheduler` (main.cc) and the integration tests use it.
+// reflection when asked) on one address, secured as docs/SECURITY.md describes, with the
+// documented keepalive settings, and runs a timer that calls Scheduler::ExpireLeases.
+// `ripplekv-scheduler` (main.cc) and the integration tests use it.
 //
 // Thread-safety: Shutdown() may be called from any thread, once or more.
 

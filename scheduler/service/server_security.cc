@@ -48,7 +48,8 @@ StatusOr<ServerSecurity> MakeServerSecurity(const ServerSecurityOptions& options
       ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
     }
     security.credentials = grpc::SslServerCredentials(ssl);
-    security.description = options.tls_client_ca_file.empty() ? "TLS" : "TLS with client certificates";
+    security.description =
+        options.tls_client_ca_file.empty() ? "TLS" : "TLS with client certificates";
   } else {
     if (!options.tls_client_ca_file.empty()) {
       return absl::InvalidArgumentError("a client CA needs TLS (a certificate and its key)");

@@ -26,7 +26,7 @@
 namespace ripplekv::worker {
 
 struct WorkerClientOptions {
-  std::string scheduler_address;   // host:port of the scheduler
+  std::string scheduler_address;  // host:port of the scheduler
   // TLS and the bearer token (docs/SECURITY.md); keepalive_without_calls is always set.
   v1::ClientChannelOptions channel;
   std::string worker_id;           // stable worker name, 1..128 printable ASCII

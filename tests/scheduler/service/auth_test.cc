@@ -68,28 +68,21 @@ std::string Read(const fs::path& path) {
 
 // Every RPC of the two services, by full name.
 const std::vector<std::string> kAllMethods = {
-    "/ripplekv.v1.CalibrationService/GetJob",
-    "/ripplekv.v1.CalibrationService/ListJobs",
-    "/ripplekv.v1.CalibrationService/WatchJob",
-    "/ripplekv.v1.CalibrationService/GetProfile",
-    "/ripplekv.v1.CalibrationService/ListProfiles",
-    "/ripplekv.v1.CalibrationService/GetBudgetMap",
-    "/ripplekv.v1.CalibrationService/SubmitJob",
-    "/ripplekv.v1.CalibrationService/CancelJob",
-    "/ripplekv.v1.WorkerService/Register",
-    "/ripplekv.v1.WorkerService/Connect",
+    "/ripplekv.v1.CalibrationService/GetJob",       "/ripplekv.v1.CalibrationService/ListJobs",
+    "/ripplekv.v1.CalibrationService/WatchJob",     "/ripplekv.v1.CalibrationService/GetProfile",
+    "/ripplekv.v1.CalibrationService/ListProfiles", "/ripplekv.v1.CalibrationService/GetBudgetMap",
+    "/ripplekv.v1.CalibrationService/SubmitJob",    "/ripplekv.v1.CalibrationService/CancelJob",
+    "/ripplekv.v1.WorkerService/Register",          "/ripplekv.v1.WorkerService/Connect",
     "/ripplekv.v1.WorkerService/GetJobData",
 };
 
-std::set<std::string> ReaderCalls() {
-  return {kAllMethods.begin(), kAllMethods.begin() + 6};
-}
+std::set<std::string> ReaderCalls() { return {kAllMethods.begin(), kAllMethods.begin() + 6}; }
 
 // What each role may call, stated here independently of the server's table.
 std::map<std::string, std::set<std::string>> Expected() {
   std::set<std::string> submitter = ReaderCalls();
-  submitter.insert({"/ripplekv.v1.CalibrationService/SubmitJob",
-                    "/ripplekv.v1.CalibrationService/CancelJob"});
+  submitter.insert(
+      {"/ripplekv.v1.CalibrationService/SubmitJob", "/ripplekv.v1.CalibrationService/CancelJob"});
   return {
       {"reader", ReaderCalls()},
       {"submitter", submitter},
@@ -276,8 +269,8 @@ TEST_F(AuthTest, EachRoleMayMakeExactlyItsCalls) {
     for (const std::string& method : kAllMethods) {
       const grpc::Status status = Call(stubs, method);
       if (allowed.contains(method)) {
-        EXPECT_TRUE(PassedAuth(status))
-            << role << " " << method << ": " << status.error_code() << " " << status.error_message();
+        EXPECT_TRUE(PassedAuth(status)) << role << " " << method << ": " << status.error_code()
+                                        << " " << status.error_message();
       } else {
         EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
             << role << " " << method << ": " << status.error_message();

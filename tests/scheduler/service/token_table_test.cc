@@ -24,9 +24,14 @@ const std::string kAgentToken = "agent-token-0123456789ab";
 std::string ValidFile() {
   return "# comment\n"
          "\n"
-         "reader " + kReaderToken + " alice\n"
-         "  agent:node-7\t" + kAgentToken + "  \n"
-         "admin sha256:" + std::string(64, '0').replace(63, 1, "1") + "\n";
+         "reader " +
+         kReaderToken +
+         " alice\n"
+         "  agent:node-7\t" +
+         kAgentToken +
+         "  \n"
+         "admin sha256:" +
+         std::string(64, '0').replace(63, 1, "1") + "\n";
 }
 
 TEST(TokenTableTest, ParsesRolesNamesAndAgentNodes) {
@@ -139,15 +144,14 @@ TEST(TokenTableTest, TableCoversEveryMethodOfTheServices) {
 }
 
 TEST(AuthorizeTest, DecidesByTokenAndRole) {
-  StatusOr<TokenTable> table = TokenTable::Parse(
-      "reader " + kReaderToken + "\nadmin admin-token-0123456789\n", "tokens");
+  StatusOr<TokenTable> table =
+      TokenTable::Parse("reader " + kReaderToken + "\nadmin admin-token-0123456789\n", "tokens");
   ASSERT_TRUE(table.ok()) << table.status();
   const std::string bearer = "Bearer " + kReaderToken;
   const std::string get = "/ripplekv.v1.CalibrationService/GetJob";
   const std::string submit = "/ripplekv.v1.CalibrationService/SubmitJob";
   EXPECT_TRUE(Authorize(*table, get, {bearer}).status.ok());
-  EXPECT_EQ(Authorize(*table, submit, {bearer}).status.code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Authorize(*table, submit, {bearer}).status.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(Authorize(*table, get, {}).status.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(Authorize(*table, get, {kReaderToken}).status.code(),  // no "Bearer "
             absl::StatusCode::kUnauthenticated);
