@@ -56,7 +56,7 @@ class Cluster:
         self.logs = []
         sched = find_bin(build, "ripplekv-scheduler", "scheduler/service")
         worker = find_bin(build, "ripplekv-worker", "worker/service")
-        self._spawn([sched, "--listen", self.addr, "--db", tmp / "db"], "scheduler")
+        self._spawn([sched, "--listen", self.addr, "--db", tmp / "db", "--insecure"], "scheduler")
         self._wait(lambda: self._cli("jobs").returncode == 0, 30, "scheduler")
         for i in range(workers):
             args = [worker, "--scheduler", self.addr, "--model", model, "--threads", "1",

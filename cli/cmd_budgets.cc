@@ -3,7 +3,7 @@
 //   [--out FILE] [--json]
 // Turns a sensitivity profile into per-layer KV-cache token budgets (docs/DESIGN.md §2): the total is
 // exactly L * B. With --scheduler the map is computed by the scheduler (GetBudgetMap, the same
-// library) from its stored profile.
+// library) from its stored profile; the security flags of cli/scheduler_flags.h apply.
 // stdout: a table, or the map in --format with --json; --out writes the file.
 
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/remote_client.h"
+#include "cli/scheduler_flags.h"
 #include "method/budget_format.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
@@ -28,6 +29,7 @@ namespace {
 struct BudgetsArgs {
   std::string profile;
   std::string scheduler;   // remote: the scheduler's address, instead of --profile
+  v1::ClientSecurityFiles security;  // remote: --tls-ca, --tls-cert, --tls-key, --token-file
   std::string model_hash;  // remote: the profile's model hash
   int64_t version = 0;     // remote: profile version; 0: the latest
   int64_t avg_budget = 0;
@@ -45,7 +47,7 @@ struct BudgetsArgs {
 StatusOr<std::pair<method::SensitivityProfile, method::BudgetMap>> RemoteBudgetMap(
     const BudgetsArgs& args, const method::BudgetOptions& options,
     method::BudgetFormat format) {
-  RemoteClient client(args.scheduler);
+  ASSIGN_OR_RETURN(RemoteClient client, RemoteClient::Connect(args.scheduler, args.security));
   v1::GetBudgetMapRequest request;
   request.set_model_hash(args.model_hash);
   request.set_profile_version(args.version);
@@ -148,6 +150,7 @@ void AddBudgetsCommand(CLI::App& app, Action& run) {
   cmd->add_option("--profile", a->profile, "Profile JSON from `ripplekv calibrate --out`");
   cmd->add_option("--scheduler", a->scheduler,
                   "Ask this scheduler (host:port) instead of reading --profile");
+  AddSchedulerSecurityFlags(cmd, a->security);
   cmd->add_option("--model-hash", a->model_hash, "With --scheduler: the profile's model hash");
   cmd->add_option("--version", a->version, "With --scheduler: profile version (0: latest)")
       ->capture_default_str();

@@ -8,6 +8,9 @@
 //   ripplekv profile get --scheduler ADDR --model-hash H [--version V] [--json] [--plot F.svg]
 //     [--ratio R]
 //   ripplekv profile list --scheduler ADDR [--model-hash H]
+// Every command also takes the security flags of cli/scheduler_flags.h: --tls-ca F
+// [--tls-cert F --tls-key F] [--tls-server-name N] [--token-file F] (docs/SECURITY.md); a
+// rejected call (UNAUTHENTICATED, PERMISSION_DENIED) exits 1.
 // stdout: results (tables, or JSON with --json); stderr: progress and logs. A server error is one
 // line "ripplekv: error: <message>" and the exit code of cli/exit_codes.h (UNAVAILABLE: 3).
 
@@ -28,6 +31,7 @@
 #include "cli/profile_view.h"
 #include "cli/progress.h"
 #include "cli/remote_client.h"
+#include "cli/scheduler_flags.h"
 #include "google/protobuf/util/json_util.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
@@ -41,6 +45,7 @@ namespace {
 
 struct SubmitArgs {
   std::string scheduler;
+  v1::ClientSecurityFiles security;  // --tls-ca, --tls-cert, --tls-key, --token-file
   std::string model;
   std::string model_hash;  // empty: computed from --model
   MethodFlags method;      // method.data: a path every worker can read
@@ -52,12 +57,14 @@ struct SubmitArgs {
 
 struct JobArgs {
   std::string scheduler;
+  v1::ClientSecurityFiles security;  // --tls-ca, --tls-cert, --tls-key, --token-file
   std::string job_id;
   bool json = false;
 };
 
 struct ProfileArgs {
   std::string scheduler;
+  v1::ClientSecurityFiles security;  // --tls-ca, --tls-cert, --tls-key, --token-file
   std::string model_hash;
   int64_t version = 0;
   bool json = false;
@@ -201,8 +208,9 @@ int RunSubmit(const SubmitArgs& args) {
   for (int l : *layers) params->add_layers(l);
   spec->set_priority(args.priority);
 
-  RemoteClient client(args.scheduler);
-  auto response = client.SubmitJob(request);
+  auto client = RemoteClient::Connect(args.scheduler, args.security);
+  if (!client.ok()) return ReportError(client.status());
+  auto response = client->SubmitJob(request);
   if (!response.ok()) return ReportError(response.status());
   const std::string job_id = response->job().job_id();
   spdlog::info("{} job {} for model {}", response->existing() ? "existing" : "submitted", job_id,
@@ -211,17 +219,18 @@ int RunSubmit(const SubmitArgs& args) {
     std::printf("%s\n", job_id.c_str());
     return kExitOk;
   }
-  auto job = WaitForJob(client, job_id);
+  auto job = WaitForJob(*client, job_id);
   if (!job.ok()) return ReportError(job.status());
   if (int code = ReportJobEnd(*job); code != kExitOk) return code;
-  auto profile = client.GetProfile(hash, job->profile_version());
+  auto profile = client->GetProfile(hash, job->profile_version());
   if (!profile.ok()) return ReportError(profile.status());
   return PrintProfile(*profile, args.json);
 }
 
 int RunJobs(const JobArgs& args) {
-  RemoteClient client(args.scheduler);
-  auto jobs = client.ListJobs();
+  auto client = RemoteClient::Connect(args.scheduler, args.security);
+  if (!client.ok()) return ReportError(client.status());
+  auto jobs = client->ListJobs();
   if (!jobs.ok()) return ReportError(jobs.status());
   if (args.json) {
     v1::ListJobsResponse all;
@@ -242,8 +251,9 @@ int RunJobs(const JobArgs& args) {
 }
 
 int RunWatch(const JobArgs& args) {
-  RemoteClient client(args.scheduler);
-  auto job = WaitForJob(client, args.job_id);
+  auto client = RemoteClient::Connect(args.scheduler, args.security);
+  if (!client.ok()) return ReportError(client.status());
+  auto job = WaitForJob(*client, args.job_id);
   if (!job.ok()) return ReportError(job.status());
   std::printf("%s %s", job->job_id().c_str(), JobStateName(job->state()).c_str());
   if (job->state() == v1::JOB_STATE_SUCCEEDED) {
@@ -255,23 +265,26 @@ int RunWatch(const JobArgs& args) {
 }
 
 int RunCancel(const JobArgs& args) {
-  RemoteClient client(args.scheduler);
-  auto job = client.CancelJob(args.job_id);
+  auto client = RemoteClient::Connect(args.scheduler, args.security);
+  if (!client.ok()) return ReportError(client.status());
+  auto job = client->CancelJob(args.job_id);
   if (!job.ok()) return ReportError(job.status());
   std::printf("%s %s\n", job->job_id().c_str(), JobStateName(job->state()).c_str());
   return kExitOk;
 }
 
 int RunProfileGet(const ProfileArgs& args) {
-  RemoteClient client(args.scheduler);
-  auto profile = client.GetProfile(args.model_hash, args.version);
+  auto client = RemoteClient::Connect(args.scheduler, args.security);
+  if (!client.ok()) return ReportError(client.status());
+  auto profile = client->GetProfile(args.model_hash, args.version);
   if (!profile.ok()) return ReportError(profile.status());
   return PrintProfile(*profile, args.json, args.ratio, args.plot);
 }
 
 int RunProfileList(const ProfileArgs& args) {
-  RemoteClient client(args.scheduler);
-  auto profiles = client.ListProfiles(args.model_hash);
+  auto client = RemoteClient::Connect(args.scheduler, args.security);
+  if (!client.ok()) return ReportError(client.status());
+  auto profiles = client->ListProfiles(args.model_hash);
   if (!profiles.ok()) return ReportError(profiles.status());
   std::printf("%-64s  %7s  %-24s  %s\n", "model hash", "version", "job", "created");
   for (const v1::Profile& p : *profiles) {
@@ -284,8 +297,9 @@ int RunProfileList(const ProfileArgs& args) {
   return kExitOk;
 }
 
-void AddSchedulerOption(CLI::App* cmd, std::string& address) {
+void AddSchedulerOption(CLI::App* cmd, std::string& address, v1::ClientSecurityFiles& security) {
   cmd->add_option("--scheduler", address, "Scheduler address host:port")->required();
+  AddSchedulerSecurityFlags(cmd, security);
 }
 
 }  // namespace
@@ -294,7 +308,7 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
   {
     auto a = std::make_shared<SubmitArgs>();
     CLI::App* cmd = app.add_subcommand("submit", "Submit a calibration job to a scheduler");
-    AddSchedulerOption(cmd, a->scheduler);
+    AddSchedulerOption(cmd, a->scheduler, a->security);
     cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face model directory")
         ->required();
     cmd->add_option("--model-hash", a->model_hash, "Model hash (default: computed from --model)");
@@ -310,21 +324,21 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
   {
     auto a = std::make_shared<JobArgs>();
     CLI::App* cmd = app.add_subcommand("jobs", "List a scheduler's jobs, newest first");
-    AddSchedulerOption(cmd, a->scheduler);
+    AddSchedulerOption(cmd, a->scheduler, a->security);
     cmd->add_flag("--json", a->json, "Print JSON instead of the table");
     cmd->callback([a, &run] { run = [a] { return RunJobs(*a); }; });
   }
   {
     auto a = std::make_shared<JobArgs>();
     CLI::App* cmd = app.add_subcommand("watch", "Follow a job until it ends");
-    AddSchedulerOption(cmd, a->scheduler);
+    AddSchedulerOption(cmd, a->scheduler, a->security);
     cmd->add_option("job", a->job_id, "Job id")->required();
     cmd->callback([a, &run] { run = [a] { return RunWatch(*a); }; });
   }
   {
     auto a = std::make_shared<JobArgs>();
     CLI::App* cmd = app.add_subcommand("cancel", "Cancel a job");
-    AddSchedulerOption(cmd, a->scheduler);
+    AddSchedulerOption(cmd, a->scheduler, a->security);
     cmd->add_option("job", a->job_id, "Job id")->required();
     cmd->callback([a, &run] { run = [a] { return RunCancel(*a); }; });
   }
@@ -333,7 +347,7 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
     profile->require_subcommand(1);
     auto g = std::make_shared<ProfileArgs>();
     CLI::App* get = profile->add_subcommand("get", "Print one profile (latest by default)");
-    AddSchedulerOption(get, g->scheduler);
+    AddSchedulerOption(get, g->scheduler, g->security);
     get->add_option("--model-hash", g->model_hash, "Model hash")->required();
     get->add_option("--version", g->version, "Profile version (0: latest)")->capture_default_str();
     get->add_flag("--json", g->json, "Print the profile JSON (as `calibrate --json`)");
@@ -344,7 +358,7 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
     get->callback([g, &run] { run = [g] { return RunProfileGet(*g); }; });
     auto l = std::make_shared<ProfileArgs>();
     CLI::App* list = profile->add_subcommand("list", "List profile versions");
-    AddSchedulerOption(list, l->scheduler);
+    AddSchedulerOption(list, l->scheduler, l->security);
     list->add_option("--model-hash", l->model_hash, "Only this model's versions");
     list->callback([l, &run] { run = [l] { return RunProfileList(*l); }; });
   }

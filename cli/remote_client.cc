@@ -25,8 +25,16 @@ Status FromGrpc(const grpc::Status& status, const std::string& address) {
   return absl::Status(code, status.error_message());
 }
 
-RemoteClient::RemoteClient(const std::string& address)
-    : address_(address), stub_(v1::CalibrationService::NewStub(v1::MakeClientChannel(address))) {}
+RemoteClient::RemoteClient(const std::string& address, const v1::ClientChannelOptions& options)
+    : address_(address),
+      stub_(v1::CalibrationService::NewStub(v1::MakeClientChannel(address, options))) {}
+
+StatusOr<RemoteClient> RemoteClient::Connect(const std::string& address,
+                                             const v1::ClientSecurityFiles& files) {
+  v1::ClientChannelOptions options;
+  RETURN_IF_ERROR(v1::LoadClientSecurity(files, options));
+  return RemoteClient(address, options);
+}
 
 StatusOr<v1::SubmitJobResponse> RemoteClient::SubmitJob(const v1::SubmitJobRequest& request) {
   grpc::ClientContext context;

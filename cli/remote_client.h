@@ -13,6 +13,7 @@
 #include "kernels/base/status.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "method/profile.h"
+#include "proto/client_channel.h"
 
 namespace ripplekv::cli {
 
@@ -23,7 +24,12 @@ inline constexpr std::chrono::seconds kUnaryDeadline{10};
 class RemoteClient {
  public:
   // `address` is host:port. Never fails here: connection errors surface on the first call.
-  explicit RemoteClient(const std::string& address);
+  explicit RemoteClient(const std::string& address, const v1::ClientChannelOptions& options = {});
+
+  // A client with the certificates and token of `files` (proto/client_channel.h). Errors: those
+  // of LoadClientSecurity (a file unreadable, flags that do not go together).
+  [[nodiscard]] static StatusOr<RemoteClient> Connect(const std::string& address,
+                                                      const v1::ClientSecurityFiles& files);
 
   [[nodiscard]] StatusOr<v1::SubmitJobResponse> SubmitJob(const v1::SubmitJobRequest& request);
   [[nodiscard]] StatusOr<v1::Job> GetJob(const std::string& job_id);

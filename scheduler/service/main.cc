@@ -1,13 +1,17 @@
 // ripplekv-scheduler: the calibration scheduler daemon (docs/DESIGN.md §3, docs/API.md).
 //
-//   ripplekv-scheduler --listen ADDR --db PATH [--lease-ms N] [--heartbeat-timeout-ms N]
-//                      [--task-deadline-ms N] [--max-attempts N]
+//   ripplekv-scheduler --listen ADDR --db PATH (--tls-cert F --tls-key F [--tls-client-ca F] |
+//     --insecure) [--token-file F] [--reflection] [--lease-ms N] [--heartbeat-timeout-ms N]
+//     [--task-deadline-ms N] [--max-attempts N] [--max-watchers N]
 //
-// Serves ripplekv.v1.CalibrationService and WorkerService, the gRPC health service and
-// reflection on ADDR, with its state in the RocksDB database at PATH. Logs go to stderr; the
-// bound address is logged once serving. SIGTERM / SIGINT: health goes NOT_SERVING, streams end
-// with UNAVAILABLE, the server stops and the process exits 0. Exit codes: 0 after a clean
-// shutdown, 1 when it cannot start (message on stderr), 2 on bad flags.
+// Serves ripplekv.v1.CalibrationService and WorkerService and the gRPC health service (server
+// reflection only with --reflection) on ADDR, with its state in the RocksDB database at PATH.
+// Security (docs/SECURITY.md): TLS with --tls-cert/--tls-key (client certificates required when
+// --tls-client-ca is given), or plaintext with --insecure on a loopback address only; one of the
+// two must be chosen. --token-file: every call needs a bearer token whose role may make it.
+// Logs go to stderr; the bound address is logged once serving. SIGTERM / SIGINT: health goes
+// NOT_SERVING, streams end with UNAVAILABLE, the server stops and the process exits 0. Exit codes:
+// 0 after a clean shutdown, 1 when it cannot start (message on stderr), 2 on bad flags.
 
 #include <unistd.h>
 
@@ -59,10 +63,43 @@ int Run(int argc, char** argv) {
                  "that fail its job")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  ripplekv::scheduler::service::ServerSecurityOptions& security = options.security;
+  bool insecure = false;
+  app.add_option("--tls-cert", security.tls_cert_file, "PEM server certificate chain (TLS)");
+  app.add_option("--tls-key", security.tls_key_file, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", security.tls_client_ca_file,
+                 "PEM CA: require client certificates it signed (mTLS)");
+  app.add_option("--token-file", security.token_file,
+                 "Bearer tokens and their roles, one per line (docs/SECURITY.md)");
+  app.add_flag("--insecure", insecure, "Serve plaintext (loopback addresses only)");
+  app.add_flag("--reflection", options.reflection, "Serve gRPC server reflection");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  const bool tls = !security.tls_cert_file.empty() || !security.tls_key_file.empty();
+  if (!tls && !insecure) {
+    std::fprintf(stderr,
+                 "ripplekv-scheduler: error: pass --tls-cert and --tls-key to serve TLS, or "
+                 "--insecure to serve plaintext on a loopback address\n");
+    return 2;
+  }
+  if (tls && insecure) {
+    std::fprintf(stderr,
+                 "ripplekv-scheduler: error: --insecure and --tls-cert/--tls-key exclude "
+                 "each other\n");
+    return 2;
+  }
+  if (insecure && !ripplekv::scheduler::service::IsLoopbackAddress(options.listen)) {
+    std::fprintf(stderr,
+                 "ripplekv-scheduler: error: --insecure serves only loopback addresses "
+                 "(127.0.0.1, [::1], localhost), not %s; use TLS\n",
+                 options.listen.c_str());
+    return 2;
+  }
+  if (security.token_file.empty()) {
+    spdlog::warn("no --token-file: every client that can connect may call every RPC");
   }
 
   // Heartbeats several times per timeout, at most every 2 s (docs/API.md).

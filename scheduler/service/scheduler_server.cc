@@ -36,7 +36,10 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
         absl::StrCat("heartbeat_timeout_ms: ", options.heartbeat_timeout_ms,
                      " must exceed the heartbeat interval ", options.heartbeat_interval_ms));
   }
+  // Before the store: a bad certificate or token file must not leave a database behind.
+  ASSIGN_OR_RETURN(ServerSecurity security, MakeServerSecurity(options.security, options.listen));
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
+  server->tokens_ = security.tokens;
   store::StoreOptions store_options;
   store_options.sync_writes = options.sync_writes;
   ASSIGN_OR_RETURN(server->store_, store::OpenStore(options.db_path, store_options));
@@ -66,9 +69,9 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       server->scheduler_.get(), std::move(calibration_options));
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(options.listen, security.credentials, &server->port_);
   builder.RegisterService(server->calibration_service_.get());
   builder.RegisterService(server->worker_service_.get());
   builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
@@ -82,6 +85,7 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
+  spdlog::info("serving {} ({})", options.listen, security.description);
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
   if (health != nullptr) {
     for (const char* service : kServices) health->SetServingStatus(service, true);

@@ -1,8 +1,9 @@
 #pragma once
 // The scheduler daemon's server (docs/DESIGN.md §3, docs/API.md): opens the store, builds the
-// scheduler core, serves CalibrationService and WorkerService with the health service and
-// reflection on one address with the documented keepalive settings, and runs a timer that calls
-// Scheduler::ExpireLeases. `ripplekv-scheduler` (main.cc) and the integration tests use it.
+// scheduler core, serves CalibrationService and WorkerService with the health service (and
+// reflection when asked) on one address, secured as docs/SECURITY.md describes, with the
+// documented keepalive settings, and runs a timer that calls Scheduler::ExpireLeases.
+// `ripplekv-scheduler` (main.cc) and the integration tests use it.
 //
 // Thread-safety: Shutdown() may be called from any thread, once or more.
 
@@ -18,6 +19,7 @@
 #include "kernels/base/status.h"
 #include "scheduler/core/scheduler.h"
 #include "scheduler/service/calibration_service.h"
+#include "scheduler/service/server_security.h"
 #include "scheduler/service/worker_service.h"
 #include "store/store.h"
 
@@ -35,11 +37,16 @@ struct SchedulerServerOptions {
   bool sync_writes = true;                // fsync every store change (store/store.h)
   int64_t task_deadline_ms = 0;           // SchedulerOptions::task_deadline_ms (0: derived)
   uint32_t max_attempts = 4;              // SchedulerOptions::max_attempts
+  // TLS and tokens (server_security.h). The default, plaintext without tokens, serves loopback
+  // only; `ripplekv-scheduler` makes its operator choose explicitly.
+  ServerSecurityOptions security;
+  bool reflection = false;  // serve gRPC server reflection (process-wide once enabled)
 };
 
 class SchedulerServer {
  public:
-  // Opens the store and starts serving. Errors: InvalidArgument (no db_path, bad durations),
+  // Opens the store and starts serving. Errors: InvalidArgument (no db_path, bad durations,
+  // plaintext on a non-loopback address, bad security files; MakeServerSecurity),
   // the store's errors (Unavailable when another process holds the database), Unavailable when
   // the address cannot be bound.
   [[nodiscard]] static StatusOr<std::unique_ptr<SchedulerServer>> Start(
@@ -59,6 +66,9 @@ class SchedulerServer {
   Scheduler& scheduler() { return *scheduler_; }
   WorkerServiceImpl& worker_service() { return *worker_service_; }
 
+  // The accepted tokens (null without a token file), e.g. for auth.h's CallerOf in handlers.
+  const TokenTable* tokens() const { return tokens_.get(); }
+
  private:
   SchedulerServer() = default;
   void TimerLoop(int64_t interval_ms);
@@ -67,6 +77,7 @@ class SchedulerServer {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<CalibrationServiceImpl> calibration_service_;
+  std::shared_ptr<const TokenTable> tokens_;
   std::unique_ptr<grpc::Server> server_;  // last: destroyed first
   int port_ = 0;
 

@@ -175,12 +175,13 @@ class LocalCluster {
   const fs::path& dir() const { return dir_; }
   fs::path db() const { return dir_ / "db"; }
 
-  // Starts (or restarts, after Kill) the scheduler on the same port and database. The log of
-  // start k is scheduler-k.{out,err}.
+  // Starts (or restarts, after Kill) the scheduler on the same port and database, plaintext on
+  // loopback without tokens (--insecure). The log of start k is scheduler-k.{out,err}.
   void StartScheduler() {
     const std::string name = "scheduler-" + std::to_string(scheduler_starts_++);
     scheduler_ = std::make_unique<Process>(
-        std::vector<std::string>{RIPPLEKV_SCHEDULER, "--listen", address(), "--db", db().string()},
+        std::vector<std::string>{RIPPLEKV_SCHEDULER, "--listen", address(), "--db", db().string(),
+                                 "--insecure"},
         dir_ / (name + ".out"), dir_ / (name + ".err"));
   }
   Process& scheduler() { return *scheduler_; }

@@ -463,8 +463,9 @@ Status WorkerClient::Run() {
   if (im.options.worker_id.empty() || im.options.worker_id.size() > 128) {
     return absl::InvalidArgumentError("worker id must be 1..128 characters");
   }
-  im.channel =
-      pb::MakeClientChannel(im.options.scheduler_address, {.keepalive_without_calls = true});
+  pb::ClientChannelOptions channel_options = im.options.channel;
+  channel_options.keepalive_without_calls = true;
+  im.channel = pb::MakeClientChannel(im.options.scheduler_address, channel_options);
   im.stub = pb::WorkerService::NewStub(im.channel);
 
   std::chrono::milliseconds backoff = im.options.initial_backoff;

@@ -20,12 +20,15 @@
 
 #include "kernels/base/status.h"
 #include "method/profile.h"
+#include "proto/client_channel.h"
 #include "worker/service/task_runner.h"
 
 namespace ripplekv::worker {
 
 struct WorkerClientOptions {
-  std::string scheduler_address;   // host:port of the scheduler
+  std::string scheduler_address;  // host:port of the scheduler
+  // TLS and the bearer token (docs/SECURITY.md); keepalive_without_calls is always set.
+  v1::ClientChannelOptions channel;
   std::string worker_id;           // stable worker name, 1..128 printable ASCII
   int64_t memory_limit_bytes = 0;  // advertised prefill cache limit, bytes; 0 = unbounded
   // The worker's memory accounting, reported at registration (docs/MEMORY.md); bytes, 0 = not

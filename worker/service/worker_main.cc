@@ -1,6 +1,11 @@
 // ripplekv-worker --scheduler ADDR --model PATH [--threads N] [--weights stored|f32]
 // [--device cpu|cuda:N] [--device-weights bf16|f32] [--prefill-cache-mb M] [--memory-limit-mb M]
-// [--id NAME] [--tp N]
+// [--id NAME] [--tp N] [--tls-ca F [--tls-cert F --tls-key F] [--tls-server-name N]]
+// [--token-file F]
+//
+// Security (docs/SECURITY.md): --tls-ca verifies the scheduler's TLS certificate (without it the
+// worker speaks plaintext, which a scheduler serves on loopback only); --tls-cert/--tls-key
+// present a client certificate (mTLS); --token-file holds the worker role's bearer token.
 //
 // Tensor parallelism (docs/DESIGN.md §3.2): `mpirun -np N*k ripplekv-worker --tp N ...` forms k
 // workers of N ranks each (consecutive ranks); each rank holds its shard of the model, rank 0 of a
@@ -31,6 +36,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "proto/client_channel.h"
 #include "spdlog/spdlog.h"
 #include "worker/calibration/calibration_run.h"
 #include "worker/calibration/memory_estimate.h"
@@ -123,6 +129,14 @@ int Main(int argc, char** argv) {
                  "estimate exceeds it are refused")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--id", id, "Stable worker id (default: host name)");
+  v1::ClientSecurityFiles security;
+  app.add_option("--tls-ca", security.tls_ca, "PEM CA that signed the scheduler's certificate");
+  app.add_option("--tls-cert", security.tls_cert, "PEM client certificate (mTLS)");
+  app.add_option("--tls-key", security.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-server-name", security.tls_server_name,
+                 "Name to check in the scheduler's certificate (default: the address's host)");
+  app.add_option("--token-file", security.token_file,
+                 "File whose first line is the worker's bearer token");
   app.add_flag("--no-compute", no_compute,
                "Benchmark mode: report synthetic KL without running the model (never for real "
                "jobs; bench/scheduler_overhead.py)");
@@ -142,6 +156,10 @@ int Main(int argc, char** argv) {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 
+  v1::ClientChannelOptions channel;
+  if (Status loaded = v1::LoadClientSecurity(security, channel); !loaded.ok()) {
+    return Fail(loaded);
+  }
   auto storage = ParseWeightStorage(weights);
   if (!storage.ok()) return Fail(storage.status());
   auto device_weights_type = ParseDeviceWeights(device_weights);
@@ -233,6 +251,7 @@ int Main(int argc, char** argv) {
   options.tensor_parallel = tp;
   options.device = kernels::DeviceSpecName(*device_spec);
   options.scheduler_address = scheduler;
+  options.channel = channel;
   options.worker_id = id;
   options.memory_limit_bytes = cache_bytes;
   options.memory = {.limit_bytes = limit_bytes,

@@ -1,0 +1,542 @@
+// TLS and bearer-token roles on a real SchedulerServer (docs/SECURITY.md): certificates and tokens
+// made by deploy/local/make-tls in a temporary directory, a server on 127.0.0.1 with TLS, required
+// client certificates and a token file, and clients built by proto/client_channel.h. Every RPC is
+// called with no token, an unknown token and each role's token: exactly the allowed calls get past
+// the check. Also: rejected calls change nothing, plaintext and foreign client certificates are
+// refused, tokens never reach the log, and plaintext with tokens works on loopback only.
+
+#include <fcntl.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/base/file_io.h"
+#include "proto/client_channel.h"
+#include "ripplekv/v1/calibration.grpc.pb.h"
+#include "ripplekv/v1/worker.grpc.pb.h"
+#include "scheduler/service/scheduler_server.h"
+#include "spdlog/spdlog.h"
+
+namespace ripplekv::scheduler::service {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr auto kCallTimeout = std::chrono::seconds(10);
+const std::string kHash(64, 'a');
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "ripplekv_auth_XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Runs deploy/local/make-tls DIR; true on success.
+bool MakeTls(const fs::path& dir) {
+  const std::string command = std::string(RIPPLEKV_SOURCE_DIR) + "/deploy/local/make-tls '" +
+                              dir.string() + "' >/dev/null 2>&1";
+  return std::system(command.c_str()) == 0;
+}
+
+std::string Read(const fs::path& path) {
+  StatusOr<std::string> text = ReadFileBounded(path.string(), 1 << 20);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.value_or("");
+}
+
+// Every RPC of the two services, by full name.
+const std::vector<std::string> kAllMethods = {
+    "/ripplekv.v1.CalibrationService/GetJob",       "/ripplekv.v1.CalibrationService/ListJobs",
+    "/ripplekv.v1.CalibrationService/WatchJob",     "/ripplekv.v1.CalibrationService/GetProfile",
+    "/ripplekv.v1.CalibrationService/ListProfiles", "/ripplekv.v1.CalibrationService/GetBudgetMap",
+    "/ripplekv.v1.CalibrationService/SubmitJob",    "/ripplekv.v1.CalibrationService/CancelJob",
+    "/ripplekv.v1.WorkerService/Register",          "/ripplekv.v1.WorkerService/Connect",
+    "/ripplekv.v1.WorkerService/GetJobData",
+};
+
+std::set<std::string> ReaderCalls() { return {kAllMethods.begin(), kAllMethods.begin() + 6}; }
+
+// What each role may call, stated here independently of the server's table.
+std::map<std::string, std::set<std::string>> Expected() {
+  std::set<std::string> submitter = ReaderCalls();
+  submitter.insert(
+      {"/ripplekv.v1.CalibrationService/SubmitJob", "/ripplekv.v1.CalibrationService/CancelJob"});
+  return {
+      {"reader", ReaderCalls()},
+      {"submitter", submitter},
+      {"operator", ReaderCalls()},
+      {"worker",
+       {"/ripplekv.v1.WorkerService/Register", "/ripplekv.v1.WorkerService/Connect",
+        "/ripplekv.v1.WorkerService/GetJobData"}},
+      {"agent", {}},
+      {"admin", {kAllMethods.begin(), kAllMethods.end()}},
+  };
+}
+
+struct Stubs {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::CalibrationService::Stub> calibration;
+  std::unique_ptr<v1::WorkerService::Stub> workers;
+};
+
+Stubs MakeStubs(const std::string& address, const v1::ClientChannelOptions& options) {
+  Stubs stubs;
+  stubs.channel = v1::MakeClientChannel(address, options);
+  stubs.calibration = v1::CalibrationService::NewStub(stubs.channel);
+  stubs.workers = v1::WorkerService::NewStub(stubs.channel);
+  return stubs;
+}
+
+void SetDeadline(grpc::ClientContext& context) {
+  context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+}
+
+// Calls `method` with a request the handler rejects or answers harmlessly (unknown ids, empty
+// specs): only the auth check can produce UNAUTHENTICATED or PERMISSION_DENIED.
+grpc::Status Call(Stubs& s, const std::string& method) {
+  grpc::ClientContext context;
+  SetDeadline(context);
+  const std::string name = method.substr(method.rfind('/') + 1);
+  if (name == "GetJob") {
+    v1::GetJobRequest request;
+    request.set_job_id("no-such-job");
+    v1::Job response;
+    return s.calibration->GetJob(&context, request, &response);
+  }
+  if (name == "ListJobs") {
+    v1::ListJobsResponse response;
+    return s.calibration->ListJobs(&context, v1::ListJobsRequest(), &response);
+  }
+  if (name == "WatchJob") {
+    v1::WatchJobRequest request;
+    request.set_job_id("no-such-job");
+    auto reader = s.calibration->WatchJob(&context, request);
+    v1::JobEvent event;
+    while (reader->Read(&event)) {
+    }
+    return reader->Finish();
+  }
+  if (name == "GetProfile") {
+    v1::GetProfileRequest request;
+    request.set_model_hash(std::string(64, 'f'));
+    v1::Profile response;
+    return s.calibration->GetProfile(&context, request, &response);
+  }
+  if (name == "ListProfiles") {
+    v1::ListProfilesResponse response;
+    return s.calibration->ListProfiles(&context, v1::ListProfilesRequest(), &response);
+  }
+  if (name == "GetBudgetMap") {
+    v1::GetBudgetMapRequest request;
+    request.set_model_hash(std::string(64, 'f'));
+    v1::BudgetMap response;
+    return s.calibration->GetBudgetMap(&context, request, &response);
+  }
+  if (name == "SubmitJob") {
+    v1::SubmitJobResponse response;
+    return s.calibration->SubmitJob(&context, v1::SubmitJobRequest(), &response);
+  }
+  if (name == "CancelJob") {
+    v1::CancelJobRequest request;
+    request.set_job_id("no-such-job");
+    v1::Job response;
+    return s.calibration->CancelJob(&context, request, &response);
+  }
+  if (name == "Register") {
+    v1::RegisterResponse response;
+    return s.workers->Register(&context, v1::RegisterRequest(), &response);
+  }
+  if (name == "Connect") {
+    auto stream = s.workers->Connect(&context);
+    stream->Write(v1::WorkerMessage());  // not hello: the handler ends the stream
+    stream->WritesDone();
+    v1::SchedulerMessage message;
+    while (stream->Read(&message)) {
+    }
+    return stream->Finish();
+  }
+  if (name == "GetJobData") {
+    v1::GetJobDataRequest request;
+    request.set_job_id("no-such-job");
+    v1::GetJobDataResponse response;
+    return s.workers->GetJobData(&context, request, &response);
+  }
+  ADD_FAILURE() << "no call for " << method;
+  return grpc::Status(grpc::StatusCode::INTERNAL, "test bug");
+}
+
+bool PassedAuth(const grpc::Status& status) {
+  return status.error_code() != grpc::StatusCode::UNAUTHENTICATED &&
+         status.error_code() != grpc::StatusCode::PERMISSION_DENIED;
+}
+
+class AuthTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    ok_ = MakeTls(dir_->path() / "a") && MakeTls(dir_->path() / "b");
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(ok_) << "deploy/local/make-tls failed (is openssl installed?)";
+    server_dir_ = std::make_unique<TempDir>();
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  fs::path A(const std::string& file) const { return dir_->path() / "a" / file; }
+  fs::path B(const std::string& file) const { return dir_->path() / "b" / file; }
+
+  // A server with TLS (CA a), client certificates of CA a required, and CA a's token file.
+  void StartTls() {
+    SchedulerServerOptions options;
+    options.db_path = (server_dir_->path() / "db").string();
+    options.sync_writes = false;
+    options.security.tls_cert_file = A("server.pem").string();
+    options.security.tls_key_file = A("server.key").string();
+    options.security.tls_client_ca_file = A("ca.pem").string();
+    options.security.token_file = A("tokens").string();
+    Start(options);
+  }
+
+  void Start(const SchedulerServerOptions& options) {
+    StatusOr<std::unique_ptr<SchedulerServer>> server = SchedulerServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    address_ = "127.0.0.1:" + std::to_string(server_->port());
+  }
+
+  // TLS with CA a's client certificate and `role`'s token ("" none, "unknown" a made-up one).
+  v1::ClientChannelOptions Tls(const std::string& role) const {
+    v1::ClientChannelOptions options;
+    options.tls_ca_pem = Read(A("ca.pem"));
+    options.tls_cert_pem = Read(A("client.pem"));
+    options.tls_key_pem = Read(A("client.key"));
+    options.token = Token(role);
+    return options;
+  }
+
+  std::string Token(const std::string& role) const {
+    if (role.empty()) return "";
+    if (role == "unknown") return kUnknownToken;
+    StatusOr<std::string> token = v1::ReadTokenFile(A("token-" + role).string());
+    EXPECT_TRUE(token.ok()) << token.status();
+    return token.value_or("");
+  }
+
+  static constexpr const char* kUnknownToken = "not-a-token-7f3a9c2e51d84b06a1e5";
+  static TempDir* dir_;
+  static bool ok_;
+  std::unique_ptr<TempDir> server_dir_;
+  std::unique_ptr<SchedulerServer> server_;
+  std::string address_;
+};
+
+TempDir* AuthTest::dir_ = nullptr;
+bool AuthTest::ok_ = false;
+
+TEST_F(AuthTest, EachRoleMayMakeExactlyItsCalls) {
+  StartTls();
+  for (const auto& [role, allowed] : Expected()) {
+    Stubs stubs = MakeStubs(address_, Tls(role));
+    for (const std::string& method : kAllMethods) {
+      const grpc::Status status = Call(stubs, method);
+      if (allowed.contains(method)) {
+        EXPECT_TRUE(PassedAuth(status)) << role << " " << method << ": " << status.error_code()
+                                        << " " << status.error_message();
+      } else {
+        EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+            << role << " " << method << ": " << status.error_message();
+      }
+    }
+  }
+}
+
+TEST_F(AuthTest, NoTokenOrUnknownTokenIsUnauthenticated) {
+  StartTls();
+  for (const std::string& who : {std::string(""), std::string("unknown")}) {
+    Stubs stubs = MakeStubs(address_, Tls(who));
+    for (const std::string& method : kAllMethods) {
+      EXPECT_EQ(Call(stubs, method).error_code(), grpc::StatusCode::UNAUTHENTICATED)
+          << (who.empty() ? "no token" : "unknown token") << " " << method;
+    }
+  }
+}
+
+TEST_F(AuthTest, HealthNeedsNoToken) {
+  StartTls();
+  Stubs stubs = MakeStubs(address_, Tls(""));
+  grpc::ClientContext context;
+  SetDeadline(context);
+  // grpc.health.v1.HealthCheckRequest{service: ""} encodes as zero bytes.
+  grpc::Slice empty("");
+  const grpc::ByteBuffer request(&empty, 1);
+  grpc::ByteBuffer response;
+  grpc::GenericStub generic(stubs.channel);
+  grpc::CompletionQueue cq;
+  auto call = generic.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  EXPECT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST_F(AuthTest, RejectedCallsChangeNothing) {
+  StartTls();
+  Stubs worker = MakeStubs(address_, Tls("worker"));
+  Stubs submitter = MakeStubs(address_, Tls("submitter"));
+  Stubs reader = MakeStubs(address_, Tls("reader"));
+  Stubs anonymous = MakeStubs(address_, Tls(""));
+  {
+    v1::RegisterRequest request;
+    request.set_worker_id("w1");
+    v1::ModelInfo* model = request.mutable_model();
+    model->set_model_hash(kHash);
+    model->set_architecture("llama");
+    model->set_name("test-model");
+    model->set_n_layers(2);
+    model->set_n_kv_heads(3);
+    model->set_head_dim(64);
+    model->set_d_model(576);
+    model->set_vocab_size(49152);
+    request.set_capacity(1);
+    v1::RegisterResponse response;
+    grpc::ClientContext context;
+    SetDeadline(context);
+    const grpc::Status status = worker.workers->Register(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  v1::SubmitJobRequest submit;
+  submit.mutable_spec()->mutable_model()->set_model_hash(kHash);
+  v1::CalibrationParams* params = submit.mutable_spec()->mutable_params();
+  params->set_alpha(0.5f);
+  params->set_trials(2);
+  params->set_samples(1);
+  params->set_context_len(16);
+  params->set_probe_len(4);
+  std::string job_id;
+  {
+    v1::SubmitJobResponse response;
+    grpc::ClientContext context;
+    SetDeadline(context);
+    const grpc::Status status = submitter.calibration->SubmitJob(&context, submit, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    job_id = response.job().job_id();
+  }
+  // A reader and an anonymous caller try to cancel the job and to submit another.
+  for (Stubs* stubs : {&reader, &anonymous}) {
+    v1::CancelJobRequest cancel;
+    cancel.set_job_id(job_id);
+    v1::Job job;
+    grpc::ClientContext cancel_context;
+    SetDeadline(cancel_context);
+    EXPECT_FALSE(stubs->calibration->CancelJob(&cancel_context, cancel, &job).ok());
+    v1::SubmitJobRequest again = submit;
+    again.set_idempotency_key("another");
+    v1::SubmitJobResponse response;
+    grpc::ClientContext submit_context;
+    SetDeadline(submit_context);
+    EXPECT_FALSE(stubs->calibration->SubmitJob(&submit_context, again, &response).ok());
+  }
+  v1::GetJobRequest get;
+  get.set_job_id(job_id);
+  v1::Job job;
+  grpc::ClientContext get_context;
+  SetDeadline(get_context);
+  ASSERT_TRUE(reader.calibration->GetJob(&get_context, get, &job).ok());
+  EXPECT_NE(job.state(), v1::JOB_STATE_CANCELLED);
+  v1::ListJobsResponse jobs;
+  grpc::ClientContext list_context;
+  SetDeadline(list_context);
+  ASSERT_TRUE(reader.calibration->ListJobs(&list_context, v1::ListJobsRequest(), &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 1);
+}
+
+TEST_F(AuthTest, PlaintextClientToTlsPortFails) {
+  StartTls();
+  v1::ClientChannelOptions plaintext;
+  Stubs stubs = MakeStubs(address_, plaintext);
+  const grpc::Status status = Call(stubs, "/ripplekv.v1.CalibrationService/ListJobs");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+}
+
+TEST_F(AuthTest, ClientCertificateFromAnotherCaFails) {
+  StartTls();
+  v1::ClientChannelOptions options = Tls("admin");
+  options.tls_cert_pem = Read(B("client.pem"));
+  options.tls_key_pem = Read(B("client.key"));
+  Stubs stubs = MakeStubs(address_, options);
+  EXPECT_EQ(Call(stubs, "/ripplekv.v1.CalibrationService/ListJobs").error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // And none at all, when the server requires one.
+  options.tls_cert_pem.clear();
+  options.tls_key_pem.clear();
+  Stubs without = MakeStubs(address_, options);
+  EXPECT_EQ(Call(without, "/ripplekv.v1.CalibrationService/ListJobs").error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(AuthTest, ServerFromAnotherCaIsNotTrusted) {
+  StartTls();
+  v1::ClientChannelOptions options = Tls("admin");
+  options.tls_ca_pem = Read(B("ca.pem"));
+  Stubs stubs = MakeStubs(address_, options);
+  EXPECT_EQ(Call(stubs, "/ripplekv.v1.CalibrationService/ListJobs").error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+// Sends stdout and stderr (spdlog's default sink, gRPC's own log) to a file while alive.
+class OutputCapture {
+ public:
+  explicit OutputCapture(const fs::path& path) : path_(path) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    for (int i = 0; i < 2; ++i) {
+      saved_[i] = ::dup(i + 1);
+      ::dup2(fd, i + 1);
+    }
+    ::close(fd);
+  }
+  ~OutputCapture() { Restore(); }
+  std::string Restore() {
+    if (saved_[0] >= 0) {
+      spdlog::default_logger()->flush();
+      std::fflush(stdout);
+      std::fflush(stderr);
+      for (int i = 0; i < 2; ++i) {
+        ::dup2(saved_[i], i + 1);
+        ::close(saved_[i]);
+        saved_[i] = -1;
+      }
+    }
+    return Read(path_);
+  }
+
+ private:
+  fs::path path_;
+  int saved_[2] = {-1, -1};
+};
+
+TEST_F(AuthTest, TokensNeverReachTheLog) {
+  StartTls();
+  std::string log;
+  {
+    OutputCapture capture(server_dir_->path() / "output.log");
+    Stubs unknown = MakeStubs(address_, Tls("unknown"));
+    EXPECT_EQ(Call(unknown, "/ripplekv.v1.CalibrationService/SubmitJob").error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    Stubs reader = MakeStubs(address_, Tls("reader"));
+    EXPECT_EQ(Call(reader, "/ripplekv.v1.CalibrationService/CancelJob").error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    server_->Shutdown();
+    log = capture.Restore();
+  }
+  // The rejections were logged (so the check below looks at real log lines) ...
+  EXPECT_NE(log.find("rejected call to /ripplekv.v1.CalibrationService/SubmitJob"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("local-reader"), std::string::npos) << log;  // the token's label
+  // ... and no token, known or not, is in them.
+  EXPECT_EQ(log.find(kUnknownToken), std::string::npos) << log;
+  for (const char* role : {"reader", "submitter", "operator", "worker", "admin", "agent"}) {
+    EXPECT_EQ(log.find(Token(role)), std::string::npos) << role;
+  }
+}
+
+TEST_F(AuthTest, PlaintextWithTokensChecksRolesOnLoopback) {
+  SchedulerServerOptions options;
+  options.db_path = (server_dir_->path() / "db").string();
+  options.sync_writes = false;
+  options.security.token_file = A("tokens").string();
+  Start(options);
+  v1::ClientChannelOptions reader;
+  reader.token = Token("reader");
+  Stubs stubs = MakeStubs(address_, reader);
+  EXPECT_TRUE(Call(stubs, "/ripplekv.v1.CalibrationService/ListJobs").ok());
+  EXPECT_EQ(Call(stubs, "/ripplekv.v1.CalibrationService/SubmitJob").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  Stubs anonymous = MakeStubs(address_, v1::ClientChannelOptions());
+  EXPECT_EQ(Call(anonymous, "/ripplekv.v1.CalibrationService/ListJobs").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(AuthTest, PlaintextRefusesNonLoopbackAddresses) {
+  SchedulerServerOptions options;
+  options.db_path = (server_dir_->path() / "db").string();
+  options.listen = "0.0.0.0:0";
+  StatusOr<std::unique_ptr<SchedulerServer>> server = SchedulerServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(server.status().message().find("loopback"), std::string::npos);
+  EXPECT_FALSE(fs::exists(options.db_path));  // refused before the store was opened
+}
+
+// ripplekv-scheduler itself: no security choice, or --insecure off loopback, is refused with a
+// one-line error naming what to pass.
+int RunScheduler(const std::vector<std::string>& args, const fs::path& err) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 2);
+    ::dup2(fd, 1);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(RIPPLEKV_SCHEDULER));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(AuthTest, SchedulerBinaryDemandsAnExplicitChoice) {
+  const fs::path err = server_dir_->path() / "err";
+  const std::string db = (server_dir_->path() / "db").string();
+  EXPECT_EQ(RunScheduler({"--listen", "127.0.0.1:0", "--db", db}, err), 2);
+  std::string text = Read(err);
+  EXPECT_NE(text.find("--tls-cert"), std::string::npos) << text;
+  EXPECT_NE(text.find("--insecure"), std::string::npos) << text;
+  EXPECT_EQ(RunScheduler({"--listen", "0.0.0.0:0", "--db", db, "--insecure"}, err), 2);
+  text = Read(err);
+  EXPECT_NE(text.find("loopback"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(db));
+}
+
+}  // namespace
+}  // namespace ripplekv::scheduler::service
