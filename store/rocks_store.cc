@@ -177,7 +177,25 @@ Status RocksStore::Initialize() {
                    ReleaseLeasesWhere(&batch, [](const Task&) { return true; }));
   recovered_leases_ = released.size();
   if (batch.Count() > 0) RETURN_IF_ERROR(Write(&batch));
+  CompactActiveIndex();
   return absl::OkStatus();
+}
+
+// Deletions in active_jobs between compactions; bounds what an active-only listing steps over.
+constexpr uint64_t kActiveIndexCompactionEvery = 256;
+
+void RocksStore::NoteJobsFinished(uint64_t jobs) {
+  if (finished_since_compaction_.fetch_add(jobs) + jobs >= kActiveIndexCompactionEvery) {
+    finished_since_compaction_.store(0);
+    CompactActiveIndex();
+  }
+}
+
+void RocksStore::CompactActiveIndex() {
+  db_->Flush(rocksdb::FlushOptions(), cf_[kActiveJobs]).PermitUncheckedError();
+  rocksdb::CompactRangeOptions options;
+  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  db_->CompactRange(options, cf_[kActiveJobs], nullptr, nullptr).PermitUncheckedError();
 }
 
 void RocksStore::ClearLease(Task* task) {
@@ -507,6 +525,7 @@ StatusOr<Job> RocksStore::UpdateJobState(JobId id, JobState state, const std::st
     RETURN_IF_ERROR(PutJob(&batch, job));
   }
   RETURN_IF_ERROR(Write(&batch));
+  if (IsTerminal(state)) NoteJobsFinished(1);
   return job;
 }
 

@@ -5,6 +5,7 @@
 // rocks_store_migrate.cc (older schema versions) and rocks_store_purge.cc (retention).
 
 #include <array>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -151,6 +152,13 @@ class RocksStore final : public Store {
   // Flushes every memtable (so that old WAL files are released) and compacts [begin, end) of
   // the column families a purge deleted from.
   Status CompactPurged(std::string_view begin, std::string_view end);
+  // Called after a write that moved `jobs` jobs to a final state. Each leaves a deletion
+  // (tombstone) in active_jobs that every active-only listing would step over until compaction
+  // drops it; so every kActiveIndexCompactionEvery such jobs, and on open, the (small) column
+  // family is flushed and compacted. A failure here is ignored: the write it follows succeeded
+  // and the index stays correct, only slower to read.
+  void NoteJobsFinished(uint64_t jobs);
+  void CompactActiveIndex();
   TimeMs Now() const;
   // Makes `task` pending with no owner and no deadline.
   static void ClearLease(Task* task);
@@ -165,6 +173,7 @@ class RocksStore final : public Store {
   std::array<rocksdb::ColumnFamilyHandle*, kNumCfs> cf_{};
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // every handle opened, for closing
   uint64_t recovered_leases_ = 0;                      // set by Initialize()
+  std::atomic<uint64_t> finished_since_compaction_{0};  // see NoteJobsFinished
 
   std::mutex write_mu_;  // serializes every read-modify-write
 };

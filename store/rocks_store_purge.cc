@@ -101,7 +101,9 @@ Status RocksStore::CompactPurged(std::string_view begin, std::string_view end) {
         FromRocks(db_->CompactRange(compact_options, cf_[cf], &begin_slice, &end_slice),
                   Cat("compacting column family '", CfName(cf), "' after a purge")));
   }
-  return absl::OkStatus();
+  // The purged jobs' keys in finished_jobs are the oldest: drop their tombstones too.
+  return FromRocks(db_->CompactRange(compact_options, cf_[kFinishedJobs], nullptr, nullptr),
+                   "compacting column family 'finished_jobs' after a purge");
 }
 
 }  // namespace ripplekv::store

@@ -77,6 +77,7 @@ StatusOr<ProfileVersion> RocksStore::PutProfileVersion(const std::string& model_
     RETURN_IF_ERROR(PutFinishedJob(&batch, *job));
   }
   RETURN_IF_ERROR(Write(&batch));
+  if (job) NoteJobsFinished(1);
   return profile;
 }
 
