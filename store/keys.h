@@ -33,8 +33,8 @@ inline constexpr std::string_view kSchemaVersionKey = "schema_version";  // valu
 // the job_data, active_jobs and finished_jobs column families) is migrated on open.
 inline constexpr std::string_view kSchemaVersion = "2";
 inline constexpr std::string_view kSchemaVersion1 = "1";
-inline constexpr std::string_view kNextJobIdKey = "next_job_id";         // value: 8 bytes BE
-inline constexpr std::string_view kIdempotencyPrefix = "idempotency/";   // + key; value: job id
+inline constexpr std::string_view kNextJobIdKey = "next_job_id";        // value: 8 bytes BE
+inline constexpr std::string_view kIdempotencyPrefix = "idempotency/";  // + key; value: job id
 
 // Longest model hash the store accepts, bytes.
 inline constexpr size_t kMaxModelHashBytes = 256;

@@ -14,9 +14,9 @@ namespace {
 
 constexpr size_t kMaxIdempotencyKeyBytes = 1024;
 
-constexpr std::array<std::string_view, 9> kCfNames = {
-    kJobsCf, kTasksCf,   kResultsCf,    kProfilesCf,    kBudgetMapsCf,
-    kMetaCf, kJobDataCf, kActiveJobsCf, kFinishedJobsCf};
+constexpr std::array<std::string_view, 9> kCfNames = {kJobsCf,     kTasksCf,      kResultsCf,
+                                                      kProfilesCf, kBudgetMapsCf, kMetaCf,
+                                                      kJobDataCf,  kActiveJobsCf, kFinishedJobsCf};
 
 rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
 

@@ -171,8 +171,8 @@ class RocksStore final : public Store {
   std::shared_ptr<rocksdb::Env> env_;  // null: rocksdb::Env::Default(); outlives db_
   std::unique_ptr<rocksdb::DB> db_;
   std::array<rocksdb::ColumnFamilyHandle*, kNumCfs> cf_{};
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // every handle opened, for closing
-  uint64_t recovered_leases_ = 0;                      // set by Initialize()
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;   // every handle opened, for closing
+  uint64_t recovered_leases_ = 0;                       // set by Initialize()
   std::atomic<uint64_t> finished_since_compaction_{0};  // see NoteJobsFinished
 
   std::mutex write_mu_;  // serializes every read-modify-write

@@ -57,12 +57,12 @@ StatusOr<PurgeOutcome> RocksStore::PurgeFinishedJobs(TimeMs finished_before_ms, 
       const std::string begin = JobKey(job->id);
       const std::string end = NextJobKey(job->id);
       RETURN_IF_ERROR(FromRocks(batch.DeleteRange(cf_[kTasks], begin, end), "adding to a batch"));
-      RETURN_IF_ERROR(
-          FromRocks(batch.DeleteRange(cf_[kResults], begin, end), "adding to a batch"));
+      RETURN_IF_ERROR(FromRocks(batch.DeleteRange(cf_[kResults], begin, end), "adding to a batch"));
       RETURN_IF_ERROR(Delete(&batch, kJobData, begin));
       RETURN_IF_ERROR(Delete(&batch, kFinishedJobs, key));
       if (!job->spec.idempotency_key.empty()) {
-        // The key may have been reused by a later job only if this one's was gone; check.
+        // Deleted only while it still names this job (it always should; a damaged database
+        // must not lose another job's key).
         const std::string idempotency_key = Cat(kIdempotencyPrefix, job->spec.idempotency_key);
         ASSIGN_OR_RETURN(std::optional<std::string> named, Get(kMeta, idempotency_key));
         if (named && ParseJobKey(*named) == job->id) {
@@ -89,17 +89,16 @@ Status RocksStore::CompactPurged(std::string_view begin, std::string_view end) {
   // data; compacting the range then drops the deleted keys (and the range tombstones) from the
   // SST files. Ranges of jobs that were not purged hold no deleted data and are only rewritten.
   rocksdb::FlushOptions flush_options;
-  RETURN_IF_ERROR(FromRocks(db_->Flush(flush_options, std::vector<rocksdb::ColumnFamilyHandle*>(
-                                                          cf_.begin(), cf_.end())),
-                            "flushing after a purge"));
+  RETURN_IF_ERROR(FromRocks(
+      db_->Flush(flush_options, std::vector<rocksdb::ColumnFamilyHandle*>(cf_.begin(), cf_.end())),
+      "flushing after a purge"));
   rocksdb::CompactRangeOptions compact_options;
   compact_options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForceOptimized;
   const rocksdb::Slice begin_slice = ToSlice(begin);
   const rocksdb::Slice end_slice = ToSlice(end);
   for (Cf cf : {kTasks, kResults, kJobData}) {
-    RETURN_IF_ERROR(
-        FromRocks(db_->CompactRange(compact_options, cf_[cf], &begin_slice, &end_slice),
-                  Cat("compacting column family '", CfName(cf), "' after a purge")));
+    RETURN_IF_ERROR(FromRocks(db_->CompactRange(compact_options, cf_[cf], &begin_slice, &end_slice),
+                              Cat("compacting column family '", CfName(cf), "' after a purge")));
   }
   // The purged jobs' keys in finished_jobs are the oldest: drop their tombstones too.
   return FromRocks(db_->CompactRange(compact_options, cf_[kFinishedJobs], nullptr, nullptr),

@@ -186,8 +186,8 @@ class Store {
   // Stores `results` (all of task `key`; may be empty when PutResults stored them already) and
   // marks the task done, in one write (one WriteBatch: the results, the task record and the job's
   // counters, synced once with sync_writes), so a task is done exactly when every trial
-  // 0..trials-1 of it has a result. Accepted from any worker while the task is not done (results are
-  // deterministic; which lease it belonged to does not matter). On a task that is already done
+  // 0..trials-1 of it has a result. Accepted from any worker while the task is not done (results
+  // are deterministic; which lease it belonged to does not matter). On a task that is already done
   // every result is a duplicate and only the job's duplicate counters change.
   // InvalidArgument: a result of another task, trial >= params.trials, a non-finite KL;
   // NotFound: job or task; FailedPrecondition: the job is not running, or some trial would still

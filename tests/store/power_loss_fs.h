@@ -86,8 +86,7 @@ class PowerLossFs : public rocksdb::FileSystemWrapper {
     return s;
   }
 
-  rocksdb::IOStatus ReopenWritableFile(const std::string& name,
-                                       const rocksdb::FileOptions& options,
+  rocksdb::IOStatus ReopenWritableFile(const std::string& name, const rocksdb::FileOptions& options,
                                        std::unique_ptr<rocksdb::FSWritableFile>* result,
                                        rocksdb::IODebugContext* dbg) override {
     if (!Tick()) return Off();
@@ -300,8 +299,8 @@ class PowerLossFs : public rocksdb::FileSystemWrapper {
   }
 
   mutable std::mutex mu_;
-  uint64_t ops_ = 0;                     // mutating calls so far
-  std::optional<uint64_t> cut_after_;    // ops_ at which the power goes
+  uint64_t ops_ = 0;                   // mutating calls so far
+  std::optional<uint64_t> cut_after_;  // ops_ at which the power goes
   bool off_ = false;
   std::map<std::string, FileState> files_;  // every file written through this file system
   // Per directory: names created (or renamed to) since its last fsync.

@@ -172,8 +172,8 @@ class Workload {
 };
 
 struct RunResult {
-  int cuts = 0;              // power cuts simulated
-  int cuts_with_losses = 0;  // of those, cuts after which an acknowledged change was missing
+  int cuts = 0;               // power cuts simulated
+  int cuts_with_losses = 0;   // of those, cuts after which an acknowledged change was missing
   int cuts_mid_workload = 0;  // cuts that fell inside the workload (not after its last call)
   std::string first_loss;
   Acknowledged acknowledged;
@@ -194,8 +194,8 @@ RunResult RunPowerCuts(bool sync_writes, int cuts, uint64_t seed, bool stop_at_l
     {
       StatusOr<std::unique_ptr<Store>> store = OpenRocksStore(dir.db(), options, env);
       if (!store.ok()) {
-        ADD_FAILURE() << "round " << round << ": the store does not open after a power cut: "
-                      << store.status();
+        ADD_FAILURE() << "round " << round
+                      << ": the store does not open after a power cut: " << store.status();
         return result;
       }
       if (round > 0) {
@@ -210,7 +210,7 @@ RunResult RunPowerCuts(bool sync_writes, int cuts, uint64_t seed, bool stop_at_l
       Workload(store->get(), fs.get(), &ack, &rng).Run(/*ops=*/60);
       if (fs->IsCut()) ++result.cuts_mid_workload;
       fs->CutAfter(0);  // if the workload ended first, the power goes now
-    }  // closing the store writes nothing: the power is off
+    }                   // closing the store writes nothing: the power is off
     fs->DropUnsynced();
     ++result.cuts;
   }
@@ -230,11 +230,11 @@ TEST(StorePowerLossTest, EveryAcknowledgedChangeSurvivesPowerCutsWithSyncedWrite
     EXPECT_GE(ack.profiles.size(), 2u);
     EXPECT_GE(ack.final_states.size(), 4u);
     EXPECT_GE(result.cuts_mid_workload, 10);
-    std::printf("seed %lu: %d cuts (%d inside the workload); acknowledged %zu jobs, %zu task "
-                "completions, %zu profiles, %zu final states\n",
-                static_cast<unsigned long>(seed), result.cuts, result.cuts_mid_workload,
-                ack.jobs.size(), ack.completed.size(), ack.profiles.size(),
-                ack.final_states.size());
+    std::printf(
+        "seed %lu: %d cuts (%d inside the workload); acknowledged %zu jobs, %zu task "
+        "completions, %zu profiles, %zu final states\n",
+        static_cast<unsigned long>(seed), result.cuts, result.cuts_mid_workload, ack.jobs.size(),
+        ack.completed.size(), ack.profiles.size(), ack.final_states.size());
   }
 }
 

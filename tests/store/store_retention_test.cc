@@ -27,7 +27,10 @@ using ::testing::HasSubstr;
 std::vector<TrialResult> Trials(const TaskKey& key, uint32_t trials) {
   std::vector<TrialResult> out;
   for (uint32_t t = 0; t < trials; ++t) {
-    out.push_back({.job = key.job, .sample = key.sample, .layer = key.layer, .trial = t,
+    out.push_back({.job = key.job,
+                   .sample = key.sample,
+                   .layer = key.layer,
+                   .trial = t,
                    .kl = 0.25 + 1e-3 * t + 1e-6 * key.layer});
   }
   return out;
@@ -201,8 +204,8 @@ TEST_F(RetentionTest, PurgingFinishedJobsShrinksTheDatabase) {
   }
   EXPECT_EQ(purged, static_cast<uint64_t>(kJobs));
   const uint64_t after = DirectoryBytes(dir_.db());
-  std::printf("database: %.1f MiB before the purge, %.1f MiB after (%.1f%%)\n",
-              before / 1048576.0, after / 1048576.0, 100.0 * after / before);
+  std::printf("database: %.1f MiB before the purge, %.1f MiB after (%.1f%%)\n", before / 1048576.0,
+              after / 1048576.0, 100.0 * after / before);
   EXPECT_LT(after, before / 10) << before << " bytes before, " << after << " after";
   EXPECT_EQ(store_->ListResults(kept)->size(), 8u);
   EXPECT_EQ(store_->ListJobs()->size(), static_cast<size_t>(kJobs + 1));
