@@ -3,6 +3,8 @@
 // and the job's counters), a full dispatch cycle (LeaseTask + CompleteTask), and single streamed
 // results (PutResults). Arguments: trials per task, sync_writes (0/1), and for CompleteTask the
 // KiB of inline calibration data in the job (kept out of the record rewritten per completion).
+// Also the read the scheduler makes per task hand-out: ListJobs(active_only) with and without
+// a history of finished jobs.
 
 #include <benchmark/benchmark.h>
 
@@ -130,8 +132,36 @@ void BM_PutOneResult(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());  // results
 }
 
+// ListJobs with `range(0)` finished (cancelled) jobs in history and 8 active ones, each with
+// 4 KiB of inline data; range(1): 1 = active_only (what the scheduler calls per hand-out and
+// tick, read through the active-job index), 0 = every job (the full scan active_only was
+// before the index).
+void BM_ListJobs(benchmark::State& state) {
+  Fixture f(2, /*sync=*/false);
+  if (!f.ok()) return state.SkipWithError("cannot open the store");
+  JobSpec spec;
+  spec.model_hash = "bench";
+  spec.data_inline = std::string(4096, 'x');
+  const std::vector<PlannedTask> tasks = {{.sample = 0, .layer = 0}};
+  const int64_t finished = state.range(0);
+  for (int64_t i = 0; i < finished + 8; ++i) {
+    auto created = f.store().CreateJob(spec, tasks);
+    if (!created.ok()) return state.SkipWithError("CreateJob");
+    if (i < finished && !f.store().UpdateJobState(created->job.id, JobState::kCancelled).ok()) {
+      return state.SkipWithError("UpdateJobState");
+    }
+  }
+  const ListJobsOptions options{.active_only = state.range(1) != 0};
+  for (auto _ : state) {
+    auto jobs = f.store().ListJobs(options);
+    if (!jobs.ok()) return state.SkipWithError("ListJobs");
+    benchmark::DoNotOptimize(jobs->data());
+  }
+}
+
 }  // namespace
 
+BENCHMARK(BM_ListJobs)->ArgsProduct({{0, 10000}, {1, 0}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CompleteTask)->ArgsProduct({{2, 8, 32}, {0, 1}, {0}})->UseRealTime();
 BENCHMARK(BM_CompleteTask)->Args({8, 0, 1024})->UseRealTime();
 BENCHMARK(BM_LeaseAndCompleteTask)->ArgsProduct({{8}, {0, 1}})->UseRealTime();

@@ -275,7 +275,7 @@ StatusOr<std::string> EncodeJob(const Job& job) {
   RETURN_IF_ERROR(CheckSpecEncodable(job.spec));
   RETURN_IF_ERROR(CheckUtf8(job.error, "error"));
   RETURN_IF_ERROR(CheckUtf8(job.data_description, "data_description"));
-  const Json j = {
+  Json j = {
       {"v", kValueFormatVersion},
       {"spec", SpecToJson(job.spec)},
       {"state", JobStateName(job.state)},
@@ -290,6 +290,7 @@ StatusOr<std::string> EncodeJob(const Job& job) {
       {"error", job.error},
       {"data_description", job.data_description},
   };
+  if (job.purged_at_ms != 0) j["purged_at_ms"] = job.purged_at_ms;  // absent until purged
   return Dump(j, "job");
 }
 
@@ -299,7 +300,7 @@ StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
   RETURN_IF_ERROR(
       r.OnlyFields({"v", "spec", "state", "created_at_ms", "updated_at_ms", "tasks_total",
                     "tasks_done", "results_stored", "duplicate_results", "conflicting_results",
-                    "profile_version", "error", "data_description"}));
+                    "profile_version", "error", "data_description", "purged_at_ms"}));
   Job job;
   job.id = id;
   ASSIGN_OR_RETURN(Reader spec, r.Object("spec"));
@@ -316,6 +317,9 @@ StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
   ASSIGN_OR_RETURN(job.error, r.String("error"));
   if (r.Has("data_description")) {  // absent in records written before the field existed
     ASSIGN_OR_RETURN(job.data_description, r.String("data_description"));
+  }
+  if (r.Has("purged_at_ms")) {  // only in records of purged jobs
+    ASSIGN_OR_RETURN(job.purged_at_ms, r.I64("purged_at_ms"));
   }
   if (job.tasks_done > job.tasks_total) {
     return Corrupt("tasks_done",

@@ -10,6 +10,7 @@ constexpr char kJobDataSuffix = 'd';
 constexpr size_t kTaskKeyBytes = 16;
 constexpr size_t kResultKeyBytes = 20;
 constexpr size_t kVersionBytes = 4;
+constexpr uint64_t kSignBit = 1ull << 63;
 
 void PutBe64(std::string* out, uint64_t v) {
   for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
@@ -44,7 +45,12 @@ std::string Hex(std::string_view bytes) {
 std::string DescribeParsedKey(std::string_view cf, std::string_view key) {
   if (cf == kJobsCf) {
     if (auto id = ParseJobKey(key)) return Cat("job=", *id);
-    if (auto id = ParseJobDataKey(key)) return Cat("job=", *id, " data");
+    if (auto id = ParseV1JobDataKey(key)) return Cat("job=", *id, " data");
+  } else if (cf == kJobDataCf || cf == kActiveJobsCf) {
+    if (auto id = ParseJobKey(key)) return Cat("job=", *id);
+  } else if (cf == kFinishedJobsCf) {
+    if (auto f = ParseFinishedJobKey(key))
+      return Cat("finished_at_ms=", f->finished_at_ms, " job=", f->id);
   } else if (cf == kTasksCf) {
     if (auto t = ParseTaskKey(key))
       return Cat("job=", t->job, " sample=", t->sample, " layer=", t->layer);
@@ -77,11 +83,25 @@ std::optional<JobId> ParseJobKey(std::string_view key) {
   return GetBe64(key);
 }
 
-std::string JobDataKey(JobId id) { return JobKey(id) + kJobDataSuffix; }
+std::string V1JobDataKey(JobId id) { return JobKey(id) + kJobDataSuffix; }
 
-std::optional<JobId> ParseJobDataKey(std::string_view key) {
+std::optional<JobId> ParseV1JobDataKey(std::string_view key) {
   if (key.size() != kJobKeyBytes + 1 || key.back() != kJobDataSuffix) return std::nullopt;
   return GetBe64(key);
+}
+
+std::string FinishedJobKey(TimeMs finished_at_ms, JobId id) {
+  std::string out;
+  out.reserve(2 * kJobKeyBytes);
+  PutBe64(&out, static_cast<uint64_t>(finished_at_ms) ^ kSignBit);
+  PutBe64(&out, id);
+  return out;
+}
+
+std::optional<FinishedJobKeyParts> ParseFinishedJobKey(std::string_view key) {
+  if (key.size() != 2 * kJobKeyBytes) return std::nullopt;
+  return FinishedJobKeyParts{.finished_at_ms = static_cast<TimeMs>(GetBe64(key) ^ kSignBit),
+                             .id = GetBe64(key.substr(kJobKeyBytes))};
 }
 
 std::string TaskKeyBytes(const TaskKey& key) {

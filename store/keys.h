@@ -22,23 +22,43 @@ inline constexpr std::string_view kResultsCf = "results";
 inline constexpr std::string_view kProfilesCf = "profiles";
 inline constexpr std::string_view kBudgetMapsCf = "budget_maps";
 inline constexpr std::string_view kMetaCf = "meta";
+// Since schema version 2: inline calibration data, and the two job indexes.
+inline constexpr std::string_view kJobDataCf = "job_data";
+inline constexpr std::string_view kActiveJobsCf = "active_jobs";
+inline constexpr std::string_view kFinishedJobsCf = "finished_jobs";
 
 // Keys of the meta column family.
 inline constexpr std::string_view kSchemaVersionKey = "schema_version";  // value: decimal text
-inline constexpr std::string_view kNextJobIdKey = "next_job_id";         // value: 8 bytes BE
-inline constexpr std::string_view kIdempotencyPrefix = "idempotency/";   // + key; value: job id
+// The schema version (key layout + value format) this code writes and reads. Version 1 (before
+// the job_data, active_jobs and finished_jobs column families) is migrated on open.
+inline constexpr std::string_view kSchemaVersion = "2";
+inline constexpr std::string_view kSchemaVersion1 = "1";
+inline constexpr std::string_view kNextJobIdKey = "next_job_id";        // value: 8 bytes BE
+inline constexpr std::string_view kIdempotencyPrefix = "idempotency/";  // + key; value: job id
 
 // Longest model hash the store accepts, bytes.
 inline constexpr size_t kMaxModelHashBytes = 256;
 
-// jobs CF: job id, 8 bytes: the job record (everything but the inline data). Also the prefix of
-// that job's tasks and results.
+// jobs CF: job id, 8 bytes: the job record (everything but the inline data). The same key holds
+// the job's inline data in the job_data CF (written once by CreateJob, only when non-empty) and
+// marks an active (pending or running) job in the active_jobs CF. Also the prefix of that job's
+// tasks and results.
 std::string JobKey(JobId id);
 std::optional<JobId> ParseJobKey(std::string_view key);
-// jobs CF: job id + 'd', 9 bytes: the job's inline calibration data, written once by CreateJob
-// (only when non-empty) so that the record rewritten on every task completion stays small.
-std::string JobDataKey(JobId id);
-std::optional<JobId> ParseJobDataKey(std::string_view key);
+// Schema version 1 only: jobs CF, job id + 'd', 9 bytes: the inline data. Read by the migration
+// to version 2, which moves it to the job_data CF.
+std::string V1JobDataKey(JobId id);
+std::optional<JobId> ParseV1JobDataKey(std::string_view key);
+
+// finished_jobs CF: the time the job entered its final state (8 bytes, big-endian with the sign
+// bit flipped so that negative times sort first), then the job id (8 bytes). One key per final
+// job that is not purged yet, so PurgeFinishedJobs finds the oldest first without a scan.
+std::string FinishedJobKey(TimeMs finished_at_ms, JobId id);
+struct FinishedJobKeyParts {
+  TimeMs finished_at_ms = 0;
+  JobId id = kNoJob;
+};
+std::optional<FinishedJobKeyParts> ParseFinishedJobKey(std::string_view key);
 
 // tasks CF: job, sample, layer; 16 bytes. Also the prefix of that task's results.
 std::string TaskKeyBytes(const TaskKey& key);

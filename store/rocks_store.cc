@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <utility>
 
 #include "kernels/base/strings.h"
@@ -13,12 +12,11 @@
 namespace ripplekv::store {
 namespace {
 
-// The only schema version (key layout + value format) this code reads and writes.
-constexpr std::string_view kSchemaVersion = "1";
 constexpr size_t kMaxIdempotencyKeyBytes = 1024;
 
-constexpr std::array<std::string_view, 6> kCfNames = {kJobsCf,     kTasksCf,      kResultsCf,
-                                                      kProfilesCf, kBudgetMapsCf, kMetaCf};
+constexpr std::array<std::string_view, 9> kCfNames = {kJobsCf,     kTasksCf,      kResultsCf,
+                                                      kProfilesCf, kBudgetMapsCf, kMetaCf,
+                                                      kJobDataCf,  kActiveJobsCf, kFinishedJobsCf};
 
 rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
 
@@ -42,6 +40,20 @@ std::string PrefixSuccessor(std::string_view prefix) {
   }
   return out;
 }
+
+// Holds a RocksDB snapshot for its lifetime.
+class SnapshotHolder {
+ public:
+  explicit SnapshotHolder(rocksdb::DB* db) : db_(db), snapshot_(db->GetSnapshot()) {}
+  ~SnapshotHolder() { db_->ReleaseSnapshot(snapshot_); }
+  SnapshotHolder(const SnapshotHolder&) = delete;
+  SnapshotHolder& operator=(const SnapshotHolder&) = delete;
+  const rocksdb::Snapshot* get() const { return snapshot_; }
+
+ private:
+  rocksdb::DB* db_;
+  const rocksdb::Snapshot* snapshot_;
+};
 
 bool Legal(JobState from, JobState to) {
   switch (from) {
@@ -75,15 +87,23 @@ Status FromRocks(const rocksdb::Status& status, std::string_view context) {
 }
 
 StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path, const StoreOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RocksStore> store, RocksStore::Open(path, options));
+  return OpenRocksStore(path, options, nullptr);
+}
+
+StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& path,
+                                                const StoreOptions& options,
+                                                std::shared_ptr<rocksdb::Env> env) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RocksStore> store, RocksStore::Open(path, options, env));
   return std::unique_ptr<Store>(std::move(store));
 }
 
 StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& path,
-                                                       const StoreOptions& options) {
+                                                       const StoreOptions& options,
+                                                       std::shared_ptr<rocksdb::Env> env) {
   const std::string context = Cat("store ", path);
-  std::error_code ec;
-  const bool exists = std::filesystem::exists(std::filesystem::path(path) / "CURRENT", ec);
+  rocksdb::DBOptions db_options;
+  if (env) db_options.env = env.get();
+  const bool exists = db_options.env->FileExists(path + "/CURRENT").ok();
   if (!exists && !options.create_if_missing) {
     return absl::NotFoundError(Cat(context, ": no database (and create_if_missing is off)"));
   }
@@ -91,7 +111,7 @@ StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& path,
     // Refuse a RocksDB database that is not ours rather than adding our families to it.
     std::vector<std::string> families;
     RETURN_IF_ERROR(
-        FromRocks(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &families), context));
+        FromRocks(rocksdb::DB::ListColumnFamilies(db_options, path, &families), context));
     for (const std::string& name : families) {
       if (name != rocksdb::kDefaultColumnFamilyName &&
           std::find(kCfNames.begin(), kCfNames.end(), name) == kCfNames.end()) {
@@ -101,7 +121,6 @@ StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& path,
     }
   }
 
-  rocksdb::DBOptions db_options;
   db_options.create_if_missing = options.create_if_missing;
   db_options.create_missing_column_families = true;
   db_options.keep_log_file_num = 4;  // RocksDB's own info LOG files
@@ -115,16 +134,20 @@ StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& path,
   rocksdb::Status s = rocksdb::DB::Open(db_options, path, descriptors, &handles, &raw);
   if (!s.ok()) return FromRocks(s, context);
 
-  std::unique_ptr<RocksStore> store(
-      new RocksStore(options, std::unique_ptr<rocksdb::DB>(raw), std::move(handles)));
+  std::unique_ptr<RocksStore> store(new RocksStore(
+      options, std::move(env), std::unique_ptr<rocksdb::DB>(raw), std::move(handles)));
   Status init = store->Initialize();
   if (!init.ok()) return Status(init.code(), Cat(context, ": ", std::string(init.message())));
   return store;
 }
 
-RocksStore::RocksStore(StoreOptions options, std::unique_ptr<rocksdb::DB> db,
+RocksStore::RocksStore(StoreOptions options, std::shared_ptr<rocksdb::Env> env,
+                       std::unique_ptr<rocksdb::DB> db,
                        std::vector<rocksdb::ColumnFamilyHandle*> handles)
-    : options_(std::move(options)), db_(std::move(db)), handles_(std::move(handles)) {
+    : options_(std::move(options)),
+      env_(std::move(env)),
+      db_(std::move(db)),
+      handles_(std::move(handles)) {
   // handles_[0] is "default"; the others follow kCfNames.
   for (size_t i = 0; i < kNumCfs; ++i) cf_[i] = handles_[i + 1];
 }
@@ -138,11 +161,15 @@ RocksStore::~RocksStore() {
 
 Status RocksStore::Initialize() {
   ASSIGN_OR_RETURN(std::optional<std::string> schema, Get(kMeta, kSchemaVersionKey));
-  if (schema.has_value() && *schema != kSchemaVersion) {
-    return absl::FailedPreconditionError(
-        Cat("schema version '", *schema, "'; this build reads ", kSchemaVersion));
+  if (schema.has_value() && *schema != kSchemaVersion && *schema != kSchemaVersion1) {
+    return absl::FailedPreconditionError(Cat("schema version '", *schema, "'; this build reads ",
+                                             kSchemaVersion1, " and ", kSchemaVersion));
   }
   std::lock_guard<std::mutex> lock(write_mu_);
+  if (schema.has_value() && *schema == kSchemaVersion1) {
+    RETURN_IF_ERROR(MigrateFromV1());
+    schema = std::string(kSchemaVersion);
+  }
   rocksdb::WriteBatch batch;
   if (!schema.has_value())
     RETURN_IF_ERROR(PutRaw(&batch, kMeta, kSchemaVersionKey, kSchemaVersion));
@@ -150,7 +177,25 @@ Status RocksStore::Initialize() {
                    ReleaseLeasesWhere(&batch, [](const Task&) { return true; }));
   recovered_leases_ = released.size();
   if (batch.Count() > 0) RETURN_IF_ERROR(Write(&batch));
+  CompactActiveIndex();
   return absl::OkStatus();
+}
+
+// Deletions in active_jobs between compactions; bounds what an active-only listing steps over.
+constexpr uint64_t kActiveIndexCompactionEvery = 256;
+
+void RocksStore::NoteJobsFinished(uint64_t jobs) {
+  if (finished_since_compaction_.fetch_add(jobs) + jobs >= kActiveIndexCompactionEvery) {
+    finished_since_compaction_.store(0);
+    CompactActiveIndex();
+  }
+}
+
+void RocksStore::CompactActiveIndex() {
+  db_->Flush(rocksdb::FlushOptions(), cf_[kActiveJobs]).PermitUncheckedError();
+  rocksdb::CompactRangeOptions options;
+  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  db_->CompactRange(options, cf_[kActiveJobs], nullptr, nullptr).PermitUncheckedError();
 }
 
 void RocksStore::ClearLease(Task* task) {
@@ -173,18 +218,23 @@ TimeMs RocksStore::Now() const {
       .count();
 }
 
-StatusOr<std::optional<std::string>> RocksStore::Get(Cf cf, std::string_view key) const {
+StatusOr<std::optional<std::string>> RocksStore::Get(Cf cf, std::string_view key,
+                                                     const rocksdb::Snapshot* snapshot) const {
   std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[cf], ToSlice(key), &value);
+  rocksdb::ReadOptions read_options;
+  read_options.snapshot = snapshot;
+  rocksdb::Status s = db_->Get(read_options, cf_[cf], ToSlice(key), &value);
   if (s.IsNotFound()) return std::optional<std::string>();
   if (!s.ok()) return FromRocks(s, Cat("reading ", DescribeKey(CfName(cf), key)));
   return std::optional<std::string>(std::move(value));
 }
 
-Status RocksStore::Scan(Cf cf, std::string_view prefix, const ScanFn& fn, bool values) const {
+Status RocksStore::Scan(Cf cf, std::string_view prefix, const ScanFn& fn, bool values,
+                        const rocksdb::Snapshot* snapshot) const {
   const std::string upper = PrefixSuccessor(prefix);
   rocksdb::Slice upper_slice(upper);
   rocksdb::ReadOptions read_options;  // an iterator reads from one implicit snapshot
+  read_options.snapshot = snapshot;
   if (!upper.empty()) read_options.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options, cf_[cf]));
   for (it->Seek(ToSlice(prefix)); it->Valid(); it->Next()) {
@@ -197,21 +247,35 @@ Status RocksStore::Scan(Cf cf, std::string_view prefix, const ScanFn& fn, bool v
   return FromRocks(it->status(), Cat("scanning column family '", CfName(cf), "'"));
 }
 
-StatusOr<Job> RocksStore::ReadJob(JobId id, bool with_data) const {
+StatusOr<Job> RocksStore::ReadJob(JobId id, bool with_data,
+                                  const rocksdb::Snapshot* snapshot) const {
+  if (with_data && snapshot == nullptr) {
+    // A purge may delete the data between the two reads: read both from one snapshot.
+    SnapshotHolder held(db_.get());
+    return ReadJob(id, with_data, held.get());
+  }
   const std::string key = JobKey(id);
-  ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kJobs, key));
+  ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kJobs, key, snapshot));
   if (!value) return absl::NotFoundError(Cat("job ", id, " not found"));
   StatusOr<Job> job = DecodeJob(id, *value);
   if (!job.ok()) return Damaged(kJobs, key, job.status());
   if (with_data) {
-    // Written with the job record and never changed, so no snapshot is needed across the two.
-    const std::string data_key = JobDataKey(id);
-    ASSIGN_OR_RETURN(std::optional<std::string> data, Get(kJobs, data_key));
+    ASSIGN_OR_RETURN(std::optional<std::string> data, Get(kJobData, key, snapshot));
     if (data) {
       StatusOr<std::string> text = DecodeJobData(*data);
-      if (!text.ok()) return Damaged(kJobs, data_key, text.status());
+      if (!text.ok()) return Damaged(kJobData, key, text.status());
       job->spec.data_inline = *std::move(text);
     }
+  }
+  return job;
+}
+
+StatusOr<Job> RocksStore::ReadUnpurgedJob(JobId id) const {
+  ASSIGN_OR_RETURN(Job job, ReadJob(id));
+  if (job.purged_at_ms != 0) {
+    return absl::FailedPreconditionError(
+        Cat("job ", id, " was purged at ", job.purged_at_ms,
+            " (ms since the epoch): its tasks, results and inline data are deleted"));
   }
   return job;
 }
@@ -245,13 +309,36 @@ StatusOr<std::vector<Job>> RocksStore::ScanJobs() const {
   std::vector<Job> jobs;
   RETURN_IF_ERROR(Scan(kJobs, "", [&](std::string_view key, std::string_view value) {
     std::optional<JobId> id = ParseJobKey(key);
-    if (!id && ParseJobDataKey(key)) return absl::OkStatus();  // read by ReadJob only
     if (!id) return Damaged(kJobs, key, absl::DataLossError("malformed key"));
     StatusOr<Job> job = DecodeJob(*id, value);
     if (!job.ok()) return Damaged(kJobs, key, job.status());
     jobs.push_back(*std::move(job));
     return absl::OkStatus();
   }));
+  return jobs;
+}
+
+StatusOr<std::vector<Job>> RocksStore::ScanActiveJobs() const {
+  SnapshotHolder snapshot(db_.get());
+  std::vector<Job> jobs;
+  RETURN_IF_ERROR(Scan(
+      kActiveJobs, "",
+      [&](std::string_view key, std::string_view) {
+        std::optional<JobId> id = ParseJobKey(key);
+        if (!id) return Damaged(kActiveJobs, key, absl::DataLossError("malformed key"));
+        StatusOr<Job> job = ReadJob(*id, /*with_data=*/false, snapshot.get());
+        if (absl::IsNotFound(job.status())) {
+          return Damaged(kActiveJobs, key, absl::DataLossError("names a missing job"));
+        }
+        if (!job.ok()) return job.status();
+        if (IsTerminal(job->state)) {
+          return Damaged(kActiveJobs, key,
+                         absl::DataLossError(Cat("names a ", JobStateName(job->state), " job")));
+        }
+        jobs.push_back(*std::move(job));
+        return absl::OkStatus();
+      },
+      /*values=*/false, snapshot.get()));
   return jobs;
 }
 
@@ -276,6 +363,16 @@ Status RocksStore::PutJob(rocksdb::WriteBatch* batch, const Job& job) const {
   return PutRaw(batch, kJobs, JobKey(job.id), value);
 }
 
+Status RocksStore::PutFinishedJob(rocksdb::WriteBatch* batch, const Job& job) const {
+  RETURN_IF_ERROR(PutJob(batch, job));
+  RETURN_IF_ERROR(Delete(batch, kActiveJobs, JobKey(job.id)));
+  return PutRaw(batch, kFinishedJobs, FinishedJobKey(job.updated_at_ms, job.id), "");
+}
+
+Status RocksStore::Delete(rocksdb::WriteBatch* batch, Cf cf, std::string_view key) const {
+  return FromRocks(batch->Delete(cf_[cf], ToSlice(key)), "adding to a batch");
+}
+
 Status RocksStore::PutTask(rocksdb::WriteBatch* batch, const Task& task) const {
   ASSIGN_OR_RETURN(std::string value, EncodeTask(task));
   return PutRaw(batch, kTasks, TaskKeyBytes(task.key), value);
@@ -284,10 +381,9 @@ Status RocksStore::PutTask(rocksdb::WriteBatch* batch, const Task& task) const {
 StatusOr<std::vector<TaskKey>> RocksStore::ReleaseLeasesWhere(
     rocksdb::WriteBatch* batch, const std::function<bool(const Task&)>& expired) {
   // Only active jobs hold leases: entering a final state releases them (UpdateJobState).
-  ASSIGN_OR_RETURN(std::vector<Job> jobs, ScanJobs());
+  ASSIGN_OR_RETURN(std::vector<Job> jobs, ScanActiveJobs());
   std::vector<TaskKey> released;
   for (const Job& job : jobs) {
-    if (IsTerminal(job.state)) continue;
     ASSIGN_OR_RETURN(std::vector<Task> tasks, ScanTasks(job.id));
     for (Task& task : tasks) {
       if (task.state != TaskState::kLeased || !expired(task)) continue;
@@ -364,9 +460,10 @@ StatusOr<CreateJobOutcome> RocksStore::CreateJob(const JobSpec& spec,
 
   rocksdb::WriteBatch batch;
   RETURN_IF_ERROR(PutJob(&batch, job));
+  RETURN_IF_ERROR(PutRaw(&batch, kActiveJobs, JobKey(id), ""));
   if (!spec.data_inline.empty()) {
     ASSIGN_OR_RETURN(std::string data, EncodeJobData(spec.data_inline));
-    RETURN_IF_ERROR(PutRaw(&batch, kJobs, JobDataKey(id), data));
+    RETURN_IF_ERROR(PutRaw(&batch, kJobData, JobKey(id), data));
   }
   for (const auto& [sample, layer] : sorted) {
     RETURN_IF_ERROR(PutTask(&batch, Task{.key = {.job = id, .sample = sample, .layer = layer}}));
@@ -381,10 +478,14 @@ StatusOr<CreateJobOutcome> RocksStore::CreateJob(const JobSpec& spec,
 
 StatusOr<Job> RocksStore::GetJob(JobId id) const { return ReadJob(id, /*with_data=*/true); }
 
+StatusOr<Job> RocksStore::GetJobMeta(JobId id) const { return ReadJob(id, /*with_data=*/false); }
+
 StatusOr<std::vector<Job>> RocksStore::ListJobs(const ListJobsOptions& options) const {
-  ASSIGN_OR_RETURN(std::vector<Job> jobs, ScanJobs());
+  std::vector<Job> jobs;
   if (options.active_only) {
-    std::erase_if(jobs, [](const Job& job) { return IsTerminal(job.state); });
+    ASSIGN_OR_RETURN(jobs, ScanActiveJobs());
+  } else {
+    ASSIGN_OR_RETURN(jobs, ScanJobs());
   }
   std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
     if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
@@ -397,7 +498,7 @@ StatusOr<std::vector<Job>> RocksStore::ListJobs(const ListJobsOptions& options) 
 StatusOr<Job> RocksStore::UpdateJobState(JobId id, JobState state, const std::string& error) {
   RETURN_IF_ERROR(CheckUtf8(error, "error"));
   std::lock_guard<std::mutex> lock(write_mu_);
-  ASSIGN_OR_RETURN(Job job, ReadJob(id, /*with_data=*/true));
+  ASSIGN_OR_RETURN(Job job, ReadJob(id));
   if (!Legal(job.state, state)) {
     return absl::FailedPreconditionError(Cat("job ", id, " is ", JobStateName(job.state),
                                              "; it cannot become ", JobStateName(state)));
@@ -418,8 +519,13 @@ StatusOr<Job> RocksStore::UpdateJobState(JobId id, JobState state, const std::st
   job.state = state;
   job.error = error;
   job.updated_at_ms = Now();
-  RETURN_IF_ERROR(PutJob(&batch, job));
+  if (IsTerminal(state)) {
+    RETURN_IF_ERROR(PutFinishedJob(&batch, job));
+  } else {
+    RETURN_IF_ERROR(PutJob(&batch, job));
+  }
   RETURN_IF_ERROR(Write(&batch));
+  if (IsTerminal(state)) NoteJobsFinished(1);
   return job;
 }
 
@@ -430,7 +536,7 @@ StatusOr<Job> RocksStore::SetDataDescription(JobId id, std::string_view descript
   }
   RETURN_IF_ERROR(CheckUtf8(description, "data_description"));
   std::lock_guard<std::mutex> lock(write_mu_);
-  ASSIGN_OR_RETURN(Job job, ReadJob(id, /*with_data=*/true));
+  ASSIGN_OR_RETURN(Job job, ReadJob(id));
   if (!job.data_description.empty()) return job;
   job.data_description = std::string(description);
   job.updated_at_ms = Now();

@@ -1,9 +1,11 @@
 #pragma once
 // The RocksDB implementation of Store (store/store.h). Internal to store/: callers use
 // OpenStore(). Its methods are defined in rocks_store.cc (open, recovery, jobs),
-// rocks_store_tasks.cc (leases, results) and rocks_store_versions.cc (profiles, budget maps).
+// rocks_store_tasks.cc (leases, results), rocks_store_versions.cc (profiles, budget maps),
+// rocks_store_migrate.cc (older schema versions) and rocks_store_purge.cc (retention).
 
 #include <array>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -22,10 +24,18 @@ namespace ripplekv::store {
 // RocksDB status -> absl::Status with `context` prefixed (see the error list in store.h).
 Status FromRocks(const rocksdb::Status& status, std::string_view context);
 
+// OpenStore over `env` (its file system, threads and clock) instead of rocksdb::Env::Default():
+// the injection point for tests that simulate faults (tests/store/power_loss_fs.h). The store
+// shares ownership of `env`; null means the default. Same contract and errors as OpenStore.
+[[nodiscard]] StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& path,
+                                                              const StoreOptions& options,
+                                                              std::shared_ptr<rocksdb::Env> env);
+
 class RocksStore final : public Store {
  public:
   static StatusOr<std::unique_ptr<RocksStore>> Open(const std::string& path,
-                                                    const StoreOptions& options);
+                                                    const StoreOptions& options,
+                                                    std::shared_ptr<rocksdb::Env> env);
   ~RocksStore() override;
   RocksStore(const RocksStore&) = delete;
   RocksStore& operator=(const RocksStore&) = delete;
@@ -35,6 +45,7 @@ class RocksStore final : public Store {
   StatusOr<CreateJobOutcome> CreateJob(const JobSpec& spec,
                                        std::span<const PlannedTask> tasks) override;
   StatusOr<Job> GetJob(JobId id) const override;
+  StatusOr<Job> GetJobMeta(JobId id) const override;
   StatusOr<std::vector<Job>> ListJobs(const ListJobsOptions& options) const override;
   StatusOr<Job> UpdateJobState(JobId id, JobState state, const std::string& error) override;
   StatusOr<Job> SetDataDescription(JobId id, std::string_view description) override;
@@ -67,27 +78,51 @@ class RocksStore final : public Store {
   StatusOr<std::vector<BudgetMapRecord>> ListBudgetMaps(
       const std::string& model_hash) const override;
 
+  StatusOr<PurgeOutcome> PurgeFinishedJobs(TimeMs finished_before_ms, size_t max_jobs) override;
+
  private:
   // Column families, in the order of kCfNames in rocks_store.cc.
-  enum Cf : size_t { kJobs, kTasks, kResults, kProfiles, kBudgetMaps, kMeta, kNumCfs };
+  enum Cf : size_t {
+    kJobs,
+    kTasks,
+    kResults,
+    kProfiles,
+    kBudgetMaps,
+    kMeta,
+    kJobData,
+    kActiveJobs,
+    kFinishedJobs,
+    kNumCfs
+  };
   // Called for each (key, value) of a scan; a non-OK status stops the scan and is returned.
   using ScanFn = std::function<Status(std::string_view key, std::string_view value)>;
 
-  RocksStore(StoreOptions options, std::unique_ptr<rocksdb::DB> db,
-             std::vector<rocksdb::ColumnFamilyHandle*> handles);
+  RocksStore(StoreOptions options, std::shared_ptr<rocksdb::Env> env,
+             std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles);
 
   // ---- Reads (no lock needed) ----
   // The raw value, or nullopt when the key is absent.
-  StatusOr<std::optional<std::string>> Get(Cf cf, std::string_view key) const;
+  StatusOr<std::optional<std::string>> Get(Cf cf, std::string_view key,
+                                           const rocksdb::Snapshot* snapshot = nullptr) const;
   // Every key starting with `prefix` in order (`prefix` empty: the whole column family), from
-  // one snapshot. `values` false skips reading values (`value` is then empty).
-  Status Scan(Cf cf, std::string_view prefix, const ScanFn& fn, bool values = true) const;
-  // NotFound when absent. spec.data_inline is read only `with_data` (a second record).
-  StatusOr<Job> ReadJob(JobId id, bool with_data = false) const;
+  // one snapshot (`snapshot`, or the iterator's own when null). `values` false skips reading
+  // values (`value` is then empty).
+  Status Scan(Cf cf, std::string_view prefix, const ScanFn& fn, bool values = true,
+              const rocksdb::Snapshot* snapshot = nullptr) const;
+  // NotFound when absent. spec.data_inline is read only `with_data` (a second record, read from
+  // the same snapshot as the first). Reads at `snapshot` when non-null.
+  StatusOr<Job> ReadJob(JobId id, bool with_data = false,
+                        const rocksdb::Snapshot* snapshot = nullptr) const;
+  // ReadJob, then FailedPrecondition "job N was purged at T" when it was: for the reads of a
+  // job's tasks and results.
+  StatusOr<Job> ReadUnpurgedJob(JobId id) const;
   StatusOr<Task> ReadTask(const TaskKey& key) const;  // NotFound when absent
   StatusOr<std::vector<Task>> ScanTasks(JobId job) const;
   // Every job record in id order, spec.data_inline left empty.
   StatusOr<std::vector<Job>> ScanJobs() const;
+  // The active (pending, running) jobs through the active_jobs index, in id order, from one
+  // snapshot; spec.data_inline left empty.
+  StatusOr<std::vector<Job>> ScanActiveJobs() const;
   // Results whose key starts with `prefix` (a job's or a task's), in canonical order.
   StatusOr<std::vector<TrialResult>> ScanResults(std::string_view prefix) const;
   // Latest version under `model_hash` in kProfiles or kBudgetMaps; 0 when none.
@@ -97,6 +132,10 @@ class RocksStore final : public Store {
   Status Write(rocksdb::WriteBatch* batch);
   // Writes the job record; never the inline data (written once by CreateJob).
   Status PutJob(rocksdb::WriteBatch* batch, const Job& job) const;
+  // Writes `job`, which has just entered a final state at job.updated_at_ms, and moves it from
+  // the active index to the finished index.
+  Status PutFinishedJob(rocksdb::WriteBatch* batch, const Job& job) const;
+  Status Delete(rocksdb::WriteBatch* batch, Cf cf, std::string_view key) const;
   Status PutTask(rocksdb::WriteBatch* batch, const Task& task) const;
   Status PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view key,
                 std::string_view value) const;
@@ -104,8 +143,22 @@ class RocksStore final : public Store {
   // `batch`; returns their keys in canonical order.
   StatusOr<std::vector<TaskKey>> ReleaseLeasesWhere(
       rocksdb::WriteBatch* batch, const std::function<bool(const Task&)>& expired);
-  // Checks the schema version (writing it into a new database) and recovers leases.
+  // Checks the schema version (writing it into a new database, migrating an older one) and
+  // recovers leases.
   Status Initialize();
+  // Rewrites a schema-version-1 database as version 2 in one write (rocks_store_migrate.cc):
+  // inline data to job_data, the active and finished indexes built from the job records.
+  Status MigrateFromV1();
+  // Flushes every memtable (so that old WAL files are released) and compacts [begin, end) of
+  // the column families a purge deleted from.
+  Status CompactPurged(std::string_view begin, std::string_view end);
+  // Called after a write that moved `jobs` jobs to a final state. Each leaves a deletion
+  // (tombstone) in active_jobs that every active-only listing would step over until compaction
+  // drops it; so every kActiveIndexCompactionEvery such jobs, and on open, the (small) column
+  // family is flushed and compacted. A failure here is ignored: the write it follows succeeded
+  // and the index stays correct, only slower to read.
+  void NoteJobsFinished(uint64_t jobs);
+  void CompactActiveIndex();
   TimeMs Now() const;
   // Makes `task` pending with no owner and no deadline.
   static void ClearLease(Task* task);
@@ -115,10 +168,12 @@ class RocksStore final : public Store {
 
   // Immutable after construction.
   const StoreOptions options_;
+  std::shared_ptr<rocksdb::Env> env_;  // null: rocksdb::Env::Default(); outlives db_
   std::unique_ptr<rocksdb::DB> db_;
   std::array<rocksdb::ColumnFamilyHandle*, kNumCfs> cf_{};
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // every handle opened, for closing
-  uint64_t recovered_leases_ = 0;                      // set by Initialize()
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;   // every handle opened, for closing
+  uint64_t recovered_leases_ = 0;                       // set by Initialize()
+  std::atomic<uint64_t> finished_since_compaction_{0};  // see NoteJobsFinished
 
   std::mutex write_mu_;  // serializes every read-modify-write
 };

@@ -69,10 +69,19 @@ void AddCounts(const ResultWriteOutcome& outcome, Job* job) {
 
 // ---- Leases ----
 
-StatusOr<Task> RocksStore::GetTask(const TaskKey& key) const { return ReadTask(key); }
+StatusOr<Task> RocksStore::GetTask(const TaskKey& key) const {
+  StatusOr<Task> task = ReadTask(key);
+  if (absl::IsNotFound(task.status())) {
+    // A purged job's tasks are gone: say so rather than "not found".
+    if (Status job = ReadUnpurgedJob(key.job).status(); absl::IsFailedPrecondition(job)) {
+      return job;
+    }
+  }
+  return task;
+}
 
 StatusOr<std::vector<Task>> RocksStore::ListTasks(JobId job) const {
-  RETURN_IF_ERROR(ReadJob(job).status());
+  RETURN_IF_ERROR(ReadUnpurgedJob(job).status());
   return ScanTasks(job);
 }
 
@@ -277,17 +286,17 @@ StatusOr<std::vector<TrialResult>> RocksStore::ScanResults(std::string_view pref
 }
 
 StatusOr<std::vector<TrialResult>> RocksStore::ListResults(JobId job) const {
-  RETURN_IF_ERROR(ReadJob(job).status());
+  RETURN_IF_ERROR(ReadUnpurgedJob(job).status());
   return ScanResults(JobKey(job));
 }
 
 StatusOr<std::vector<TrialResult>> RocksStore::ListTaskResults(const TaskKey& key) const {
-  RETURN_IF_ERROR(ReadTask(key).status());
+  RETURN_IF_ERROR(GetTask(key).status());
   return ScanResults(TaskKeyBytes(key));
 }
 
 StatusOr<uint64_t> RocksStore::CountResults(JobId job) const {
-  RETURN_IF_ERROR(ReadJob(job).status());
+  RETURN_IF_ERROR(ReadUnpurgedJob(job).status());
   uint64_t count = 0;
   RETURN_IF_ERROR(Scan(
       kResults, JobKey(job),

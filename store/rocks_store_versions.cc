@@ -74,9 +74,10 @@ StatusOr<ProfileVersion> RocksStore::PutProfileVersion(const std::string& model_
     job->state = JobState::kSucceeded;
     job->profile_version = version;
     job->updated_at_ms = profile.created_at_ms;
-    RETURN_IF_ERROR(PutJob(&batch, *job));
+    RETURN_IF_ERROR(PutFinishedJob(&batch, *job));
   }
   RETURN_IF_ERROR(Write(&batch));
+  if (job) NoteJobsFinished(1);
   return profile;
 }
 

@@ -15,12 +15,18 @@
 // consistent snapshot; two separate calls may of course see different states. Only one process
 // may open a database at a time (the second gets Unavailable).
 //
+// Bounded reads: the reads the scheduler makes per message or per tick (ListJobs with
+// active_only, GetJobMeta, the lease recovery and expiry) cost O(active jobs and their tasks),
+// whatever the number of finished jobs in history, and never read inline calibration data.
+// History is kept until PurgeFinishedJobs deletes the bulk of finished jobs.
+//
 // Errors (absl::Status codes, which map one to one onto gRPC):
 //   InvalidArgument     a malformed argument (named); never retry
 //   NotFound            no such job, task, profile version or budget map
 //   AlreadyExists       an idempotency key already names a job with a different spec
 //   FailedPrecondition  an illegal state transition (e.g. cancelling a finished job, leasing a
-//                       task that is leased or done), or a database of another schema version
+//                       task that is leased or done), tasks or results of a purged job, or a
+//                       database of another schema version
 //   DataLoss            a stored value or key that does not decode; the message names the column
 //                       family and the key. Stop and shout: the database is damaged.
 //   Unavailable         the database is locked by another process or store
@@ -77,7 +83,15 @@ struct ResultWriteOutcome {
 };
 
 struct ListJobsOptions {
-  bool active_only = false;  // only pending and running jobs
+  // Only pending and running jobs, read through the active-job index: the cost is O(active
+  // jobs), independent of how many finished jobs are stored.
+  bool active_only = false;
+};
+
+// What one PurgeFinishedJobs call did.
+struct PurgeOutcome {
+  uint64_t purged = 0;  // jobs purged by this call (<= max_jobs)
+  bool more = false;    // unpurged jobs that finished before the cutoff remain: call again
 };
 
 class Store {
@@ -99,11 +113,18 @@ class Store {
   [[nodiscard]] virtual StatusOr<CreateJobOutcome> CreateJob(
       const JobSpec& spec, std::span<const PlannedTask> tasks) = 0;
 
-  // The job with its full spec. NotFound when no job has this id.
+  // The job with its full spec, spec.data_inline included (up to max_value_bytes; empty for a
+  // purged job). NotFound when no job has this id.
   [[nodiscard]] virtual StatusOr<Job> GetJob(JobId id) const = 0;
 
+  // The job record only: as GetJob with spec.data_inline left empty, one small read whatever the
+  // size of the job's data. What to call per message (state, counters, model hash checks).
+  // NotFound when no job has this id.
+  [[nodiscard]] virtual StatusOr<Job> GetJobMeta(JobId id) const = 0;
+
   // Jobs by priority (highest first), then age (oldest first), then id. To keep listings small,
-  // spec.data_inline is left empty (GetJob returns it).
+  // spec.data_inline is left empty and never read (GetJob returns it). Without active_only every
+  // job ever stored is read (purged ones included); see ListJobsOptions.
   [[nodiscard]] virtual StatusOr<std::vector<Job>> ListJobs(
       const ListJobsOptions& options = {}) const = 0;
 
@@ -111,22 +132,25 @@ class Store {
   // Legal: pending -> running | failed | cancelled; running -> succeeded (every task done) |
   // failed | cancelled. Anything else, including leaving a final state or "moving" to the same
   // state, is FailedPrecondition naming both states. Entering a final state returns the job's
-  // leased tasks to pending in the same write. Returns the updated job.
+  // leased tasks to pending in the same write, and moves the job from the active index to the
+  // finished one (PurgeFinishedJobs). Returns the updated job (spec.data_inline left empty).
   [[nodiscard]] virtual StatusOr<Job> UpdateJobState(JobId id, JobState state,
                                                      const std::string& error = {}) = 0;
 
   // Records the workers' description of the job's calibration set when the job has none yet
-  // (the first report wins; a later one is ignored). Returns the job. NotFound; InvalidArgument
+  // (the first report wins; a later one is ignored). Returns the job (spec.data_inline left
+  // empty). NotFound; InvalidArgument
   // when `description` is empty, over 4 KiB or not UTF-8.
   [[nodiscard]] virtual StatusOr<Job> SetDataDescription(JobId id,
                                                          std::string_view description) = 0;
 
   // ---- Tasks and leases ----
 
-  // NotFound when the task does not exist.
+  // NotFound when the task does not exist; FailedPrecondition when its job was purged.
   [[nodiscard]] virtual StatusOr<Task> GetTask(const TaskKey& key) const = 0;
 
-  // Every task of the job in canonical (sample, layer) order. NotFound for an unknown job.
+  // Every task of the job in canonical (sample, layer) order. NotFound for an unknown job;
+  // FailedPrecondition "job N was purged at T ..." for a purged one.
   [[nodiscard]] virtual StatusOr<std::vector<Task>> ListTasks(JobId job) const = 0;
 
   // Leases a pending task of a pending or running job to `worker_id` until `deadline_ms`,
@@ -147,7 +171,7 @@ class Store {
                                                     const std::string& worker_id) = 0;
 
   // Returns every leased task whose deadline is <= now_ms to pending, in one write, and lists
-  // them in canonical order.
+  // them in canonical order. Reads the tasks of active jobs only.
   [[nodiscard]] virtual StatusOr<std::vector<TaskKey>> ReleaseExpiredLeases(TimeMs now_ms) = 0;
 
   // ---- Trial results ----
@@ -160,9 +184,10 @@ class Store {
       std::span<const TrialResult> results) = 0;
 
   // Stores `results` (all of task `key`; may be empty when PutResults stored them already) and
-  // marks the task done, in one write, so a task is done exactly when every trial 0..trials-1 of
-  // it has a result. Accepted from any worker while the task is not done (results are
-  // deterministic; which lease it belonged to does not matter). On a task that is already done
+  // marks the task done, in one write (one WriteBatch: the results, the task record and the job's
+  // counters, synced once with sync_writes), so a task is done exactly when every trial
+  // 0..trials-1 of it has a result. Accepted from any worker while the task is not done (results
+  // are deterministic; which lease it belonged to does not matter). On a task that is already done
   // every result is a duplicate and only the job's duplicate counters change.
   // InvalidArgument: a result of another task, trial >= params.trials, a non-finite KL;
   // NotFound: job or task; FailedPrecondition: the job is not running, or some trial would still
@@ -170,7 +195,8 @@ class Store {
   [[nodiscard]] virtual StatusOr<ResultWriteOutcome> CompleteTask(
       const TaskKey& key, std::span<const TrialResult> results) = 0;
 
-  // The job's results in canonical (sample, layer, trial) order. NotFound for an unknown job.
+  // The job's results in canonical (sample, layer, trial) order. NotFound for an unknown job;
+  // FailedPrecondition for a purged one (also below).
   [[nodiscard]] virtual StatusOr<std::vector<TrialResult>> ListResults(JobId job) const = 0;
   // One task's results in trial order (possibly partial). NotFound for an unknown task.
   [[nodiscard]] virtual StatusOr<std::vector<TrialResult>> ListTaskResults(
@@ -214,10 +240,28 @@ class Store {
       const std::string& model_hash, uint32_t version = kLatestVersion) const = 0;
   [[nodiscard]] virtual StatusOr<std::vector<BudgetMapRecord>> ListBudgetMaps(
       const std::string& model_hash = {}) const = 0;
+
+  // ---- Retention ----
+
+  // Purges up to `max_jobs` jobs that entered a final state (succeeded, failed, cancelled) at a
+  // time < finished_before_ms (ms since the epoch; the time is the job's updated_at_ms when it
+  // became final), oldest first: deletes their tasks, trial results, inline data and
+  // idempotency key, and keeps the job record (spec without data_inline, state, counters,
+  // profile_version, error) with purged_at_ms set, so GetJob, GetJobMeta and ListJobs still show
+  // the job. Afterwards GetTask, ListTasks, ListResults, ListTaskResults and CountResults of the
+  // job are FailedPrecondition "job N was purged at T"; a CreateJob with its idempotency key
+  // creates a new job. Profiles and budget maps are never deleted. All of a call's purges are
+  // one write; then the call flushes the memtables and compacts the purged key ranges (this is
+  // what returns the disk space; it runs outside the write lock and may take seconds for many
+  // large jobs). Work per call is bounded by max_jobs (the finished jobs are found through an
+  // index, not a scan). InvalidArgument when max_jobs is 0.
+  [[nodiscard]] virtual StatusOr<PurgeOutcome> PurgeFinishedJobs(TimeMs finished_before_ms,
+                                                                 size_t max_jobs) = 0;
 };
 
-// Opens (or with options.create_if_missing creates) the store in directory `path`, then returns
-// every leased task to pending in one write (RecoveredLeases() says how many). Errors:
+// Opens (or with options.create_if_missing creates) the store in directory `path`, migrates a
+// database of an older schema version in place (docs/STORE.md), then returns every leased task
+// to pending in one write (RecoveredLeases() says how many). Errors:
 // NotFound (no database and create_if_missing is false), Unavailable (another process or store
 // holds it), FailedPrecondition (another schema version, or not a RippleKV database),
 // DataLoss (a damaged record met during recovery, named), Internal (other RocksDB failures).

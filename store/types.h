@@ -98,6 +98,9 @@ struct Job {
   // The calibration set as the first worker to report it described it (source, shape, token
   // fingerprint); empty until then (Store::SetDataDescription).
   std::string data_description;
+  // When Store::PurgeFinishedJobs deleted the job's tasks, results and inline data; 0 = never.
+  // A purged job keeps this record (spec without data_inline, state, counters, error).
+  TimeMs purged_at_ms = 0;
 
   friend bool operator==(const Job&, const Job&) = default;
 };

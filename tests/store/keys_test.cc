@@ -75,9 +75,10 @@ TEST(StoreKeysTest, DescribeKeyNamesFieldsOrFallsBackToHex) {
             "column family 'profiles', key model_hash=ab version=4");
   EXPECT_EQ(DescribeKey(kTasksCf, std::string("\x01\xff", 2)), "column family 'tasks', key 0x01ff");
   EXPECT_EQ(DescribeKey(kMetaCf, "next_job_id"), "column family 'meta', key 'next_job_id'");
-  EXPECT_EQ(DescribeKey(kJobsCf, JobDataKey(12)), "column family 'jobs', key job=12 data");
-  EXPECT_EQ(ParseJobDataKey(JobDataKey(12)), 12u);
-  EXPECT_FALSE(ParseJobKey(JobDataKey(12)).has_value());
+  EXPECT_EQ(DescribeKey(kJobsCf, V1JobDataKey(12)), "column family 'jobs', key job=12 data");
+  EXPECT_EQ(ParseV1JobDataKey(V1JobDataKey(12)), 12u);
+  EXPECT_FALSE(ParseJobKey(V1JobDataKey(12)).has_value());
+  EXPECT_EQ(DescribeKey(kJobDataCf, JobKey(12)), "column family 'job_data', key job=12");
 }
 
 }  // namespace

@@ -82,13 +82,13 @@ TEST(StoreCorruptionTest, DamagedTaskOfAFinishedJobIsDataLossWhenRead) {
 TEST(StoreCorruptionTest, DamagedInlineDataIsDataLossWhenTheJobIsRead) {
   TempDir dir;
   SeedDatabase(dir.db());
-  ASSERT_TRUE(PutRaw(dir.db(), kJobsCf, JobDataKey(1), R"({"v":1,"data_inline":7})"));
+  ASSERT_TRUE(PutRaw(dir.db(), kJobDataCf, JobKey(1), R"({"v":1,"data_inline":7})"));
   StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
   ASSERT_TRUE(store.ok()) << store.status();
   const Status s = (*store)->GetJob(1).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("column family 'jobs', key job=1 data: field 'data_inline' is not a "
+              HasSubstr("column family 'job_data', key job=1: field 'data_inline' is not a "
                         "string"));
 }
 
@@ -122,10 +122,10 @@ TEST(StoreCorruptionTest, NewerValueFormatIsDataLoss) {
 TEST(StoreCorruptionTest, AnotherSchemaVersionIsFailedPrecondition) {
   TempDir dir;
   SeedDatabase(dir.db());
-  ASSERT_TRUE(PutRaw(dir.db(), kMetaCf, kSchemaVersionKey, "2"));
+  ASSERT_TRUE(PutRaw(dir.db(), kMetaCf, kSchemaVersionKey, "3"));
   StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(store.status().message()), HasSubstr("schema version '2'"));
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("schema version '3'"));
 }
 
 TEST(StoreCorruptionTest, ForeignRocksDbIsRefusedUntouched) {

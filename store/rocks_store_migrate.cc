@@ -1,0 +1,43 @@
+// RocksStore: in-place migration of older schema versions (docs/STORE.md, "Schema versions").
+
+#include "kernels/base/strings.h"
+#include "store/codec.h"
+#include "store/keys.h"
+#include "store/rocks_store.h"
+
+namespace ripplekv::store {
+
+// Version 1 kept a job's inline data in the jobs column family under job id + 'd' and had no
+// job indexes. Version 2 moves the data to job_data (so that listing jobs never reads it) and
+// adds active_jobs and finished_jobs. Everything, the new schema version included, is one
+// batch: a crash leaves the database at version 1 (migrated again on the next open) or at
+// version 2, never in between. The batch holds every job's inline data once, so the migration
+// needs about that much memory.
+Status RocksStore::MigrateFromV1() {
+  rocksdb::WriteBatch batch;
+  RETURN_IF_ERROR(Scan(kJobs, "", [&](std::string_view key, std::string_view value) {
+    if (std::optional<JobId> id = ParseV1JobDataKey(key)) {
+      // Checked before it moves: a damaged record must not become a damaged record elsewhere.
+      StatusOr<std::string> data = DecodeJobData(value);
+      if (!data.ok()) return Damaged(kJobs, key, data.status());
+      RETURN_IF_ERROR(PutRaw(&batch, kJobData, JobKey(*id), value));
+      return Delete(&batch, kJobs, key);
+    }
+    std::optional<JobId> id = ParseJobKey(key);
+    if (!id) return Damaged(kJobs, key, absl::DataLossError("malformed key"));
+    StatusOr<Job> job = DecodeJob(*id, value);
+    if (!job.ok()) return Damaged(kJobs, key, job.status());
+    if (IsTerminal(job->state)) {
+      // Version 1 did not record when a job became final; its last update is the best bound.
+      return PutRaw(&batch, kFinishedJobs, FinishedJobKey(job->updated_at_ms, *id), "");
+    }
+    return PutRaw(&batch, kActiveJobs, JobKey(*id), "");
+  }));
+  RETURN_IF_ERROR(PutRaw(&batch, kMeta, kSchemaVersionKey, kSchemaVersion));
+  // Always synced: the old layout is gone once this returns.
+  rocksdb::WriteOptions write_options;
+  write_options.sync = true;
+  return FromRocks(db_->Write(write_options, &batch), "migrating schema version 1 to 2");
+}
+
+}  // namespace ripplekv::store
