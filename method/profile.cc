@@ -229,14 +229,27 @@ Status ValidateProfile(const SensitivityProfile& profile) {
   return absl::OkStatus();
 }
 
+namespace {
+
+OrderedJson ModelToJson(const ProfileModel& m) {
+  return {{"hash", m.hash},         {"architecture", m.architecture}, {"name", m.name},
+          {"n_layers", m.n_layers}, {"n_kv_heads", m.n_kv_heads},     {"head_dim", m.head_dim},
+          {"d_model", m.d_model},   {"vocab_size", m.vocab_size}};
+}
+
+}  // namespace
+
+std::string ProfileModelToJson(const ProfileModel& model) { return ModelToJson(model).dump(); }
+
+StatusOr<ProfileModel> ProfileModelFromJson(std::string_view json_text) {
+  ASSIGN_OR_RETURN(Json root, json_fields::Parse(json_text, kWhat));
+  return ModelFromJson(root);
+}
+
 StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile) {
   RETURN_IF_ERROR(ValidateProfile(profile));
-  const ProfileModel& m = profile.model;
   const ProfileParams& p = profile.params;
-  OrderedJson model = {
-      {"hash", m.hash},         {"architecture", m.architecture}, {"name", m.name},
-      {"n_layers", m.n_layers}, {"n_kv_heads", m.n_kv_heads},     {"head_dim", m.head_dim},
-      {"d_model", m.d_model},   {"vocab_size", m.vocab_size}};
+  OrderedJson model = ModelToJson(profile.model);
   OrderedJson params = {{"mode", std::string(PerturbModeName(p.mode))},
                         {"alpha", p.alpha},
                         {"trials", p.trials},

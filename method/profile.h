@@ -87,6 +87,11 @@ struct SensitivityProfile {
 // kProfileSchemaVersion), InvalidArgument naming the JSON path of the first bad field.
 [[nodiscard]] Status ValidateProfile(const SensitivityProfile& profile);
 
+// A model summary alone, as the profile's "model" object (the scheduler keeps the summaries
+// workers report this way), and back: InvalidArgument naming the field.
+std::string ProfileModelToJson(const ProfileModel& model);
+[[nodiscard]] StatusOr<ProfileModel> ProfileModelFromJson(std::string_view json_text);
+
 // The JSON text of a valid profile (ValidateProfile() runs first and its error is returned).
 [[nodiscard]] StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile);
 

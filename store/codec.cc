@@ -291,6 +291,7 @@ StatusOr<std::string> EncodeJob(const Job& job) {
       {"data_description", job.data_description},
   };
   if (job.purged_at_ms != 0) j["purged_at_ms"] = job.purged_at_ms;  // absent until purged
+  if (job.data_inline_bytes != 0) j["data_inline_bytes"] = job.data_inline_bytes;
   return Dump(j, "job");
 }
 
@@ -300,7 +301,8 @@ StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
   RETURN_IF_ERROR(
       r.OnlyFields({"v", "spec", "state", "created_at_ms", "updated_at_ms", "tasks_total",
                     "tasks_done", "results_stored", "duplicate_results", "conflicting_results",
-                    "profile_version", "error", "data_description", "purged_at_ms"}));
+                    "profile_version", "error", "data_description", "purged_at_ms",
+                    "data_inline_bytes"}));
   Job job;
   job.id = id;
   ASSIGN_OR_RETURN(Reader spec, r.Object("spec"));
@@ -320,6 +322,9 @@ StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
   }
   if (r.Has("purged_at_ms")) {  // only in records of purged jobs
     ASSIGN_OR_RETURN(job.purged_at_ms, r.I64("purged_at_ms"));
+  }
+  if (r.Has("data_inline_bytes")) {  // only in records of jobs with inline data
+    ASSIGN_OR_RETURN(job.data_inline_bytes, r.U64("data_inline_bytes"));
   }
   if (job.tasks_done > job.tasks_total) {
     return Corrupt("tasks_done",

@@ -457,6 +457,7 @@ StatusOr<CreateJobOutcome> RocksStore::CreateJob(const JobSpec& spec,
   job.state = JobState::kPending;
   job.created_at_ms = job.updated_at_ms = Now();
   job.tasks_total = tasks.size();
+  job.data_inline_bytes = spec.data_inline.size();
 
   rocksdb::WriteBatch batch;
   RETURN_IF_ERROR(PutJob(&batch, job));

@@ -79,6 +79,9 @@ class RocksStore final : public Store {
       const std::string& model_hash) const override;
 
   StatusOr<PurgeOutcome> PurgeFinishedJobs(TimeMs finished_before_ms, size_t max_jobs) override;
+  StatusOr<std::string> PutModelSummary(const std::string& model_hash,
+                                        const std::string& summary_json) override;
+  StatusOr<std::vector<std::pair<std::string, std::string>>> ListModelSummaries() const override;
 
  private:
   // Column families, in the order of kCfNames in rocks_store.cc.

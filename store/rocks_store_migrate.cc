@@ -15,18 +15,24 @@ namespace ripplekv::store {
 // needs about that much memory.
 Status RocksStore::MigrateFromV1() {
   rocksdb::WriteBatch batch;
+  std::optional<Job> last;  // the record before a data key in the scan is that job's
   RETURN_IF_ERROR(Scan(kJobs, "", [&](std::string_view key, std::string_view value) {
     if (std::optional<JobId> id = ParseV1JobDataKey(key)) {
       // Checked before it moves: a damaged record must not become a damaged record elsewhere.
       StatusOr<std::string> data = DecodeJobData(value);
       if (!data.ok()) return Damaged(kJobs, key, data.status());
       RETURN_IF_ERROR(PutRaw(&batch, kJobData, JobKey(*id), value));
+      if (last && last->id == *id) {  // the record now says how large its data is
+        last->data_inline_bytes = data->size();
+        RETURN_IF_ERROR(PutJob(&batch, *last));
+      }
       return Delete(&batch, kJobs, key);
     }
     std::optional<JobId> id = ParseJobKey(key);
     if (!id) return Damaged(kJobs, key, absl::DataLossError("malformed key"));
     StatusOr<Job> job = DecodeJob(*id, value);
     if (!job.ok()) return Damaged(kJobs, key, job.status());
+    last = *job;
     if (IsTerminal(job->state)) {
       // Version 1 did not record when a job became final; its last update is the best bound.
       return PutRaw(&batch, kFinishedJobs, FinishedJobKey(job->updated_at_ms, *id), "");

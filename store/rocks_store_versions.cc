@@ -174,4 +174,32 @@ StatusOr<std::vector<BudgetMapRecord>> RocksStore::ListBudgetMaps(
   return out;
 }
 
+StatusOr<std::string> RocksStore::PutModelSummary(const std::string& model_hash,
+                                                  const std::string& summary_json) {
+  constexpr size_t kMaxSummaryBytes = 64 << 10;
+  RETURN_IF_ERROR(ValidateModelHash(model_hash));
+  if (summary_json.size() > kMaxSummaryBytes) {
+    return absl::InvalidArgumentError(Cat("summary_json: ", summary_json.size(),
+                                          " bytes, over the limit of ", kMaxSummaryBytes));
+  }
+  RETURN_IF_ERROR(CheckJsonDocument(summary_json, "summary_json"));
+  const std::string key = Cat(kModelSummaryPrefix, model_hash);
+  std::lock_guard<std::mutex> lock(write_mu_);
+  ASSIGN_OR_RETURN(std::optional<std::string> stored, Get(kMeta, key));
+  if (stored) return *std::move(stored);
+  rocksdb::WriteBatch batch;
+  RETURN_IF_ERROR(PutRaw(&batch, kMeta, key, summary_json));
+  RETURN_IF_ERROR(Write(&batch));
+  return summary_json;
+}
+
+StatusOr<std::vector<std::pair<std::string, std::string>>> RocksStore::ListModelSummaries() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  RETURN_IF_ERROR(Scan(kMeta, kModelSummaryPrefix, [&](std::string_view key, std::string_view value) {
+    out.emplace_back(std::string(key.substr(kModelSummaryPrefix.size())), std::string(value));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 }  // namespace ripplekv::store

@@ -38,6 +38,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/base/status.h"
@@ -240,6 +241,17 @@ class Store {
       const std::string& model_hash, uint32_t version = kLatestVersion) const = 0;
   [[nodiscard]] virtual StatusOr<std::vector<BudgetMapRecord>> ListBudgetMaps(
       const std::string& model_hash = {}) const = 0;
+
+  // ---- Model summaries ----
+
+  // Records `summary_json` (must parse as JSON, at most 64 KiB) as the summary of `model_hash`
+  // unless one is stored already: the first report wins and is returned either way (the caller
+  // compares). InvalidArgument: bad hash, not JSON, too large.
+  [[nodiscard]] virtual StatusOr<std::string> PutModelSummary(const std::string& model_hash,
+                                                              const std::string& summary_json) = 0;
+  // Every stored summary as (model hash, summary JSON), by hash.
+  [[nodiscard]] virtual StatusOr<std::vector<std::pair<std::string, std::string>>>
+  ListModelSummaries() const = 0;
 
   // ---- Retention ----
 

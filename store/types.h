@@ -101,6 +101,9 @@ struct Job {
   // When Store::PurgeFinishedJobs deleted the job's tasks, results and inline data; 0 = never.
   // A purged job keeps this record (spec without data_inline, state, counters, error).
   TimeMs purged_at_ms = 0;
+  // Size of the inline calibration data, bytes, also where spec.data_inline is left empty
+  // (listings, GetJobMeta, purged jobs); 0 when the data is not inline.
+  uint64_t data_inline_bytes = 0;
 
   friend bool operator==(const Job&, const Job&) = default;
 };

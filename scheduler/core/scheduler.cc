@@ -95,10 +95,10 @@ int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::Pr
   return ms >= 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ms);
 }
 
-std::string DescribeDataSource(const store::JobSpec& spec) {
-  if (!spec.data_inline.empty()) {
-    return absl::StrCat("inline data, ", spec.data_inline.size(), " bytes");
-  }
+std::string DescribeDataSource(const store::Job& job) {
+  const store::JobSpec& spec = job.spec;
+  const uint64_t inline_bytes = std::max<uint64_t>(job.data_inline_bytes, spec.data_inline.size());
+  if (inline_bytes > 0) return absl::StrCat("inline data, ", inline_bytes, " bytes");
   if (!spec.data_path.empty()) return absl::StrCat("file ", spec.data_path);
   return "built-in calibration text";
 }
@@ -106,8 +106,24 @@ std::string DescribeDataSource(const store::JobSpec& spec) {
 Scheduler::Scheduler(store::Store* store, SchedulerOptions options, Clock clock)
     : store_(store), options_(std::move(options)), clock_(std::move(clock)) {}
 
+Status Scheduler::LoadModels() {
+  if (models_loaded_) return absl::OkStatus();
+  ASSIGN_OR_RETURN(auto stored, store_->ListModelSummaries());
+  for (const auto& [hash, json] : stored) {
+    StatusOr<method::ProfileModel> model = method::ProfileModelFromJson(json);
+    if (!model.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("stored summary of model ", hash, ": ", model.status().message()));
+    }
+    models_.emplace(hash, *std::move(model));
+  }
+  models_loaded_ = true;
+  return absl::OkStatus();
+}
+
 StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
   std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(LoadModels());
   int64_t n_layers = request.model_n_layers;
   auto known = models_.find(request.spec.model_hash);
   if (n_layers == 0) {
@@ -157,6 +173,7 @@ Status Scheduler::RegisterWorker(const WorkerRegistration& registration) {
     return absl::InvalidArgumentError("worker registration field capacity: must be >= 1, got 0");
   }
   RETURN_IF_ERROR(ValidateModel(registration.model));
+  RETURN_IF_ERROR(LoadModels());
   auto known = models_.find(registration.model.hash);
   if (known != models_.end() && !SameModel(known->second, registration.model)) {
     return absl::FailedPreconditionError(
@@ -167,7 +184,15 @@ Status Scheduler::RegisterWorker(const WorkerRegistration& registration) {
     RETURN_IF_ERROR(DropWorker(registration.worker_id,
                                absl::StrCat("worker ", registration.worker_id, " restarted")));
   }
-  models_.emplace(registration.model.hash, registration.model);
+  if (known == models_.end()) {
+    // Durable, so that a job left complete by a crash can be profiled before any worker of its
+    // model registers again. The store keeps the first report; a concurrent scheduler cannot
+    // exist (the store is locked), so it is this one.
+    RETURN_IF_ERROR(store_->PutModelSummary(registration.model.hash,
+                                            method::ProfileModelToJson(registration.model))
+                        .status());
+    models_.emplace(registration.model.hash, registration.model);
+  }
   WorkerState& w = workers_[registration.worker_id];
   w.model = registration.model;
   w.capacity = registration.capacity;
@@ -263,7 +288,7 @@ Status Scheduler::CountFailure(const store::TaskKey& key, const std::string& why
   ++count.failures;
   count.last_reason = why;
   if (count.failures < options_.max_attempts) return absl::OkStatus();
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(key.job));
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(key.job));
   if (store::IsTerminal(job.state)) return absl::OkStatus();
   return EndJob(key.job, store::JobState::kFailed,
                 absl::StrCat(TaskName(key), " failed ", count.failures, " attempts; last: ", why),
@@ -426,7 +451,7 @@ StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(
   std::lock_guard lock(mu_);
   ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
   const store::TaskKey& key = lease.key;
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(key.job));
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(key.job));
   // Exactly trials 0..trials-1 of this task, each once, each passing the aggregation's rule.
   std::string invalid;
   std::vector<bool> seen(job.spec.params.trials, false);
@@ -463,10 +488,10 @@ StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(
                              .conflicts = written.conflicts,
                              .task_completed = written.task_completed};
   if (!written.task_completed) return outcome;
-  ASSIGN_OR_RETURN(job, store_->GetJob(key.job));
+  ASSIGN_OR_RETURN(job, store_->GetJobMeta(key.job));
   ObserveProgress(job);
   if (job.tasks_done == job.tasks_total) {
-    StatusOr<uint32_t> version = FinishJob(job);
+    StatusOr<uint32_t> version = FinishJobById(job.id);
     if (version.ok()) {
       outcome.profile_version = *version;
       outcome.job_succeeded = true;
@@ -483,6 +508,11 @@ Status Scheduler::FailAttempt(const std::string& worker_id, const LeaseId& lease
   ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
   RETURN_IF_ERROR(Release(worker_id, *worker, lease.key));
   return CountFailure(lease.key, why);
+}
+
+StatusOr<uint32_t> Scheduler::FinishJobById(store::JobId id) {
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(id));
+  return FinishJob(job);
 }
 
 StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
@@ -507,7 +537,7 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
       .context_len = p.context_len,
       .probe_len = p.probe_len,
       .data_source =
-          job.data_description.empty() ? DescribeDataSource(job.spec) : job.data_description};
+          job.data_description.empty() ? DescribeDataSource(job) : job.data_description};
   StatusOr<method::SensitivityProfile> profile = method::AssembleProfile(
       model->second, params, trials,
       method::FormatIso8601Utc(
@@ -529,6 +559,7 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
 }
 
 Status Scheduler::FinishReadyJobs(ExpireOutcome& outcome) {
+  RETURN_IF_ERROR(LoadModels());
   if (!checked_unprofiled_) {
     ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs({.active_only = true}));
     for (const store::Job& job : jobs) unprofiled_.insert(job.id);
@@ -536,13 +567,13 @@ Status Scheduler::FinishReadyJobs(ExpireOutcome& outcome) {
   }
   for (auto it = unprofiled_.begin(); it != unprofiled_.end();) {
     const store::JobId id = *it++;  // FinishJob erases `id` from unprofiled_
-    ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
+    ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(id));
     if (job.state != store::JobState::kRunning || job.tasks_total == 0 ||
         job.tasks_done != job.tasks_total) {
       unprofiled_.erase(id);
       continue;
     }
-    StatusOr<uint32_t> version = FinishJob(job);
+    StatusOr<uint32_t> version = FinishJobById(id);
     if (version.ok()) {
       outcome.profiles_written.push_back(*version);
     } else {
@@ -569,7 +600,7 @@ StatusOr<bool> Scheduler::RefuseJob(const std::string& worker_id, const LeaseId&
   std::lock_guard lock(mu_);
   ASSIGN_OR_RETURN(WorkerState * w, HeldLease(worker_id, lease));
   const store::TaskKey& key = lease.key;
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(key.job));
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(key.job));
   w->refused_jobs.insert(key.job);
   w->last_sample.erase(key.job);
   RETURN_IF_ERROR(Release(worker_id, *w, key));
@@ -589,7 +620,7 @@ StatusOr<bool> Scheduler::DescribeJobData(store::JobId id, const std::string& de
   if (auto known = data_descriptions_.find(id); known != data_descriptions_.end()) {
     return known->second == description;
   }
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(id));
   if (store::IsTerminal(job.state)) return true;
   if (job.data_description.empty()) {
     ASSIGN_OR_RETURN(job, store_->SetDataDescription(id, description));
@@ -608,13 +639,13 @@ Status Scheduler::FailJobOfLease(const std::string& worker_id, const LeaseId& le
                                  const std::string& why) {
   std::lock_guard lock(mu_);
   RETURN_IF_ERROR(HeldLease(worker_id, lease).status());
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(lease.key.job));
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(lease.key.job));
   return EndJob(job.id, store::JobState::kFailed, why, job.spec.model_hash);
 }
 
 Status Scheduler::FailJob(store::JobId id, const std::string& why) {
   std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(id));
   return EndJob(id, store::JobState::kFailed, why, job.spec.model_hash);
 }
 
@@ -660,7 +691,7 @@ StatusOr<CancelOutcome> Scheduler::CancelJob(store::JobId id, const std::string&
   CancelOutcome outcome;
   // Every state change goes through this class under mu_, so the state read here is the one
   // UpdateJobState sees.
-  ASSIGN_OR_RETURN(outcome.job, store_->GetJob(id));
+  ASSIGN_OR_RETURN(outcome.job, store_->GetJobMeta(id));
   if (outcome.job.state == store::JobState::kCancelled) {
     outcome.already_cancelled = true;
     outcome.job.spec.data_inline.clear();
@@ -676,7 +707,7 @@ StatusOr<CancelOutcome> Scheduler::CancelJob(store::JobId id, const std::string&
     }
   }
   RETURN_IF_ERROR(EndJob(id, store::JobState::kCancelled, why, outcome.job.spec.model_hash));
-  ASSIGN_OR_RETURN(outcome.job, store_->GetJob(id));
+  ASSIGN_OR_RETURN(outcome.job, store_->GetJobMeta(id));
   outcome.job.spec.data_inline.clear();
   return outcome;
 }
@@ -695,7 +726,7 @@ void Scheduler::ObserveProgress(const store::Job& job) {
 StatusOr<JobProgress> Scheduler::Progress(store::JobId id) {
   std::lock_guard lock(mu_);
   JobProgress progress;
-  ASSIGN_OR_RETURN(progress.job, store_->GetJob(id));
+  ASSIGN_OR_RETURN(progress.job, store_->GetJobMeta(id));
   progress.job.spec.data_inline.clear();
   if (!store::IsTerminal(progress.job.state)) {
     // Leased = neither done nor pending: the index answers without a scan.
@@ -716,7 +747,7 @@ StatusOr<JobProgress> Scheduler::Progress(store::JobId id) {
 }
 
 StatusOr<store::JobSpec> Scheduler::JobData(const std::string& worker_id, store::JobId id) const {
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJob(id));
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(id));
   if (store::IsTerminal(job.state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " is ", std::string(store::JobStateName(job.state))));
@@ -731,6 +762,7 @@ StatusOr<store::JobSpec> Scheduler::JobData(const std::string& worker_id, store:
     return absl::PermissionDeniedError(
         absl::StrCat("worker ", worker_id, " holds no task of job ", id));
   }
+  ASSIGN_OR_RETURN(job, store_->GetJob(id));  // with the inline data
   return std::move(job.spec);
 }
 

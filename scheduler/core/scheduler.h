@@ -35,7 +35,8 @@
 // adapters only convert messages and map Status codes (they never read the store).
 //
 // Model summary: workers report their model (hash, architecture, name, n_layers, n_kv_heads,
-// head_dim, d_model, vocab_size) at registration; the first report per hash is kept. SubmitJob
+// head_dim, d_model, vocab_size) at registration; the first report per hash is kept, in the store
+// too (Store::PutModelSummary), so a restarted scheduler knows every model seen before. SubmitJob
 // needs the model's layer count: given in the request, or known from a registered worker.
 //
 // Thread-safety: every method may be called from any thread; calls are serialized by one mutex.
@@ -411,6 +412,9 @@ class Scheduler {
                               const std::string& model_hash);
   void ForgetJob(store::JobId id);
   [[nodiscard]] StatusOr<uint32_t> FinishJob(const store::Job& job);
+  [[nodiscard]] StatusOr<uint32_t> FinishJobById(store::JobId id);
+  // Loads the stored model summaries into models_ once.
+  [[nodiscard]] Status LoadModels();
   [[nodiscard]] Status FinishReadyJobs(ExpireOutcome& outcome);
   void ObserveProgress(const store::Job& job);
   int64_t TaskDeadline(const store::JobSpec& spec, const method::ProfileModel& model,
@@ -426,7 +430,8 @@ class Scheduler {
   std::condition_variable changed_;  // with mu_; signalled by Changed()
   uint64_t changes_ = 0;             // guarded by mu_
   std::map<std::string, WorkerState> workers_;
-  std::map<std::string, method::ProfileModel> models_;  // by hash, first report kept
+  std::map<std::string, method::ProfileModel> models_;  // by hash, first report kept (durable)
+  bool models_loaded_ = false;                          // the stored ones are in models_
   std::map<store::JobId, RateObservation> rates_;
   std::map<store::JobId, PendingSet> pending_;  // loaded jobs only; dropped when a job ends
   std::map<store::JobId, std::string> data_descriptions_;  // as stored; dropped when a job ends
@@ -445,6 +450,6 @@ int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::Pr
 
 // The profile's data_source line for a spec when no worker described the data: "inline data, N
 // bytes", "file PATH" or "built-in calibration text".
-std::string DescribeDataSource(const store::JobSpec& spec);
+std::string DescribeDataSource(const store::Job& job);
 
 }  // namespace ripplekv::scheduler

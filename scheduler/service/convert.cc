@@ -231,10 +231,11 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
   return out;
 }
 
-void CalibrationDataToProto(const store::JobSpec& spec, bool with_inline_data,
-                            v1::CalibrationData* out) {
+void CalibrationDataToProto(const store::JobSpec& spec, uint64_t inline_bytes,
+                            bool with_inline_data, v1::CalibrationData* out) {
   out->set_strict(spec.data_strict);
-  if (!spec.data_inline.empty()) {
+  inline_bytes = std::max<uint64_t>(inline_bytes, spec.data_inline.size());
+  if (inline_bytes > 0) {
     if (spec.data_format == store::DataFormat::kJsonl) {
       v1::JsonlLines* lines = out->mutable_jsonl();
       if (with_inline_data) {
@@ -245,7 +246,7 @@ void CalibrationDataToProto(const store::JobSpec& spec, bool with_inline_data,
     } else {
       out->set_text(with_inline_data ? spec.data_inline : std::string());
     }
-    out->set_inline_bytes(static_cast<int64_t>(spec.data_inline.size()));
+    out->set_inline_bytes(static_cast<int64_t>(inline_bytes));
   } else if (!spec.data_path.empty()) {
     out->set_path(spec.data_path);
     out->set_format(spec.data_format == store::DataFormat::kJsonl  ? v1::DATA_FORMAT_JSONL
@@ -318,7 +319,8 @@ v1::Job JobToProto(const store::Job& job) {
   v1::JobSpec* spec = out.mutable_spec();
   spec->mutable_model()->set_model_hash(job.spec.model_hash);
   spec->mutable_model()->set_path(job.spec.model_path);
-  CalibrationDataToProto(job.spec, /*with_inline_data=*/false, spec->mutable_data());
+  CalibrationDataToProto(job.spec, job.data_inline_bytes, /*with_inline_data=*/false,
+                         spec->mutable_data());
   MethodParamsToProto(job.spec.params, spec->mutable_params());
   spec->set_priority(job.spec.priority);
   out.set_state(JobStateToProto(job.state));

@@ -53,7 +53,7 @@ inline constexpr uint64_t kMaxInlineDataBytes = 32ull << 20;
 
 // Domain -> message. Inline data is cleared (the case stays set; inline_bytes gives the size)
 // unless `with_inline_data`.
-void CalibrationDataToProto(const store::JobSpec& spec, bool with_inline_data,
+void CalibrationDataToProto(const store::JobSpec& spec, uint64_t inline_bytes, bool with_inline_data,
                             v1::CalibrationData* out);
 void MethodParamsToProto(const store::MethodParams& params, v1::CalibrationParams* out);
 v1::JobState JobStateToProto(store::JobState state);

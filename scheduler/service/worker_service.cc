@@ -550,7 +550,8 @@ Status WorkerServiceImpl::DoGetJobData(const v1::GetJobDataRequest& request,
     return absl::InvalidArgumentError("worker_id: is required");
   }
   ASSIGN_OR_RETURN(store::JobSpec spec, scheduler_->JobData(request.worker_id(), id));
-  CalibrationDataToProto(spec, /*with_inline_data=*/true, response->mutable_data());
+  CalibrationDataToProto(spec, spec.data_inline.size(), /*with_inline_data=*/true,
+                         response->mutable_data());
   return absl::OkStatus();
 }
 

@@ -117,6 +117,8 @@ TEST_F(RetentionTest, GetJobMetaLeavesTheInlineDataUnread) {
   StatusOr<Job> full = store_->GetJob(id);
   ASSERT_TRUE(full.ok());
   EXPECT_EQ(full->spec.data_inline.size(), 100'000u);
+  EXPECT_EQ(meta->data_inline_bytes, 100'000u) << "the size is known without the data";
+  EXPECT_EQ(store_->ListJobs()->at(0).data_inline_bytes, 100'000u);
   full->spec.data_inline.clear();
   EXPECT_EQ(*meta, *full);
   EXPECT_TRUE(absl::IsNotFound(store_->GetJobMeta(id + 1).status()));
@@ -258,6 +260,7 @@ TEST(StoreMigrationTest, SchemaVersionOneIsMigratedInPlaceOnOpen) {
   EXPECT_EQ((*store)->RecoveredLeases(), 1u);  // found through the new active index
   EXPECT_EQ((*store)->GetJob(1)->spec.data_inline, "one");
   EXPECT_EQ((*store)->GetJob(2)->spec.data_inline, "two");
+  EXPECT_EQ((*store)->GetJobMeta(1)->data_inline_bytes, 3u) << "the record learns its data's size";
   EXPECT_EQ(Ids(*(*store)->ListJobs({.active_only = true})), std::vector<JobId>{1});
   EXPECT_EQ((*store)->ListJobs()->size(), 2u);  // the old data keys are gone from 'jobs'
   EXPECT_EQ((*store)->PurgeFinishedJobs(21, 10)->purged, 1u);  // finished at its last update

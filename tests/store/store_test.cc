@@ -120,6 +120,27 @@ TEST_F(StoreTest, FirstDataDescriptionWinsAndSurvivesReopen) {
   EXPECT_EQ(store_->GetJob(job.id)->data_description, "book@0: 2 samples, fp 1");
 }
 
+TEST_F(StoreTest, FirstModelSummaryWinsAndSurvivesReopen) {
+  const std::string hash = "9f86d0";
+  StatusOr<std::string> first = store_->PutModelSummary(hash, R"({"n_layers": 30})");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, R"({"n_layers": 30})");
+  StatusOr<std::string> second = store_->PutModelSummary(hash, R"({"n_layers": 31})");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*second, R"({"n_layers": 30})") << "the first report is kept";
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->PutModelSummary(hash, "{not json").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->PutModelSummary("", "{}").status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(store_->PutModelSummary(hash, std::string(70'000, ' ')).status()));
+  ASSERT_TRUE(store_->PutModelSummary("00aa", "{}").ok());
+  Reopen();
+  StatusOr<std::vector<std::pair<std::string, std::string>>> all = store_->ListModelSummaries();
+  ASSERT_TRUE(all.ok()) << all.status();
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"00aa", "{}"}, {hash, R"({"n_layers": 30})"}};
+  EXPECT_EQ(*all, expected);
+}
+
 TEST_F(StoreTest, JobSpecSurvivesReopenExactly) {
   JobSpec spec = MakeSpec("9f86d0", 5);
   spec.params = {.mode = CalibrationMode::kPrefill,

@@ -469,7 +469,7 @@ TEST_F(SchedulerTest, ReopeningTheStoreMidJobFinishesWithTheSameProfile) {
   EXPECT_EQ(ProfileJson(job.id), expected);
 }
 
-TEST_F(SchedulerTest, JobCompleteBeforeACrashIsProfiledByTheTimerOnceItsModelIsKnown) {
+TEST_F(SchedulerTest, JobCompleteBeforeACrashIsProfiledByTheTimerWithNoWorkerRegistered) {
   store::Job job = Submit(Spec(1, 1));
   Register("w1", /*capacity=*/1000);
   // Complete every task through the store directly, as if the scheduler died before profiling.
@@ -479,9 +479,30 @@ TEST_F(SchedulerTest, JobCompleteBeforeACrashIsProfiledByTheTimerOnceItsModelIsK
     ++completed;
   }
   ASSERT_EQ(completed, 30);
-  Open();
+  Open();  // a new scheduler: no worker has registered with it
   EXPECT_EQ(store_->GetJob(job.id)->state, store::JobState::kRunning);
-  auto before = scheduler_->ExpireLeases();  // no worker yet: the model's summary is unknown
+  auto tick = scheduler_->ExpireLeases();  // the model's summary was stored at registration
+  ASSERT_TRUE(tick.ok()) << tick.status();
+  EXPECT_EQ(tick->profiles_written, std::vector<uint32_t>{1});
+  EXPECT_TRUE(tick->finish_errors.empty());
+  store::Job done = *store_->GetJob(job.id);
+  EXPECT_EQ(done.state, store::JobState::kSucceeded);
+  EXPECT_EQ(done.profile_version, 1u);
+  auto again = scheduler_->ExpireLeases();
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->profiles_written.empty()) << "exactly one profile";
+  EXPECT_EQ(store_->ListProfiles(kHash)->size(), 1u);
+}
+
+TEST_F(SchedulerTest, CompleteJobOfAModelNeverSeenWaitsForItsSummaryWithoutFailingRegistration) {
+  // Submitted with the layer count but no worker ever registered: the summary is unknown.
+  store::Job job = Submit(Spec(1, 1));
+  for (uint32_t layer = 0; layer < 30; ++layer) {
+    ASSERT_TRUE(store_->LeaseTask({job.id, 0, layer}, "gone", now_ + 1000).ok());
+    ASSERT_TRUE(store_->CompleteTask({job.id, 0, layer}, ResultsOf({job.id, 0, layer}, 1)).ok());
+  }
+  Open();
+  auto before = scheduler_->ExpireLeases();
   ASSERT_TRUE(before.ok()) << before.status();
   ASSERT_EQ(before->finish_errors.size(), 1u);
   EXPECT_NE(before->finish_errors[0].find("no worker holding model"), std::string::npos)
@@ -491,10 +512,7 @@ TEST_F(SchedulerTest, JobCompleteBeforeACrashIsProfiledByTheTimerOnceItsModelIsK
   auto tick = scheduler_->ExpireLeases();
   ASSERT_TRUE(tick.ok()) << tick.status();
   EXPECT_EQ(tick->profiles_written, std::vector<uint32_t>{1});
-  EXPECT_TRUE(tick->finish_errors.empty());
-  store::Job done = *store_->GetJob(job.id);
-  EXPECT_EQ(done.state, store::JobState::kSucceeded);
-  EXPECT_EQ(done.profile_version, 1u);
+  EXPECT_EQ(store_->GetJob(job.id)->state, store::JobState::kSucceeded);
 }
 
 TEST_F(SchedulerTest, ProgressReportsCountsAndAnEtaFromTheObservedRate) {
