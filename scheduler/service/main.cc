@@ -2,7 +2,7 @@
 //
 //   ripplekv-scheduler --listen ADDR --db PATH (--tls-cert F --tls-key F [--tls-client-ca F] |
 //     --insecure) [--token-file F] [--reflection] [--lease-ms N] [--heartbeat-timeout-ms N]
-//     [--task-deadline-ms N] [--max-attempts N] [--max-watchers N]
+//     [--task-deadline-ms N] [--max-attempts N] [--max-watchers N] [--retention-ms N]
 //
 // Serves ripplekv.v1.CalibrationService and WorkerService and the gRPC health service (server
 // reflection only with --reflection) on ADDR, with its state in the RocksDB database at PATH.
@@ -52,6 +52,11 @@ int Run(int argc, char** argv) {
   app.add_option("--task-deadline-ms", options.task_deadline_ms,
                  "longest one lease of a task may last however often its worker heartbeats, ms; "
                  "0: derived from the job's size and the model")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--retention-ms", options.retention_ms,
+                 "delete the tasks, results and inline data of jobs final for longer than this, "
+                 "ms (job records, profiles and budget maps stay); 0: keep everything")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-watchers", options.max_watchers,

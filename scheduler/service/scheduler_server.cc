@@ -27,8 +27,12 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (options.db_path.empty()) return absl::InvalidArgumentError("db_path is required");
   if (options.lease_ms <= 0 || options.heartbeat_timeout_ms <= 0 ||
       options.heartbeat_interval_ms <= 0 || options.expire_interval_ms <= 0 ||
-      options.watch_poll_ms <= 0 || options.task_deadline_ms < 0) {
-    return absl::InvalidArgumentError("lease, heartbeat, expiry and poll periods must be > 0 ms");
+      options.retention_interval_ms <= 0 || options.watch_poll_ms <= 0) {
+    return absl::InvalidArgumentError(
+        "lease, heartbeat, expiry, retention and poll periods must be > 0 ms");
+  }
+  if (options.task_deadline_ms < 0 || options.retention_ms < 0) {
+    return absl::InvalidArgumentError("task_deadline_ms and retention_ms must be >= 0");
   }
   if (options.max_attempts < 1) return absl::InvalidArgumentError("max_attempts must be >= 1");
   if (options.heartbeat_interval_ms >= options.heartbeat_timeout_ms) {
@@ -92,6 +96,10 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   }
   server->timer_ =
       std::thread(&SchedulerServer::TimerLoop, server.get(), options.expire_interval_ms);
+  if (options.retention_ms > 0) {
+    server->retention_ = std::thread(&SchedulerServer::RetentionLoop, server.get(),
+                                     options.retention_ms, options.retention_interval_ms);
+  }
   return server;
 }
 
@@ -107,6 +115,31 @@ void SchedulerServer::TimerLoop(int64_t interval_ms) {
   }
 }
 
+void SchedulerServer::RetentionLoop(int64_t retention_ms, int64_t interval_ms) {
+  constexpr size_t kJobsPerCall = 100;  // bounds one write and one compaction
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    uint64_t purged = 0;
+    bool more = true;
+    while (more) {
+      StatusOr<store::PurgeOutcome> outcome =
+          store_->PurgeFinishedJobs(NowMs() - retention_ms, kJobsPerCall);
+      if (!outcome.ok()) {
+        spdlog::error("retention: {}", outcome.status().ToString());
+        break;
+      }
+      purged += outcome->purged;
+      more = outcome->more;
+      std::lock_guard<std::mutex> check(mu_);
+      if (stopping_) break;
+    }
+    if (purged > 0) spdlog::info("retention: purged the tasks and results of {} jobs", purged);
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stopping_; });
+  }
+}
+
 void SchedulerServer::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -119,6 +152,7 @@ void SchedulerServer::Shutdown() {
     if (health != nullptr) health->SetServingStatus(false);
   }
   if (timer_.joinable()) timer_.join();
+  if (retention_.joinable()) retention_.join();
   if (calibration_service_ != nullptr) calibration_service_->Shutdown();
   if (worker_service_ != nullptr) worker_service_->Shutdown();
   if (server_ != nullptr) {

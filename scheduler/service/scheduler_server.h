@@ -37,6 +37,11 @@ struct SchedulerServerOptions {
   bool sync_writes = true;                // fsync every store change (store/store.h)
   int64_t task_deadline_ms = 0;           // SchedulerOptions::task_deadline_ms (0: derived)
   uint32_t max_attempts = 4;              // SchedulerOptions::max_attempts
+  // Retention (docs/STORE.md, "Retention"): the tasks, results and inline data of jobs final for
+  // longer than this are deleted (the job records, profiles and budget maps stay), checked every
+  // retention_interval_ms on a thread of its own; 0 keeps everything forever.
+  int64_t retention_ms = 7 * 24 * 3600 * 1000LL;
+  int64_t retention_interval_ms = 60'000;
   // TLS and tokens (server_security.h). The default, plaintext without tokens, serves loopback
   // only; `ripplekv-scheduler` makes its operator choose explicitly.
   ServerSecurityOptions security;
@@ -72,6 +77,8 @@ class SchedulerServer {
  private:
   SchedulerServer() = default;
   void TimerLoop(int64_t interval_ms);
+  // Purges what retention_ms lets go, in bounded calls, until nothing is left or stopping.
+  void RetentionLoop(int64_t retention_ms, int64_t interval_ms);
 
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -85,6 +92,7 @@ class SchedulerServer {
   std::condition_variable cv_;
   bool stopping_ = false;  // guarded by mu_
   std::thread timer_;
+  std::thread retention_;
 };
 
 }  // namespace ripplekv::scheduler::service

@@ -87,22 +87,6 @@ class HostileWorkerTest : public ServiceFixture {
     options.max_attempts = 100;  // the attempt limit has its own test below
   }
 
-  std::string SubmitOne() {
-    v1::SubmitJobResponse submitted;
-    EXPECT_TRUE(Submit(OneSampleJob(), &submitted).ok());
-    return submitted.job().job_id();
-  }
-
-  // Polls the job until it is in `state` (bounded: the scheduler's timer runs every 100 ms).
-  v1::Job AwaitState(const std::string& job_id, v1::JobState state) {
-    v1::Job job;
-    for (int i = 0; i < 300; ++i) {
-      EXPECT_TRUE(GetJob(job_id, &job).ok());
-      if (job.state() == state) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return job;
-  }
 };
 
 TEST_F(HostileWorkerTest, LiesAreRejectedAndTheProfilesHoldOnlyHonestValues) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ripplekv/v1/calibration.grpc.pb.h"
@@ -132,13 +133,17 @@ class FakeWorker {
 class ServiceFixture : public testing::Test {
  protected:
   void SetUp() override {
-    SchedulerServerOptions options;
-    options.db_path = dir_.path() + "/db";
-    options.sync_writes = false;
-    options.watch_poll_ms = 50;
-    options.expire_interval_ms = 100;
-    Configure(options);
-    StatusOr<std::unique_ptr<SchedulerServer>> server = SchedulerServer::Start(options);
+    options_.db_path = dir_.path() + "/db";
+    options_.sync_writes = false;
+    options_.watch_poll_ms = 50;
+    options_.expire_interval_ms = 100;
+    Configure(options_);
+    StartServer();
+  }
+
+  // Starts a server over the test's database (again after StopServer) and connects the stubs.
+  void StartServer() {
+    StatusOr<std::unique_ptr<SchedulerServer>> server = SchedulerServer::Start(options_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     ASSERT_GT(server_->port(), 0);
@@ -146,6 +151,12 @@ class ServiceFixture : public testing::Test {
                                        grpc::InsecureChannelCredentials());
     calibration_ = v1::CalibrationService::NewStub(channel);
     workers_ = v1::WorkerService::NewStub(channel);
+  }
+
+  // Shuts the server down and closes its database (the test may open it directly).
+  void StopServer() {
+    server_->Shutdown();
+    server_.reset();
   }
   // Test suites adjust the server's options here.
   virtual void Configure(SchedulerServerOptions& /*options*/) {}
@@ -174,6 +185,24 @@ class ServiceFixture : public testing::Test {
     return calibration_->SubmitJob(&context, request, response);
   }
 
+  // Submits OneSampleJob(); returns its id.
+  std::string SubmitOne() {
+    v1::SubmitJobResponse submitted;
+    EXPECT_TRUE(Submit(OneSampleJob(), &submitted).ok());
+    return submitted.job().job_id();
+  }
+
+  // Polls the job until it is in `state`, for at most 15 s (the timer runs every 100 ms).
+  v1::Job AwaitState(const std::string& job_id, v1::JobState state) {
+    v1::Job job;
+    for (int i = 0; i < 300; ++i) {
+      EXPECT_TRUE(GetJob(job_id, &job).ok());
+      if (job.state() == state) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return job;
+  }
+
   grpc::Status GetJob(const std::string& id, v1::Job* job) {
     v1::GetJobRequest request;
     request.set_job_id(id);
@@ -199,6 +228,7 @@ class ServiceFixture : public testing::Test {
   }
 
   TempDir dir_;
+  SchedulerServerOptions options_;
   std::unique_ptr<SchedulerServer> server_;
   std::unique_ptr<v1::CalibrationService::Stub> calibration_;
   std::unique_ptr<v1::WorkerService::Stub> workers_;
