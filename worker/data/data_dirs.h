@@ -36,9 +36,10 @@ namespace ripplekv::worker {
 
 // The one message clients get for a data path this worker will not read, whatever the reason
 // (missing, outside the data directories, not a regular file, unreadable, no directories
-// configured): it says nothing about the file.
+// configured): it says nothing about the file. No quote characters, so it reads the same after
+// the scheduler escapes a worker's message.
 inline constexpr std::string_view kDataPathRefused =
-    "its calibration data path is not readable under this worker's data directories";
+    "its calibration data path is not readable under the data directories of this worker";
 
 class DataDirs {
  public:
