@@ -1,7 +1,10 @@
 // The remote subcommands, talking to ripplekv-scheduler's CalibrationService (docs/API.md):
-//   ripplekv submit --scheduler ADDR --model PATH [--model-hash H] [--data F] [--samples N]
-//     [--context-len C] [--probe W] [--alpha A] [--trials T] [--seed S] [--mode cache|prefill]
-//     [--layers LIST] [--strict] [--priority P] [--idempotency-key K] [--wait [--json]]
+//   ripplekv submit --scheduler ADDR --model PATH [--model-hash H] [--data F [--data-on-workers]]
+//     [--samples N] [--context-len C] [--probe W] [--alpha A] [--trials T] [--seed S]
+//     [--mode cache|prefill] [--layers LIST] [--strict] [--priority P] [--idempotency-key K]
+//     [--wait [--json]]
+//   --data F is read here and sent inline (cli/inline_data.h); with --data-on-workers the job
+//   carries F's absolute path instead, which workers read only under their --data-dir.
 //   ripplekv jobs --scheduler ADDR [--json]
 //   ripplekv watch --scheduler ADDR JOB
 //   ripplekv cancel --scheduler ADDR JOB
@@ -27,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/inline_data.h"
 #include "cli/method_flags.h"
 #include "cli/profile_view.h"
 #include "cli/progress.h"
@@ -48,7 +52,8 @@ struct SubmitArgs {
   v1::ClientSecurityFiles security;  // --tls-ca, --tls-cert, --tls-key, --token-file
   std::string model;
   std::string model_hash;  // empty: computed from --model
-  MethodFlags method;      // method.data: a path every worker can read
+  MethodFlags method;      // method.data: a file read here and sent inline
+  bool data_on_workers = false;  // send method.data as a path the workers read instead
   int priority = 0;
   std::string idempotency_key;
   bool wait = false;
@@ -190,10 +195,22 @@ int RunSubmit(const SubmitArgs& args) {
   std::error_code ec;
   const std::filesystem::path model_path = std::filesystem::absolute(args.model, ec);
   spec->mutable_model()->set_path(ec ? args.model : model_path.string());
-  if (!args.method.data.empty()) {
-    // A path every worker can read: workers run elsewhere, so make it absolute.
+  if (!args.method.data.empty() && args.data_on_workers) {
+    // Workers run elsewhere, so make it absolute; they read it only under their --data-dir.
     const std::filesystem::path data = std::filesystem::absolute(args.method.data, ec);
     spec->mutable_data()->set_path(ec ? args.method.data : data.string());
+  } else if (!args.method.data.empty()) {
+    auto data = ReadInlineData(args.method.data);
+    if (!data.ok()) return ReportError(data.status());
+    if (data->jsonl) {
+      for (std::string& line : data->lines) {
+        spec->mutable_data()->mutable_jsonl()->add_lines(std::move(line));
+      }
+    } else {
+      spec->mutable_data()->set_text(std::move(data->text));
+    }
+    spdlog::info("sending {} inline ({}, {} bytes)", args.method.data,
+                 data->jsonl ? "JSONL" : "text", data->inline_bytes);
   }
   spec->mutable_data()->set_strict(args.method.strict);
   v1::CalibrationParams* params = spec->mutable_params();
@@ -313,7 +330,13 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
         ->required();
     cmd->add_option("--model-hash", a->model_hash, "Model hash (default: computed from --model)");
     AddMethodFlags(cmd, a->method,
-                   "Calibration data file every worker can read (default: built-in prose)");
+                   "Calibration data file, read here and sent inline in the job (JSONL when it "
+                   "ends in .jsonl/.ndjson/.json, else text; at most 32 MiB) (default: built-in "
+                   "prose)");
+    cmd->add_flag("--data-on-workers", a->data_on_workers,
+                  "Send --data's absolute path instead of its content; the workers read it, only "
+                  "under their --data-dir directories")
+        ->needs(cmd->get_option("--data"));
     cmd->add_option("--priority", a->priority, "-1000..1000, higher first")->capture_default_str();
     cmd->add_option("--idempotency-key", a->idempotency_key,
                     "Resubmitting with the same key returns the first job");

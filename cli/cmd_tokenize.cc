@@ -30,6 +30,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
+#include "cli/utf8.h"
 #include "kernels/base/file_io.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -48,40 +49,6 @@ struct TokenizeArgs {
   bool special = false;
   bool json = false;
 };
-
-// Length of the strictly valid UTF-8 sequence at the start of `s` (1..4), or 0 when `s` does not
-// start with one (stray continuation byte, truncated sequence, overlong form, surrogate, code point
-// above U+10FFFF, 0xF8..0xFF).
-size_t ValidUtf8Prefix(std::string_view s) {
-  const auto b = [&](size_t i) { return static_cast<uint8_t>(s[i]); };
-  const auto cont = [&](size_t i) { return i < s.size() && (b(i) & 0xC0) == 0x80; };
-  if (s.empty()) return 0;
-  const uint8_t c = b(0);
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    if (!cont(1) || !cont(2)) return 0;
-    if (c == 0xE0 && b(1) < 0xA0) return 0;   // overlong
-    if (c == 0xED && b(1) >= 0xA0) return 0;  // surrogate
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if (!cont(1) || !cont(2) || !cont(3)) return 0;
-    if (c == 0xF0 && b(1) < 0x90) return 0;   // overlong
-    if (c == 0xF4 && b(1) >= 0x90) return 0;  // above U+10FFFF
-    return 4;
-  }
-  return 0;
-}
-
-bool IsValidUtf8(std::string_view s) {
-  while (!s.empty()) {
-    const size_t n = ValidUtf8Prefix(s);
-    if (n == 0) return false;
-    s.remove_prefix(n);
-  }
-  return true;
-}
 
 // The piece for one human-readable line: see the file comment for what is escaped.
 std::string EscapePiece(std::string_view s) {

@@ -155,14 +155,14 @@ Status SampleFromJsonLine(std::string_view line, const std::string& where,
   return absl::OkStatus();
 }
 
+}  // namespace
+
 bool IsJsonlPath(std::string_view path) {
   // ".json" too: such a file is far more often JSONL than prose, and a JSON document read as
   // JSONL fails loudly where read as text it would silently calibrate on JSON syntax.
   return EndsWithNoCase(path, ".jsonl") || EndsWithNoCase(path, ".ndjson") ||
          EndsWithNoCase(path, ".json");
 }
-
-}  // namespace
 
 Status ValidateDataOptions(const DataOptions& options) {
   if (options.samples < 1) {

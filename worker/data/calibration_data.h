@@ -85,6 +85,10 @@ struct CalibrationSet {
 // context_len (the probe is the short scored tail; W >= C is almost surely a swapped flag).
 [[nodiscard]] Status ValidateDataOptions(const DataOptions& options);
 
+// True when DataFormat::kAuto reads `path` as JSONL: it ends in ".jsonl", ".ndjson" or ".json", in
+// any case. The one rule for every reader (LoadCalibrationData, workers, `ripplekv submit`).
+bool IsJsonlPath(std::string_view path);
+
 // The largest files LoadCalibrationData reads; a file is read once, whole, before it is parsed.
 inline constexpr uint64_t kMaxCalibrationTextBytes = uint64_t{256}
                                                      << 20;  // bytes (256 MiB), plain text

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
@@ -24,6 +25,25 @@ StatusOr<CalibrationSet> JsonlFromLines(const std::vector<std::string>& lines, b
   return CalibrationDataFromJsonl(body, kInlineJsonlSource, tokenizer, options);
 }
 
+// A job's file, read only through `data_dirs`; see BuildCalibrationSet for the contract.
+StatusOr<CalibrationSet> PathData(const JobData& data, const Tokenizer& tokenizer,
+                                  DataOptions options, const DataDirs& data_dirs) {
+  options.format = data.format;
+  options.strict = data.strict;
+  const bool jsonl = data.format == DataFormat::kJsonl ||
+                     (data.format == DataFormat::kAuto && IsJsonlPath(data.path));
+  StatusOr<std::string> bytes =
+      data_dirs.ReadFile(data.path, jsonl ? kMaxCalibrationJsonlBytes : kMaxCalibrationTextBytes);
+  if (!bytes.ok()) {
+    // The path and the reason come from a client's job: escaped, one log line.
+    spdlog::warn("calibration data path refused: {}",
+                 absl::CEscape(bytes.status().ToString()));
+    return absl::FailedPreconditionError(std::string(kDataPathRefused));
+  }
+  if (jsonl) return CalibrationDataFromJsonl(*bytes, data.path, tokenizer, options);
+  return CalibrationDataFromText(*bytes, data.path, tokenizer, options);
+}
+
 }  // namespace
 
 std::string SampleKey(const std::string& job_id, int sample) {
@@ -31,7 +51,7 @@ std::string SampleKey(const std::string& job_id, int sample) {
 }
 
 StatusOr<CalibrationSet> BuildCalibrationSet(const JobData& data, const Tokenizer& tokenizer,
-                                             DataOptions options) {
+                                             DataOptions options, const DataDirs& data_dirs) {
   RETURN_IF_ERROR(ValidateDataOptions(options));
   switch (data.source) {
     case JobData::Source::kBuiltin:
@@ -49,9 +69,7 @@ StatusOr<CalibrationSet> BuildCalibrationSet(const JobData& data, const Tokenize
     case JobData::Source::kJsonl:
       return JsonlFromLines(data.jsonl_lines, data.strict, tokenizer, options);
     case JobData::Source::kPath:
-      options.format = data.format;
-      options.strict = data.strict;
-      return LoadCalibrationData(data.path, tokenizer, options);
+      return PathData(data, tokenizer, options, data_dirs);
   }
   return absl::InvalidArgumentError("data: no source");
 }
@@ -64,6 +82,7 @@ TaskRunner::TaskRunner(const Transformer& model, const Tokenizer* tokenizer, std
       no_compute_(options.no_compute),
       memory_limit_bytes_(options.memory_limit_bytes),
       weights_(options.weights),
+      data_dirs_(options.data_dirs),
       cache_(options.cache) {}
 
 MemoryEstimate TaskRunner::Estimate(const TaskSpec& spec) const {
@@ -124,7 +143,7 @@ Status TaskRunner::LoadJob(const std::string& job_id, const JobData& data,
   if (tokenizer_ == nullptr) {
     return absl::FailedPreconditionError("worker has no tokenizer to read calibration data");
   }
-  ASSIGN_OR_RETURN(CalibrationSet set, BuildCalibrationSet(data, *tokenizer_, options));
+  ASSIGN_OR_RETURN(CalibrationSet set, BuildCalibrationSet(data, *tokenizer_, options, data_dirs_));
   if (mirror_) {
     RETURN_IF_ERROR(mirror_({.kind = RunnerCommand::Kind::kSamples,
                              .job_id = job_id,

@@ -21,6 +21,7 @@
 #include "worker/calibration/prepared_cache.h"
 #include "worker/calibration/sample_calibrator.h"
 #include "worker/data/calibration_data.h"
+#include "worker/data/data_dirs.h"
 #include "worker/engine/transformer.h"
 #include "worker/tokenizer/tokenizer.h"
 
@@ -33,7 +34,7 @@ struct JobData {
   std::string builtin = "sherlock-holmes";  // kBuiltin: "sherlock-holmes" or "tom-sawyer"
   std::string text;                         // kText: plain text
   std::vector<std::string> jsonl_lines;     // kJsonl: one JSON object per line
-  std::string path;                         // kPath: a file readable here
+  std::string path;                         // kPath: absolute; read only under the data dirs
   DataFormat format = DataFormat::kAuto;    // kPath only
   bool strict = false;
 };
@@ -99,6 +100,8 @@ struct TaskRunnerOptions {
   // exceeds it is refused by Check() with Refusal::kInsufficientMemory.
   int64_t memory_limit_bytes = 0;
   WeightStorage weights = WeightStorage::kStored;  // how the model's weights are held
+  // Where jobs' path data may be read (--data-dir); empty (the default): path data is refused.
+  DataDirs data_dirs;
 };
 
 class TaskRunner {
@@ -117,7 +120,8 @@ class TaskRunner {
   bool HasJob(const std::string& job_id) const;
   // Derives the job's samples from `data` with the task's DataOptions (same functions and
   // options as `ripplekv calibrate`, so sample i is the same everywhere) and keeps them for the
-  // job. Errors: those of the data functions; FailedPrecondition without a tokenizer.
+  // job. Path data is read through the options' data_dirs (see BuildCalibrationSet). Errors: those
+  // of BuildCalibrationSet; FailedPrecondition without a tokenizer.
   [[nodiscard]] Status LoadJob(const std::string& job_id, const JobData& data,
                                const DataOptions& options);
   // Installs already derived samples for a job (tests, or a caller that loaded them itself),
@@ -154,6 +158,7 @@ class TaskRunner {
   const bool no_compute_;
   const int64_t memory_limit_bytes_;
   const WeightStorage weights_;
+  const DataDirs data_dirs_;
   PreparedSampleCache cache_;
   Mirror mirror_;  // set before use, then read-only
   mutable std::mutex mu_;
@@ -167,11 +172,18 @@ class TaskRunner {
 
 // Builds a job's calibration set from its data (see TaskRunner::LoadJob). Inline text and JSONL
 // lines are parsed in memory (CalibrationDataFromText / CalibrationDataFromJsonl with source name
-// "inline text" / "inline jsonl"); no temporary file is written. Errors: those of the
-// worker/data function for the source, InvalidArgument for an unknown built-in corpus.
+// "inline text" / "inline jsonl"); no temporary file is written. A path is read only through
+// `data_dirs` (DataDirs::ReadFile: inside a data directory, a regular file, at most
+// kMaxCalibrationJsonlBytes / kMaxCalibrationTextBytes) and parsed with the path as given as its
+// source name; format kAuto goes by the given path's extension (IsJsonlPath).
+// Errors: when the path is not read, whatever the reason, FailedPrecondition with exactly
+// kDataPathRefused (the job's clients see it; the detail goes to this process's log only, with
+// control characters escaped); otherwise those of the worker/data function for the source (a
+// file's parse errors name the path as given), InvalidArgument for an unknown built-in corpus.
 [[nodiscard]] StatusOr<CalibrationSet> BuildCalibrationSet(const JobData& data,
                                                            const Tokenizer& tokenizer,
-                                                           DataOptions options);
+                                                           DataOptions options,
+                                                           const DataDirs& data_dirs = DataDirs());
 
 // The KL a no-compute runner reports for a trial: positive, finite, a pure function of its
 // arguments (so retries agree), growing with the layer.

@@ -1,11 +1,17 @@
 // ripplekv-worker --scheduler ADDR --model PATH [--threads N] [--weights stored|f32]
 // [--device cpu|cuda:N] [--device-weights bf16|f32] [--prefill-cache-mb M] [--memory-limit-mb M]
 // [--id NAME] [--tp N] [--tls-ca F [--tls-cert F --tls-key F] [--tls-server-name N]]
-// [--token-file F]
+// [--token-file F] [--data-dir DIR]...
 //
 // Security (docs/SECURITY.md): --tls-ca verifies the scheduler's TLS certificate (without it the
 // worker speaks plaintext, which a scheduler serves on loopback only); --tls-cert/--tls-key
 // present a client certificate (mTLS); --token-file holds the worker role's bearer token.
+//
+// Data directories (docs/DATA.md): a job whose calibration data is a path is read only when that
+// path, resolved (symlinks, ".."), is a regular file inside one of the --data-dir directories
+// (repeatable; each resolved once at start, a missing one is a startup error). Without --data-dir
+// path data is refused. Refusals tell the scheduler (and so the job's clients) only a generic
+// message; the reason goes to this worker's log. Inline and built-in data need no directory.
 //
 // Tensor parallelism (docs/DESIGN.md §3.2): `mpirun -np N*k ripplekv-worker --tp N ...` forms k
 // workers of N ranks each (consecutive ranks); each rank holds its shard of the model, rank 0 of a
@@ -33,6 +39,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -137,6 +144,10 @@ int Main(int argc, char** argv) {
                  "Name to check in the scheduler's certificate (default: the address's host)");
   app.add_option("--token-file", security.token_file,
                  "File whose first line is the worker's bearer token");
+  std::vector<std::string> data_dirs;
+  app.add_option("--data-dir", data_dirs,
+                 "Directory whose files jobs may name as calibration data (repeatable; without "
+                 "it, jobs with path data are refused; inline and built-in data always work)");
   app.add_flag("--no-compute", no_compute,
                "Benchmark mode: report synthetic KL without running the model (never for real "
                "jobs; bench/scheduler_overhead.py)");
@@ -160,6 +171,9 @@ int Main(int argc, char** argv) {
   if (Status loaded = v1::LoadClientSecurity(security, channel); !loaded.ok()) {
     return Fail(loaded);
   }
+  // Before the model: a mistyped directory fails at once.
+  auto dirs = DataDirs::Open(data_dirs);
+  if (!dirs.ok()) return Fail(dirs.status());
   auto storage = ParseWeightStorage(weights);
   if (!storage.ok()) return Fail(storage.status());
   auto device_weights_type = ParseDeviceWeights(device_weights);
@@ -211,6 +225,11 @@ int Main(int argc, char** argv) {
   spdlog::info("loaded {} ({}, {} layers) on {}, model hash {}", model_path, c.architecture,
                c.n_layers, kernels::DeviceSpecName(*device_spec), *hash);
 
+  if (dirs->empty()) {
+    spdlog::info("no --data-dir: jobs whose calibration data is a path are refused");
+  } else {
+    for (const std::string& d : dirs->dirs()) spdlog::info("data directory {}", d);
+  }
   if (no_compute) spdlog::warn("--no-compute: trial results are synthetic (benchmark mode)");
   // Memory: what stays resident (weights, thread scratch, the process) and one task of
   // calibrate's default shape are reserved; the prepared-sample cache gets at most what remains.
@@ -240,7 +259,8 @@ int Main(int argc, char** argv) {
                     {.cache = {.max_bytes = cache_bytes},
                      .no_compute = no_compute,
                      .memory_limit_bytes = limit_bytes,
-                     .weights = *storage});
+                     .weights = *storage,
+                     .data_dirs = *dirs});
   std::unique_ptr<TaskGroup> leader;
   if (group) {
     leader = std::make_unique<TaskGroup>(*group->commands);

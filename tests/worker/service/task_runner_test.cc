@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -122,6 +126,97 @@ TEST(TaskRunnerTest, InlineJsonlLinesAreReadAsJsonlSamples) {
   ASSERT_EQ(set->samples.size(), 2u);
   auto ids = f->tokenizer->Encode(Text(40, 4));
   EXPECT_EQ(set->samples[1].context, std::vector<int32_t>(ids.begin(), ids.begin() + 24));
+}
+
+// A private directory tree for path data: root/data (the data directory) and root/outside.
+class DataTree {
+ public:
+  DataTree() {
+    std::string templ =
+        (std::filesystem::temp_directory_path() / "ripplekv_task_runner_XXXXXX").string();
+    if (::mkdtemp(templ.data()) != nullptr) root_ = std::filesystem::canonical(templ);
+    std::filesystem::create_directories(root_ / "data");
+    std::filesystem::create_directories(root_ / "outside");
+  }
+  ~DataTree() {
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+  std::string Write(const std::string& rel, const std::string& text) const {
+    std::ofstream(root_ / rel) << text;
+    return (root_ / rel).string();
+  }
+  std::string Path(const std::string& rel) const { return (root_ / rel).string(); }
+  DataDirs Dirs() const { return DataDirs::Open({Path("data")}).value(); }
+
+ private:
+  std::filesystem::path root_;
+};
+
+JobData PathData(const std::string& path) {
+  JobData data;
+  data.source = JobData::Source::kPath;
+  data.path = path;
+  return data;
+}
+
+TEST(TaskRunnerTest, PathDataInsideTheDataDirectoriesIsReadLikeInlineData) {
+  auto f = MakeFixture();
+  DataTree tree;
+  const std::string text = Text(200, 6);
+  const std::string path = tree.Write("data/calib.txt", text);
+  TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, {.data_dirs = tree.Dirs()});
+  ASSERT_TRUE(runner.LoadJob("job1", PathData(path), Spec(0, 0).data).ok());
+  auto from_path = BuildCalibrationSet(PathData(path), *f->tokenizer, Spec(0, 0).data,
+                                       tree.Dirs());
+  auto inline_text = CalibrationDataFromText(text, path, *f->tokenizer, Spec(0, 0).data);
+  ASSERT_TRUE(from_path.ok() && inline_text.ok()) << from_path.status();
+  EXPECT_EQ(from_path->fingerprint, inline_text->fingerprint);
+  EXPECT_EQ(from_path->samples[1].source, inline_text->samples[1].source);
+}
+
+// Whatever the reason a path is not read, the error is the one generic message: nothing about
+// whether the file exists, its type or its size reaches the job's clients.
+TEST(TaskRunnerTest, PathDataNotReadableUnderTheDataDirectoriesGetsOneGenericMessage) {
+  auto f = MakeFixture();
+  DataTree tree;
+  const std::string secret = tree.Write("outside/secret.txt", Text(5000, 7));
+  tree.Write("data/short.txt", "x");
+  std::filesystem::create_directories(tree.Path("data/dir"));
+  std::filesystem::create_symlink(secret, tree.Path("data/link.txt"));
+  const DataOptions options = Spec(0, 0).data;
+  struct Case {
+    std::string path;
+    bool with_dirs;
+  };
+  const Case cases[] = {
+      {secret, true},                                  // outside
+      {tree.Path("data/../outside/secret.txt"), true},  // .. escape
+      {tree.Path("data/link.txt"), true},              // symlink inside pointing outside
+      {tree.Path("data/missing.txt"), true},           // missing
+      {tree.Path("data/dir"), true},                   // a directory
+      {tree.Path("data/short.txt"), false},            // no data directories configured
+  };
+  for (const Case& c : cases) {
+    TaskRunnerOptions runner_options;
+    if (c.with_dirs) runner_options.data_dirs = tree.Dirs();
+    TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, runner_options);
+    const Status s = runner.LoadJob("job1", PathData(c.path), options);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << c.path << ": " << s;
+    EXPECT_EQ(std::string(s.message()), std::string(kDataPathRefused)) << c.path;
+    EXPECT_FALSE(runner.HasJob("job1"));
+  }
+}
+
+// A file the operator allowed keeps its parse errors' detail.
+TEST(TaskRunnerTest, ParseErrorsOfAFileInsideTheDataDirectoriesKeepTheirDetail) {
+  auto f = MakeFixture();
+  DataTree tree;
+  const std::string path = tree.Write("data/bad.jsonl", "{\"text\": 3}\n");
+  TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, {.data_dirs = tree.Dirs()});
+  const Status s = runner.LoadJob("job1", PathData(path), Spec(0, 0).data);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find(path + ":1"), std::string::npos) << s;
 }
 
 TEST(TaskRunnerTest, SampleOutOfRangeIsInvalidArgument) {

@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -86,8 +90,18 @@ class FakeScheduler final : public pb::WorkerService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     ++job_data_calls_;
     if (req->job_id() != "job1") return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job");
-    resp->mutable_data()->set_text(Text(200));
+    if (data_) {
+      *resp->mutable_data() = *data_;
+    } else {
+      resp->mutable_data()->set_text(Text(200));
+    }
     return grpc::Status::OK;
+  }
+
+  // The data GetJobData answers for job1 (default: inline text).
+  void SetData(pb::CalibrationData data) {
+    std::lock_guard<std::mutex> lock(mu_);
+    data_ = std::move(data);
   }
 
   void SetAssignment(pb::TaskAssignment a) {
@@ -110,6 +124,7 @@ class FakeScheduler final : public pb::WorkerService::Service {
   pb::Heartbeat last_heartbeat_;
   std::vector<pb::WorkerMessage> received_;
   std::optional<pb::TaskAssignment> assignment_;
+  std::optional<pb::CalibrationData> data_;
 };
 
 struct RunningServer {
@@ -144,13 +159,14 @@ struct Worker {
   Status result;
 
   // memory_limit_bytes: the worker's limit (0: none), also reported at registration.
-  explicit Worker(int port, int64_t memory_limit_bytes = 0) {
+  // data_dirs: where path data may be read (none: path data refused).
+  explicit Worker(int port, int64_t memory_limit_bytes = 0, DataDirs data_dirs = DataDirs()) {
     model = testing::MakeTinyModel({.n_layers = 3, .vocab = 256});
     transformer = std::make_unique<Transformer>(Transformer::Create(model, {}).value());
     tokenizer = CreateTokenizer(testing::ByteLevelSpec({})).value();
-    runner =
-        std::make_unique<TaskRunner>(*transformer, tokenizer.get(), kHash,
-                                     TaskRunnerOptions{.memory_limit_bytes = memory_limit_bytes});
+    runner = std::make_unique<TaskRunner>(
+        *transformer, tokenizer.get(), kHash,
+        TaskRunnerOptions{.memory_limit_bytes = memory_limit_bytes, .data_dirs = data_dirs});
     WorkerClientOptions options;
     options.memory.limit_bytes = memory_limit_bytes;
     options.memory.weight_bytes = WeightBytes(model);
@@ -275,6 +291,61 @@ TEST(WorkerClientTest, RefusesAJobWhoseEstimatedMemoryExceedsTheLimit) {
   EXPECT_EQ(service.job_data_calls_, 0);
   EXPECT_EQ(service.last_register_.worker_memory_limit_bytes(), limit);
   EXPECT_GT(service.last_register_.weight_bytes(), 0);
+}
+
+// A job whose data path lies outside the worker's data directories is refused as
+// DATA_UNAVAILABLE with the generic message: a client reading the job's error learns nothing
+// about the file (its existence, type or size), and a path inside is read.
+TEST(WorkerClientTest, RefusesPathDataOutsideItsDataDirectoriesWithAGenericMessage) {
+  std::string templ =
+      (std::filesystem::temp_directory_path() / "ripplekv_worker_client_XXXXXX").string();
+  ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+  const std::filesystem::path root = std::filesystem::canonical(templ);
+  std::filesystem::create_directories(root / "data");
+  std::filesystem::create_directories(root / "outside");
+  const std::string secret = (root / "outside" / "secret.txt").string();
+  std::ofstream(secret) << Text(200);
+  const std::string inside = (root / "data" / "calib.txt").string();
+  std::ofstream(inside) << Text(200);
+
+  auto run = [&](const std::string& path) {
+    FakeScheduler service;
+    service.SetAssignment(Assignment(kHash));
+    pb::CalibrationData data;
+    data.set_path(path);
+    service.SetData(data);
+    RunningServer server = Start(&service, 0);
+    Worker worker(server.port, 0, DataDirs::Open({(root / "data").string()}).value());
+    EXPECT_TRUE(service.WaitFor(20s, [&] {
+      for (const auto& m : service.received_) {
+        if (m.has_task_refused() || m.has_task_done()) return true;
+      }
+      return false;
+    }));
+    worker.Drain();
+    std::lock_guard<std::mutex> lock(service.mu_);
+    return service.received_;
+  };
+
+  const std::vector<pb::WorkerMessage> refused = run(secret);
+  ASSERT_FALSE(refused.empty());
+  ASSERT_TRUE(refused[0].has_task_refused());
+  const pb::TaskRefused& r = refused[0].task_refused();
+  EXPECT_EQ(r.reason(), pb::REFUSAL_REASON_DATA_UNAVAILABLE);
+  EXPECT_EQ(r.message(), "job job1 data: " + std::string(kDataPathRefused));
+  for (const std::string& detail : {secret, std::string("secret"), std::string("200"),
+                                    std::string("outside"), std::string("regular")}) {
+    EXPECT_EQ(r.message().find(detail), std::string::npos) << detail << " in " << r.message();
+  }
+
+  const std::vector<pb::WorkerMessage> accepted = run(inside);
+  ASSERT_FALSE(accepted.empty());
+  EXPECT_TRUE(accepted[0].has_task_accepted());
+  bool done = false;
+  for (const auto& m : accepted) done = done || (m.has_task_done() && !m.task_done().has_error());
+  EXPECT_TRUE(done);
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
 }
 
 TEST(WorkerClientTest, RegistersAgainAfterTheSchedulerRestarts) {
