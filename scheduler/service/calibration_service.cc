@@ -14,11 +14,6 @@
 namespace ripplekv::scheduler::service {
 namespace {
 
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
 
 // A version field of a request: 0 = latest; beyond uint32 no version can exist.
 StatusOr<uint32_t> ProfileVersionArg(int64_t version, std::string_view field) {
@@ -52,6 +47,7 @@ Status CalibrationServiceImpl::DoSubmitJob(const v1::SubmitJobRequest& request,
 }
 
 Status CalibrationServiceImpl::DoGetJob(const v1::GetJobRequest& request, v1::Job* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "GetJob"));
   ASSIGN_OR_RETURN(store::JobId id, ParseJobId(request.job_id(), "job_id"));
   ASSIGN_OR_RETURN(JobProgress progress, scheduler_->Progress(id));
   *response = JobToProto(progress);
@@ -60,6 +56,7 @@ Status CalibrationServiceImpl::DoGetJob(const v1::GetJobRequest& request, v1::Jo
 
 Status CalibrationServiceImpl::DoListJobs(const v1::ListJobsRequest& request,
                                           v1::ListJobsResponse* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "ListJobs"));
   JobFilter filter;
   for (int i = 0; i < request.states_size(); ++i) {
     const std::optional<store::JobState> state =
@@ -81,6 +78,7 @@ Status CalibrationServiceImpl::DoListJobs(const v1::ListJobsRequest& request,
 }
 
 Status CalibrationServiceImpl::DoCancelJob(const v1::CancelJobRequest& request, v1::Job* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "CancelJob"));
   ASSIGN_OR_RETURN(store::JobId id, ParseJobId(request.job_id(), "job_id"));
   ASSIGN_OR_RETURN(CancelOutcome outcome, scheduler_->CancelJob(id, "cancelled by CancelJob"));
   if (!outcome.already_cancelled && options_.on_revocations) {
@@ -92,6 +90,7 @@ Status CalibrationServiceImpl::DoCancelJob(const v1::CancelJobRequest& request, 
 
 Status CalibrationServiceImpl::DoGetProfile(const v1::GetProfileRequest& request,
                                             v1::Profile* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "GetProfile"));
   RETURN_IF_ERROR(CheckModelHash(request.model_hash(), "model_hash"));
   ASSIGN_OR_RETURN(uint32_t version, ProfileVersionArg(request.version(), "version"));
   ASSIGN_OR_RETURN(StoredProfile profile, scheduler_->GetProfile(request.model_hash(), version));
@@ -101,6 +100,7 @@ Status CalibrationServiceImpl::DoGetProfile(const v1::GetProfileRequest& request
 
 Status CalibrationServiceImpl::DoListProfiles(const v1::ListProfilesRequest& request,
                                               v1::ListProfilesResponse* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "ListProfiles"));
   if (!request.model_hash().empty())
     RETURN_IF_ERROR(CheckModelHash(request.model_hash(), "model_hash"));
   ASSIGN_OR_RETURN(
@@ -116,6 +116,7 @@ Status CalibrationServiceImpl::DoListProfiles(const v1::ListProfilesRequest& req
 
 Status CalibrationServiceImpl::DoGetBudgetMap(const v1::GetBudgetMapRequest& request,
                                               v1::BudgetMap* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "GetBudgetMap"));
   RETURN_IF_ERROR(CheckModelHash(request.model_hash(), "model_hash"));
   ASSIGN_OR_RETURN(uint32_t version,
                    ProfileVersionArg(request.profile_version(), "profile_version"));
@@ -132,43 +133,43 @@ Status CalibrationServiceImpl::DoGetBudgetMap(const v1::GetBudgetMapRequest& req
 grpc::ServerUnaryReactor* CalibrationServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                             const v1::SubmitJobRequest* request,
                                                             v1::SubmitJobResponse* response) {
-  return Answer(context, DoSubmitJob(*request, response));
+  return AnswerOnPool(options_.pool, context, [=, this] { return DoSubmitJob(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::GetJob(grpc::CallbackServerContext* context,
                                                          const v1::GetJobRequest* request,
                                                          v1::Job* response) {
-  return Answer(context, DoGetJob(*request, response));
+  return AnswerOnPool(options_.pool, context, [=, this] { return DoGetJob(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::ListJobs(grpc::CallbackServerContext* context,
                                                            const v1::ListJobsRequest* request,
                                                            v1::ListJobsResponse* response) {
-  return Answer(context, DoListJobs(*request, response));
+  return AnswerOnPool(options_.pool, context, [=, this] { return DoListJobs(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                             const v1::CancelJobRequest* request,
                                                             v1::Job* response) {
-  return Answer(context, DoCancelJob(*request, response));
+  return AnswerOnPool(options_.pool, context, [=, this] { return DoCancelJob(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::GetProfile(grpc::CallbackServerContext* context,
                                                              const v1::GetProfileRequest* request,
                                                              v1::Profile* response) {
-  return Answer(context, DoGetProfile(*request, response));
+  return AnswerOnPool(options_.pool, context, [=, this] { return DoGetProfile(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::ListProfiles(
     grpc::CallbackServerContext* context, const v1::ListProfilesRequest* request,
     v1::ListProfilesResponse* response) {
-  return Answer(context, DoListProfiles(*request, response));
+  return AnswerOnPool(options_.pool, context, [=, this] { return DoListProfiles(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::GetBudgetMap(
     grpc::CallbackServerContext* context, const v1::GetBudgetMapRequest* request,
     v1::BudgetMap* response) {
-  return Answer(context, DoGetBudgetMap(*request, response));
+  return AnswerOnPool(options_.pool, context, [=, this] { return DoGetBudgetMap(*request, response); });
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* CalibrationServiceImpl::WatchJob(

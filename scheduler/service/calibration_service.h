@@ -16,11 +16,13 @@
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "scheduler/core/scheduler.h"
 #include "scheduler/service/job_watchers.h"
+#include "scheduler/service/work_pool.h"
 
 namespace ripplekv::scheduler::service {
 
 struct CalibrationServiceOptions {
   JobWatchersOptions watch;  // WatchJob streams (job_watchers.h)
+  WorkPool* pool = nullptr;  // runs the unary handlers; null: on gRPC's threads (not owned)
   // Called with the leases to revoke after a successful CancelJob (the worker service sends the
   // cancellations down the worker streams). May be empty.
   std::function<void(const std::vector<Revocation>&)> on_revocations;

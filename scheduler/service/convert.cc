@@ -46,6 +46,13 @@ StatusOr<uint32_t> OptionalInRange(bool has, int32_t value, int64_t lo, int64_t 
   return static_cast<uint32_t>(value);
 }
 
+// ResourceExhausted naming `field` when `text` is longer than `max_bytes`.
+Status CheckLength(std::string_view text, size_t max_bytes, std::string_view field) {
+  if (text.size() <= max_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(std::string(field), ": ", text.size(),
+                                                   " bytes, at most ", max_bytes));
+}
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const Status& status) {
@@ -105,10 +112,18 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
   SubmitRequest out;
   store::JobSpec& spec = out.spec;
   spec.model_hash = in.model().model_hash();
+  RETURN_IF_ERROR(CheckLength(in.model().path(), kMaxPathBytes, "spec.model.path"));
+  RETURN_IF_ERROR(CheckLength(in.model().name(), kMaxPathBytes, "spec.model.name"));
+  RETURN_IF_ERROR(CheckLength(in.data().path(), kMaxPathBytes, "spec.data.path"));
   spec.model_path = in.model().path();
-  if (in.model().n_layers() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec.model.n_layers: ", in.model().n_layers(), " is negative"));
+  if (in.model().n_layers() < 0 || in.model().n_layers() > kMaxLayers) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.model.n_layers: ", in.model().n_layers(),
+                                                   " is outside 0..", kMaxLayers));
+  }
+  if (in.params().layers_size() > kMaxLayers) {
+    return absl::ResourceExhaustedError(absl::StrCat("spec.params.layers: ",
+                                                     in.params().layers_size(),
+                                                     " entries, at most ", kMaxLayers));
   }
   out.model_n_layers = in.model().n_layers();
   spec.priority = in.priority();
@@ -155,14 +170,16 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
     case v1::CalibrationData::kPath:
       if (data.path().empty() || data.path().front() != '/') {
         return absl::InvalidArgumentError(
-            absl::StrCat("spec.data.path: \"", data.path(), "\" is not an absolute path"));
+            absl::StrCat("spec.data.path: \"", EscapeForLog(data.path()),
+                         "\" is not an absolute path"));
       }
       spec.data_path = data.path();
       break;
     case v1::CalibrationData::kBuiltin:
       if (data.builtin() != kDefaultBuiltin && data.builtin() != kSecondBuiltin) {
         return absl::InvalidArgumentError(
-            absl::StrCat("spec.data.builtin: \"", data.builtin(), "\" is not a built-in corpus (\"",
+            absl::StrCat("spec.data.builtin: \"", EscapeForLog(data.builtin()),
+                         "\" is not a built-in corpus (\"",
                          kDefaultBuiltin, "\", \"", kSecondBuiltin, "\")"));
       }
       spec.data_builtin = data.builtin();
@@ -206,9 +223,9 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
   params.seed = p.seed();
   ASSIGN_OR_RETURN(params.samples, OptionalInRange(p.has_samples(), p.samples(), 1, 65536, 8,
                                                    "spec.params.samples"));
-  ASSIGN_OR_RETURN(params.context_len, OptionalInRange(p.has_context_len(), p.context_len(), 1,
-                                                       std::numeric_limits<int32_t>::max(), 512,
-                                                       "spec.params.context_len"));
+  ASSIGN_OR_RETURN(params.context_len,
+                   OptionalInRange(p.has_context_len(), p.context_len(), 1, kMaxContextLen, 512,
+                                   "spec.params.context_len"));
   ASSIGN_OR_RETURN(params.probe_len, OptionalInRange(p.has_probe_len(), p.probe_len(), 1,
                                                      std::numeric_limits<int32_t>::max(), 32,
                                                      "spec.params.probe_len"));
@@ -532,6 +549,14 @@ StatusOr<WorkerRegistration> RegistrationFromProto(const v1::RegisterRequest& re
   out.model.d_model = m.d_model();
   out.model.vocab_size = m.vocab_size();
   return out;
+}
+
+Status CheckMessageSize(const google::protobuf::Message& message, size_t max_bytes,
+                        std::string_view what) {
+  const size_t bytes = message.ByteSizeLong();
+  if (bytes <= max_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": the message is ", bytes,
+                                                   " bytes, at most ", max_bytes));
 }
 
 std::string EscapeForLog(std::string_view text, size_t max_bytes) {

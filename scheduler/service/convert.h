@@ -46,9 +46,23 @@ std::string FormatJobId(store::JobId id);
 // 1..65536; context_len < 1; probe_len < 1 or >= context_len; a negative layer; priority outside
 // -1000..1000; an idempotency key over 128 characters or not printable ASCII;
 // spec.data.format set for a non-path source, spec.data.strict, or a built-in corpus other than
-// "sherlock-holmes" (the store keeps none of these yet). ResourceExhausted: inline data over
-// kMaxInlineDataBytes.
+// "sherlock-holmes" (the store keeps none of these yet); spec.model.n_layers over kMaxLayers;
+// context_len over kMaxContextLen. ResourceExhausted naming the limit: inline data over
+// kMaxInlineDataBytes, a path or name over kMaxPathBytes, more than kMaxLayers layers listed.
 inline constexpr uint64_t kMaxInlineDataBytes = 32ull << 20;
+inline constexpr size_t kMaxPathBytes = 4096;      // spec.model.path, spec.data.path, model name
+inline constexpr int32_t kMaxLayers = 4096;        // spec.model.n_layers, spec.params.layers size
+inline constexpr int32_t kMaxContextLen = 1 << 20;  // spec.params.context_len, tokens
+
+// Largest request of any method but SubmitJob (which may carry kMaxInlineDataBytes of data) and
+// largest message on a worker stream, bytes (docs/API.md, "Limits").
+inline constexpr size_t kMaxRequestBytes = 4u << 20;
+// Largest message the server receives at all: a SubmitJob with the most inline data.
+inline constexpr size_t kMaxSubmitBytes = kMaxInlineDataBytes + (1u << 20);
+
+// ResourceExhausted naming `what` and the limit when `message` is over `max_bytes` serialized.
+[[nodiscard]] Status CheckMessageSize(const google::protobuf::Message& message, size_t max_bytes,
+                                      std::string_view what);
 [[nodiscard]] StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& request);
 
 // Domain -> message. Inline data is cleared (the case stays set; inline_bytes gives the size)

@@ -6,12 +6,12 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/service/convert.h"
 #include "spdlog/spdlog.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
 
-constexpr int kMaxReceiveBytes = 64 << 20;  // inline data on SubmitJob (docs/API.md)
 constexpr const char* kServices[] = {"ripplekv.v1.CalibrationService", "ripplekv.v1.WorkerService"};
 
 int64_t NowMs() {
@@ -57,12 +57,15 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   scheduler_options.max_attempts = options.max_attempts;
   server->scheduler_ = std::make_unique<Scheduler>(server->store_.get(), scheduler_options, &NowMs);
 
+  server->pool_ = std::make_unique<WorkPool>(options.work_threads, options.max_queued_requests);
   WorkerServiceOptions worker_options;
+  worker_options.pool = server->pool_.get();
   worker_options.heartbeat_interval_ms = options.heartbeat_interval_ms;
   worker_options.lease_timeout_ms = options.heartbeat_timeout_ms;
   server->worker_service_ =
       std::make_unique<WorkerServiceImpl>(server->scheduler_.get(), worker_options);
   CalibrationServiceOptions calibration_options;
+  calibration_options.pool = server->pool_.get();
   calibration_options.watch.poll_ms = options.watch_poll_ms;
   calibration_options.watch.max_streams = options.max_watchers;
   WorkerServiceImpl* workers = server->worker_service_.get();
@@ -78,7 +81,14 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.AddListeningPort(options.listen, security.credentials, &server->port_);
   builder.RegisterService(server->calibration_service_.get());
   builder.RegisterService(server->worker_service_.get());
-  builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+  // The largest SubmitJob; every other method checks kMaxRequestBytes itself (docs/API.md).
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxSubmitBytes));
+  // Bounds what clients can make the server hold: streams per connection, and the memory of
+  // gRPC's buffers (beyond it new calls wait or fail with RESOURCE_EXHAUSTED).
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
+  grpc::ResourceQuota quota("ripplekv-scheduler");
+  quota.Resize(options.max_buffer_bytes);
+  builder.SetResourceQuota(quota);
   // Keepalive (docs/API.md "Deadlines, keepalive, sizes").
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
@@ -159,6 +169,7 @@ void SchedulerServer::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
   }
+  pool_.reset();  // runs what is still queued (streams' last messages), then joins
 }
 
 }  // namespace ripplekv::scheduler::service

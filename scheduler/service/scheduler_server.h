@@ -34,6 +34,10 @@ struct SchedulerServerOptions {
   int64_t expire_interval_ms = 1'000;     // how often the timer calls ExpireLeases, ms
   int64_t watch_poll_ms = 200;            // longest wait between looks at watched jobs, ms
   uint32_t max_watchers = 1'024;          // WatchJob streams open at once
+  int max_streams_per_connection = 256;   // concurrent calls on one HTTP/2 connection
+  size_t max_buffer_bytes = 1ull << 30;   // gRPC's buffers, all calls together (ResourceQuota)
+  size_t work_threads = 8;                // threads doing the handlers' store work (WorkPool)
+  size_t max_queued_requests = 1'024;     // unary requests waiting for them; more: RESOURCE_EXHAUSTED
   bool sync_writes = true;                // fsync every store change (store/store.h)
   int64_t task_deadline_ms = 0;           // SchedulerOptions::task_deadline_ms (0: derived)
   uint32_t max_attempts = 4;              // SchedulerOptions::max_attempts
@@ -82,6 +86,7 @@ class SchedulerServer {
 
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<WorkPool> pool_;  // the handlers' store work; drained by Shutdown
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<CalibrationServiceImpl> calibration_service_;
   std::shared_ptr<const TokenTable> tokens_;

@@ -14,11 +14,6 @@
 namespace ripplekv::scheduler::service {
 namespace {
 
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
 
 void MsToDuration(int64_t ms, google::protobuf::Duration* out) {
   out->set_seconds(ms / 1000);
@@ -86,7 +81,31 @@ class WorkerServiceImpl::ConnectReactor final
       Close(grpc::Status::OK);
       return;
     }
-    Status status = absl::OkStatus();
+    WorkPool* pool = service_->options_.pool;
+    if (pool == nullptr) return HandleRead();
+    {
+      std::lock_guard<std::mutex> lock(life_mu_);
+      handling_ = true;
+    }
+    pool->Submit([this] {
+      HandleRead();
+      std::unique_lock<std::mutex> lock(life_mu_);
+      handling_ = false;
+      if (done_) {  // OnDone ran meanwhile and left the deletion to this
+        lock.unlock();
+        delete this;
+      }
+    });
+  }
+
+  // The message in in_, on the pool: handled, then the next read starts (so a stream has at most
+  // one message in the pool, and its messages are handled in order).
+  void HandleRead() {
+    Status status = CheckMessageSize(in_, kMaxRequestBytes, "Connect");
+    if (!status.ok()) {
+      Close(ToGrpcStatus(status));
+      return;
+    }
     if (!attached_) {
       // Attach locks the service; the service locks streams (Revoke, Register) in that order,
       // so this runs without mu_. Reads are serialized, so attached_ needs no lock.
@@ -128,6 +147,13 @@ class WorkerServiceImpl::ConnectReactor final
 
   void OnDone() override {
     service_->Detach(this);
+    {
+      std::lock_guard<std::mutex> lock(life_mu_);
+      if (handling_) {  // a message is still being handled on the pool: it deletes this
+        done_ = true;
+        return;
+      }
+    }
     delete this;
   }
 
@@ -429,6 +455,9 @@ class WorkerServiceImpl::ConnectReactor final
   std::vector<PrefillKey> held_;                  // last heartbeat's prefills; guarded by mu_
   std::map<std::string, HeldTask> leases_;  // by task id, the leases it holds; guarded by mu_
   uint64_t rejected_ = 0;                   // messages rejected on this stream; guarded by mu_
+  std::mutex life_mu_;     // orders OnDone with a message handled on the pool
+  bool handling_ = false;  // guarded by life_mu_: a message is queued or running on the pool
+  bool done_ = false;      // guarded by life_mu_: OnDone ran while handling_
   std::deque<v1::SchedulerMessage> out_;          // front is being written when writing_
   bool writing_ = false;
   bool draining_ = false;
@@ -510,6 +539,7 @@ WorkerServiceStats WorkerServiceImpl::Stats() const {
 
 Status WorkerServiceImpl::DoRegister(const v1::RegisterRequest& request,
                                      v1::RegisterResponse* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "Register"));
   ASSIGN_OR_RETURN(WorkerRegistration registration, RegistrationFromProto(request));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
@@ -545,6 +575,7 @@ Status WorkerServiceImpl::DoRegister(const v1::RegisterRequest& request,
 
 Status WorkerServiceImpl::DoGetJobData(const v1::GetJobDataRequest& request,
                                        v1::GetJobDataResponse* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "GetJobData"));
   ASSIGN_OR_RETURN(store::JobId id, ParseJobId(request.job_id(), "job_id"));
   if (request.worker_id().empty()) {
     return absl::InvalidArgumentError("worker_id: is required");
@@ -591,13 +622,13 @@ void WorkerServiceImpl::Detach(ConnectReactor* stream) {
 grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
                                                       const v1::RegisterRequest* request,
                                                       v1::RegisterResponse* response) {
-  return Answer(context, DoRegister(*request, response));
+  return AnswerOnPool(options_.pool, context, [=, this] { return DoRegister(*request, response); });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::GetJobData(grpc::CallbackServerContext* context,
                                                         const v1::GetJobDataRequest* request,
                                                         v1::GetJobDataResponse* response) {
-  return Answer(context, DoGetJobData(*request, response));
+  return AnswerOnPool(options_.pool, context, [=, this] { return DoGetJobData(*request, response); });
 }
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* WorkerServiceImpl::Connect(

@@ -31,6 +31,7 @@
 
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "scheduler/core/scheduler.h"
+#include "scheduler/service/work_pool.h"
 
 namespace ripplekv::scheduler::service {
 
@@ -38,6 +39,7 @@ struct WorkerServiceOptions {
   int64_t heartbeat_interval_ms = 2'000;  // told to workers at Register, ms
   int64_t lease_timeout_ms = 30'000;      // told to workers: silent this long loses leases, ms
                                           // (the scheduler's heartbeat_timeout_ms)
+  WorkPool* pool = nullptr;  // runs the handlers and stream messages; null: on gRPC's threads
 };
 
 // Counters of the worker service since it started, for tests and operators.

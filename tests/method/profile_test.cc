@@ -495,8 +495,11 @@ TEST(AggregateProfileTest, RejectsBadResults) {
   EXPECT_THAT(error({}), HasSubstr("no trial results"));
   EXPECT_THAT(error({{0, 0, 0, 0.1}, {0, 0, 0, 0.2}}),
               HasSubstr("duplicate result for (sample 0, layer 0, trial 0)"));
-  EXPECT_THAT(error({{0, 1, 0, -0.1}}), HasSubstr("KL -0.1 at (sample 0, layer 1, trial 0)"));
+  EXPECT_THAT(error({{0, 1, 0, -0.1}}), HasSubstr("at (sample 0, layer 1, trial 0): KL -0.1"));
   EXPECT_THAT(error({{0, 1, 0, std::nan("")}}), HasSubstr("must be finite"));
+  EXPECT_THAT(error({{0, 1, 0, 1e308}}), HasSubstr("<= 10000 nats"));
+  EXPECT_THAT(error({{0, 1, 0, std::numeric_limits<double>::infinity()}}),
+              HasSubstr("must be finite"));
   EXPECT_THAT(error({{0, -1, 0, 0.1}}), HasSubstr("negative index"));
   // Sample 1 of layer 0 lacks trial 1.
   EXPECT_THAT(error({{0, 0, 0, 0.1}, {0, 0, 1, 0.1}, {1, 0, 0, 0.1}}),
