@@ -348,6 +348,12 @@ Status RocksStore::Write(rocksdb::WriteBatch* batch) {
   return FromRocks(db_->Write(write_options, batch), "writing a batch");
 }
 
+Status RocksStore::WriteLeases(rocksdb::WriteBatch* batch) {
+  rocksdb::WriteOptions write_options;
+  write_options.sync = false;  // see the header: nothing a reopen keeps depends on it
+  return FromRocks(db_->Write(write_options, batch), "writing a lease batch");
+}
+
 Status RocksStore::PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view key,
                           std::string_view value) const {
   if (value.size() > options_.max_value_bytes) {

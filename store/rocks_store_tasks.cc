@@ -115,7 +115,7 @@ StatusOr<Task> RocksStore::LeaseTask(const TaskKey& key, const std::string& work
     job.updated_at_ms = Now();
     RETURN_IF_ERROR(PutJob(&batch, job));
   }
-  RETURN_IF_ERROR(Write(&batch));
+  RETURN_IF_ERROR(WriteLeases(&batch));
   return task;
 }
 
@@ -133,7 +133,7 @@ StatusOr<Task> RocksStore::ExtendLease(const TaskKey& key, const std::string& wo
   task.lease_deadline_ms = deadline_ms;
   rocksdb::WriteBatch batch;
   RETURN_IF_ERROR(PutTask(&batch, task));
-  RETURN_IF_ERROR(Write(&batch));
+  RETURN_IF_ERROR(WriteLeases(&batch));
   return task;
 }
 
@@ -147,7 +147,7 @@ StatusOr<Task> RocksStore::ReleaseLease(const TaskKey& key, const std::string& w
   ClearLease(&task);
   rocksdb::WriteBatch batch;
   RETURN_IF_ERROR(PutTask(&batch, task));
-  RETURN_IF_ERROR(Write(&batch));
+  RETURN_IF_ERROR(WriteLeases(&batch));
   return task;
 }
 
@@ -158,7 +158,7 @@ StatusOr<std::vector<TaskKey>> RocksStore::ReleaseExpiredLeases(TimeMs now_ms) {
                    ReleaseLeasesWhere(&batch, [now_ms](const Task& task) {
                      return task.lease_deadline_ms <= now_ms;
                    }));
-  if (batch.Count() > 0) RETURN_IF_ERROR(Write(&batch));
+  if (batch.Count() > 0) RETURN_IF_ERROR(WriteLeases(&batch));
   return released;
 }
 
