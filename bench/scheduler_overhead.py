@@ -3,10 +3,11 @@
 worker time spent waiting for work in a real job.
 
 Usage:
-  bench/scheduler_overhead.py --model PATH [--build build] [--workers 1,2,4] [--samples 16,64]
-      [--real-samples 8] [--real-context 512] [--no-real] [--json]
+  bench/scheduler_overhead.py --model PATH [--build build] [--workers 1,2,4,8] [--samples 16,64]
+      [--real-samples 8] [--real-context 512] [--no-real] [--no-tls] [--json]
 
-Part 1 (overhead): a ripplekv-scheduler (fresh RocksDB, fsync on every change, as deployed) and N
+Part 1 (overhead): a ripplekv-scheduler (fresh RocksDB, fsync on every durable change, TLS with
+client certificates and bearer tokens, as deployed; --no-tls: plaintext) and N
 `ripplekv-worker --no-compute` processes, which answer every task with synthetic KL values at
 once; a job of S samples x all layers x 2 trials is submitted and followed until SUCCEEDED.
 Reported: tasks dispatched per second and trial results stored per second over the job's wall
@@ -48,7 +49,7 @@ def find_bin(build, name, sub):
 
 
 class Cluster:
-    def __init__(self, build, model, workers, no_compute, tmp):
+    def __init__(self, build, model, workers, no_compute, tmp, tls=True):
         self.cli = find_bin(build, "ripplekv", "cli")
         self.addr = f"127.0.0.1:{free_port()}"
         self.tmp = tmp
@@ -56,11 +57,22 @@ class Cluster:
         self.logs = []
         sched = find_bin(build, "ripplekv-scheduler", "scheduler/service")
         worker = find_bin(build, "ripplekv-worker", "worker/service")
-        self._spawn([sched, "--listen", self.addr, "--db", tmp / "db", "--insecure"], "scheduler")
+        security, worker_security, self.client_security = ["--insecure"], [], []
+        if tls:  # as deployed: TLS with client certificates, and bearer tokens (docs/SECURITY.md)
+            t = tmp / "tls"
+            subprocess.run([str(ROOT / "deploy/local/make-tls"), str(t)], check=True)
+            security = ["--tls-cert", t / "server.pem", "--tls-key", t / "server.key",
+                        "--tls-client-ca", t / "ca.pem", "--token-file", t / "tokens"]
+            client = ["--tls-ca", t / "ca.pem", "--tls-cert", t / "client.pem",
+                      "--tls-key", t / "client.key"]
+            worker_security = client + ["--token-file", t / "token-worker"]
+            self.client_security = [str(a) for a in client + ["--token-file",
+                                                              t / "token-submitter"]]
+        self._spawn([sched, "--listen", self.addr, "--db", tmp / "db", *security], "scheduler")
         self._wait(lambda: self._cli("jobs").returncode == 0, 30, "scheduler")
         for i in range(workers):
             args = [worker, "--scheduler", self.addr, "--model", model, "--threads", "1",
-                    "--id", f"w{i}"]
+                    "--id", f"w{i}", *worker_security]
             if no_compute:
                 args.append("--no-compute")
             log = self._spawn(args, f"w{i}")
@@ -82,7 +94,8 @@ class Cluster:
             time.sleep(0.1)
 
     def _cli(self, *args):
-        return subprocess.run([str(self.cli), args[0], "--scheduler", self.addr, *args[1:]],
+        return subprocess.run([str(self.cli), args[0], "--scheduler", self.addr,
+                               *self.client_security, *args[1:]],
                               capture_output=True, text=True)
 
     def run_job(self, model, samples, context, probe):
@@ -104,6 +117,14 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 p.kill()
 
+    def handout_ms(self):
+        """Per worker: (p50, p99) ms from a task_done sent to the next assignment."""
+        out = []
+        for log in self.logs[1:]:
+            m = re.search(r"hand-out latency p50 ([0-9.]+) ms p99 ([0-9.]+) ms", log.read_text())
+            out.append((float(m.group(1)), float(m.group(2))) if m else (float("nan"),) * 2)
+        return out
+
     def busy_seconds(self):
         out = []
         for log in self.logs[1:]:
@@ -116,7 +137,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--build", default=os.environ.get("RIPPLEKV_BUILD_DIR", "build"))
-    ap.add_argument("--workers", default="1,2,4")
+    ap.add_argument("--workers", default="1,2,4,8")
+    ap.add_argument("--no-tls", action="store_true", help="plaintext without tokens")
     ap.add_argument("--samples", default="16,64")
     ap.add_argument("--real-samples", type=int, default=8)
     ap.add_argument("--real-context", type=int, default=512)
@@ -129,15 +151,18 @@ def main():
     for workers in [int(w) for w in args.workers.split(",")]:
         for samples in [int(s) for s in args.samples.split(",")]:
             with tempfile.TemporaryDirectory() as d:
-                c = Cluster(build, args.model, workers, True, Path(d))
+                c = Cluster(build, args.model, workers, True, Path(d), tls=not args.no_tls)
                 try:
                     wall = c.run_job(args.model, samples, 64, 8)
                 finally:
                     c.stop()
+                handout = c.handout_ms()
             tasks = samples * layers
             rows.append({"part": "no-compute", "workers": workers, "tasks": tasks,
                          "wall_s": round(wall, 3), "tasks_per_s": round(tasks / wall, 1),
-                         "results_per_s": round(2 * tasks / wall, 1)})
+                         "results_per_s": round(2 * tasks / wall, 1),
+                         "handout_p50_ms": round(max(h[0] for h in handout), 3),
+                         "handout_p99_ms": round(max(h[1] for h in handout), 3)})
     # Marginal rates between the smallest and the largest job of each worker count: the fixed
     # costs (hashing the model at submit, each worker tokenizing the job's data once, the final
     # aggregation) cancel out.
@@ -166,8 +191,11 @@ def main():
         return
     for r in rows:
         if r["part"] in ("no-compute", "marginal"):
+            handout = (f"  hand-out p50 {r['handout_p50_ms']:.2f} ms p99 {r['handout_p99_ms']:.2f} ms"
+                       if "handout_p99_ms" in r else "")
             print(f"{r['part']:10s}  workers {r['workers']}  tasks {r['tasks']:5d}  wall {r['wall_s']:7.2f} s"
-                  f"  dispatch {r['tasks_per_s']:8.1f} tasks/s  store {r['results_per_s']:8.1f} results/s")
+                  f"  dispatch {r['tasks_per_s']:8.1f} tasks/s  store {r['results_per_s']:8.1f} results/s"
+                  + handout)
         else:
             shares = ", ".join(f"{100 * s:.1f}%" for s in r["waiting_share"])
             print(f"real SmolLM2 job  workers 2  tasks {r['tasks']}  wall {r['wall_s']:.2f} s"

@@ -34,6 +34,8 @@ class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::
   CalibrationServiceImpl(Scheduler* scheduler, CalibrationServiceOptions options);
   ~CalibrationServiceImpl() override;
 
+  size_t open_watchers() const { return watchers_.open_streams(); }
+
   // Ends every watch stream with UNAVAILABLE and refuses new ones. Idempotent; waits (bounded)
   // for the streams to finish.
   void Shutdown();

@@ -74,6 +74,8 @@ class SchedulerServer {
 
   Scheduler& scheduler() { return *scheduler_; }
   WorkerServiceImpl& worker_service() { return *worker_service_; }
+  // WatchJob streams open now.
+  size_t open_watchers() const { return calibration_service_->open_watchers(); }
 
   // The accepted tokens (null without a token file), e.g. for auth.h's CallerOf in handlers.
   const TokenTable* tokens() const { return tokens_.get(); }

@@ -1,5 +1,6 @@
 #include "worker/service/worker_client.h"
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <random>
@@ -117,6 +118,7 @@ struct WorkerClient::Impl {
   std::condition_variable cv;
   bool drain = false;
   WorkerClientStats stats;
+  std::vector<double> handout_ms;  // the last hand-out latencies (RecordHandout)
 
   // The current session (valid while a stream is open).
   struct Session {
@@ -129,8 +131,22 @@ struct WorkerClient::Impl {
     std::set<std::string> cancelled_jobs;   // guarded by Impl::mu
     uint64_t heartbeat_sequence = 0;        // guarded by write_mu
     int active_tasks = 0;                   // guarded by Impl::mu
+    // When the last task_done left with an empty inbox (the worker waits for the scheduler);
+    // guarded by Impl::mu.
+    std::optional<Clock::time_point> waiting_since;
     std::string running_task;               // guarded by Impl::mu: the task being run, if any
   };
+
+  // Requires mu.
+  void RecordHandout(double ms) {
+    constexpr size_t kMaxSamples = 65536;  // a ring: the last ones
+    if (handout_ms.size() < kMaxSamples) {
+      handout_ms.push_back(ms);
+    } else {
+      handout_ms[static_cast<size_t>(stats.handouts) % kMaxSamples] = ms;
+    }
+    ++stats.handouts;
+  }
 
   bool Write(Session& s, const pb::WorkerMessage& m) {
     std::lock_guard<std::mutex> lock(s.write_mu);
@@ -197,6 +213,12 @@ struct WorkerClient::Impl {
       if (msg.has_task_assignment()) {
         std::lock_guard<std::mutex> lock(mu);
         s.inbox.push_back(msg.task_assignment());
+        if (s.waiting_since) {
+          RecordHandout(std::chrono::duration<double, std::milli>(Clock::now() -
+                                                                  *s.waiting_since)
+                            .count());
+          s.waiting_since.reset();
+        }
       } else if (msg.has_task_cancellation()) {
         const pb::TaskCancellation& c = msg.task_cancellation();
         std::string job;
@@ -352,6 +374,10 @@ struct WorkerClient::Impl {
       d->mutable_error()->set_message(std::string(outcome.status().message()));
     }
     SetDuration(Clock::now() - t0, d->mutable_elapsed());
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (s.inbox.empty()) s.waiting_since = Clock::now();
+    }
     Write(s, done);
     std::lock_guard<std::mutex> lock(mu);
     stats.trials_sent += trials_sent;
@@ -452,7 +478,17 @@ void WorkerClient::RequestDrain() {
 
 WorkerClientStats WorkerClient::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  WorkerClientStats out = impl_->stats;
+  std::vector<double> sorted = impl_->handout_ms;
+  if (!sorted.empty()) {
+    std::sort(sorted.begin(), sorted.end());
+    auto at = [&](double q) {
+      return sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()))];
+    };
+    out.handout_p50_ms = at(0.50);
+    out.handout_p99_ms = at(0.99);
+  }
+  return out;
 }
 
 Status WorkerClient::Run() {

@@ -64,6 +64,12 @@ struct WorkerClientStats {
   // data, running, sending results); connected - busy is time waiting for work. Seconds.
   double connected_seconds = 0;
   double busy_seconds = 0;
+  // Hand-out latency: from a task_done sent with nothing queued to the next assignment's arrival,
+  // ms (the scheduler's storing of the results and choosing the next task, plus the network).
+  // At most the last 65536 samples; percentiles over them, 0 when there are none.
+  int64_t handouts = 0;
+  double handout_p50_ms = 0;
+  double handout_p99_ms = 0;
 };
 
 class WorkerClient {

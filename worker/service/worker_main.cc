@@ -302,9 +302,11 @@ int Main(int argc, char** argv) {
   const WorkerClientStats st = client.stats();
   spdlog::info(
       "drained; exiting. {} tasks done, {} trials sent; busy {:.3f} s of {:.3f} s "
-      "connected ({:.1f}% waiting for work)",
+      "connected ({:.1f}% waiting for work); hand-out latency p50 {:.3f} ms p99 {:.3f} ms "
+      "over {} hand-outs",
       st.tasks_done, st.trials_sent, st.busy_seconds, st.connected_seconds,
-      st.connected_seconds > 0 ? 100.0 * (1.0 - st.busy_seconds / st.connected_seconds) : 0.0);
+      st.connected_seconds > 0 ? 100.0 * (1.0 - st.busy_seconds / st.connected_seconds) : 0.0,
+      st.handout_p50_ms, st.handout_p99_ms, st.handouts);
   return 0;
 }
 
