@@ -60,6 +60,8 @@ class RocksStore final : public Store {
   StatusOr<std::vector<TaskKey>> ReleaseExpiredLeases(TimeMs now_ms) override;
 
   StatusOr<ResultWriteOutcome> PutResults(std::span<const TrialResult> results) override;
+  std::vector<StatusOr<ResultWriteOutcome>> CompleteTasks(
+      std::span<const Completion> completions) override;
   StatusOr<ResultWriteOutcome> CompleteTask(const TaskKey& key,
                                             std::span<const TrialResult> results) override;
   StatusOr<std::vector<TrialResult>> ListResults(JobId job) const override;

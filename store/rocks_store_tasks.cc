@@ -211,64 +211,113 @@ StatusOr<ResultWriteOutcome> RocksStore::PutResults(std::span<const TrialResult>
 
 StatusOr<ResultWriteOutcome> RocksStore::CompleteTask(const TaskKey& key,
                                                       std::span<const TrialResult> results) {
-  for (const TrialResult& r : results) {
-    if (r.job != key.job || r.sample != key.sample || r.layer != key.layer) {
-      return absl::InvalidArgumentError(Cat("result job=", r.job, " sample=", r.sample,
-                                            " layer=", r.layer, " trial=", r.trial, " is not of ",
-                                            TaskName(key)));
-    }
-  }
+  const Completion completion{.key = key, .results = results};
+  return std::move(CompleteTasks({&completion, 1}).front());
+}
+
+std::vector<StatusOr<ResultWriteOutcome>> RocksStore::CompleteTasks(
+    std::span<const Completion> completions) {
+  std::vector<StatusOr<ResultWriteOutcome>> outcomes;
+  outcomes.reserve(completions.size());
   std::lock_guard<std::mutex> lock(write_mu_);
-  ASSIGN_OR_RETURN(Job job, ReadJob(key.job));
-  RETURN_IF_ERROR(CheckRunning(job));
-  ASSIGN_OR_RETURN(Task task, ReadTask(key));
-  for (const TrialResult& r : results) RETURN_IF_ERROR(CheckResult(job, r));
-
-  // The task's stored results (trial -> kl); this call's are added as they are written.
-  ASSIGN_OR_RETURN(std::vector<TrialResult> stored, ScanResults(TaskKeyBytes(key)));
-  std::map<uint32_t, double> present;
-  for (const TrialResult& r : stored) present.emplace(r.trial, r.kl);
-
-  ResultWriteOutcome outcome;
+  std::map<JobId, Job> jobs;  // read once, counters updated by every completion of the call
+  std::map<TaskKey, std::map<uint32_t, double>> completed;  // by this call: task -> trial -> kl
   rocksdb::WriteBatch batch;
-  for (const TrialResult& r : results) {
-    if (auto it = present.find(r.trial); it != present.end()) {
-      CountDuplicate(it->second, r.kl, &outcome);
-      continue;
+  // Checks one completion, then adds its records to `batch` (nothing when it fails).
+  auto prepare = [&](const Completion& c) -> StatusOr<ResultWriteOutcome> {
+    const TaskKey& key = c.key;
+    for (const TrialResult& r : c.results) {
+      if (r.job != key.job || r.sample != key.sample || r.layer != key.layer) {
+        return absl::InvalidArgumentError(Cat("result job=", r.job, " sample=", r.sample,
+                                              " layer=", r.layer, " trial=", r.trial,
+                                              " is not of ", TaskName(key)));
+      }
     }
-    RETURN_IF_ERROR(PutRaw(&batch, kResults, ResultKeyBytes(r), EncodeResultValue(r.kl)));
-    present.emplace(r.trial, r.kl);
-    ++outcome.stored;
-  }
+    auto job_it = jobs.find(key.job);
+    if (job_it == jobs.end()) {
+      ASSIGN_OR_RETURN(Job read, ReadJob(key.job));
+      job_it = jobs.emplace(key.job, std::move(read)).first;
+    }
+    Job& job = job_it->second;
+    RETURN_IF_ERROR(CheckRunning(job));
+    ASSIGN_OR_RETURN(Task task, ReadTask(key));
+    for (const TrialResult& r : c.results) RETURN_IF_ERROR(CheckResult(job, r));
 
-  if (task.state != TaskState::kDone) {
-    std::vector<uint32_t> missing;
-    for (uint32_t t = 0; t < job.spec.params.trials; ++t) {
-      if (!present.contains(t)) missing.push_back(t);
+    // The task's results (trial -> kl): stored ones, or this call's when it completed the task.
+    std::map<uint32_t, double> present;
+    if (auto done = completed.find(key); done != completed.end()) {
+      present = done->second;
+      task.state = TaskState::kDone;
+    } else {
+      ASSIGN_OR_RETURN(std::vector<TrialResult> stored, ScanResults(TaskKeyBytes(key)));
+      for (const TrialResult& r : stored) present.emplace(r.trial, r.kl);
     }
-    if (!missing.empty()) {
-      std::string named;
-      for (size_t i = 0; i < missing.size() && i < kMaxNamedTrials; ++i) {
-        named += Cat(i == 0 ? "" : ", ", missing[i]);
+    ResultWriteOutcome outcome;
+    std::vector<const TrialResult*> fresh;
+    for (const TrialResult& r : c.results) {
+      if (auto it = present.find(r.trial); it != present.end()) {
+        CountDuplicate(it->second, r.kl, &outcome);
+        continue;
       }
-      if (missing.size() > kMaxNamedTrials) {
-        named += Cat(" and ", missing.size() - kMaxNamedTrials, " more");
-      }
-      return absl::FailedPreconditionError(
-          Cat(TaskName(key), " cannot complete: no result for trial ", named));
+      present.emplace(r.trial, r.kl);
+      fresh.push_back(&r);
+      ++outcome.stored;
     }
-    ClearLease(&task);
-    task.state = TaskState::kDone;
-    RETURN_IF_ERROR(PutTask(&batch, task));
-    ++job.tasks_done;
-    outcome.task_completed = true;
+    if (task.state != TaskState::kDone) {
+      std::vector<uint32_t> missing;
+      for (uint32_t t = 0; t < job.spec.params.trials; ++t) {
+        if (!present.contains(t)) missing.push_back(t);
+      }
+      if (!missing.empty()) {
+        std::string named;
+        for (size_t i = 0; i < missing.size() && i < kMaxNamedTrials; ++i) {
+          named += Cat(i == 0 ? "" : ", ", missing[i]);
+        }
+        if (missing.size() > kMaxNamedTrials) {
+          named += Cat(" and ", missing.size() - kMaxNamedTrials, " more");
+        }
+        return absl::FailedPreconditionError(
+            Cat(TaskName(key), " cannot complete: no result for trial ", named));
+      }
+    }
+    // Checked: from here on the completion is written.
+    for (const TrialResult* r : fresh) {
+      RETURN_IF_ERROR(PutRaw(&batch, kResults, ResultKeyBytes(*r), EncodeResultValue(r->kl)));
+    }
+    if (task.state != TaskState::kDone) {
+      ClearLease(&task);
+      task.state = TaskState::kDone;
+      RETURN_IF_ERROR(PutTask(&batch, task));
+      ++job.tasks_done;
+      outcome.task_completed = true;
+      completed[key] = std::move(present);
+    }
+    AddCounts(outcome, &job);
+    return outcome;
+  };
+  std::set<JobId> touched;
+  for (const Completion& c : completions) {
+    outcomes.push_back(prepare(c));
+    if (outcomes.back().ok() &&
+        (outcomes.back()->stored > 0 || outcomes.back()->duplicates > 0 ||
+         outcomes.back()->task_completed)) {
+      touched.insert(c.key.job);
+    }
   }
-  if (batch.Count() == 0 && outcome.duplicates == 0) return outcome;  // nothing to record
-  AddCounts(outcome, &job);
-  job.updated_at_ms = Now();
-  RETURN_IF_ERROR(PutJob(&batch, job));
-  RETURN_IF_ERROR(Write(&batch));
-  return outcome;
+  if (touched.empty()) return outcomes;  // nothing to record
+  Status written = absl::OkStatus();
+  for (JobId id : touched) {
+    Job& job = jobs.at(id);
+    job.updated_at_ms = Now();
+    if (written.ok()) written = PutJob(&batch, job);
+  }
+  if (written.ok()) written = Write(&batch);
+  if (!written.ok()) {
+    for (StatusOr<ResultWriteOutcome>& outcome : outcomes) {
+      if (outcome.ok()) outcome = written;
+    }
+  }
+  return outcomes;
 }
 
 StatusOr<std::vector<TrialResult>> RocksStore::ScanResults(std::string_view prefix) const {

@@ -196,6 +196,18 @@ class Store {
   [[nodiscard]] virtual StatusOr<ResultWriteOutcome> CompleteTask(
       const TaskKey& key, std::span<const TrialResult> results) = 0;
 
+  // CompleteTask for several tasks (of any jobs) in ONE write, synced once: the group commit of
+  // completions that arrive together. Each completion is checked and answered as CompleteTask
+  // would answer it alone (the outcomes are in the order of `completions`); one that fails writes
+  // nothing and does not stop the others. A task completed twice in one call: the second is all
+  // duplicates. Errors of the call itself (the write failed) fail every completion.
+  struct Completion {
+    TaskKey key;
+    std::span<const TrialResult> results;
+  };
+  [[nodiscard]] virtual std::vector<StatusOr<ResultWriteOutcome>> CompleteTasks(
+      std::span<const Completion> completions) = 0;
+
   // The job's results in canonical (sample, layer, trial) order. NotFound for an unknown job;
   // FailedPrecondition for a purged one (also below).
   [[nodiscard]] virtual StatusOr<std::vector<TrialResult>> ListResults(JobId job) const = 0;

@@ -104,7 +104,7 @@ std::string DescribeDataSource(const store::Job& job) {
 }
 
 Scheduler::Scheduler(store::Store* store, SchedulerOptions options, Clock clock)
-    : store_(store), options_(std::move(options)), clock_(std::move(clock)) {}
+    : store_(store), options_(std::move(options)), clock_(std::move(clock)), committer_(store) {}
 
 Status Scheduler::LoadModels() {
   if (models_loaded_) return absl::OkStatus();
@@ -448,54 +448,71 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
 StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(
     const std::string& worker_id, const LeaseId& lease,
     std::span<const store::TrialResult> results) {
-  std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
   const store::TaskKey& key = lease.key;
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(key.job));
-  // Exactly trials 0..trials-1 of this task, each once, each passing the aggregation's rule.
-  std::string invalid;
-  std::vector<bool> seen(job.spec.params.trials, false);
-  for (const store::TrialResult& r : results) {
-    if (r.job != key.job || r.sample != key.sample || r.layer != key.layer) {
-      invalid = absl::StrCat("a result of (job ", r.job, ", sample ", r.sample, ", layer ",
-                             r.layer, ") came with ", TaskName(key));
-    } else if (r.trial >= seen.size() || seen[r.trial]) {
-      invalid = absl::StrCat("trial ", r.trial, r.trial >= seen.size() ? " is out of range" : " twice",
-                             " (the job has ", seen.size(), " trials)");
-    } else if (Status valid = method::CheckTrialKl(r.kl); !valid.ok()) {
-      invalid = absl::StrCat("trial ", r.trial, ": ", valid.message());
-    } else {
-      seen[r.trial] = true;
-      continue;
+  {
+    std::lock_guard lock(mu_);
+    ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
+    ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(key.job));
+    // Exactly trials 0..trials-1 of this task, each once, each passing the aggregation's rule.
+    std::string invalid;
+    std::vector<bool> seen(job.spec.params.trials, false);
+    for (const store::TrialResult& r : results) {
+      if (r.job != key.job || r.sample != key.sample || r.layer != key.layer) {
+        invalid = absl::StrCat("a result of (job ", r.job, ", sample ", r.sample, ", layer ",
+                               r.layer, ") came with ", TaskName(key));
+      } else if (r.trial >= seen.size() || seen[r.trial]) {
+        invalid = absl::StrCat("trial ", r.trial,
+                               r.trial >= seen.size() ? " is out of range" : " twice",
+                               " (the job has ", seen.size(), " trials)");
+      } else if (Status valid = method::CheckTrialKl(r.kl); !valid.ok()) {
+        invalid = absl::StrCat("trial ", r.trial, ": ", valid.message());
+      } else {
+        seen[r.trial] = true;
+        continue;
+      }
+      break;
     }
-    break;
+    if (invalid.empty() && results.size() != seen.size()) {
+      invalid = absl::StrCat("done with ", results.size(), " of ", seen.size(), " trials");
+    }
+    if (!invalid.empty()) {
+      const std::string why = absl::StrCat("worker ", worker_id, " sent invalid results for ",
+                                           TaskName(key), ": ", invalid);
+      RETURN_IF_ERROR(Release(worker_id, *worker, key));
+      RETURN_IF_ERROR(CountFailure(key, why));
+      return absl::InvalidArgumentError(why);
+    }
   }
-  if (invalid.empty() && results.size() != seen.size()) {
-    invalid = absl::StrCat("done with ", results.size(), " of ", seen.size(), " trials");
+  // Without mu_: completions of other workers join this write (one fsync for the group). The
+  // lease was held when the results arrived; should it expire meanwhile, the write still
+  // completes the task (results are deterministic) and the bookkeeping below follows.
+  ASSIGN_OR_RETURN(store::ResultWriteOutcome written, committer_.Commit(key, results));
+  std::lock_guard lock(mu_);
+  if (auto w = workers_.find(worker_id); w != workers_.end()) {
+    auto held = w->second.leased.find(key);
+    if (held != w->second.leased.end() && held->second.attempt == lease.attempt) {
+      w->second.leased.erase(held);
+    }
   }
-  if (!invalid.empty()) {
-    const std::string why =
-        absl::StrCat("worker ", worker_id, " sent invalid results for ", TaskName(key), ": ", invalid);
-    RETURN_IF_ERROR(Release(worker_id, *worker, key));
-    RETURN_IF_ERROR(CountFailure(key, why));
-    return absl::InvalidArgumentError(why);
+  if (written.task_completed) {
+    // An expiry during the write may have put the task back in the index.
+    if (auto p = pending_.find(key.job); p != pending_.end()) p->second.erase(key);
   }
-  ASSIGN_OR_RETURN(store::ResultWriteOutcome written, store_->CompleteTask(key, results));
-  worker->leased.erase(key);
   Changed();
   TaskResultsOutcome outcome{.stored = written.stored,
                              .duplicates = written.duplicates,
                              .conflicts = written.conflicts,
                              .task_completed = written.task_completed};
   if (!written.task_completed) return outcome;
-  ASSIGN_OR_RETURN(job, store_->GetJobMeta(key.job));
+  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(key.job));
   ObserveProgress(job);
-  if (job.tasks_done == job.tasks_total) {
+  // Under mu_, so of the group's last completions exactly one sees the job running and complete.
+  if (job.state == store::JobState::kRunning && job.tasks_done == job.tasks_total) {
     StatusOr<uint32_t> version = FinishJobById(job.id);
     if (version.ok()) {
       outcome.profile_version = *version;
       outcome.job_succeeded = true;
-    } else if (!store::IsTerminal(job.state)) {
+    } else {
       unprofiled_.insert(job.id);  // retried by ExpireLeases
     }
   }

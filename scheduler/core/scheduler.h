@@ -39,7 +39,9 @@
 // too (Store::PutModelSummary), so a restarted scheduler knows every model seen before. SubmitJob
 // needs the model's layer count: given in the request, or known from a registered worker.
 //
-// Thread-safety: every method may be called from any thread; calls are serialized by one mutex.
+// Thread-safety: every method may be called from any thread; calls are serialized by one mutex,
+// except the store write of CompleteTask, which runs outside it so that completions arriving
+// together share one write (CompletionCommitter).
 // The store must outlive the Scheduler.
 
 #include <condition_variable>
@@ -56,6 +58,7 @@
 #include "kernels/base/status.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
+#include "scheduler/core/completion_committer.h"
 #include "store/store.h"
 #include "store/types.h"
 
@@ -255,7 +258,9 @@ class Scheduler {
   // works on, else the lowest (sample, layer). NotFound: unknown worker.
   [[nodiscard]] StatusOr<std::optional<Assignment>> NextTask(const std::string& worker_id);
 
-  // Completes the worker's lease `lease` with every result of its task, in one store write. When
+  // Completes the worker's lease `lease` with every result of its task, in one store write shared
+  // with the completions that arrive meanwhile (CompletionCommitter; this class's lock is not held
+  // during it). When
   // the job's last task completes, aggregates ListResults with AggregateProfile and writes the
   // profile version that finishes the job. NotFound: unknown worker; FailedPrecondition: `lease`
   // is not a lease the worker holds now (never leased, expired, another attempt): nothing
@@ -362,6 +367,9 @@ class Scheduler {
   // Ids of the registered workers, sorted.
   std::vector<std::string> Workers() const;
 
+  // Task completions written so far and the store writes that carried them (group commit).
+  CompletionCommitter::Counts CommitCounts() const { return committer_.counts(); }
+
  private:
   struct Lease {
     uint32_t attempt = 0;
@@ -425,6 +433,7 @@ class Scheduler {
   store::Store* const store_;
   const SchedulerOptions options_;
   const Clock clock_;
+  CompletionCommitter committer_;  // completions' store writes, grouped (no lock of this class)
 
   mutable std::mutex mu_;
   std::condition_variable changed_;  // with mu_; signalled by Changed()

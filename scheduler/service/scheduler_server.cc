@@ -170,6 +170,10 @@ void SchedulerServer::Shutdown() {
     server_->Wait();
   }
   pool_.reset();  // runs what is still queued (streams' last messages), then joins
+  if (scheduler_ != nullptr) {
+    const CompletionCommitter::Counts commits = scheduler_->CommitCounts();
+    spdlog::info("{} task completions in {} store writes", commits.completions, commits.writes);
+  }
 }
 
 }  // namespace ripplekv::scheduler::service

@@ -61,7 +61,9 @@ TEST_F(AbuseTest, OversizedRequestsAreRefusedEarlyNamingTheLimit) {
   for (int i = 0; i < 100'000; ++i) layers.mutable_spec()->mutable_params()->add_layers(i % 2);
   expect(layers, grpc::StatusCode::RESOURCE_EXHAUSTED, "spec.params.layers: 100000 entries");
   v1::SubmitJobRequest path = OneSampleJob();
-  path.mutable_spec()->mutable_data()->set_path("/" + std::string(1 << 20, 'p'));
+  std::string huge_path(1 << 20, 'p');
+  huge_path[0] = '/';
+  path.mutable_spec()->mutable_data()->set_path(huge_path);
   expect(path, grpc::StatusCode::RESOURCE_EXHAUSTED, "spec.data.path");
   v1::SubmitJobRequest n_layers = OneSampleJob();
   n_layers.mutable_spec()->mutable_model()->set_n_layers(1 << 30);
@@ -119,6 +121,7 @@ TEST_F(AbuseTest, ParallelMaximalSubmitsSucceedWithBoundedMemory) {
 TEST_F(AbuseTest, AThousandWatchersThatNeverReadCostNoThreadEach) {
   FakeWorker worker(workers_.get(), "w1", Register("w1", 2, 1));
   const std::string job_id = SubmitOne();
+  worker.Heartbeat(1);  // the job may have come after hello: a heartbeat fills the worker
   // Several connections: one carries at most max_streams_per_connection calls.
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<v1::CalibrationService::Stub>> stubs;
