@@ -4,7 +4,7 @@ worker time spent waiting for work in a real job.
 
 Usage:
   bench/scheduler_overhead.py --model PATH [--build build] [--workers 1,2,4,8] [--samples 16,64]
-      [--real-samples 8] [--real-context 512] [--no-real] [--no-tls] [--json]
+      [--real-samples 8] [--real-context 512] [--no-real] [--no-tls] [--history N] [--json]
 
 Part 1 (overhead): a ripplekv-scheduler (fresh RocksDB, fsync on every durable change, TLS with
 client certificates and bearer tokens, as deployed; --no-tls: plaintext) and N
@@ -49,7 +49,7 @@ def find_bin(build, name, sub):
 
 
 class Cluster:
-    def __init__(self, build, model, workers, no_compute, tmp, tls=True):
+    def __init__(self, build, model, workers, no_compute, tmp, tls=True, history=0):
         self.cli = find_bin(build, "ripplekv", "cli")
         self.addr = f"127.0.0.1:{free_port()}"
         self.tmp = tmp
@@ -68,6 +68,9 @@ class Cluster:
             worker_security = client + ["--token-file", t / "token-worker"]
             self.client_security = [str(a) for a in client + ["--token-file",
                                                               t / "token-submitter"]]
+        if history > 0:  # finished jobs already in the database (bench/store_history.cc)
+            subprocess.run([str(find_bin(build, "ripplekv-store-history", "bench")),
+                            str(tmp / "db"), str(history)], check=True, capture_output=True)
         self._spawn([sched, "--listen", self.addr, "--db", tmp / "db", *security], "scheduler")
         self._wait(lambda: self._cli("jobs").returncode == 0, 30, "scheduler")
         for i in range(workers):
@@ -139,6 +142,8 @@ def main():
     ap.add_argument("--build", default=os.environ.get("RIPPLEKV_BUILD_DIR", "build"))
     ap.add_argument("--workers", default="1,2,4,8")
     ap.add_argument("--no-tls", action="store_true", help="plaintext without tokens")
+    ap.add_argument("--history", type=int, default=0,
+                    help="finished jobs (16 KiB inline data each) in the database beforehand")
     ap.add_argument("--samples", default="16,64")
     ap.add_argument("--real-samples", type=int, default=8)
     ap.add_argument("--real-context", type=int, default=512)
@@ -151,7 +156,8 @@ def main():
     for workers in [int(w) for w in args.workers.split(",")]:
         for samples in [int(s) for s in args.samples.split(",")]:
             with tempfile.TemporaryDirectory() as d:
-                c = Cluster(build, args.model, workers, True, Path(d), tls=not args.no_tls)
+                c = Cluster(build, args.model, workers, True, Path(d), tls=not args.no_tls,
+                            history=args.history)
                 try:
                     wall = c.run_job(args.model, samples, 64, 8)
                 finally:
