@@ -34,8 +34,7 @@ StatusOr<InlineData> ReadInlineData(const std::string& path, uint64_t max_bytes)
     if (absl::IsResourceExhausted(bytes.status()) && ::stat(path.c_str(), &st) == 0) {
       return TooLarge(path, static_cast<uint64_t>(st.st_size), max_bytes);
     }
-    return Status(bytes.status().code(),
-                  Cat("--data ", std::string(bytes.status().message())));
+    return Status(bytes.status().code(), Cat("--data ", std::string(bytes.status().message())));
   }
   if (const size_t bad = FirstInvalidUtf8(*bytes); bad != std::string_view::npos) {
     return absl::InvalidArgumentError(Cat("--data ", path, ": byte ", bad,

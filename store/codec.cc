@@ -298,11 +298,10 @@ StatusOr<std::string> EncodeJob(const Job& job) {
 StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
   ASSIGN_OR_RETURN(Json j, ParseValue(value));
   const Reader r(j, "");
-  RETURN_IF_ERROR(
-      r.OnlyFields({"v", "spec", "state", "created_at_ms", "updated_at_ms", "tasks_total",
-                    "tasks_done", "results_stored", "duplicate_results", "conflicting_results",
-                    "profile_version", "error", "data_description", "purged_at_ms",
-                    "data_inline_bytes"}));
+  RETURN_IF_ERROR(r.OnlyFields({"v", "spec", "state", "created_at_ms", "updated_at_ms",
+                                "tasks_total", "tasks_done", "results_stored", "duplicate_results",
+                                "conflicting_results", "profile_version", "error",
+                                "data_description", "purged_at_ms", "data_inline_bytes"}));
   Job job;
   job.id = id;
   ASSIGN_OR_RETURN(Reader spec, r.Object("spec"));

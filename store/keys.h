@@ -35,7 +35,7 @@ inline constexpr std::string_view kSchemaVersion = "2";
 inline constexpr std::string_view kSchemaVersion1 = "1";
 inline constexpr std::string_view kNextJobIdKey = "next_job_id";        // value: 8 bytes BE
 inline constexpr std::string_view kIdempotencyPrefix = "idempotency/";  // + key; value: job id
-inline constexpr std::string_view kModelSummaryPrefix = "model/";  // + hash; value: JSON
+inline constexpr std::string_view kModelSummaryPrefix = "model/";       // + hash; value: JSON
 
 // Longest model hash the store accepts, bytes.
 inline constexpr size_t kMaxModelHashBytes = 256;

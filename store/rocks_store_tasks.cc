@@ -229,8 +229,8 @@ std::vector<StatusOr<ResultWriteOutcome>> RocksStore::CompleteTasks(
     for (const TrialResult& r : c.results) {
       if (r.job != key.job || r.sample != key.sample || r.layer != key.layer) {
         return absl::InvalidArgumentError(Cat("result job=", r.job, " sample=", r.sample,
-                                              " layer=", r.layer, " trial=", r.trial,
-                                              " is not of ", TaskName(key)));
+                                              " layer=", r.layer, " trial=", r.trial, " is not of ",
+                                              TaskName(key)));
       }
     }
     auto job_it = jobs.find(key.job);
@@ -298,9 +298,8 @@ std::vector<StatusOr<ResultWriteOutcome>> RocksStore::CompleteTasks(
   std::set<JobId> touched;
   for (const Completion& c : completions) {
     outcomes.push_back(prepare(c));
-    if (outcomes.back().ok() &&
-        (outcomes.back()->stored > 0 || outcomes.back()->duplicates > 0 ||
-         outcomes.back()->task_completed)) {
+    if (outcomes.back().ok() && (outcomes.back()->stored > 0 || outcomes.back()->duplicates > 0 ||
+                                 outcomes.back()->task_completed)) {
       touched.insert(c.key.job);
     }
   }

@@ -179,8 +179,8 @@ StatusOr<std::string> RocksStore::PutModelSummary(const std::string& model_hash,
   constexpr size_t kMaxSummaryBytes = 64 << 10;
   RETURN_IF_ERROR(ValidateModelHash(model_hash));
   if (summary_json.size() > kMaxSummaryBytes) {
-    return absl::InvalidArgumentError(Cat("summary_json: ", summary_json.size(),
-                                          " bytes, over the limit of ", kMaxSummaryBytes));
+    return absl::InvalidArgumentError(
+        Cat("summary_json: ", summary_json.size(), " bytes, over the limit of ", kMaxSummaryBytes));
   }
   RETURN_IF_ERROR(CheckJsonDocument(summary_json, "summary_json"));
   const std::string key = Cat(kModelSummaryPrefix, model_hash);
@@ -195,10 +195,11 @@ StatusOr<std::string> RocksStore::PutModelSummary(const std::string& model_hash,
 
 StatusOr<std::vector<std::pair<std::string, std::string>>> RocksStore::ListModelSummaries() const {
   std::vector<std::pair<std::string, std::string>> out;
-  RETURN_IF_ERROR(Scan(kMeta, kModelSummaryPrefix, [&](std::string_view key, std::string_view value) {
-    out.emplace_back(std::string(key.substr(kModelSummaryPrefix.size())), std::string(value));
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(
+      Scan(kMeta, kModelSummaryPrefix, [&](std::string_view key, std::string_view value) {
+        out.emplace_back(std::string(key.substr(kModelSummaryPrefix.size())), std::string(value));
+        return absl::OkStatus();
+      }));
   return out;
 }
 

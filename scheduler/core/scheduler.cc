@@ -148,12 +148,12 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
         "job spec field params.samples: ", request.spec.params.samples, " samples x ",
         n_layers_used, " layers exceeds the limit of ", options_.max_tasks_per_job, " tasks"));
   }
-  const uint64_t trials_total = static_cast<uint64_t>(request.spec.params.samples) *
-                                n_layers_used * request.spec.params.trials;
+  const uint64_t trials_total = static_cast<uint64_t>(request.spec.params.samples) * n_layers_used *
+                                request.spec.params.trials;
   if (trials_total > options_.max_trials_per_job) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "job spec field params.trials: ", request.spec.params.samples, " samples x ",
-        n_layers_used, " layers x ", request.spec.params.trials, " trials exceeds the limit of ",
+        "job spec field params.trials: ", request.spec.params.samples, " samples x ", n_layers_used,
+        " layers x ", request.spec.params.trials, " trials exceeds the limit of ",
         options_.max_trials_per_job, " trials per job"));
   }
   const std::vector<store::PlannedTask> tasks = PlanTasks(request.spec, n_layers);
@@ -188,8 +188,9 @@ Status Scheduler::RegisterWorker(const WorkerRegistration& registration) {
     // Durable, so that a job left complete by a crash can be profiled before any worker of its
     // model registers again. The store keeps the first report; a concurrent scheduler cannot
     // exist (the store is locked), so it is this one.
-    RETURN_IF_ERROR(store_->PutModelSummary(registration.model.hash,
-                                            method::ProfileModelToJson(registration.model))
+    RETURN_IF_ERROR(store_
+                        ->PutModelSummary(registration.model.hash,
+                                          method::ProfileModelToJson(registration.model))
                         .status());
     models_.emplace(registration.model.hash, registration.model);
   }
@@ -263,9 +264,9 @@ StatusOr<Scheduler::WorkerState*> Scheduler::HeldLease(const std::string& worker
   }
   auto held = it->second.leased.find(lease.key);
   if (held == it->second.leased.end() || held->second.attempt != lease.attempt) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(TaskName(lease.key), " attempt ", lease.attempt,
-                     " is not a lease worker ", worker_id, " holds"));
+    return absl::FailedPreconditionError(absl::StrCat(TaskName(lease.key), " attempt ",
+                                                      lease.attempt, " is not a lease worker ",
+                                                      worker_id, " holds"));
   }
   return &it->second;
 }
@@ -324,8 +325,7 @@ void Scheduler::Changed() {
 
 uint64_t Scheduler::WaitForChange(uint64_t seen, int64_t timeout_ms) {
   std::unique_lock lock(mu_);
-  changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                    [&] { return changes_ != seen; });
+  changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return changes_ != seen; });
   return changes_;
 }
 
@@ -445,9 +445,9 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   return std::optional<Assignment>();
 }
 
-StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(
-    const std::string& worker_id, const LeaseId& lease,
-    std::span<const store::TrialResult> results) {
+StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(const std::string& worker_id,
+                                                     const LeaseId& lease,
+                                                     std::span<const store::TrialResult> results) {
   const store::TaskKey& key = lease.key;
   {
     std::lock_guard lock(mu_);
@@ -461,9 +461,9 @@ StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(
         invalid = absl::StrCat("a result of (job ", r.job, ", sample ", r.sample, ", layer ",
                                r.layer, ") came with ", TaskName(key));
       } else if (r.trial >= seen.size() || seen[r.trial]) {
-        invalid = absl::StrCat("trial ", r.trial,
-                               r.trial >= seen.size() ? " is out of range" : " twice",
-                               " (the job has ", seen.size(), " trials)");
+        invalid =
+            absl::StrCat("trial ", r.trial, r.trial >= seen.size() ? " is out of range" : " twice",
+                         " (the job has ", seen.size(), " trials)");
       } else if (Status valid = method::CheckTrialKl(r.kl); !valid.ok()) {
         invalid = absl::StrCat("trial ", r.trial, ": ", valid.message());
       } else {
@@ -553,8 +553,7 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
       .samples = p.samples,
       .context_len = p.context_len,
       .probe_len = p.probe_len,
-      .data_source =
-          job.data_description.empty() ? DescribeDataSource(job) : job.data_description};
+      .data_source = job.data_description.empty() ? DescribeDataSource(job) : job.data_description};
   StatusOr<method::SensitivityProfile> profile = method::AssembleProfile(
       model->second, params, trials,
       method::FormatIso8601Utc(
@@ -688,13 +687,12 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
     std::string why = absl::StrCat("the lease expired");
     if (holder) {
       const bool at_task_deadline = holder->second.task_deadline_ms <= now;
-      why = absl::StrCat("worker ", holder->first, at_task_deadline
-                                                       ? " passed the task deadline"
-                                                       : " stopped renewing its lease");
-      outcome.revocations.push_back(
-          {.worker_id = holder->first,
-           .lease = {.key = key, .attempt = holder->second.attempt},
-           .reason = why});
+      why = absl::StrCat(
+          "worker ", holder->first,
+          at_task_deadline ? " passed the task deadline" : " stopped renewing its lease");
+      outcome.revocations.push_back({.worker_id = holder->first,
+                                     .lease = {.key = key, .attempt = holder->second.attempt},
+                                     .reason = why});
     }
     RETURN_IF_ERROR(CountFailure(key, why));
   }

@@ -14,7 +14,6 @@
 namespace ripplekv::scheduler::service {
 namespace {
 
-
 // A version field of a request: 0 = latest; beyond uint32 no version can exist.
 StatusOr<uint32_t> ProfileVersionArg(int64_t version, std::string_view field) {
   if (version < 0) {
@@ -133,7 +132,8 @@ Status CalibrationServiceImpl::DoGetBudgetMap(const v1::GetBudgetMapRequest& req
 grpc::ServerUnaryReactor* CalibrationServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
                                                             const v1::SubmitJobRequest* request,
                                                             v1::SubmitJobResponse* response) {
-  return AnswerOnPool(options_.pool, context, [=, this] { return DoSubmitJob(*request, response); });
+  return AnswerOnPool(options_.pool, context,
+                      [=, this] { return DoSubmitJob(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::GetJob(grpc::CallbackServerContext* context,
@@ -151,25 +151,29 @@ grpc::ServerUnaryReactor* CalibrationServiceImpl::ListJobs(grpc::CallbackServerC
 grpc::ServerUnaryReactor* CalibrationServiceImpl::CancelJob(grpc::CallbackServerContext* context,
                                                             const v1::CancelJobRequest* request,
                                                             v1::Job* response) {
-  return AnswerOnPool(options_.pool, context, [=, this] { return DoCancelJob(*request, response); });
+  return AnswerOnPool(options_.pool, context,
+                      [=, this] { return DoCancelJob(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::GetProfile(grpc::CallbackServerContext* context,
                                                              const v1::GetProfileRequest* request,
                                                              v1::Profile* response) {
-  return AnswerOnPool(options_.pool, context, [=, this] { return DoGetProfile(*request, response); });
+  return AnswerOnPool(options_.pool, context,
+                      [=, this] { return DoGetProfile(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::ListProfiles(
     grpc::CallbackServerContext* context, const v1::ListProfilesRequest* request,
     v1::ListProfilesResponse* response) {
-  return AnswerOnPool(options_.pool, context, [=, this] { return DoListProfiles(*request, response); });
+  return AnswerOnPool(options_.pool, context,
+                      [=, this] { return DoListProfiles(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::GetBudgetMap(
     grpc::CallbackServerContext* context, const v1::GetBudgetMapRequest* request,
     v1::BudgetMap* response) {
-  return AnswerOnPool(options_.pool, context, [=, this] { return DoGetBudgetMap(*request, response); });
+  return AnswerOnPool(options_.pool, context,
+                      [=, this] { return DoGetBudgetMap(*request, response); });
 }
 
 grpc::ServerWriteReactor<v1::JobEvent>* CalibrationServiceImpl::WatchJob(

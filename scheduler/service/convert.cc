@@ -49,8 +49,8 @@ StatusOr<uint32_t> OptionalInRange(bool has, int32_t value, int64_t lo, int64_t 
 // ResourceExhausted naming `field` when `text` is longer than `max_bytes`.
 Status CheckLength(std::string_view text, size_t max_bytes, std::string_view field) {
   if (text.size() <= max_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(std::string(field), ": ", text.size(),
-                                                   " bytes, at most ", max_bytes));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(std::string(field), ": ", text.size(), " bytes, at most ", max_bytes));
 }
 
 }  // namespace
@@ -121,9 +121,8 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
                                                    " is outside 0..", kMaxLayers));
   }
   if (in.params().layers_size() > kMaxLayers) {
-    return absl::ResourceExhaustedError(absl::StrCat("spec.params.layers: ",
-                                                     in.params().layers_size(),
-                                                     " entries, at most ", kMaxLayers));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "spec.params.layers: ", in.params().layers_size(), " entries, at most ", kMaxLayers));
   }
   out.model_n_layers = in.model().n_layers();
   spec.priority = in.priority();
@@ -169,18 +168,16 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
       break;
     case v1::CalibrationData::kPath:
       if (data.path().empty() || data.path().front() != '/') {
-        return absl::InvalidArgumentError(
-            absl::StrCat("spec.data.path: \"", EscapeForLog(data.path()),
-                         "\" is not an absolute path"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "spec.data.path: \"", EscapeForLog(data.path()), "\" is not an absolute path"));
       }
       spec.data_path = data.path();
       break;
     case v1::CalibrationData::kBuiltin:
       if (data.builtin() != kDefaultBuiltin && data.builtin() != kSecondBuiltin) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("spec.data.builtin: \"", EscapeForLog(data.builtin()),
-                         "\" is not a built-in corpus (\"",
-                         kDefaultBuiltin, "\", \"", kSecondBuiltin, "\")"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "spec.data.builtin: \"", EscapeForLog(data.builtin()),
+            "\" is not a built-in corpus (\"", kDefaultBuiltin, "\", \"", kSecondBuiltin, "\")"));
       }
       spec.data_builtin = data.builtin();
       break;
@@ -555,8 +552,8 @@ Status CheckMessageSize(const google::protobuf::Message& message, size_t max_byt
                         std::string_view what) {
   const size_t bytes = message.ByteSizeLong();
   if (bytes <= max_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": the message is ", bytes,
-                                                   " bytes, at most ", max_bytes));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(std::string(what), ": the message is ", bytes, " bytes, at most ", max_bytes));
 }
 
 std::string EscapeForLog(std::string_view text, size_t max_bytes) {

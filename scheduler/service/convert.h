@@ -50,8 +50,8 @@ std::string FormatJobId(store::JobId id);
 // context_len over kMaxContextLen. ResourceExhausted naming the limit: inline data over
 // kMaxInlineDataBytes, a path or name over kMaxPathBytes, more than kMaxLayers layers listed.
 inline constexpr uint64_t kMaxInlineDataBytes = 32ull << 20;
-inline constexpr size_t kMaxPathBytes = 4096;      // spec.model.path, spec.data.path, model name
-inline constexpr int32_t kMaxLayers = 4096;        // spec.model.n_layers, spec.params.layers size
+inline constexpr size_t kMaxPathBytes = 4096;       // spec.model.path, spec.data.path, model name
+inline constexpr int32_t kMaxLayers = 4096;         // spec.model.n_layers, spec.params.layers size
 inline constexpr int32_t kMaxContextLen = 1 << 20;  // spec.params.context_len, tokens
 
 // Largest request of any method but SubmitJob (which may carry kMaxInlineDataBytes of data) and
@@ -67,8 +67,8 @@ inline constexpr size_t kMaxSubmitBytes = kMaxInlineDataBytes + (1u << 20);
 
 // Domain -> message. Inline data is cleared (the case stays set; inline_bytes gives the size)
 // unless `with_inline_data`.
-void CalibrationDataToProto(const store::JobSpec& spec, uint64_t inline_bytes, bool with_inline_data,
-                            v1::CalibrationData* out);
+void CalibrationDataToProto(const store::JobSpec& spec, uint64_t inline_bytes,
+                            bool with_inline_data, v1::CalibrationData* out);
 void MethodParamsToProto(const store::MethodParams& params, v1::CalibrationParams* out);
 v1::JobState JobStateToProto(store::JobState state);
 // nullopt for JOB_STATE_UNSPECIFIED and unknown numbers.

@@ -65,9 +65,9 @@ class JobWatchers::Stream final : public grpc::ServerWriteReactor<v1::JobEvent> 
       const bool progressed = progress != last_progress_;
       const bool state_changed = state != state_;
       // Progress goes first, so the last counters precede a terminal state change.
-      if (progressed && (state_changed || now - last_progress_time_ >=
-                                              std::chrono::milliseconds(
-                                                  owner_->options_.progress_min_ms))) {
+      if (progressed &&
+          (state_changed || now - last_progress_time_ >=
+                                std::chrono::milliseconds(owner_->options_.progress_min_ms))) {
         DropWaitingProgress();
         v1::JobEvent event;
         *event.mutable_progress() = job.progress();
@@ -112,10 +112,9 @@ class JobWatchers::Stream final : public grpc::ServerWriteReactor<v1::JobEvent> 
       }
       cancel_requested_ = true;
       if (!close_status_) {
-        close_status_ = grpc::Status(
-            grpc::StatusCode::RESOURCE_EXHAUSTED,
-            absl::StrCat("watch dropped: the client took no event for ",
-                         owner_->options_.stall_ms, " ms"));
+        close_status_ = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                     absl::StrCat("watch dropped: the client took no event for ",
+                                                  owner_->options_.stall_ms, " ms"));
       }
     }
     context_->TryCancel();
@@ -296,7 +295,8 @@ void JobWatchers::Shutdown() {
   }
   const auto deadline = SteadyClock::now() + std::chrono::seconds(5);
   for (Stream* stream : streams) {
-    if (streams_.contains(stream)) stream->DropIfStalled(SteadyClock::now() + std::chrono::hours(1));
+    if (streams_.contains(stream))
+      stream->DropIfStalled(SteadyClock::now() + std::chrono::hours(1));
   }
   cv_.wait_until(lock, deadline, [this] { return streams_.empty(); });
 }

@@ -27,10 +27,10 @@
 namespace ripplekv::scheduler::service {
 
 struct JobWatchersOptions {
-  int64_t poll_ms = 200;                // longest wait between two looks at the watched jobs, ms
-  int64_t progress_min_ms = 1'000;      // at most one progress event per stream per this, ms
-  int64_t stall_ms = 30'000;            // a stream whose client takes no write this long is dropped
-  uint32_t max_streams = 1'024;         // streams open at once
+  int64_t poll_ms = 200;            // longest wait between two looks at the watched jobs, ms
+  int64_t progress_min_ms = 1'000;  // at most one progress event per stream per this, ms
+  int64_t stall_ms = 30'000;        // a stream whose client takes no write this long is dropped
+  uint32_t max_streams = 1'024;     // streams open at once
 };
 
 class JobWatchers {

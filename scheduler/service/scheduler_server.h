@@ -37,10 +37,10 @@ struct SchedulerServerOptions {
   int max_streams_per_connection = 256;   // concurrent calls on one HTTP/2 connection
   size_t max_buffer_bytes = 1ull << 30;   // gRPC's buffers, all calls together (ResourceQuota)
   size_t work_threads = 8;                // threads doing the handlers' store work (WorkPool)
-  size_t max_queued_requests = 1'024;     // unary requests waiting for them; more: RESOURCE_EXHAUSTED
-  bool sync_writes = true;                // fsync every store change (store/store.h)
-  int64_t task_deadline_ms = 0;           // SchedulerOptions::task_deadline_ms (0: derived)
-  uint32_t max_attempts = 4;              // SchedulerOptions::max_attempts
+  size_t max_queued_requests = 1'024;  // unary requests waiting for them; more: RESOURCE_EXHAUSTED
+  bool sync_writes = true;             // fsync every store change (store/store.h)
+  int64_t task_deadline_ms = 0;        // SchedulerOptions::task_deadline_ms (0: derived)
+  uint32_t max_attempts = 4;           // SchedulerOptions::max_attempts
   // Retention (docs/STORE.md, "Retention"): the tasks, results and inline data of jobs final for
   // longer than this are deleted (the job records, profiles and budget maps stay), checked every
   // retention_interval_ms on a thread of its own; 0 keeps everything forever.

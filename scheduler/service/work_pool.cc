@@ -64,9 +64,9 @@ grpc::ServerUnaryReactor* AnswerOnPool(WorkPool* pool, grpc::CallbackServerConte
   if (pool == nullptr) {
     answer();
   } else if (!pool->TrySubmit(answer)) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("the scheduler is busy: ", pool->max_queued(), " requests wait; retry later")));
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 absl::StrCat("the scheduler is busy: ", pool->max_queued(),
+                                              " requests wait; retry later")));
   }
   return reactor;
 }

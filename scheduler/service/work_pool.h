@@ -49,7 +49,7 @@ class WorkPool {
   };
   std::deque<Item> queue_;  // guarded by mu_
   size_t refusable_ = 0;    // refusable items in queue_; guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
+  bool stopping_ = false;   // guarded by mu_
   std::vector<std::thread> threads_;
 };
 

@@ -14,7 +14,6 @@
 namespace ripplekv::scheduler::service {
 namespace {
 
-
 void MsToDuration(int64_t ms, google::protobuf::Duration* out) {
   out->set_seconds(ms / 1000);
   out->set_nanos(static_cast<int32_t>((ms % 1000) * 1'000'000));
@@ -330,11 +329,11 @@ class WorkerServiceImpl::ConnectReactor final
         const bool memory = refused.reason() == v1::REFUSAL_REASON_INSUFFICIENT_MEMORY;
         const bool fail_if_none_left =
             memory || refused.reason() == v1::REFUSAL_REASON_DATA_UNAVAILABLE;
-        StatusOr<bool> failed = scheduler.RefuseJob(
-            worker_id_, lease, fail_if_none_left,
-            absl::StrCat(memory ? "no worker has the memory for the job"
-                                : "every worker refused the job's data",
-                         "; last: worker ", worker_id_, ": ", message));
+        StatusOr<bool> failed =
+            scheduler.RefuseJob(worker_id_, lease, fail_if_none_left,
+                                absl::StrCat(memory ? "no worker has the memory for the job"
+                                                    : "every worker refused the job's data",
+                                             "; last: worker ", worker_id_, ": ", message));
         Report(failed.status(), "refusal");
         if (failed.ok() && *failed) {
           spdlog::warn("job {} failed: {}", lease.key.job,
@@ -364,9 +363,9 @@ class WorkerServiceImpl::ConnectReactor final
     if (result.job_id() != FormatJobId(key.job) || result.sample() < 0 || result.layer() < 0 ||
         static_cast<uint32_t>(result.sample()) != key.sample ||
         static_cast<uint32_t>(result.layer()) != key.layer) {
-      invalid = absl::StrCat("trial_result names (job \"", EscapeForLog(result.job_id()),
-                             "\", sample ", result.sample(), ", layer ", result.layer(),
-                             "), not its task's");
+      invalid =
+          absl::StrCat("trial_result names (job \"", EscapeForLog(result.job_id()), "\", sample ",
+                       result.sample(), ", layer ", result.layer(), "), not its task's");
     } else if (result.trial() < 0 || static_cast<uint32_t>(result.trial()) >= held->trials) {
       invalid = absl::StrCat("trial ", result.trial(), " is out of range (the job has ",
                              held->trials, " trials)");
@@ -451,14 +450,14 @@ class WorkerServiceImpl::ConnectReactor final
   bool attached_ = false;  // hello accepted; touched by the (serialized) reads only
 
   std::mutex mu_;
-  std::string worker_id_;                         // set by hello; guarded by mu_
-  std::vector<PrefillKey> held_;                  // last heartbeat's prefills; guarded by mu_
+  std::string worker_id_;                   // set by hello; guarded by mu_
+  std::vector<PrefillKey> held_;            // last heartbeat's prefills; guarded by mu_
   std::map<std::string, HeldTask> leases_;  // by task id, the leases it holds; guarded by mu_
   uint64_t rejected_ = 0;                   // messages rejected on this stream; guarded by mu_
-  std::mutex life_mu_;     // orders OnDone with a message handled on the pool
+  std::mutex life_mu_;                      // orders OnDone with a message handled on the pool
   bool handling_ = false;  // guarded by life_mu_: a message is queued or running on the pool
   bool done_ = false;      // guarded by life_mu_: OnDone ran while handling_
-  std::deque<v1::SchedulerMessage> out_;          // front is being written when writing_
+  std::deque<v1::SchedulerMessage> out_;  // front is being written when writing_
   bool writing_ = false;
   bool draining_ = false;
   bool closing_ = false;
@@ -628,7 +627,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* WorkerServiceImpl::GetJobData(grpc::CallbackServerContext* context,
                                                         const v1::GetJobDataRequest* request,
                                                         v1::GetJobDataResponse* response) {
-  return AnswerOnPool(options_.pool, context, [=, this] { return DoGetJobData(*request, response); });
+  return AnswerOnPool(options_.pool, context,
+                      [=, this] { return DoGetJobData(*request, response); });
 }
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* WorkerServiceImpl::Connect(

@@ -89,7 +89,7 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
   class ConnectReactor;
   struct Session {
     std::string session_id;
-    std::string model_hash;  // the model the worker registered with
+    std::string model_hash;            // the model the worker registered with
     ConnectReactor* stream = nullptr;  // the stream that said hello with this session, if any
   };
 

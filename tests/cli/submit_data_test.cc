@@ -36,9 +36,9 @@ class SubmitDataTest : public ::testing::Test {
     return p.string();
   }
   CliResult Submit(const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {"submit",       "--scheduler", cluster_->address(),
-                                     "--model",      model_,        "--model-hash",
-                                     kHash,          "--samples",   "1"};
+    std::vector<std::string> args = {"submit",  "--scheduler", cluster_->address(),
+                                     "--model", model_,        "--model-hash",
+                                     kHash,     "--samples",   "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     return RunCli(tmp_.path(), "submit", args, std::chrono::seconds(60));
   }

@@ -136,8 +136,8 @@ TEST_F(StoreTest, FirstModelSummaryWinsAndSurvivesReopen) {
   Reopen();
   StatusOr<std::vector<std::pair<std::string, std::string>>> all = store_->ListModelSummaries();
   ASSERT_TRUE(all.ok()) << all.status();
-  const std::vector<std::pair<std::string, std::string>> expected = {
-      {"00aa", "{}"}, {hash, R"({"n_layers": 30})"}};
+  const std::vector<std::pair<std::string, std::string>> expected = {{"00aa", "{}"},
+                                                                     {hash, R"({"n_layers": 30})"}};
   EXPECT_EQ(*all, expected);
 }
 

@@ -128,7 +128,8 @@ StatusOr<std::string> DataDirs::Resolve(const std::string& path) const {
   struct stat st = {};
   if (::stat(resolved.c_str(), &st) != 0) return FileErrnoStatus(errno, resolved, "stat");
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(Cat(path, ": resolves to ", resolved, ", not a regular file"));
+    return absl::InvalidArgumentError(
+        Cat(path, ": resolves to ", resolved, ", not a regular file"));
   }
   return resolved;
 }
@@ -164,7 +165,8 @@ StatusOr<std::string> DataDirs::ReadFile(const std::string& path, uint64_t max_b
   if (file.get() < 0) return FileErrnoStatus(errno, resolved, "open");
   struct stat st = {};
   if (::fstat(file.get(), &st) != 0) return FileErrnoStatus(errno, resolved, "stat");
-  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(Cat(resolved, ": not a regular file"));
+  if (!S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError(Cat(resolved, ": not a regular file"));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes) {
     return absl::ResourceExhaustedError(

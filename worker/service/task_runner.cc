@@ -36,8 +36,7 @@ StatusOr<CalibrationSet> PathData(const JobData& data, const Tokenizer& tokenize
       data_dirs.ReadFile(data.path, jsonl ? kMaxCalibrationJsonlBytes : kMaxCalibrationTextBytes);
   if (!bytes.ok()) {
     // The path and the reason come from a client's job: escaped, one log line.
-    spdlog::warn("calibration data path refused: {}",
-                 absl::CEscape(bytes.status().ToString()));
+    spdlog::warn("calibration data path refused: {}", absl::CEscape(bytes.status().ToString()));
     return absl::FailedPreconditionError(std::string(kDataPathRefused));
   }
   if (jsonl) return CalibrationDataFromJsonl(*bytes, data.path, tokenizer, options);

@@ -134,7 +134,7 @@ struct WorkerClient::Impl {
     // When the last task_done left with an empty inbox (the worker waits for the scheduler);
     // guarded by Impl::mu.
     std::optional<Clock::time_point> waiting_since;
-    std::string running_task;               // guarded by Impl::mu: the task being run, if any
+    std::string running_task;  // guarded by Impl::mu: the task being run, if any
   };
 
   // Requires mu.
@@ -214,9 +214,8 @@ struct WorkerClient::Impl {
         std::lock_guard<std::mutex> lock(mu);
         s.inbox.push_back(msg.task_assignment());
         if (s.waiting_since) {
-          RecordHandout(std::chrono::duration<double, std::milli>(Clock::now() -
-                                                                  *s.waiting_since)
-                            .count());
+          RecordHandout(
+              std::chrono::duration<double, std::milli>(Clock::now() - *s.waiting_since).count());
           s.waiting_since.reset();
         }
       } else if (msg.has_task_cancellation()) {

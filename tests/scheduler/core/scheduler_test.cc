@@ -243,9 +243,8 @@ int64_t SimulatePrefills(Scheduler& scheduler, store::JobId job, int cache_sampl
       }
       std::vector<PrefillKey> held(w.cache.begin(), w.cache.end());
       EXPECT_TRUE(scheduler.Heartbeat(w.id, held, {}).ok());
-      EXPECT_TRUE(scheduler
-                      .CompleteTask(w.id, {(*a)->key, (*a)->attempts}, ResultsOf((*a)->key, 2))
-                      .ok());
+      EXPECT_TRUE(
+          scheduler.CompleteTask(w.id, {(*a)->key, (*a)->attempts}, ResultsOf((*a)->key, 2)).ok());
     }
   }
   return prefills;

@@ -31,28 +31,6 @@ double HonestKl(int32_t sample, int32_t layer, int32_t trial) {
   return 0.125 + 0.5 * layer + 0.03125 * trial + 0.0625 * sample;
 }
 
-v1::WorkerMessage Result(const v1::TaskAssignment& task, int32_t trial, double kl) {
-  v1::WorkerMessage message;
-  v1::TrialResult* r = message.mutable_trial_result();
-  r->set_task_id(task.task_id());
-  r->set_job_id(task.job_id());
-  r->set_sample(task.sample());
-  r->set_layer(task.layer());
-  r->set_trial(trial);
-  r->set_kl(kl);
-  return message;
-}
-
-v1::WorkerMessage Done(const v1::TaskAssignment& task) {
-  v1::WorkerMessage message;
-  v1::TaskDone* d = message.mutable_task_done();
-  d->set_task_id(task.task_id());
-  d->set_job_id(task.job_id());
-  d->set_sample(task.sample());
-  d->set_layer(task.layer());
-  return message;
-}
-
 // A task the stream was never given: same job, another layer, an attempt never handed out.
 v1::TaskAssignment Forged(const std::string& job_id, int32_t layer) {
   v1::TaskAssignment task;
@@ -86,7 +64,6 @@ class HostileWorkerTest : public ServiceFixture {
   void Configure(SchedulerServerOptions& options) override {
     options.max_attempts = 100;  // the attempt limit has its own test below
   }
-
 };
 
 TEST_F(HostileWorkerTest, LiesAreRejectedAndTheProfilesHoldOnlyHonestValues) {
@@ -101,9 +78,9 @@ TEST_F(HostileWorkerTest, LiesAreRejectedAndTheProfilesHoldOnlyHonestValues) {
 
   // Messages about tasks this stream does not hold change nothing.
   const v1::TaskAssignment never_leased = Forged(job_a, 1 - task.layer());
-  ASSERT_TRUE(bad.Send(Result(never_leased, 0, 0.5)));
-  ASSERT_TRUE(bad.Send(Done(never_leased)));
-  v1::WorkerMessage forged_failure = Done(Forged(job_b, 0));
+  ASSERT_TRUE(bad.Send(TrialResultMessage(never_leased, 0, 0.5)));
+  ASSERT_TRUE(bad.Send(TaskDoneMessage(never_leased)));
+  v1::WorkerMessage forged_failure = TaskDoneMessage(Forged(job_b, 0));
   forged_failure.mutable_task_done()->mutable_error()->set_code(
       static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
   forged_failure.mutable_task_done()->mutable_error()->set_message("\x1b[31mfail job B\n");
@@ -114,7 +91,7 @@ TEST_F(HostileWorkerTest, LiesAreRejectedAndTheProfilesHoldOnlyHonestValues) {
                          std::numeric_limits<double>::infinity(), -1.0, 1e308};
   std::vector<v1::TaskAssignment> stale;
   for (double kl : kBad) {
-    ASSERT_TRUE(bad.Send(Result(task, 0, kl)));
+    ASSERT_TRUE(bad.Send(TrialResultMessage(task, 0, kl)));
     v1::TaskAssignment next;
     EXPECT_TRUE(CancelledThenReassigned(bad, task.task_id(), &next)) << "KL " << kl;
     EXPECT_EQ(next.job_id(), job_a);
@@ -123,12 +100,12 @@ TEST_F(HostileWorkerTest, LiesAreRejectedAndTheProfilesHoldOnlyHonestValues) {
     task = next;
   }
   // A result of a stale attempt is rejected.
-  ASSERT_TRUE(bad.Send(Result(stale[0], 0, HonestKl(0, stale[0].layer(), 0))));
-  ASSERT_TRUE(bad.Send(Result(stale[0], 1, HonestKl(0, stale[0].layer(), 1))));
-  ASSERT_TRUE(bad.Send(Done(stale[0])));
+  ASSERT_TRUE(bad.Send(TrialResultMessage(stale[0], 0, HonestKl(0, stale[0].layer(), 0))));
+  ASSERT_TRUE(bad.Send(TrialResultMessage(stale[0], 1, HonestKl(0, stale[0].layer(), 1))));
+  ASSERT_TRUE(bad.Send(TaskDoneMessage(stale[0])));
   // A task_done with a trial missing fails the attempt.
-  ASSERT_TRUE(bad.Send(Result(task, 0, HonestKl(0, task.layer(), 0))));
-  ASSERT_TRUE(bad.Send(Done(task)));
+  ASSERT_TRUE(bad.Send(TrialResultMessage(task, 0, HonestKl(0, task.layer(), 0))));
+  ASSERT_TRUE(bad.Send(TaskDoneMessage(task)));
   v1::TaskAssignment after_missing = bad.ReadAssignments(1).at(0);
   EXPECT_EQ(after_missing.job_id(), job_a);
   EXPECT_NE(after_missing.task_id(), task.task_id());
@@ -153,9 +130,9 @@ TEST_F(HostileWorkerTest, LiesAreRejectedAndTheProfilesHoldOnlyHonestValues) {
     ASSERT_EQ(next.size(), 1u);
     const v1::TaskAssignment& t = next[0];
     for (int32_t trial = 0; trial < 2; ++trial) {
-      ASSERT_TRUE(good.Send(Result(t, trial, HonestKl(t.sample(), t.layer(), trial))));
+      ASSERT_TRUE(good.Send(TrialResultMessage(t, trial, HonestKl(t.sample(), t.layer(), trial))));
     }
-    ASSERT_TRUE(good.Send(Done(t)));
+    ASSERT_TRUE(good.Send(TaskDoneMessage(t)));
   }
   EXPECT_EQ(AwaitState(job_a, v1::JOB_STATE_SUCCEEDED).state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(AwaitState(job_b, v1::JOB_STATE_SUCCEEDED).state(), v1::JOB_STATE_SUCCEEDED);

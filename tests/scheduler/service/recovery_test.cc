@@ -23,19 +23,10 @@ void RunTasks(FakeWorker& worker, int tasks) {
     ASSERT_EQ(next.size(), 1u);
     const v1::TaskAssignment& t = next[0];
     for (int32_t trial = 0; trial < 2; ++trial) {
-      v1::WorkerMessage message;
-      v1::TrialResult* r = message.mutable_trial_result();
-      r->set_task_id(t.task_id());
-      r->set_job_id(t.job_id());
-      r->set_sample(t.sample());
-      r->set_layer(t.layer());
-      r->set_trial(trial);
-      r->set_kl(0.25 * (t.layer() + 1) + 0.125 * trial);
-      ASSERT_TRUE(worker.Send(message));
+      ASSERT_TRUE(
+          worker.Send(TrialResultMessage(t, trial, 0.25 * (t.layer() + 1) + 0.125 * trial)));
     }
-    v1::WorkerMessage done_message;
-    done_message.mutable_task_done()->set_task_id(t.task_id());
-    ASSERT_TRUE(worker.Send(done_message));
+    ASSERT_TRUE(worker.Send(TaskDoneMessage(t)));
   }
 }
 

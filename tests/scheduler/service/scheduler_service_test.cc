@@ -338,22 +338,10 @@ TEST_F(SchedulerServiceTest, FakeWorkerCompletesAJobAndTheProfileIsServed) {
     accepted.mutable_task_accepted()->set_task_id(task.task_id());
     ASSERT_TRUE(worker.Send(accepted));
     for (int trial = 0; trial < 2; ++trial) {
-      v1::WorkerMessage result;
-      v1::TrialResult* r = result.mutable_trial_result();
-      r->set_task_id(task.task_id());
-      r->set_job_id(task.job_id());
-      r->set_sample(task.sample());
-      r->set_layer(task.layer());
-      r->set_trial(trial);
-      r->set_kl(kl_of_layer[task.layer()] * (trial + 1));
-      ASSERT_TRUE(worker.Send(result));
+      ASSERT_TRUE(
+          worker.Send(TrialResultMessage(task, trial, kl_of_layer[task.layer()] * (trial + 1))));
     }
-    v1::WorkerMessage done;
-    done.mutable_task_done()->set_task_id(task.task_id());
-    done.mutable_task_done()->set_job_id(task.job_id());
-    done.mutable_task_done()->set_sample(task.sample());
-    done.mutable_task_done()->set_layer(task.layer());
-    ASSERT_TRUE(worker.Send(done));
+    ASSERT_TRUE(worker.Send(TaskDoneMessage(task)));
   }
 
   v1::Job job;

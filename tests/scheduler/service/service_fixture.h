@@ -71,6 +71,31 @@ inline v1::SubmitJobRequest OneSampleJob() {
   return request;
 }
 
+// A worker's trial_result for trial `trial` of an assigned task.
+inline v1::WorkerMessage TrialResultMessage(const v1::TaskAssignment& task, int32_t trial,
+                                            double kl) {
+  v1::WorkerMessage message;
+  v1::TrialResult* r = message.mutable_trial_result();
+  r->set_task_id(task.task_id());
+  r->set_job_id(task.job_id());
+  r->set_sample(task.sample());
+  r->set_layer(task.layer());
+  r->set_trial(trial);
+  r->set_kl(kl);
+  return message;
+}
+
+// A worker's task_done (without an error) for an assigned task.
+inline v1::WorkerMessage TaskDoneMessage(const v1::TaskAssignment& task) {
+  v1::WorkerMessage message;
+  v1::TaskDone* d = message.mutable_task_done();
+  d->set_task_id(task.task_id());
+  d->set_job_id(task.job_id());
+  d->set_sample(task.sample());
+  d->set_layer(task.layer());
+  return message;
+}
+
 class FakeWorker {
  public:
   FakeWorker(v1::WorkerService::Stub* stub, const std::string& worker_id,

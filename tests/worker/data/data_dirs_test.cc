@@ -133,8 +133,7 @@ TEST_F(DataDirsTest, RefusesAFileOverTheSizeLimit) {
 TEST_F(DataDirsTest, NoDirectoriesRefuseEveryPath) {
   const DataDirs none;
   EXPECT_TRUE(none.empty());
-  EXPECT_EQ(none.Resolve(P("data/in.txt")).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(none.Resolve(P("data/in.txt")).status().code(), absl::StatusCode::kFailedPrecondition);
   auto opened = DataDirs::Open({});
   ASSERT_TRUE(opened.ok());
   EXPECT_TRUE(opened->empty());

@@ -1,7 +1,6 @@
 #include "worker/service/task_runner.h"
 
 #include <gtest/gtest.h>
-
 #include <stdlib.h>
 
 #include <filesystem>
@@ -167,8 +166,7 @@ TEST(TaskRunnerTest, PathDataInsideTheDataDirectoriesIsReadLikeInlineData) {
   const std::string path = tree.Write("data/calib.txt", text);
   TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, {.data_dirs = tree.Dirs()});
   ASSERT_TRUE(runner.LoadJob("job1", PathData(path), Spec(0, 0).data).ok());
-  auto from_path = BuildCalibrationSet(PathData(path), *f->tokenizer, Spec(0, 0).data,
-                                       tree.Dirs());
+  auto from_path = BuildCalibrationSet(PathData(path), *f->tokenizer, Spec(0, 0).data, tree.Dirs());
   auto inline_text = CalibrationDataFromText(text, path, *f->tokenizer, Spec(0, 0).data);
   ASSERT_TRUE(from_path.ok() && inline_text.ok()) << from_path.status();
   EXPECT_EQ(from_path->fingerprint, inline_text->fingerprint);
@@ -190,12 +188,12 @@ TEST(TaskRunnerTest, PathDataNotReadableUnderTheDataDirectoriesGetsOneGenericMes
     bool with_dirs;
   };
   const Case cases[] = {
-      {secret, true},                                  // outside
+      {secret, true},                                   // outside
       {tree.Path("data/../outside/secret.txt"), true},  // .. escape
-      {tree.Path("data/link.txt"), true},              // symlink inside pointing outside
-      {tree.Path("data/missing.txt"), true},           // missing
-      {tree.Path("data/dir"), true},                   // a directory
-      {tree.Path("data/short.txt"), false},            // no data directories configured
+      {tree.Path("data/link.txt"), true},               // symlink inside pointing outside
+      {tree.Path("data/missing.txt"), true},            // missing
+      {tree.Path("data/dir"), true},                    // a directory
+      {tree.Path("data/short.txt"), false},             // no data directories configured
   };
   for (const Case& c : cases) {
     TaskRunnerOptions runner_options;

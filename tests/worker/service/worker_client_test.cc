@@ -2,7 +2,6 @@
 #include "worker/service/worker_client.h"
 
 #include <gtest/gtest.h>
-
 #include <stdlib.h>
 
 #include <chrono>
