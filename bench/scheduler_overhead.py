@@ -111,6 +111,16 @@ class Cluster:
             sys.exit(f"job failed: {r.stderr}")
         return wall
 
+    def scheduler_cpu_s(self):
+        """CPU seconds (user + system) the scheduler process has used so far."""
+        fields = Path(f"/proc/{self.procs[0].pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def group_commit(self):
+        """(completions, store writes) from the scheduler's log after stop()."""
+        m = re.search(r"(\d+) task completions in (\d+) store writes", self.logs[0].read_text())
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
     def stop(self):
         # Workers first (they drain and print their summary), then the scheduler.
         for p in self.procs[1:] + self.procs[:1]:
@@ -160,15 +170,19 @@ def main():
                             history=args.history)
                 try:
                     wall = c.run_job(args.model, samples, 64, 8)
+                    cpu = c.scheduler_cpu_s()
                 finally:
                     c.stop()
                 handout = c.handout_ms()
+                completions, writes = c.group_commit()
             tasks = samples * layers
             rows.append({"part": "no-compute", "workers": workers, "tasks": tasks,
                          "wall_s": round(wall, 3), "tasks_per_s": round(tasks / wall, 1),
                          "results_per_s": round(2 * tasks / wall, 1),
                          "handout_p50_ms": round(max(h[0] for h in handout), 3),
-                         "handout_p99_ms": round(max(h[1] for h in handout), 3)})
+                         "handout_p99_ms": round(max(h[1] for h in handout), 3),
+                         "scheduler_cpu_s": round(cpu, 3),
+                         "completions_per_write": round(completions / max(writes, 1), 2)})
     # Marginal rates between the smallest and the largest job of each worker count: the fixed
     # costs (hashing the model at submit, each worker tokenizing the job's data once, the final
     # aggregation) cancel out.
@@ -198,6 +212,8 @@ def main():
     for r in rows:
         if r["part"] in ("no-compute", "marginal"):
             handout = (f"  hand-out p50 {r['handout_p50_ms']:.2f} ms p99 {r['handout_p99_ms']:.2f} ms"
+                       f"  scheduler CPU {r['scheduler_cpu_s']:.2f} s"
+                       f"  {r['completions_per_write']:.2f} completions/write"
                        if "handout_p99_ms" in r else "")
             print(f"{r['part']:10s}  workers {r['workers']}  tasks {r['tasks']:5d}  wall {r['wall_s']:7.2f} s"
                   f"  dispatch {r['tasks_per_s']:8.1f} tasks/s  store {r['results_per_s']:8.1f} results/s"

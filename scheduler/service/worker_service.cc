@@ -81,7 +81,12 @@ class WorkerServiceImpl::ConnectReactor final
       return;
     }
     WorkPool* pool = service_->options_.pool;
-    if (pool == nullptr) return HandleRead();
+    // Trial results and acceptances of an attached stream only touch this stream's memory (a
+    // result is checked and kept until task_done): handled here, without a hand-off. Only an
+    // invalid result reaches the store (rare: its attempt fails).
+    const bool memory_only = attached_ && (in_.kind_case() == v1::WorkerMessage::kTrialResult ||
+                                           in_.kind_case() == v1::WorkerMessage::kTaskAccepted);
+    if (pool == nullptr || memory_only) return HandleRead();
     {
       std::lock_guard<std::mutex> lock(life_mu_);
       handling_ = true;
