@@ -6,7 +6,7 @@
 //     by a bounded amount (measured and printed);
 //   * 1,000 WatchJob clients that never read cost the scheduler no thread each (measured and
 //     printed), the watcher limit refuses one more with RESOURCE_EXHAUSTED, and the streams end
-//     when the job does.
+//     when the job does; its worker is told the job ended.
 
 #include <atomic>
 #include <cstdio>
@@ -177,6 +177,13 @@ TEST_F(AbuseTest, AThousandWatchersThatNeverReadCostNoThreadEach) {
       static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
   failed.mutable_task_done()->mutable_error()->set_message("bad task");
   ASSERT_TRUE(worker.Send(failed));
+  // The worker is told the job ended, so it can drop the job's data.
+  bool told = false;
+  v1::SchedulerMessage message;
+  while (!told && worker.Read(&message)) {
+    told = message.has_task_cancellation() && message.task_cancellation().job_id() == job_id;
+  }
+  EXPECT_TRUE(told) << "no job-level task_cancellation";
   int ended_with_failure = 0;
   for (std::unique_ptr<Watch>& watch : watches) {
     v1::JobEvent event;
