@@ -65,8 +65,8 @@
 namespace ripplekv::scheduler {
 
 struct SchedulerOptions {
-  int64_t lease_duration_ms = 120'000;          // a lease's deadline is now + this, ms; heartbeats
-                                                // of the holder move it again
+  int64_t lease_duration_ms = 120'000;          // a lease's deadline is now + this, ms, capped by
+                                                // the task deadline; heartbeats listing it move it
   int64_t heartbeat_timeout_ms = 30'000;        // a worker silent for longer is dropped, ms
   uint64_t max_tasks_per_job = 1u << 20;        // most (sample, layer) tasks one job may plan
   uint64_t max_trials_per_job = 1u << 24;       // most tasks x trials one job may plan
