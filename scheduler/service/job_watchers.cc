@@ -266,6 +266,7 @@ void JobWatchers::Loop() {
       }
       held_back = false;
       for (Stream* stream : streams) {
+        if (!streams_.contains(stream)) continue;  // ended inline by an earlier Finish
         const StatusOr<JobProgress>& p = progress.at(stream->job());
         if (!p.ok()) {
           stream->Close(ToGrpcStatus(p.status()));
@@ -275,7 +276,10 @@ void JobWatchers::Loop() {
       }
     }
     look = false;
-    for (Stream* stream : streams) stream->DropIfStalled(now);
+    for (Stream* stream : streams) {
+      // A Finish above may have ended a stream inline (its OnDone removed it, under mu_).
+      if (streams_.contains(stream)) stream->DropIfStalled(now);
+    }
     cv_.wait_for(lock, kMinLookInterval, [this] { return stopping_; });
   }
 }
