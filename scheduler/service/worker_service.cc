@@ -504,11 +504,15 @@ void WorkerServiceImpl::BroadcastEndedJobs() {
   for (const EndedJob& job : ended) {
     const std::string reason =
         absl::StrCat("job ", job.id, " ", std::string(store::JobStateName(job.state)));
+    // Collected first: a stream's write may end it inline, and its Detach changes sessions_.
+    // Streams stay alive meanwhile (their OnDone waits for mu_ in Detach).
+    std::vector<ConnectReactor*> streams;
     for (const auto& [worker_id, session] : sessions_) {
       if (session.stream != nullptr && session.model_hash == job.model_hash) {
-        session.stream->EndJob(FormatJobId(job.id), reason);
+        streams.push_back(session.stream);
       }
     }
+    for (ConnectReactor* stream : streams) stream->EndJob(FormatJobId(job.id), reason);
   }
 }
 
