@@ -160,6 +160,7 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
   // The store decides `created` in the write that creates the job (its writes are serialized),
   // so no separate lookup of the idempotency key can race another submit.
   ASSIGN_OR_RETURN(store::CreateJobOutcome outcome, store_->CreateJob(request.spec, tasks));
+  active_jobs_.reset();
   Changed();
   return SubmitOutcome{.job = std::move(outcome.job), .created = outcome.created};
 }
@@ -310,6 +311,7 @@ Status Scheduler::EndJob(store::JobId id, store::JobState state, const std::stri
 }
 
 void Scheduler::ForgetJob(store::JobId id) {
+  active_jobs_.reset();
   rates_.erase(id);
   pending_.erase(id);
   data_descriptions_.erase(id);
@@ -418,8 +420,10 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   }
   WorkerState& w = it->second;
   if (w.leased.size() >= w.capacity) return std::optional<Assignment>();
-  ASSIGN_OR_RETURN(std::vector<store::Job> jobs, store_->ListJobs({.active_only = true}));
-  for (const store::Job& job : jobs) {  // priority, then age
+  if (!active_jobs_) {
+    ASSIGN_OR_RETURN(active_jobs_, store_->ListJobs({.active_only = true}));
+  }
+  for (const store::Job& job : *active_jobs_) {  // priority, then age
     if (job.spec.model_hash != w.model.hash || w.refused_jobs.contains(job.id)) continue;
     ASSIGN_OR_RETURN(PendingSet * pending, Pending(job.id));
     std::optional<store::TaskKey> key = Choose(worker_id, w, job.id, *pending);

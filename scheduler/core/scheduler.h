@@ -443,6 +443,9 @@ class Scheduler {
   bool models_loaded_ = false;                          // the stored ones are in models_
   std::map<store::JobId, RateObservation> rates_;
   std::map<store::JobId, PendingSet> pending_;  // loaded jobs only; dropped when a job ends
+  // The store's active jobs (priority, then age) for NextTask; read again after a job is created
+  // or ends (only this class changes which jobs are active).
+  std::optional<std::vector<store::Job>> active_jobs_;
   std::map<store::JobId, std::string> data_descriptions_;  // as stored; dropped when a job ends
   std::map<store::TaskKey, FailureCount> failures_;        // dropped when the job ends
   std::vector<EndedJob> ended_;                            // until TakeEndedJobs
