@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nlohmann/json.hpp"
