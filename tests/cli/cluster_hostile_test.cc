@@ -18,32 +18,24 @@
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "tests/cli/cluster_expect.h"
 #include "tests/cli/process_harness.h"
+#include "tests/proto/worker_messages.h"
 
 namespace ripplekv::testing {
 namespace {
 
 namespace pb = ::ripplekv::v1;
+using ::ripplekv::worker_messages::TaskDoneMessage;
+using ::ripplekv::worker_messages::TrialResultMessage;
 
 const std::vector<std::string> kParams = {
     "--samples", "2", "--context-len", "64", "--probe", "8",  "--layers", "0,7,29",
     "--trials",  "2", "--seed",        "5",  "--alpha", "0.5"};
 
-pb::WorkerMessage Result(const pb::TaskAssignment& task, int32_t trial, double kl) {
-  pb::WorkerMessage message;
-  pb::TrialResult* r = message.mutable_trial_result();
-  r->set_task_id(task.task_id());
-  r->set_job_id(task.job_id());
-  r->set_sample(task.sample());
-  r->set_layer(task.layer());
-  r->set_trial(trial);
-  r->set_kl(kl);
-  return message;
-}
-
+// A task_done for a task id alone (the liar's forgery names a task it was never given).
 pb::WorkerMessage Done(const std::string& task_id) {
-  pb::WorkerMessage message;
-  message.mutable_task_done()->set_task_id(task_id);
-  return message;
+  pb::TaskAssignment task;
+  task.set_task_id(task_id);
+  return TaskDoneMessage(task);
 }
 
 // The lying worker: registered with the model's true summary, one Connect stream.
@@ -137,15 +129,15 @@ TEST(ClusterHostileTest, ALyingWorkerLeavesTheProfileEqualToLocalCalibrate) {
   // hold. Lie 3: task_done with trial 1 missing. Then it vanishes holding the task again.
   pb::TaskAssignment task;
   ASSERT_TRUE(liar.NextTask(&task));
-  ASSERT_TRUE(liar.Send(Result(task, 0, std::numeric_limits<double>::quiet_NaN())));
+  ASSERT_TRUE(liar.Send(TrialResultMessage(task, 0, std::numeric_limits<double>::quiet_NaN())));
   pb::WorkerMessage forged = Done(job_id + "-1-29-9");
   forged.mutable_task_done()->mutable_error()->set_code(
       static_cast<int32_t>(grpc::StatusCode::INVALID_ARGUMENT));
   forged.mutable_task_done()->mutable_error()->set_message("forged");
   ASSERT_TRUE(liar.Send(forged));
   ASSERT_TRUE(liar.NextTask(&task));
-  ASSERT_TRUE(liar.Send(Result(task, 0, 0.5)));
-  ASSERT_TRUE(liar.Send(Done(task.task_id())));
+  ASSERT_TRUE(liar.Send(TrialResultMessage(task, 0, 0.5)));
+  ASSERT_TRUE(liar.Send(TaskDoneMessage(task)));
   ASSERT_TRUE(liar.NextTask(&task));
   liar.Vanish();  // holding a lease: a failed attempt, the task goes to the honest worker
 

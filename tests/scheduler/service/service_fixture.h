@@ -17,6 +17,7 @@
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "scheduler/service/scheduler_server.h"
+#include "tests/proto/worker_messages.h"
 
 namespace ripplekv::scheduler::service {
 
@@ -71,30 +72,8 @@ inline v1::SubmitJobRequest OneSampleJob() {
   return request;
 }
 
-// A worker's trial_result for trial `trial` of an assigned task.
-inline v1::WorkerMessage TrialResultMessage(const v1::TaskAssignment& task, int32_t trial,
-                                            double kl) {
-  v1::WorkerMessage message;
-  v1::TrialResult* r = message.mutable_trial_result();
-  r->set_task_id(task.task_id());
-  r->set_job_id(task.job_id());
-  r->set_sample(task.sample());
-  r->set_layer(task.layer());
-  r->set_trial(trial);
-  r->set_kl(kl);
-  return message;
-}
-
-// A worker's task_done (without an error) for an assigned task.
-inline v1::WorkerMessage TaskDoneMessage(const v1::TaskAssignment& task) {
-  v1::WorkerMessage message;
-  v1::TaskDone* d = message.mutable_task_done();
-  d->set_task_id(task.task_id());
-  d->set_job_id(task.job_id());
-  d->set_sample(task.sample());
-  d->set_layer(task.layer());
-  return message;
-}
+using ::ripplekv::worker_messages::TaskDoneMessage;
+using ::ripplekv::worker_messages::TrialResultMessage;
 
 class FakeWorker {
  public:

@@ -1,0 +1,36 @@
+#pragma once
+// Worker-to-scheduler messages about an assigned task, as the tests' fake and lying workers send
+// them (worker.proto). Header-only: the messages only.
+
+#include <cstdint>
+
+#include "ripplekv/v1/worker.pb.h"
+
+namespace ripplekv::worker_messages {
+
+// A trial_result for trial `trial` of `task`.
+inline v1::WorkerMessage TrialResultMessage(const v1::TaskAssignment& task, int32_t trial,
+                                            double kl) {
+  v1::WorkerMessage message;
+  v1::TrialResult* r = message.mutable_trial_result();
+  r->set_task_id(task.task_id());
+  r->set_job_id(task.job_id());
+  r->set_sample(task.sample());
+  r->set_layer(task.layer());
+  r->set_trial(trial);
+  r->set_kl(kl);
+  return message;
+}
+
+// A task_done without an error for `task`.
+inline v1::WorkerMessage TaskDoneMessage(const v1::TaskAssignment& task) {
+  v1::WorkerMessage message;
+  v1::TaskDone* d = message.mutable_task_done();
+  d->set_task_id(task.task_id());
+  d->set_job_id(task.job_id());
+  d->set_sample(task.sample());
+  d->set_layer(task.layer());
+  return message;
+}
+
+}  // namespace ripplekv::worker_messages
