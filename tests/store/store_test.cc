@@ -435,6 +435,44 @@ TEST_F(StoreTest, CompleteTaskStoresResultsAndMarksTheTaskDoneTogether) {
   EXPECT_EQ(*store_->CountResults(job.id), 3u);
 }
 
+TEST_F(StoreTest, CompleteTasksWritesAGroupAndAnswersEachAsAlone) {
+  const Job first = NewJob(1, 3, MakeSpec("ab", 2));
+  const Job second = NewJob(1, 1, MakeSpec("cd", 2));
+  const TaskKey a{first.id, 0, 0}, b{first.id, 0, 1}, c{first.id, 0, 2}, d{second.id, 0, 0};
+  for (const TaskKey& key : {a, b, c, d}) ASSERT_TRUE(store_->LeaseTask(key, "w", 5000).ok());
+  const std::vector<TrialResult> ra = Trials(a, 0, 2), rc = Trials(c, 0, 2), rd = Trials(d, 0, 2);
+  std::vector<TrialResult> rb = Trials(b, 0, 2);
+  rb.pop_back();  // trial 1 missing: this one fails, the others do not
+  std::vector<TrialResult> ra_again = ra;
+  ra_again[1].kl += 1.0;  // a second completion of `a` in the same group, one value differing
+  const std::vector<Store::Completion> group = {
+      {a, ra}, {b, rb}, {c, rc}, {d, rd}, {a, ra_again}};
+  const std::vector<StatusOr<ResultWriteOutcome>> outcomes = store_->CompleteTasks(group);
+  ASSERT_EQ(outcomes.size(), 5u);
+  for (size_t i : {0u, 2u, 3u}) {
+    ASSERT_TRUE(outcomes[i].ok()) << i << ": " << outcomes[i].status();
+    EXPECT_TRUE(outcomes[i]->task_completed) << i;
+    EXPECT_EQ(outcomes[i]->stored, 2u) << i;
+  }
+  EXPECT_EQ(outcomes[1].status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(outcomes[4].ok()) << outcomes[4].status();
+  EXPECT_FALSE(outcomes[4]->task_completed) << "the group completed it already";
+  EXPECT_EQ(outcomes[4]->duplicates, 2u);
+  EXPECT_EQ(outcomes[4]->conflicts, 1u);
+
+  Reopen();  // all of it, or none of it, is durable together
+  EXPECT_EQ(store_->GetTask(a)->state, TaskState::kDone);
+  EXPECT_EQ(store_->GetTask(b)->state, TaskState::kPending) << "leases return to pending";
+  EXPECT_EQ(*store_->CountResults(first.id), 4u);
+  EXPECT_EQ(*store_->ListTaskResults(a), ra) << "the first value stays";
+  const Job after = *store_->GetJob(first.id);
+  EXPECT_EQ(after.tasks_done, 2u);
+  EXPECT_EQ(after.results_stored, 4u);
+  EXPECT_EQ(after.duplicate_results, 2u);
+  EXPECT_EQ(after.conflicting_results, 1u);
+  EXPECT_EQ(store_->GetJob(second.id)->tasks_done, 1u);
+}
+
 TEST_F(StoreTest, CompleteTaskWithAMissingTrialWritesNothing) {
   const Job job = NewJob(1, 1, MakeSpec("ab", 4));
   const TaskKey key{.job = job.id, .sample = 0, .layer = 0};
