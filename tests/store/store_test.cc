@@ -445,8 +445,7 @@ TEST_F(StoreTest, CompleteTasksWritesAGroupAndAnswersEachAsAlone) {
   rb.pop_back();  // trial 1 missing: this one fails, the others do not
   std::vector<TrialResult> ra_again = ra;
   ra_again[1].kl += 1.0;  // a second completion of `a` in the same group, one value differing
-  const std::vector<Store::Completion> group = {
-      {a, ra}, {b, rb}, {c, rc}, {d, rd}, {a, ra_again}};
+  const std::vector<Store::Completion> group = {{a, ra}, {b, rb}, {c, rc}, {d, rd}, {a, ra_again}};
   const std::vector<StatusOr<ResultWriteOutcome>> outcomes = store_->CompleteTasks(group);
   ASSERT_EQ(outcomes.size(), 5u);
   for (size_t i : {0u, 2u, 3u}) {
