@@ -95,6 +95,22 @@ int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::Pr
   return ms >= 1e15 ? static_cast<int64_t>(1e15) : static_cast<int64_t>(ms);
 }
 
+std::string InvalidTaskResult(const store::TaskKey& key, uint32_t trials,
+                              const store::TrialResult& r, bool trial_seen) {
+  if (r.job != key.job || r.sample != key.sample || r.layer != key.layer) {
+    return absl::StrCat("a result of (job ", r.job, ", sample ", r.sample, ", layer ", r.layer,
+                        ") came with ", TaskName(key));
+  }
+  if (r.trial >= trials) {
+    return absl::StrCat("trial ", r.trial, " is out of range (the job has ", trials, " trials)");
+  }
+  if (trial_seen) return absl::StrCat("trial ", r.trial, " twice");
+  if (Status valid = method::CheckTrialKl(r.kl); !valid.ok()) {
+    return absl::StrCat("trial ", r.trial, ": ", valid.message());
+  }
+  return {};
+}
+
 std::string DescribeDataSource(const store::Job& job) {
   const store::JobSpec& spec = job.spec;
   const uint64_t inline_bytes = std::max<uint64_t>(job.data_inline_bytes, spec.data_inline.size());
@@ -433,7 +449,9 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     const int64_t deadline = std::min(now + options_.lease_duration_ms, task_deadline);
     ASSIGN_OR_RETURN(store::Task leased, store_->LeaseTask(*key, worker_id, deadline));
     pending->erase(*key);
-    w.leased[*key] = Lease{.attempt = leased.attempts, .task_deadline_ms = task_deadline};
+    w.leased[*key] = Lease{.attempt = leased.attempts,
+                           .task_deadline_ms = task_deadline,
+                           .trials = job.spec.params.trials};
     Changed();
     const bool held = w.held.contains(PrefillKey{key->job, key->sample});
     w.last_sample[job.id] = key->sample;
@@ -456,28 +474,17 @@ StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(const std::string& worker_i
   {
     std::lock_guard lock(mu_);
     ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
-    ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(key.job));
     // Exactly trials 0..trials-1 of this task, each once, each passing the aggregation's rule.
+    const uint32_t trials = worker->leased.at(key).trials;
     std::string invalid;
-    std::vector<bool> seen(job.spec.params.trials, false);
+    std::vector<bool> seen(trials, false);
     for (const store::TrialResult& r : results) {
-      if (r.job != key.job || r.sample != key.sample || r.layer != key.layer) {
-        invalid = absl::StrCat("a result of (job ", r.job, ", sample ", r.sample, ", layer ",
-                               r.layer, ") came with ", TaskName(key));
-      } else if (r.trial >= seen.size() || seen[r.trial]) {
-        invalid =
-            absl::StrCat("trial ", r.trial, r.trial >= seen.size() ? " is out of range" : " twice",
-                         " (the job has ", seen.size(), " trials)");
-      } else if (Status valid = method::CheckTrialKl(r.kl); !valid.ok()) {
-        invalid = absl::StrCat("trial ", r.trial, ": ", valid.message());
-      } else {
-        seen[r.trial] = true;
-        continue;
-      }
-      break;
+      invalid = InvalidTaskResult(key, trials, r, r.trial < trials && seen[r.trial]);
+      if (!invalid.empty()) break;
+      seen[r.trial] = true;
     }
-    if (invalid.empty() && results.size() != seen.size()) {
-      invalid = absl::StrCat("done with ", results.size(), " of ", seen.size(), " trials");
+    if (invalid.empty() && results.size() != trials) {
+      invalid = absl::StrCat("done with ", results.size(), " of ", trials, " trials");
     }
     if (!invalid.empty()) {
       const std::string why = absl::StrCat("worker ", worker_id, " sent invalid results for ",
@@ -512,7 +519,7 @@ StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(const std::string& worker_i
   ObserveProgress(job);
   // Under mu_, so of the group's last completions exactly one sees the job running and complete.
   if (job.state == store::JobState::kRunning && job.tasks_done == job.tasks_total) {
-    StatusOr<uint32_t> version = FinishJobById(job.id);
+    StatusOr<uint32_t> version = FinishJob(job);
     if (version.ok()) {
       outcome.profile_version = *version;
       outcome.job_succeeded = true;
@@ -529,11 +536,6 @@ Status Scheduler::FailAttempt(const std::string& worker_id, const LeaseId& lease
   ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
   RETURN_IF_ERROR(Release(worker_id, *worker, lease.key));
   return CountFailure(lease.key, why);
-}
-
-StatusOr<uint32_t> Scheduler::FinishJobById(store::JobId id) {
-  ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(id));
-  return FinishJob(job);
 }
 
 StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
@@ -593,7 +595,7 @@ Status Scheduler::FinishReadyJobs(ExpireOutcome& outcome) {
       unprofiled_.erase(id);
       continue;
     }
-    StatusOr<uint32_t> version = FinishJobById(id);
+    StatusOr<uint32_t> version = FinishJob(job);
     if (version.ok()) {
       outcome.profiles_written.push_back(*version);
     } else {

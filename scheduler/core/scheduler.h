@@ -374,6 +374,7 @@ class Scheduler {
   struct Lease {
     uint32_t attempt = 0;
     int64_t task_deadline_ms = 0;  // the lease never extends past this
+    uint32_t trials = 0;           // the job's params.trials
   };
   struct WorkerState {
     method::ProfileModel model;
@@ -419,8 +420,8 @@ class Scheduler {
   [[nodiscard]] Status EndJob(store::JobId id, store::JobState state, const std::string& why,
                               const std::string& model_hash);
   void ForgetJob(store::JobId id);
+  // Aggregates a complete job (its record without inline data is enough) into its profile.
   [[nodiscard]] StatusOr<uint32_t> FinishJob(const store::Job& job);
-  [[nodiscard]] StatusOr<uint32_t> FinishJobById(store::JobId id);
   // Loads the stored model summaries into models_ once.
   [[nodiscard]] Status LoadModels();
   [[nodiscard]] Status FinishReadyJobs(ExpireOutcome& outcome);
@@ -459,6 +460,12 @@ class Scheduler {
 // plus the task's forward-pass work (the sample's context and every trial's probe through the
 // model, 24 d_model^2 FLOPs per token per layer) at a pessimistic 1e10 FLOP/s.
 int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::ProfileModel& model);
+
+// Why `r` cannot be a result of task `key` of a job with `trials` trials (another task's, a trial
+// out of range, or repeated when `trial_seen`, a KL that fails method::CheckTrialKl), one line;
+// empty when it can. The one rule for results, where they arrive and where a task completes.
+std::string InvalidTaskResult(const store::TaskKey& key, uint32_t trials,
+                              const store::TrialResult& r, bool trial_seen);
 
 // The profile's data_source line for a spec when no worker described the data: "inline data, N
 // bytes", "file PATH" or "built-in calibration text".

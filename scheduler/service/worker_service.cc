@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/base/strings.h"
-#include "method/profile_aggregate.h"
 #include "scheduler/service/convert.h"
 #include "spdlog/spdlog.h"
 
@@ -61,16 +60,14 @@ class WorkerServiceImpl::ConnectReactor final
   }
 
   // Tells the worker that job `job_id` ended, so it drops the job's data and prefills.
-  void EndJob(const std::string& job_id, const std::string& reason) {
+  void EndJob(store::JobId job, const std::string& reason) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       v1::SchedulerMessage message;
-      message.mutable_task_cancellation()->set_job_id(job_id);
+      message.mutable_task_cancellation()->set_job_id(FormatJobId(job));
       message.mutable_task_cancellation()->set_reason(reason);
       Enqueue(std::move(message));
-      std::erase_if(leases_, [&](const auto& held) {
-        return FormatJobId(held.second.lease.key.job) == job_id;
-      });
+      std::erase_if(leases_, [&](const auto& held) { return held.second.lease.key.job == job; });
     }
     Pump();
   }
@@ -218,11 +215,11 @@ class WorkerServiceImpl::ConnectReactor final
       case v1::WorkerMessage::kHello:
         return absl::FailedPreconditionError("hello sent twice on one stream");
       case v1::WorkerMessage::kHeartbeat: {
-        held_.clear();
+        std::vector<PrefillKey> held;
         for (const v1::CachedSample& sample : message.heartbeat().cached_samples()) {
           StatusOr<store::JobId> job = ParseJobId(sample.job_id(), "cached_samples.job_id");
           if (job.ok() && sample.sample() >= 0) {
-            held_.push_back({*job, static_cast<uint32_t>(sample.sample())});
+            held.push_back({*job, static_cast<uint32_t>(sample.sample())});
           }
         }
         std::vector<LeaseId> listed;
@@ -231,7 +228,7 @@ class WorkerServiceImpl::ConnectReactor final
             listed.push_back(it->second.lease);
           }
         }
-        Status status = service_->scheduler_->Heartbeat(worker_id_, held_, listed);
+        Status status = service_->scheduler_->Heartbeat(worker_id_, held, listed);
         if (absl::IsNotFound(status)) {
           return absl::FailedPreconditionError(absl::StrCat(
               "worker ", worker_id_, " is not registered (timed out?); register again"));
@@ -365,26 +362,22 @@ class WorkerServiceImpl::ConnectReactor final
     if (held == nullptr) return absl::OkStatus();
     const store::TaskKey& key = held->lease.key;
     std::string invalid;
+    const store::TrialResult trial{key.job, static_cast<uint32_t>(result.sample()),
+                                   static_cast<uint32_t>(result.layer()),
+                                   static_cast<uint32_t>(result.trial()), result.kl()};
     if (result.job_id() != FormatJobId(key.job) || result.sample() < 0 || result.layer() < 0 ||
-        static_cast<uint32_t>(result.sample()) != key.sample ||
-        static_cast<uint32_t>(result.layer()) != key.layer) {
-      invalid =
-          absl::StrCat("trial_result names (job \"", EscapeForLog(result.job_id()), "\", sample ",
-                       result.sample(), ", layer ", result.layer(), "), not its task's");
-    } else if (result.trial() < 0 || static_cast<uint32_t>(result.trial()) >= held->trials) {
-      invalid = absl::StrCat("trial ", result.trial(), " is out of range (the job has ",
-                             held->trials, " trials)");
-    } else if (held->results.size() >= held->trials ||
-               std::any_of(held->results.begin(), held->results.end(), [&](const auto& r) {
-                 return r.trial == static_cast<uint32_t>(result.trial());
-               })) {
-      invalid = absl::StrCat("trial ", result.trial(), " sent twice");
-    } else if (Status valid = method::CheckTrialKl(result.kl()); !valid.ok()) {
-      invalid = absl::StrCat("trial ", result.trial(), ": ", valid.message());
+        result.trial() < 0) {
+      invalid = absl::StrCat("trial_result names (job \"", EscapeForLog(result.job_id()),
+                             "\", sample ", result.sample(), ", layer ", result.layer(), ", trial ",
+                             result.trial(), "), not one of its task's trials");
+    } else {
+      invalid = InvalidTaskResult(
+          key, held->trials, trial,
+          std::any_of(held->results.begin(), held->results.end(),
+                      [&](const store::TrialResult& r) { return r.trial == trial.trial; }));
     }
     if (invalid.empty()) {
-      held->results.push_back(
-          {key.job, key.sample, key.layer, static_cast<uint32_t>(result.trial()), result.kl()});
+      held->results.push_back(trial);
       return absl::OkStatus();
     }
     service_->invalid_results_.fetch_add(1, std::memory_order_relaxed);
@@ -456,7 +449,6 @@ class WorkerServiceImpl::ConnectReactor final
 
   std::mutex mu_;
   std::string worker_id_;                   // set by hello; guarded by mu_
-  std::vector<PrefillKey> held_;            // last heartbeat's prefills; guarded by mu_
   std::map<std::string, HeldTask> leases_;  // by task id, the leases it holds; guarded by mu_
   uint64_t rejected_ = 0;                   // messages rejected on this stream; guarded by mu_
   std::mutex life_mu_;                      // orders OnDone with a message handled on the pool
@@ -512,7 +504,7 @@ void WorkerServiceImpl::BroadcastEndedJobs() {
         streams.push_back(session.stream);
       }
     }
-    for (ConnectReactor* stream : streams) stream->EndJob(FormatJobId(job.id), reason);
+    for (ConnectReactor* stream : streams) stream->EndJob(job.id, reason);
   }
 }
 
