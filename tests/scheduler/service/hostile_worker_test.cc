@@ -11,6 +11,7 @@
 // The honest worker reports deterministic values, so the expected profile is their aggregate;
 // that a real worker's values equal local `ripplekv calibrate` is cluster_e2e_test's subject.
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -211,6 +212,13 @@ TEST_F(LivenessTest, ATaskThatCrashesEveryWorkerFailsItsJobAfterMaxAttempts) {
     ASSERT_EQ(task.size(), 1u) << "attempt " << i + 1;
     EXPECT_EQ(task[0].layer(), 0) << "the same task each time";
     worker->Crash();
+    // The server notices the broken stream on its own threads: wait (bounded) until the worker
+    // is gone and its lease back, so the next worker is offered the same task.
+    for (int wait = 0; wait < 300; ++wait) {
+      const std::vector<std::string> ids = server_->scheduler().Workers();
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   v1::Job failed = AwaitState(job, v1::JOB_STATE_FAILED);
   ASSERT_EQ(failed.state(), v1::JOB_STATE_FAILED);
