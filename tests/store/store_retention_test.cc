@@ -21,20 +21,10 @@ namespace {
 
 using ::ripplekv::store::testing::MakeSpec;
 using ::ripplekv::store::testing::PutRaw;
+using ::ripplekv::store::testing::StoreFixture;
 using ::ripplekv::store::testing::TempDir;
+using ::ripplekv::store::testing::Trials;
 using ::testing::HasSubstr;
-
-std::vector<TrialResult> Trials(const TaskKey& key, uint32_t trials) {
-  std::vector<TrialResult> out;
-  for (uint32_t t = 0; t < trials; ++t) {
-    out.push_back({.job = key.job,
-                   .sample = key.sample,
-                   .layer = key.layer,
-                   .trial = t,
-                   .kl = 0.25 + 1e-3 * t + 1e-6 * key.layer});
-  }
-  return out;
-}
 
 std::vector<JobId> Ids(const std::vector<Job>& jobs) {
   std::vector<JobId> ids;
@@ -52,15 +42,9 @@ uint64_t DirectoryBytes(const std::string& path) {
   return total;
 }
 
-class RetentionTest : public ::testing::Test {
+class RetentionTest : public StoreFixture {
  protected:
-  void SetUp() override { Reopen(); }
-  void Reopen() {
-    store_.reset();
-    StatusOr<std::unique_ptr<Store>> opened = OpenStore(dir_.db(), options_);
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    store_ = *std::move(opened);
-  }
+  RetentionTest() { now_ = 5'000; }
 
   // A job of `layers` tasks (1 sample) with `data` inline, run to succeeded (with a profile) or
   // left running.
@@ -76,18 +60,13 @@ class RetentionTest : public ::testing::Test {
     for (uint32_t l = 0; l < layers; ++l) {
       const TaskKey key{.job = id, .sample = 0, .layer = l};
       EXPECT_TRUE(store_->LeaseTask(key, "w", now_ + 1000).ok());
-      EXPECT_TRUE(store_->CompleteTask(key, Trials(key, 4)).ok());
+      EXPECT_TRUE(store_->CompleteTask(key, Trials(key, 0, 4)).ok());
     }
     if (finish) {
       EXPECT_TRUE(store_->PutProfileVersion("feed", "{\"p\":1}", id).ok());
     }
     return id;
   }
-
-  TempDir dir_;
-  TimeMs now_ = 5'000;
-  StoreOptions options_{.sync_writes = false, .clock = [this] { return now_; }};
-  std::unique_ptr<Store> store_;
 };
 
 TEST_F(RetentionTest, ActiveIndexFollowsEveryStateChangeAndSurvivesReopen) {

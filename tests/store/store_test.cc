@@ -16,8 +16,11 @@
 namespace ripplekv::store {
 namespace {
 
+using ::ripplekv::store::testing::Kl;
 using ::ripplekv::store::testing::MakeSpec;
+using ::ripplekv::store::testing::StoreFixture;
 using ::ripplekv::store::testing::TempDir;
+using ::ripplekv::store::testing::Trials;
 using ::testing::HasSubstr;
 
 std::vector<PlannedTask> Grid(uint32_t samples, uint32_t layers) {
@@ -28,31 +31,8 @@ std::vector<PlannedTask> Grid(uint32_t samples, uint32_t layers) {
   return tasks;
 }
 
-// Deterministic stand-in for a trial's KL.
-double Kl(const TaskKey& key, uint32_t trial) {
-  return 0.001 * (key.sample + 1) + 0.01 * key.layer + 1e-7 * trial + 1.0 / 3.0;
-}
-
-std::vector<TrialResult> Trials(const TaskKey& key, uint32_t first, uint32_t end) {
-  std::vector<TrialResult> out;
-  for (uint32_t t = first; t < end; ++t) {
-    out.push_back(
-        {.job = key.job, .sample = key.sample, .layer = key.layer, .trial = t, .kl = Kl(key, t)});
-  }
-  return out;
-}
-
-class StoreTest : public ::testing::Test {
+class StoreTest : public StoreFixture {
  protected:
-  void SetUp() override { Reopen(); }
-
-  void Reopen() {
-    store_.reset();
-    StatusOr<std::unique_ptr<Store>> opened = OpenStore(dir_.db(), options_);
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    store_ = *std::move(opened);
-  }
-
   // A job over samples x layers, created and checked.
   Job NewJob(uint32_t samples = 2, uint32_t layers = 3, JobSpec spec = MakeSpec()) {
     StatusOr<CreateJobOutcome> outcome = store_->CreateJob(spec, Grid(samples, layers));
@@ -67,11 +47,6 @@ class StoreTest : public ::testing::Test {
     ASSERT_TRUE(done.ok()) << done.status();
     ASSERT_TRUE(done->task_completed);
   }
-
-  TempDir dir_;
-  TimeMs now_ = 1'000'000;
-  StoreOptions options_{.sync_writes = false, .clock = [this] { return now_; }};
-  std::unique_ptr<Store> store_;
 };
 
 // ---- Jobs ----

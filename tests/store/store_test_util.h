@@ -4,12 +4,14 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
+#include "store/store.h"
 #include "store/types.h"
 
 namespace ripplekv::store::testing {
@@ -73,6 +75,40 @@ inline bool PutRaw(const std::string& path, std::string_view cf, std::string_vie
   if (!s.ok()) ADD_FAILURE() << s.ToString();
   return found && s.ok();
 }
+
+// Deterministic stand-in for a trial's KL.
+inline double Kl(const TaskKey& key, uint32_t trial) {
+  return 0.001 * (key.sample + 1) + 0.01 * key.layer + 1e-7 * trial + 1.0 / 3.0;
+}
+
+// Results of trials first..end-1 of task `key`, with Kl() values.
+inline std::vector<TrialResult> Trials(const TaskKey& key, uint32_t first, uint32_t end) {
+  std::vector<TrialResult> out;
+  for (uint32_t t = first; t < end; ++t) {
+    out.push_back(
+        {.job = key.job, .sample = key.sample, .layer = key.layer, .trial = t, .kl = Kl(key, t)});
+  }
+  return out;
+}
+
+// A store opened over a fresh directory, unsynced, on a clock the test drives (now_).
+class StoreFixture : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  // Closes the store (if open) and opens it again on the same directory.
+  void Reopen() {
+    store_.reset();
+    StatusOr<std::unique_ptr<Store>> opened = OpenStore(dir_.db(), options_);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store_ = *std::move(opened);
+  }
+
+  TempDir dir_;
+  TimeMs now_ = 1'000'000;
+  StoreOptions options_{.sync_writes = false, .clock = [this] { return now_; }};
+  std::unique_ptr<Store> store_;
+};
 
 // A job spec that CreateJob accepts.
 inline JobSpec MakeSpec(std::string model_hash = "00ff", uint32_t trials = 2) {
