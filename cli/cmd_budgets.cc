@@ -3,7 +3,7 @@
 //   [--out FILE] [--json]
 // Turns a sensitivity profile into per-layer KV-cache token budgets (docs/DESIGN.md §2): the total is
 // exactly L * B. With --scheduler the map is computed by the scheduler (GetBudgetMap, the same
-// library) from its stored profile; the security flags of cli/scheduler_flags.h apply.
+// library) from its stored profile; the security flags of proto/client_security_flags.h apply.
 // stdout: a table, or the map in --format with --json; --out writes the file.
 
 #include <cstdio>
@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/remote_client.h"
-#include "cli/scheduler_flags.h"
+#include "proto/client_security_flags.h"
 #include "method/budget_format.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
@@ -150,7 +150,7 @@ void AddBudgetsCommand(CLI::App& app, Action& run) {
   cmd->add_option("--profile", a->profile, "Profile JSON from `ripplekv calibrate --out`");
   cmd->add_option("--scheduler", a->scheduler,
                   "Ask this scheduler (host:port) instead of reading --profile");
-  AddSchedulerSecurityFlags(cmd, a->security);
+  v1::AddClientSecurityFlags(cmd, a->security);
   cmd->add_option("--model-hash", a->model_hash, "With --scheduler: the profile's model hash");
   cmd->add_option("--version", a->version, "With --scheduler: profile version (0: latest)")
       ->capture_default_str();

@@ -11,7 +11,7 @@
 //   ripplekv profile get --scheduler ADDR --model-hash H [--version V] [--json] [--plot F.svg]
 //     [--ratio R]
 //   ripplekv profile list --scheduler ADDR [--model-hash H]
-// Every command also takes the security flags of cli/scheduler_flags.h: --tls-ca F
+// Every command also takes the security flags of proto/client_security_flags.h: --tls-ca F
 // [--tls-cert F --tls-key F] [--tls-server-name N] [--token-file F] (docs/SECURITY.md); a
 // rejected call (UNAUTHENTICATED, PERMISSION_DENIED) exits 1.
 // stdout: results (tables, or JSON with --json); stderr: progress and logs. A server error is one
@@ -35,7 +35,7 @@
 #include "cli/profile_view.h"
 #include "cli/progress.h"
 #include "cli/remote_client.h"
-#include "cli/scheduler_flags.h"
+#include "proto/client_security_flags.h"
 #include "google/protobuf/util/json_util.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
@@ -316,7 +316,7 @@ int RunProfileList(const ProfileArgs& args) {
 
 void AddSchedulerOption(CLI::App* cmd, std::string& address, v1::ClientSecurityFiles& security) {
   cmd->add_option("--scheduler", address, "Scheduler address host:port")->required();
-  AddSchedulerSecurityFlags(cmd, security);
+  v1::AddClientSecurityFlags(cmd, security);
 }
 
 }  // namespace

@@ -44,6 +44,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "proto/client_channel.h"
+#include "proto/client_security_flags.h"
 #include "spdlog/spdlog.h"
 #include "worker/calibration/calibration_run.h"
 #include "worker/calibration/memory_estimate.h"
@@ -137,13 +138,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--id", id, "Stable worker id (default: host name)");
   v1::ClientSecurityFiles security;
-  app.add_option("--tls-ca", security.tls_ca, "PEM CA that signed the scheduler's certificate");
-  app.add_option("--tls-cert", security.tls_cert, "PEM client certificate (mTLS)");
-  app.add_option("--tls-key", security.tls_key, "PEM private key of --tls-cert");
-  app.add_option("--tls-server-name", security.tls_server_name,
-                 "Name to check in the scheduler's certificate (default: the address's host)");
-  app.add_option("--token-file", security.token_file,
-                 "File whose first line is the worker's bearer token");
+  v1::AddClientSecurityFlags(&app, security);
   std::vector<std::string> data_dirs;
   app.add_option("--data-dir", data_dirs,
                  "Directory whose files jobs may name as calibration data (repeatable; without "

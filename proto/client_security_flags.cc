@@ -1,8 +1,8 @@
-#include "cli/scheduler_flags.h"
+#include "proto/client_security_flags.h"
 
-namespace ripplekv::cli {
+namespace ripplekv::v1 {
 
-void AddSchedulerSecurityFlags(CLI::App* cmd, v1::ClientSecurityFiles& files) {
+void AddClientSecurityFlags(CLI::App* cmd, ClientSecurityFiles& files) {
   cmd->add_option("--tls-ca", files.tls_ca,
                   "PEM CA that signed the scheduler's certificate (TLS; without it: plaintext)");
   cmd->add_option("--tls-cert", files.tls_cert, "PEM client certificate (mTLS), with --tls-key");
@@ -13,4 +13,4 @@ void AddSchedulerSecurityFlags(CLI::App* cmd, v1::ClientSecurityFiles& files) {
                   "File whose first line is the bearer token (docs/SECURITY.md)");
 }
 
-}  // namespace ripplekv::cli
+}  // namespace ripplekv::v1
