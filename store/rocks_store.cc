@@ -257,7 +257,7 @@ StatusOr<Job> RocksStore::ReadJob(JobId id, bool with_data,
   const std::string key = JobKey(id);
   ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kJobs, key, snapshot));
   if (!value) return absl::NotFoundError(Cat("job ", id, " not found"));
-  StatusOr<Job> job = DecodeJob(id, *value);
+  StatusOr<Job> job = decoded_jobs_.Decode(id, *value);
   if (!job.ok()) return Damaged(kJobs, key, job.status());
   if (with_data) {
     ASSIGN_OR_RETURN(std::optional<std::string> data, Get(kJobData, key, snapshot));
@@ -352,6 +352,15 @@ Status RocksStore::WriteLeases(rocksdb::WriteBatch* batch) {
   rocksdb::WriteOptions write_options;
   write_options.sync = false;  // see the header: nothing a reopen keeps depends on it
   return FromRocks(db_->Write(write_options, batch), "writing a lease batch");
+}
+
+Status RocksStore::WriteUnsynced(rocksdb::WriteBatch* batch) {
+  return FromRocks(db_->Write(rocksdb::WriteOptions(), batch), "writing a batch");
+}
+
+Status RocksStore::SyncLog() {
+  if (!options_.sync_writes) return absl::OkStatus();
+  return FromRocks(db_->SyncWAL(), "syncing the write-ahead log");
 }
 
 Status RocksStore::PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view key,

@@ -17,6 +17,7 @@
 #include "kernels/base/status.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
+#include "store/decoded_jobs.h"
 #include "store/store.h"
 
 namespace ripplekv::store {
@@ -148,6 +149,13 @@ class RocksStore final : public Store {
   // tasks is running again at its next lease); and a later synced write makes it durable as well,
   // the log being sequential. Halves the fsyncs per task (docs/STORE.md, "Durability").
   Status WriteLeases(rocksdb::WriteBatch* batch);
+  // A batch written with sync_writes that is made durable by a later SyncLog() outside
+  // write_mu_, so that other read-modify-writes (leases) do not wait for the fsync. Readers may
+  // see it before it is durable; the log being sequential, a power cut loses it only together
+  // with everything written after it, so what a reopen finds is still a prefix of the history.
+  Status WriteUnsynced(rocksdb::WriteBatch* batch);
+  // With sync_writes: fsyncs the log, making every write made so far durable. Without write_mu_.
+  Status SyncLog();
   Status PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view key,
                 std::string_view value) const;
   // Adds "leased -> pending" of every leased task of the active jobs matching `expired` to
@@ -186,7 +194,8 @@ class RocksStore final : public Store {
   uint64_t recovered_leases_ = 0;                       // set by Initialize()
   std::atomic<uint64_t> finished_since_compaction_{0};  // see NoteJobsFinished
 
-  std::mutex write_mu_;  // serializes every read-modify-write
+  std::mutex write_mu_;               // serializes every read-modify-write
+  mutable DecodedJobs decoded_jobs_;  // ReadJob's parses
 };
 
 }  // namespace ripplekv::store

@@ -219,7 +219,7 @@ std::vector<StatusOr<ResultWriteOutcome>> RocksStore::CompleteTasks(
     std::span<const Completion> completions) {
   std::vector<StatusOr<ResultWriteOutcome>> outcomes;
   outcomes.reserve(completions.size());
-  std::lock_guard<std::mutex> lock(write_mu_);
+  std::unique_lock<std::mutex> lock(write_mu_);
   std::map<JobId, Job> jobs;  // read once, counters updated by every completion of the call
   std::map<TaskKey, std::map<uint32_t, double>> completed;  // by this call: task -> trial -> kl
   rocksdb::WriteBatch batch;
@@ -310,7 +310,10 @@ std::vector<StatusOr<ResultWriteOutcome>> RocksStore::CompleteTasks(
     job.updated_at_ms = Now();
     if (written.ok()) written = PutJob(&batch, job);
   }
-  if (written.ok()) written = Write(&batch);
+  // The fsync waits without write_mu_: leases taken meanwhile need not wait for it.
+  if (written.ok()) written = WriteUnsynced(&batch);
+  lock.unlock();
+  if (written.ok()) written = SyncLog();
   if (!written.ok()) {
     for (StatusOr<ResultWriteOutcome>& outcome : outcomes) {
       if (outcome.ok()) outcome = written;

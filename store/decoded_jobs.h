@@ -1,0 +1,31 @@
+#pragma once
+// The decoded form of recently read job records, keyed by the record's exact bytes: a read that
+// finds the bytes it decoded last time returns a copy instead of parsing the JSON again (the
+// scheduler reads a running job's record several times per task; docs/STORE.md, "Reads").
+// Correct whatever writes the record, since a changed record has other bytes. Bounded to
+// kMaxEntries jobs (cleared when full). Thread-safe.
+
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "kernels/base/status.h"
+#include "store/types.h"
+
+namespace ripplekv::store {
+
+class DecodedJobs {
+ public:
+  static constexpr size_t kMaxEntries = 256;
+
+  // DecodeJob(id, value), from the cache when `value` is the bytes decoded last for `id`.
+  [[nodiscard]] StatusOr<Job> Decode(JobId id, std::string_view value);
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<JobId, std::pair<std::string, Job>> entries_;  // guarded by mu_
+};
+
+}  // namespace ripplekv::store
