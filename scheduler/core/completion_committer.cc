@@ -4,33 +4,53 @@
 
 namespace ripplekv::scheduler {
 
-StatusOr<store::ResultWriteOutcome> CompletionCommitter::Commit(
-    const store::TaskKey& key, std::span<const store::TrialResult> results) {
-  Waiting self{.completion = {.key = key, .results = results}};
-  std::unique_lock<std::mutex> lock(mu_);
-  queue_.push_back(&self);
-  while (!self.outcome) {
-    if (writing_) {
-      cv_.wait(lock);
-      continue;
+CompletionCommitter::CompletionCommitter(store::Store* store)
+    : store_(store), thread_([this] { Loop(); }) {}
+
+CompletionCommitter::~CompletionCommitter() { Stop(); }
+
+void CompletionCommitter::Submit(store::TaskKey key, std::vector<store::TrialResult> results,
+                                 Done done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      queue_.push_back({.key = key, .results = std::move(results), .done = std::move(done)});
+      if (queue_.size() == 1) cv_.notify_one();  // otherwise the thread is awake already
+      return;
     }
-    // This thread writes the group: everything queued now, itself included.
-    writing_ = true;
-    std::vector<Waiting*> group;
+  }
+  done(absl::UnavailableError("the scheduler is shutting down; the task was not completed"));
+}
+
+void CompletionCommitter::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CompletionCommitter::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything written
+    std::deque<Queued> group;
     group.swap(queue_);
     lock.unlock();
     std::vector<store::Store::Completion> completions;
     completions.reserve(group.size());
-    for (const Waiting* w : group) completions.push_back(w->completion);
+    for (const Queued& q : group) completions.push_back({.key = q.key, .results = q.results});
     std::vector<StatusOr<store::ResultWriteOutcome>> outcomes = store_->CompleteTasks(completions);
     lock.lock();
-    for (size_t i = 0; i < group.size(); ++i) group[i]->outcome = std::move(outcomes[i]);
     counts_.completions += group.size();
     ++counts_.writes;
-    writing_ = false;
-    cv_.notify_all();
+    lock.unlock();
+    for (size_t i = 0; i < group.size(); ++i) group[i].done(std::move(outcomes[i]));
+    lock.lock();
   }
-  return *std::move(self.outcome);
 }
 
 CompletionCommitter::Counts CompletionCommitter::counts() const {

@@ -1,15 +1,19 @@
 #pragma once
-// Group commit of task completions (docs/DESIGN.md §3.3, "Bounded work"): a completion that
-// arrives while another write is in flight waits and is written with every other one that arrived
-// meanwhile, in one Store::CompleteTasks call (one WriteBatch, one fsync). N workers finishing at
-// once cost one fsync instead of N, and a lone completion is written at once.
+// Group commit of task completions (docs/DESIGN.md §3.3, "Bounded work"). Completions are queued
+// without waiting; one thread writes everything queued in one Store::CompleteTasks call (one
+// WriteBatch, one fsync) and then runs each completion's callback, in submission order. While a
+// write is in flight the next group gathers, so N completions arriving together cost one fsync,
+// and a lone completion is written at once. The threads that submit never wait for the disk.
 //
-// Thread-safety: Commit may be called from any thread; the store must outlive this object.
+// Thread-safety: every method may be called from any thread. Callbacks run on the committer's
+// thread, one at a time, and may call Submit. The store must outlive this object.
 
 #include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
 #include <mutex>
-#include <optional>
-#include <span>
+#include <thread>
 #include <vector>
 
 #include "kernels/base/status.h"
@@ -19,11 +23,19 @@ namespace ripplekv::scheduler {
 
 class CompletionCommitter {
  public:
-  explicit CompletionCommitter(store::Store* store) : store_(store) {}
+  using Done = std::function<void(StatusOr<store::ResultWriteOutcome>)>;
 
-  // Store::CompleteTask(key, results), written together with the completions of other threads.
-  [[nodiscard]] StatusOr<store::ResultWriteOutcome> Commit(
-      const store::TaskKey& key, std::span<const store::TrialResult> results);
+  explicit CompletionCommitter(store::Store* store);
+  ~CompletionCommitter();  // Stop()
+  CompletionCommitter(const CompletionCommitter&) = delete;
+  CompletionCommitter& operator=(const CompletionCommitter&) = delete;
+
+  // Queues Store::CompleteTask(key, results); `done` gets its outcome once the group holding it
+  // is written. After Stop(), `done` runs at once, on this thread, with Unavailable.
+  void Submit(store::TaskKey key, std::vector<store::TrialResult> results, Done done);
+
+  // Writes what is queued, runs its callbacks, then ends the thread. Idempotent.
+  void Stop();
 
   // Completions written and Store::CompleteTasks calls made so far (their ratio is the mean
   // group size).
@@ -34,17 +46,20 @@ class CompletionCommitter {
   Counts counts() const;
 
  private:
-  struct Waiting {
-    store::Store::Completion completion;
-    std::optional<StatusOr<store::ResultWriteOutcome>> outcome;
+  struct Queued {
+    store::TaskKey key;
+    std::vector<store::TrialResult> results;
+    Done done;
   };
+  void Loop();
 
   store::Store* const store_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Waiting*> queue_;  // guarded by mu_: not yet taken by a writer
-  bool writing_ = false;         // guarded by mu_: a thread is writing a group
-  Counts counts_;                // guarded by mu_
+  std::deque<Queued> queue_;  // guarded by mu_: not yet taken by the thread
+  bool stopping_ = false;     // guarded by mu_
+  Counts counts_;             // guarded by mu_
+  std::thread thread_;        // last: started once the rest exists
 };
 
 }  // namespace ripplekv::scheduler

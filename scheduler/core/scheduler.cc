@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <limits>
 #include <utility>
 
@@ -121,6 +122,9 @@ std::string DescribeDataSource(const store::Job& job) {
 
 Scheduler::Scheduler(store::Store* store, SchedulerOptions options, Clock clock)
     : store_(store), options_(std::move(options)), clock_(std::move(clock)), committer_(store) {}
+
+// The committer's callbacks use this object: they finish before any member goes.
+Scheduler::~Scheduler() { StopCompletions(); }
 
 Status Scheduler::LoadModels() {
   if (models_loaded_) return absl::OkStatus();
@@ -322,6 +326,7 @@ Status Scheduler::EndJob(store::JobId id, store::JobState state, const std::stri
   }
   ForgetJob(id);
   ended_.push_back({.id = id, .model_hash = model_hash, .state = state});
+  any_ended_.store(true, std::memory_order_release);
   Changed();
   return absl::OkStatus();
 }
@@ -348,7 +353,10 @@ uint64_t Scheduler::WaitForChange(uint64_t seen, int64_t timeout_ms) {
 }
 
 std::vector<EndedJob> Scheduler::TakeEndedJobs() {
+  // A job ending while this runs is taken by the next call (the next message or tick).
+  if (!any_ended_.load(std::memory_order_acquire)) return {};
   std::lock_guard lock(mu_);
+  any_ended_.store(false, std::memory_order_relaxed);
   return std::exchange(ended_, {});
 }
 
@@ -467,10 +475,9 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   return std::optional<Assignment>();
 }
 
-StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(const std::string& worker_id,
-                                                     const LeaseId& lease,
-                                                     std::span<const store::TrialResult> results) {
-  const store::TaskKey& key = lease.key;
+Status Scheduler::SubmitTaskResults(const std::string& worker_id, const LeaseId& lease,
+                                    std::vector<store::TrialResult> results, CompletionDone done) {
+  const store::TaskKey key = lease.key;
   {
     std::lock_guard lock(mu_);
     ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
@@ -493,18 +500,32 @@ StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(const std::string& worker_i
       RETURN_IF_ERROR(CountFailure(key, why));
       return absl::InvalidArgumentError(why);
     }
+    // The worker's slot is free now; the task is neither pending nor leased to it in memory
+    // while the write is in flight.
+    worker->leased.erase(key);
+    Changed();
   }
-  // Without mu_: completions of other workers join this write (one fsync for the group). The
-  // lease was held when the results arrived; should it expire meanwhile, the write still
-  // completes the task (results are deterministic) and the bookkeeping below follows.
-  ASSIGN_OR_RETURN(store::ResultWriteOutcome written, committer_.Commit(key, results));
+  committer_.Submit(
+      key, std::move(results),
+      [this, key, done = std::move(done)](StatusOr<store::ResultWriteOutcome> written) {
+        done(written.ok() ? AfterCompletion(key, *written) : written.status());
+      });
+  return absl::OkStatus();
+}
+
+StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(const std::string& worker_id,
+                                                     const LeaseId& lease,
+                                                     std::span<const store::TrialResult> results) {
+  std::promise<StatusOr<TaskResultsOutcome>> outcome;
+  RETURN_IF_ERROR(SubmitTaskResults(
+      worker_id, lease, {results.begin(), results.end()},
+      [&outcome](StatusOr<TaskResultsOutcome> o) { outcome.set_value(std::move(o)); }));
+  return outcome.get_future().get();
+}
+
+StatusOr<TaskResultsOutcome> Scheduler::AfterCompletion(const store::TaskKey& key,
+                                                        const store::ResultWriteOutcome& written) {
   std::lock_guard lock(mu_);
-  if (auto w = workers_.find(worker_id); w != workers_.end()) {
-    auto held = w->second.leased.find(key);
-    if (held != w->second.leased.end() && held->second.attempt == lease.attempt) {
-      w->second.leased.erase(held);
-    }
-  }
   if (written.task_completed) {
     // An expiry during the write may have put the task back in the index.
     if (auto p = pending_.find(key.job); p != pending_.end()) p->second.erase(key);
@@ -576,6 +597,7 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
   ForgetJob(job.id);
   ended_.push_back(
       {.id = job.id, .model_hash = job.spec.model_hash, .state = store::JobState::kSucceeded});
+  any_ended_.store(true, std::memory_order_release);
   Changed();
   return version.version;
 }

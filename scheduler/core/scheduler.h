@@ -40,10 +40,12 @@
 // needs the model's layer count: given in the request, or known from a registered worker.
 //
 // Thread-safety: every method may be called from any thread; calls are serialized by one mutex,
-// except the store write of CompleteTask, which runs outside it so that completions arriving
-// together share one write (CompletionCommitter).
+// except the store write of a completion, which runs on the CompletionCommitter's thread so that
+// completions arriving together share one write, and the caller need not wait for it
+// (SubmitTaskResults).
 // The store must outlive the Scheduler.
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -224,6 +226,7 @@ class Scheduler {
   // `store` is not owned and must outlive this object.
   Scheduler(store::Store* store, SchedulerOptions options, Clock clock);
 
+  ~Scheduler();  // StopCompletions()
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
@@ -258,17 +261,31 @@ class Scheduler {
   // works on, else the lowest (sample, layer). NotFound: unknown worker.
   [[nodiscard]] StatusOr<std::optional<Assignment>> NextTask(const std::string& worker_id);
 
-  // Completes the worker's lease `lease` with every result of its task, in one store write shared
-  // with the completions that arrive meanwhile (CompletionCommitter; this class's lock is not held
-  // during it). When
-  // the job's last task completes, aggregates ListResults with AggregateProfile and writes the
-  // profile version that finishes the job. NotFound: unknown worker; FailedPrecondition: `lease`
-  // is not a lease the worker holds now (never leased, expired, another attempt): nothing
-  // changes. InvalidArgument: the results are not exactly trials 0..trials-1 of the task, or one
-  // fails method::CheckTrialKl: the attempt fails (FailAttempt) and the message says why.
+  // Completes the worker's lease `lease` with every result of its task, without waiting for the
+  // write. The checks run now, and their errors are returned (`done` is then never called):
+  // NotFound: unknown worker; FailedPrecondition: `lease` is not a lease the worker holds now
+  // (never leased, expired, another attempt): nothing changes. InvalidArgument: the results are
+  // not exactly trials 0..trials-1 of the task, or one fails method::CheckTrialKl: the attempt
+  // fails (FailAttempt) and the message says why.
+  // Once checked, the lease no longer counts against the worker's capacity (its next task can be
+  // leased at once), and the results go to the CompletionCommitter: one store write shared with
+  // the completions that arrive meanwhile. `done` then runs on the committer's thread with the
+  // outcome, the results durable. When the job's last task completes, that thread aggregates
+  // ListResults with AggregateProfile and writes the profile version that finishes the job. A
+  // failed write leaves the task leased in the store until its lease expires (then pending).
+  using CompletionDone = std::function<void(StatusOr<TaskResultsOutcome>)>;
+  [[nodiscard]] Status SubmitTaskResults(const std::string& worker_id, const LeaseId& lease,
+                                         std::vector<store::TrialResult> results,
+                                         CompletionDone done);
+
+  // SubmitTaskResults, waiting for the outcome.
   [[nodiscard]] StatusOr<TaskResultsOutcome> CompleteTask(
       const std::string& worker_id, const LeaseId& lease,
       std::span<const store::TrialResult> results);
+
+  // Writes the completions submitted so far and stops taking more (their `done` then gets
+  // Unavailable): for shutdown, before what the callbacks use goes away. Idempotent.
+  void StopCompletions() { committer_.Stop(); }
 
   // The attempt `lease` failed (`why`: a retryable error, invalid results): its lease returns to
   // pending and the failure is counted; the task's max_attempts-th failure fails the job.
@@ -406,6 +423,10 @@ class Scheduler {
   void MarkPending(const store::TaskKey& key);
   // Forgets the in-memory lease of `key`; returns its holder's id and lease, if any.
   std::optional<std::pair<std::string, Lease>> ForgetLease(const store::TaskKey& key);
+  // On the committer's thread, once a completion is written: the index, the job's progress, and
+  // the profile when it was the job's last task.
+  StatusOr<TaskResultsOutcome> AfterCompletion(const store::TaskKey& key,
+                                               const store::ResultWriteOutcome& written);
   // The worker and its lease `lease`. NotFound: unknown worker; FailedPrecondition: not held now.
   [[nodiscard]] StatusOr<WorkerState*> HeldLease(const std::string& worker_id,
                                                  const LeaseId& lease);
@@ -450,6 +471,8 @@ class Scheduler {
   std::map<store::JobId, std::string> data_descriptions_;  // as stored; dropped when a job ends
   std::map<store::TaskKey, FailureCount> failures_;        // dropped when the job ends
   std::vector<EndedJob> ended_;                            // until TakeEndedJobs
+  // !ended_.empty(), readable without mu_ (TakeEndedJobs runs after every worker message).
+  std::atomic<bool> any_ended_{false};
   // Jobs whose tasks may all be done without a profile: every active job until the first
   // ExpireLeases has looked (a crash may have left some), then those whose FinishJob failed.
   bool checked_unprofiled_ = false;

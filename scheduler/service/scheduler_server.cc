@@ -170,6 +170,8 @@ void SchedulerServer::Shutdown() {
     server_->Wait();
   }
   pool_.reset();  // runs what is still queued (streams' last messages), then joins
+  // Completions still queued are written; their callbacks use the worker service.
+  if (scheduler_ != nullptr) scheduler_->StopCompletions();
   if (scheduler_ != nullptr) {
     const CompletionCommitter::Counts commits = scheduler_->CommitCounts();
     spdlog::info("{} task completions in {} store writes", commits.completions, commits.writes);

@@ -68,6 +68,7 @@ class WorkerServiceImpl::ConnectReactor final
       message.mutable_task_cancellation()->set_reason(reason);
       Enqueue(std::move(message));
       std::erase_if(leases_, [&](const auto& held) { return held.second.lease.key.job == job; });
+      described_.erase(job);
     }
     Pump();
   }
@@ -78,12 +79,7 @@ class WorkerServiceImpl::ConnectReactor final
       return;
     }
     WorkPool* pool = service_->options_.pool;
-    // Trial results and acceptances of an attached stream only touch this stream's memory (a
-    // result is checked and kept until task_done): handled here, without a hand-off. Only an
-    // invalid result reaches the store (rare: its attempt fails).
-    const bool memory_only = attached_ && (in_.kind_case() == v1::WorkerMessage::kTrialResult ||
-                                           in_.kind_case() == v1::WorkerMessage::kTaskAccepted);
-    if (pool == nullptr || memory_only) return HandleRead();
+    if (pool == nullptr || Inline(in_)) return HandleRead();
     {
       std::lock_guard<std::mutex> lock(life_mu_);
       handling_ = true;
@@ -97,6 +93,34 @@ class WorkerServiceImpl::ConnectReactor final
         delete this;
       }
     });
+  }
+
+  // Whether a message of an attached stream is handled on the gRPC thread, without the pool's
+  // hand-off: one that touches only memory, or the store without an fsync. Trial results and
+  // acceptances touch this stream's memory (a result is checked and kept until task_done); a
+  // successful task_done queues its results for the group commit (SubmitTaskResults) and leases
+  // the next task (an unsynced write), unless its data description is news for the job (a
+  // synced write). Errors on these paths (an invalid result fails its attempt) reach the store
+  // here too; they are rare.
+  bool Inline(const v1::WorkerMessage& message) {
+    if (!attached_) return false;
+    switch (message.kind_case()) {
+      case v1::WorkerMessage::kTrialResult:
+      case v1::WorkerMessage::kTaskAccepted:
+        return true;
+      case v1::WorkerMessage::kTaskDone: {
+        const v1::TaskDone& done = message.task_done();
+        if (done.has_error() && done.error().code() != 0) return false;
+        if (done.data_description().empty()) return true;
+        std::lock_guard<std::mutex> lock(mu_);
+        auto held = leases_.find(done.task_id());
+        if (held == leases_.end()) return true;  // rejected without the store
+        auto described = described_.find(held->second.lease.key.job);
+        return described != described_.end() && described->second == done.data_description();
+      }
+      default:
+        return false;
+    }
   }
 
   // The message in in_, on the pool: handled, then the next read starts (so a stream has at most
@@ -407,7 +431,11 @@ class WorkerServiceImpl::ConnectReactor final
              "task_done with an error");
       return Fill();
     }
-    if (!done.data_description().empty()) {
+    // Every task_done carries the description: the scheduler hears each stream's once per job.
+    auto described = described_.find(task.lease.key.job);
+    if (!done.data_description().empty() &&
+        (described == described_.end() || described->second != done.data_description())) {
+      described_[task.lease.key.job] = done.data_description();
       StatusOr<bool> same = scheduler.DescribeJobData(task.lease.key.job, done.data_description());
       if (!same.ok()) {
         spdlog::warn("worker {}: data description of job {}: {}", worker_id_, task.lease.key.job,
@@ -418,19 +446,20 @@ class WorkerServiceImpl::ConnectReactor final
                      worker_id_, task.lease.key.job, EscapeForLog(done.data_description(), 512));
       }
     }
-    StatusOr<TaskResultsOutcome> outcome =
-        scheduler.CompleteTask(worker_id_, task.lease, task.results);
-    if (absl::IsInvalidArgument(outcome.status())) {
+    // The slot is free once the results are checked: the next task goes out now, while the
+    // results are written (the outcome is logged from the committer's thread; this stream may be
+    // gone by then).
+    Status submitted = scheduler.SubmitTaskResults(
+        worker_id_, task.lease, std::move(task.results),
+        [service = service_, worker = worker_id_, task_id = done.task_id(),
+         job = task.lease.key.job](StatusOr<TaskResultsOutcome> outcome) {
+          service->CompletionWritten(worker, task_id, job, outcome);
+        });
+    if (absl::IsInvalidArgument(submitted)) {
       service_->invalid_results_.fetch_add(1, std::memory_order_relaxed);
-      spdlog::warn("{}; the attempt fails", std::string(outcome.status().message()));
-    } else if (!outcome.ok()) {
-      Report(outcome.status(), absl::StrCat("task ", done.task_id(), " done"));
-    } else if (outcome->conflicts > 0) {
-      spdlog::error("task {}: {} results differ bitwise from the stored ones", done.task_id(),
-                    outcome->conflicts);
-    } else if (outcome->job_succeeded) {
-      spdlog::info("job {} succeeded: profile version {}", task.lease.key.job,
-                   outcome->profile_version);
+      spdlog::warn("{}; the attempt fails", std::string(submitted.message()));
+    } else {
+      Report(submitted, absl::StrCat("task ", done.task_id(), " done"));
     }
     return Fill();
   }
@@ -451,7 +480,9 @@ class WorkerServiceImpl::ConnectReactor final
   std::string worker_id_;                   // set by hello; guarded by mu_
   std::map<std::string, HeldTask> leases_;  // by task id, the leases it holds; guarded by mu_
   uint64_t rejected_ = 0;                   // messages rejected on this stream; guarded by mu_
-  std::mutex life_mu_;                      // orders OnDone with a message handled on the pool
+  // By job, the data description this stream's worker reported last; guarded by mu_.
+  std::map<store::JobId, std::string> described_;
+  std::mutex life_mu_;     // orders OnDone with a message handled on the pool
   bool handling_ = false;  // guarded by life_mu_: a message is queued or running on the pool
   bool done_ = false;      // guarded by life_mu_: OnDone ran while handling_
   std::deque<v1::SchedulerMessage> out_;  // front is being written when writing_
@@ -530,6 +561,25 @@ void WorkerServiceImpl::Tick() {
     }
     Revoke(outcome->revocations);  // also tells workers about jobs that ended
   }
+}
+
+void WorkerServiceImpl::CompletionWritten(const std::string& worker_id, const std::string& task_id,
+                                          store::JobId job,
+                                          const StatusOr<TaskResultsOutcome>& outcome) {
+  if (!outcome.ok()) {
+    // FailedPrecondition: the job ended or another attempt completed the task meanwhile.
+    if (absl::IsFailedPrecondition(outcome.status())) {
+      rejected_messages_.fetch_add(1, std::memory_order_relaxed);
+    }
+    spdlog::warn("worker {}: task {} done: {}", EscapeForLog(worker_id), task_id,
+                 outcome.status().ToString());
+  } else if (outcome->conflicts > 0) {
+    spdlog::error("task {}: {} results differ bitwise from the stored ones", task_id,
+                  outcome->conflicts);
+  } else if (outcome->job_succeeded) {
+    spdlog::info("job {} succeeded: profile version {}", job, outcome->profile_version);
+  }
+  BroadcastEndedJobs();  // the job may have ended with this write
 }
 
 WorkerServiceStats WorkerServiceImpl::Stats() const {

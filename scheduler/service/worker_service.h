@@ -99,6 +99,11 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
                               ConnectReactor* stream);
   // The stream ended: unbinds it, and calls WorkerGone when it was the current session's.
   void Detach(ConnectReactor* stream);
+  // On the scheduler's committer thread: a task_done's results were written (or not); logs the
+  // outcome and sends the job-level cancellations of a job it finished. Uses no stream (the one
+  // that sent the task_done may be gone).
+  void CompletionWritten(const std::string& worker_id, const std::string& task_id, store::JobId job,
+                         const StatusOr<TaskResultsOutcome>& outcome);
 
   Scheduler* const scheduler_;
   const WorkerServiceOptions options_;
