@@ -529,9 +529,9 @@ StatusOr<WorkerRegistration> RegistrationFromProto(const v1::RegisterRequest& re
   }
   if (!request.has_model()) return absl::InvalidArgumentError("model is required");
   RETURN_IF_ERROR(CheckModelHash(request.model().model_hash(), "model.model_hash"));
-  if (request.capacity() < 1) {
+  if (request.capacity() < 1 || request.capacity() > kMaxWorkerCapacity) {
     return absl::InvalidArgumentError(
-        absl::StrCat("capacity: ", request.capacity(), " must be >= 1"));
+        absl::StrCat("capacity: ", request.capacity(), " is outside 1..", kMaxWorkerCapacity));
   }
   WorkerRegistration out;
   out.worker_id = id;

@@ -57,6 +57,9 @@ inline constexpr int32_t kMaxContextLen = 1 << 20;  // spec.params.context_len, 
 // Largest request of any method but SubmitJob (which may carry kMaxInlineDataBytes of data) and
 // largest message on a worker stream, bytes (docs/API.md, "Limits").
 inline constexpr size_t kMaxRequestBytes = 4u << 20;
+// Most leases one worker may hold at once (RegisterRequest.capacity): its running tasks and the
+// ones it queues; a worker cannot hoard a job's tasks beyond it.
+inline constexpr int32_t kMaxWorkerCapacity = 64;
 // Largest message the server receives at all: a SubmitJob with the most inline data.
 inline constexpr size_t kMaxSubmitBytes = kMaxInlineDataBytes + (1u << 20);
 
@@ -95,7 +98,8 @@ v1::BudgetMap BudgetMapToProto(const method::BudgetMap& map, const BudgetRequest
                                uint32_t profile_version, const std::string& formatted_json);
 
 // RegisterRequest -> core registration. InvalidArgument naming the field: worker_id empty, over
-// 128 characters or not printable ASCII; model missing; model.model_hash malformed; capacity < 1.
+// 128 characters or not printable ASCII; model missing; model.model_hash malformed;
+// capacity outside 1..kMaxWorkerCapacity.
 [[nodiscard]] StatusOr<WorkerRegistration> RegistrationFromProto(
     const v1::RegisterRequest& request);
 

@@ -148,9 +148,13 @@ struct WorkerClient::Impl {
     ++stats.handouts;
   }
 
-  bool Write(Session& s, const pb::WorkerMessage& m) {
+  // `coalesce`: the message may wait in gRPC's buffer for the next one (trial results go out
+  // with their task_done in one write).
+  bool Write(Session& s, const pb::WorkerMessage& m, bool coalesce = false) {
     std::lock_guard<std::mutex> lock(s.write_mu);
-    return s.stream->Write(m);
+    grpc::WriteOptions options;
+    if (coalesce) options.set_buffer_hint();
+    return s.stream->Write(m, options);
   }
 
   // Sleeps for `d` or until drain; true when draining.
@@ -171,7 +175,7 @@ struct WorkerClient::Impl {
     m->set_head_dim(model.head_dim);
     m->set_d_model(model.d_model);
     m->set_vocab_size(model.vocab_size);
-    req.set_capacity(1);
+    req.set_capacity(1 + options.prefetch);  // the running task and the queued ones
     req.set_memory_limit_bytes(options.memory_limit_bytes);
     req.set_worker_memory_limit_bytes(options.memory.limit_bytes);
     req.set_weight_bytes(options.memory.weight_bytes);
@@ -365,7 +369,7 @@ struct WorkerClient::Impl {
         r->set_layer(spec.layer);
         r->set_trial(static_cast<int32_t>(t));
         r->set_kl(outcome->kl[t]);
-        if (!Write(s, m)) return;
+        if (!Write(s, m, /*coalesce=*/true)) return;
         ++trials_sent;
       }
     } else {
@@ -497,6 +501,10 @@ Status WorkerClient::Run() {
   }
   if (im.options.worker_id.empty() || im.options.worker_id.size() > 128) {
     return absl::InvalidArgumentError("worker id must be 1..128 characters");
+  }
+  if (im.options.prefetch < 0 || im.options.prefetch > kMaxPrefetch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefetch ", im.options.prefetch, " is outside 0..", kMaxPrefetch));
   }
   pb::ClientChannelOptions channel_options = im.options.channel;
   channel_options.keepalive_without_calls = true;

@@ -2,10 +2,11 @@
 // The worker's gRPC client (docs/API.md, WorkerService): Register, then one Connect stream on
 // which it sends hello, heartbeats (with the prepared-cache keys), task accepted/refused, trial
 // results and task-done, and receives assignments and cancellations. Tasks run one at a time on
-// the thread that called Run(), through TaskRunner. When a stream ends it registers and connects
-// again with exponential backoff (initial_backoff doubling to max_backoff, +/-20 % jitter).
-// RequestDrain() (SIGTERM) finishes the task in progress, sends its results and `draining`,
-// closes the stream and makes Run() return OK.
+// the thread that called Run(), through TaskRunner; up to `prefetch` more wait queued, so the
+// next task is already here when one ends (the worker registers capacity 1 + prefetch). When a
+// stream ends it registers and connects again with exponential backoff (initial_backoff doubling to
+// max_backoff, +/-20 % jitter). RequestDrain() (SIGTERM) finishes the task in progress, sends its
+// results and `draining`, closes the stream and makes Run() return OK.
 //
 // Implementation: a synchronous ClientReaderWriter per session; one reader thread, one heartbeat
 // thread and the Run() thread share it, writes serialized by a mutex.
@@ -25,11 +26,18 @@
 
 namespace ripplekv::worker {
 
+// The most tasks a worker queues beyond the one it runs (the scheduler caps capacity at 64).
+inline constexpr int kMaxPrefetch = 63;
+
 struct WorkerClientOptions {
   std::string scheduler_address;  // host:port of the scheduler
   // TLS and the bearer token (docs/SECURITY.md); keepalive_without_calls is always set.
   v1::ClientChannelOptions channel;
-  std::string worker_id;           // stable worker name, 1..128 printable ASCII
+  std::string worker_id;  // stable worker name, 1..128 printable ASCII
+  // Tasks held queued beyond the one running, 0..kMaxPrefetch: the scheduler's choice and the
+  // network round trip overlap the running task instead of following it. Queued tasks are listed
+  // in heartbeats (their leases stay renewed) and refused with DRAINING on a drain.
+  int prefetch = 1;
   int64_t memory_limit_bytes = 0;  // advertised prefill cache limit, bytes; 0 = unbounded
   // The worker's memory accounting, reported at registration (docs/MEMORY.md); bytes, 0 = not
   // reported.
@@ -66,7 +74,8 @@ struct WorkerClientStats {
   double busy_seconds = 0;
   // Hand-out latency: from a task_done sent with nothing queued to the next assignment's arrival,
   // ms (the scheduler's storing of the results and choosing the next task, plus the network).
-  // At most the last 65536 samples; percentiles over them, 0 when there are none.
+  // At most the last 65536 samples; percentiles over them, 0 when there are none. `handouts`
+  // counts these waits: with prefetch, a task that was already queued is no wait.
   int64_t handouts = 0;
   double handout_p50_ms = 0;
   double handout_p99_ms = 0;

@@ -1,7 +1,7 @@
 // ripplekv-worker --scheduler ADDR --model PATH [--threads N] [--weights stored|f32]
 // [--device cpu|cuda:N] [--device-weights bf16|f32] [--prefill-cache-mb M] [--memory-limit-mb M]
-// [--id NAME] [--tp N] [--tls-ca F [--tls-cert F --tls-key F] [--tls-server-name N]]
-// [--token-file F] [--data-dir DIR]...
+// [--id NAME] [--prefetch N] [--tp N] [--tls-ca F [--tls-cert F --tls-key F]
+// [--tls-server-name N]] [--token-file F] [--data-dir DIR]...
 //
 // Security (docs/SECURITY.md): --tls-ca verifies the scheduler's TLS certificate (without it the
 // worker speaks plaintext, which a scheduler serves on loopback only); --tls-cert/--tls-key
@@ -58,7 +58,6 @@
 #include "worker/service/task_runner.h"
 #include "worker/service/worker_client.h"
 #include "worker/tokenizer/tokenizer.h"
-
 
 namespace ripplekv::worker {
 namespace {
@@ -137,6 +136,11 @@ int Main(int argc, char** argv) {
                  "estimate exceeds it are refused")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--id", id, "Stable worker id (default: host name)");
+  int prefetch = 1;
+  app.add_option("--prefetch", prefetch,
+                 "Tasks held queued beyond the running one, so the next is at hand when one ends")
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxPrefetch));
   v1::ClientSecurityFiles security;
   v1::AddClientSecurityFlags(&app, security);
   std::vector<std::string> data_dirs;
@@ -268,6 +272,7 @@ int Main(int argc, char** argv) {
   options.scheduler_address = scheduler;
   options.channel = channel;
   options.worker_id = id;
+  options.prefetch = prefetch;
   options.memory_limit_bytes = cache_bytes;
   options.memory = {.limit_bytes = limit_bytes,
                     .weight_bytes = reserve.weight_bytes,

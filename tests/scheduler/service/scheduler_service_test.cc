@@ -271,6 +271,15 @@ TEST_F(SchedulerServiceTest, BadRequestsNameTheField) {
   status = workers_->Register(&context, bad_worker, &registered);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("capacity"), std::string::npos);
+
+  // A worker cannot hoard a job's tasks: capacity is bounded.
+  bad_worker.set_capacity(kMaxWorkerCapacity + 1);
+  grpc::ClientContext hoarder;
+  SetDeadline(&hoarder);
+  status = workers_->Register(&hoarder, bad_worker, &registered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("capacity: 65 is outside 1..64"), std::string::npos)
+      << status.error_message();
 }
 
 TEST_F(SchedulerServiceTest, StreamWithoutHelloIsRefused) {
@@ -479,7 +488,8 @@ TEST_F(SchedulerServiceTest, DataSourceFormatAndStrictReachWorkersAsSubmitted) {
   int workers = 0;
   auto job_data = [&](const std::string& job_id) {
     const std::string worker_id = absl::StrCat("w", ++workers);
-    FakeWorker worker(workers_.get(), worker_id, Register(worker_id, 2, /*capacity=*/100));
+    FakeWorker worker(workers_.get(), worker_id,
+                      Register(worker_id, 2, /*capacity=*/kMaxWorkerCapacity));
     EXPECT_EQ(worker.ReadAssignments(2).size(), 2u);
     v1::GetJobDataRequest request;
     request.set_job_id(job_id);
