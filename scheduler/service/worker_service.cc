@@ -384,29 +384,36 @@ class WorkerServiceImpl::ConnectReactor final
   Status Result(const v1::TrialResult& result) {
     HeldTask* held = Held(result.task_id(), "trial_result");
     if (held == nullptr) return absl::OkStatus();
-    const store::TaskKey& key = held->lease.key;
+    return AddResult(result.task_id(), *held, result);
+  }
+
+  // Requires mu_. Result() for the task held as `task_id`, whichever message carried `result`.
+  Status AddResult(const std::string& task_id, HeldTask& held, const v1::TrialResult& result) {
+    const store::TaskKey& key = held.lease.key;
     std::string invalid;
     const store::TrialResult trial{key.job, static_cast<uint32_t>(result.sample()),
                                    static_cast<uint32_t>(result.layer()),
                                    static_cast<uint32_t>(result.trial()), result.kl()};
-    if (result.job_id() != FormatJobId(key.job) || result.sample() < 0 || result.layer() < 0 ||
-        result.trial() < 0) {
+    if (result.task_id() != task_id) {
+      invalid = absl::StrCat("a result in its task_done names task \"",
+                             EscapeForLog(result.task_id()), "\"");
+    } else if (result.job_id() != FormatJobId(key.job) || result.sample() < 0 ||
+               result.layer() < 0 || result.trial() < 0) {
       invalid = absl::StrCat("trial_result names (job \"", EscapeForLog(result.job_id()),
                              "\", sample ", result.sample(), ", layer ", result.layer(), ", trial ",
                              result.trial(), "), not one of its task's trials");
     } else {
       invalid = InvalidTaskResult(
-          key, held->trials, trial,
-          std::any_of(held->results.begin(), held->results.end(),
+          key, held.trials, trial,
+          std::any_of(held.results.begin(), held.results.end(),
                       [&](const store::TrialResult& r) { return r.trial == trial.trial; }));
     }
     if (invalid.empty()) {
-      held->results.push_back(trial);
+      held.results.push_back(trial);
       return absl::OkStatus();
     }
     service_->invalid_results_.fetch_add(1, std::memory_order_relaxed);
-    const std::string task_id = result.task_id();
-    const LeaseId lease = held->lease;
+    const LeaseId lease = held.lease;
     leases_.erase(task_id);
     const std::string why = absl::StrCat("worker ", worker_id_, " sent an invalid result for task ",
                                          task_id, ": ", invalid);
@@ -419,10 +426,16 @@ class WorkerServiceImpl::ConnectReactor final
   Status Done(const v1::TaskDone& done) {
     HeldTask* held = Held(done.task_id(), "task_done");
     if (held == nullptr) return absl::OkStatus();
+    const bool failed = done.has_error() && done.error().code() != 0;
+    for (const v1::TrialResult& result : done.results()) {
+      if (failed) break;  // a failed task's results are not kept
+      RETURN_IF_ERROR(AddResult(done.task_id(), *held, result));
+      if (!leases_.contains(done.task_id())) return absl::OkStatus();  // invalid: attempt failed
+    }
     HeldTask task = std::move(*held);
     leases_.erase(done.task_id());
     Scheduler& scheduler = *service_->scheduler_;
-    if (done.has_error() && done.error().code() != 0) {
+    if (failed) {
       const std::string why =
           absl::StrCat("task ", done.task_id(), " failed on worker ", worker_id_, ": ",
                        EscapeForLog(done.error().message(), 512));

@@ -114,8 +114,11 @@ struct WorkerClient::Impl {
   std::unique_ptr<pb::WorkerService::Stub> stub;
   std::mt19937_64 rng{std::random_device{}()};
 
-  mutable std::mutex mu;  // guards everything below, and the current session's state
-  std::condition_variable cv;
+  mutable std::mutex mu;       // guards everything below, and the current session's state
+  std::condition_variable cv;  // work arrived, the stream ended, or drain
+  // The heartbeat thread's: the stream ended or heartbeats stop (not every message, which would
+  // wake it once per task).
+  std::condition_variable heartbeat_cv;
   bool drain = false;
   WorkerClientStats stats;
   std::vector<double> handout_ms;  // the last hand-out latencies (RecordHandout)
@@ -148,8 +151,7 @@ struct WorkerClient::Impl {
     ++stats.handouts;
   }
 
-  // `coalesce`: the message may wait in gRPC's buffer for the next one (trial results go out
-  // with their task_done in one write).
+  // `coalesce`: the message may wait in gRPC's buffer and leave with the next one.
   bool Write(Session& s, const pb::WorkerMessage& m, bool coalesce = false) {
     std::lock_guard<std::mutex> lock(s.write_mu);
     grpc::WriteOptions options;
@@ -247,12 +249,13 @@ struct WorkerClient::Impl {
     std::lock_guard<std::mutex> lock(mu);
     s.ended = true;
     cv.notify_all();
+    heartbeat_cv.notify_all();
   }
 
   void HeartbeatLoop(Session& s, std::chrono::milliseconds interval, const bool* stop) {
     std::unique_lock<std::mutex> lock(mu);
     while (!*stop && !s.ended) {
-      if (cv.wait_for(lock, interval, [&] { return *stop || s.ended; })) break;
+      if (heartbeat_cv.wait_for(lock, interval, [&] { return *stop || s.ended; })) break;
       lock.unlock();
       pb::WorkerMessage m = Heartbeat(s);
       bool ok;
@@ -329,7 +332,9 @@ struct WorkerClient::Impl {
     {
       pb::WorkerMessage m;
       m.mutable_task_accepted()->set_task_id(spec.task_id);
-      Write(s, m);
+      // Nothing waits for it (the lease is held from the assignment on): it leaves with the
+      // task's task_done or the next heartbeat, whichever is first, in the same write.
+      Write(s, m, /*coalesce=*/true);
     }
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -360,16 +365,14 @@ struct WorkerClient::Impl {
     if (outcome.ok()) {
       d->set_prefill_reused(outcome->prefill_reused);
       d->set_data_description(outcome->data_description);
-      for (size_t t = 0; t < outcome->kl.size(); ++t) {
-        pb::WorkerMessage m;
-        pb::TrialResult* r = m.mutable_trial_result();
+      for (size_t t = 0; t < outcome->kl.size(); ++t) {  // in the task_done: one message
+        pb::TrialResult* r = d->add_results();
         r->set_task_id(spec.task_id);
         r->set_job_id(spec.job_id);
         r->set_sample(spec.sample);
         r->set_layer(spec.layer);
         r->set_trial(static_cast<int32_t>(t));
         r->set_kl(outcome->kl[t]);
-        if (!Write(s, m, /*coalesce=*/true)) return;
         ++trials_sent;
       }
     } else {
@@ -441,7 +444,7 @@ struct WorkerClient::Impl {
     {
       std::unique_lock<std::mutex> lock(mu);
       stop_heartbeats = true;
-      cv.notify_all();
+      heartbeat_cv.notify_all();
       // Give the scheduler a moment to end the stream after our half-close, then cancel.
       if (!cv.wait_for(lock, std::chrono::seconds(2), [&] { return s.ended; })) {
         s.context.TryCancel();
