@@ -246,6 +246,8 @@ Status Scheduler::Heartbeat(const std::string& worker_id, std::span<const Prefil
       w.leased.erase(lease);
     } else if (!t.ok()) {
       return t.status();
+    } else {
+      lease->second.lease_deadline_ms = deadline;
     }
   }
   return absl::OkStatus();
@@ -339,6 +341,9 @@ void Scheduler::ForgetJob(store::JobId id) {
   unprofiled_.erase(id);
   failures_.erase(failures_.lower_bound(store::TaskKey{id, 0, 0}),
                   failures_.lower_bound(store::TaskKey{id + 1, 0, 0}));
+  // The store released the job's leases with its state change.
+  completing_.erase(completing_.lower_bound(store::TaskKey{id, 0, 0}),
+                    completing_.lower_bound(store::TaskKey{id + 1, 0, 0}));
 }
 
 void Scheduler::Changed() {
@@ -458,6 +463,7 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     ASSIGN_OR_RETURN(store::Task leased, store_->LeaseTask(*key, worker_id, deadline));
     pending->erase(*key);
     w.leased[*key] = Lease{.attempt = leased.attempts,
+                           .lease_deadline_ms = leased.lease_deadline_ms,
                            .task_deadline_ms = task_deadline,
                            .trials = job.spec.params.trials};
     Changed();
@@ -500,15 +506,18 @@ Status Scheduler::SubmitTaskResults(const std::string& worker_id, const LeaseId&
       RETURN_IF_ERROR(CountFailure(key, why));
       return absl::InvalidArgumentError(why);
     }
-    // The worker's slot is free now; the task is neither pending nor leased to it in memory
-    // while the write is in flight.
-    worker->leased.erase(key);
+    // The worker's slot is free now. Until the write lands the lease is `completing_`: should
+    // the write fail, it expires from there like any other.
+    auto held = worker->leased.find(key);
+    completing_.insert_or_assign(key, Completing{.worker_id = worker_id, .lease = held->second});
+    worker->leased.erase(held);
     Changed();
   }
   committer_.Submit(
       key, std::move(results),
-      [this, key, done = std::move(done)](StatusOr<store::ResultWriteOutcome> written) {
-        done(written.ok() ? AfterCompletion(key, *written) : written.status());
+      [this, key, attempt = lease.attempt,
+       done = std::move(done)](StatusOr<store::ResultWriteOutcome> written) {
+        done(written.ok() ? AfterCompletion(key, attempt, *written) : written.status());
       });
   return absl::OkStatus();
 }
@@ -523,9 +532,14 @@ StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(const std::string& worker_i
   return outcome.get_future().get();
 }
 
-StatusOr<TaskResultsOutcome> Scheduler::AfterCompletion(const store::TaskKey& key,
+StatusOr<TaskResultsOutcome> Scheduler::AfterCompletion(const store::TaskKey& key, uint32_t attempt,
                                                         const store::ResultWriteOutcome& written) {
   std::lock_guard lock(mu_);
+  // The write cleared the lease (or found the task done already).
+  if (auto c = completing_.find(key);
+      c != completing_.end() && c->second.lease.attempt == attempt) {
+    completing_.erase(c);
+  }
   if (written.task_completed) {
     // An expiry during the write may have put the task back in the index.
     if (auto p = pending_.find(key.job); p != pending_.end()) p->second.erase(key);
@@ -627,18 +641,6 @@ Status Scheduler::FinishReadyJobs(ExpireOutcome& outcome) {
   return absl::OkStatus();
 }
 
-std::optional<std::pair<std::string, Scheduler::Lease>> Scheduler::ForgetLease(
-    const store::TaskKey& key) {
-  for (auto& [id, w] : workers_) {
-    if (auto lease = w.leased.find(key); lease != w.leased.end()) {
-      std::pair<std::string, Lease> holder{id, lease->second};
-      w.leased.erase(lease);
-      return holder;
-    }
-  }
-  return std::nullopt;
-}
-
 StatusOr<bool> Scheduler::RefuseJob(const std::string& worker_id, const LeaseId& lease,
                                     bool fail_if_none_left, const std::string& why) {
   std::lock_guard lock(mu_);
@@ -706,23 +708,47 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
     RETURN_IF_ERROR(DropWorker(id, absl::StrCat("worker ", id, " went silent")));
     outcome.dropped_workers.push_back(id);
   }
-  ASSIGN_OR_RETURN(std::vector<store::TaskKey> expired, store_->ReleaseExpiredLeases(now));
-  if (!expired.empty()) Changed();
-  for (const store::TaskKey& key : expired) {
-    MarkPending(key);
-    outcome.released.push_back(key);
-    std::optional<std::pair<std::string, Lease>> holder = ForgetLease(key);
-    std::string why = absl::StrCat("the lease expired");
-    if (holder) {
-      const bool at_task_deadline = holder->second.task_deadline_ms <= now;
-      why = absl::StrCat(
-          "worker ", holder->first,
-          at_task_deadline ? " passed the task deadline" : " stopped renewing its lease");
-      outcome.revocations.push_back({.worker_id = holder->first,
-                                     .lease = {.key = key, .attempt = holder->second.attempt},
+  // Every lease in the store is in memory (a worker's, or completing_): expiry reads no tasks.
+  struct Expired {
+    std::string worker_id;
+    store::TaskKey key;
+    Lease lease;
+    bool completing = false;  // its results were submitted; their write failed or is slow
+  };
+  std::vector<Expired> expired;
+  for (const auto& [id, w] : workers_) {
+    for (const auto& [key, lease] : w.leased) {
+      if (lease.lease_deadline_ms <= now) expired.push_back({id, key, lease});
+    }
+  }
+  for (const auto& [key, c] : completing_) {
+    if (c.lease.lease_deadline_ms <= now) expired.push_back({c.worker_id, key, c.lease, true});
+  }
+  for (const Expired& e : expired) {
+    if (e.completing) {
+      completing_.erase(e.key);
+    } else {
+      workers_[e.worker_id].leased.erase(e.key);
+    }
+    StatusOr<store::Task> t = store_->ReleaseLease(e.key, e.worker_id);
+    if (LeaseGone(t.status())) continue;  // done or released meanwhile
+    RETURN_IF_ERROR(t.status());
+    Changed();
+    MarkPending(e.key);
+    outcome.released.push_back(e.key);
+    const bool at_task_deadline = e.lease.task_deadline_ms <= now;
+    const std::string why =
+        e.completing
+            ? absl::StrCat("the results of worker ", e.worker_id, " were not written in time")
+            : absl::StrCat(
+                  "worker ", e.worker_id,
+                  at_task_deadline ? " passed the task deadline" : " stopped renewing its lease");
+    if (!e.completing) {
+      outcome.revocations.push_back({.worker_id = e.worker_id,
+                                     .lease = {.key = e.key, .attempt = e.lease.attempt},
                                      .reason = why});
     }
-    RETURN_IF_ERROR(CountFailure(key, why));
+    RETURN_IF_ERROR(CountFailure(e.key, why));
   }
   std::sort(outcome.released.begin(), outcome.released.end());
   RETURN_IF_ERROR(FinishReadyJobs(outcome));

@@ -388,10 +388,19 @@ class Scheduler {
   CompletionCommitter::Counts CommitCounts() const { return committer_.counts(); }
 
  private:
+  // A lease as the store holds it: the scheduler's memory mirrors every lease in the store, so
+  // expiry needs no scan of the store.
   struct Lease {
     uint32_t attempt = 0;
-    int64_t task_deadline_ms = 0;  // the lease never extends past this
-    uint32_t trials = 0;           // the job's params.trials
+    int64_t lease_deadline_ms = 0;  // the store's deadline: renewed by heartbeats
+    int64_t task_deadline_ms = 0;   // the lease never extends past this
+    uint32_t trials = 0;            // the job's params.trials
+  };
+  // A lease whose task's results were submitted and are being written: no longer the worker's
+  // (its slot is free), still leased in the store until the write lands.
+  struct Completing {
+    std::string worker_id;
+    Lease lease;
   };
   struct WorkerState {
     method::ProfileModel model;
@@ -421,11 +430,9 @@ class Scheduler {
   [[nodiscard]] StatusOr<PendingSet*> Pending(store::JobId job);
   // A lease of `key` went back to pending in the store.
   void MarkPending(const store::TaskKey& key);
-  // Forgets the in-memory lease of `key`; returns its holder's id and lease, if any.
-  std::optional<std::pair<std::string, Lease>> ForgetLease(const store::TaskKey& key);
   // On the committer's thread, once a completion is written: the index, the job's progress, and
   // the profile when it was the job's last task.
-  StatusOr<TaskResultsOutcome> AfterCompletion(const store::TaskKey& key,
+  StatusOr<TaskResultsOutcome> AfterCompletion(const store::TaskKey& key, uint32_t attempt,
                                                const store::ResultWriteOutcome& written);
   // The worker and its lease `lease`. NotFound: unknown worker; FailedPrecondition: not held now.
   [[nodiscard]] StatusOr<WorkerState*> HeldLease(const std::string& worker_id,
@@ -470,6 +477,7 @@ class Scheduler {
   std::optional<std::vector<store::Job>> active_jobs_;
   std::map<store::JobId, std::string> data_descriptions_;  // as stored; dropped when a job ends
   std::map<store::TaskKey, FailureCount> failures_;        // dropped when the job ends
+  std::map<store::TaskKey, Completing> completing_;       // results submitted, write pending
   std::vector<EndedJob> ended_;                            // until TakeEndedJobs
   // !ended_.empty(), readable without mu_ (TakeEndedJobs runs after every worker message).
   std::atomic<bool> any_ended_{false};
