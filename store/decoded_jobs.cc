@@ -11,11 +11,17 @@ StatusOr<Job> DecodedJobs::Decode(JobId id, std::string_view value) {
     if (it != entries_.end() && it->second.first == value) return it->second.second;
   }
   StatusOr<Job> job = DecodeJob(id, value);  // outside the lock: the parse is the slow part
-  if (!job.ok()) return job;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (entries_.size() >= kMaxEntries && !entries_.contains(id)) entries_.clear();
-  entries_.insert_or_assign(id, std::pair<std::string, Job>(std::string(value), *job));
+  if (job.ok()) Remember(*job, value);
   return job;
+}
+
+void DecodedJobs::Remember(const Job& job, std::string_view value) {
+  Job decoded = job;
+  decoded.spec.data_inline.clear();  // DecodeJob leaves it empty
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.size() >= kMaxEntries && !entries_.contains(job.id)) entries_.clear();
+  entries_.insert_or_assign(job.id,
+                            std::pair<std::string, Job>(std::string(value), std::move(decoded)));
 }
 
 }  // namespace ripplekv::store

@@ -375,7 +375,9 @@ Status RocksStore::PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view ke
 
 Status RocksStore::PutJob(rocksdb::WriteBatch* batch, const Job& job) const {
   ASSIGN_OR_RETURN(std::string value, EncodeJob(job));
-  return PutRaw(batch, kJobs, JobKey(job.id), value);
+  RETURN_IF_ERROR(PutRaw(batch, kJobs, JobKey(job.id), value));
+  decoded_jobs_.Remember(job, value);
+  return absl::OkStatus();
 }
 
 Status RocksStore::PutFinishedJob(rocksdb::WriteBatch* batch, const Job& job) const {
