@@ -3,6 +3,7 @@
 // them (worker.proto). Header-only: the messages only.
 
 #include <cstdint>
+#include <vector>
 
 #include "ripplekv/v1/worker.pb.h"
 
@@ -30,6 +31,17 @@ inline v1::WorkerMessage TaskDoneMessage(const v1::TaskAssignment& task) {
   d->set_job_id(task.job_id());
   d->set_sample(task.sample());
   d->set_layer(task.layer());
+  return message;
+}
+
+// A task_done without an error for `task` carrying its results: trial t has kl[t].
+inline v1::WorkerMessage TaskDoneWithResults(const v1::TaskAssignment& task,
+                                             const std::vector<double>& kl) {
+  v1::WorkerMessage message = TaskDoneMessage(task);
+  for (size_t t = 0; t < kl.size(); ++t) {
+    *message.mutable_task_done()->add_results() =
+        TrialResultMessage(task, static_cast<int32_t>(t), kl[t]).trial_result();
+  }
   return message;
 }
 

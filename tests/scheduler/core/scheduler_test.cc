@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <list>
 #include <map>
 #include <memory>
@@ -270,6 +271,82 @@ TEST_F(SchedulerTest, AffinityCutsPrefillsOfAFourWorkerJob) {
       100.0 * (1.0 - static_cast<double>(prefills[1]) / prefills[0]));
   EXPECT_EQ(prefills[1], 8);  // each sample prefilled exactly once
   EXPECT_GE(prefills[0], 4 * 8 - 4);
+}
+
+TEST_F(SchedulerTest, SubmittedResultsFreeTheSlotBeforeTheirWriteAndAreWrittenInOrder) {
+  Register("w1");
+  Register("w2");
+  const store::Job job = Submit(Spec(2));
+  const std::optional<Assignment> a1 = Next("w1");
+  const std::optional<Assignment> a2 = Next("w2");
+  ASSERT_TRUE(a1 && a2);
+  // The first completion's callback holds the committer's thread: nothing after it is written.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<StatusOr<TaskResultsOutcome>> first;
+  ASSERT_TRUE(scheduler_
+                  ->SubmitTaskResults("w1", Held(a1->key), ResultsOf(a1->key, 2),
+                                      [&](StatusOr<TaskResultsOutcome> o) {
+                                        first.set_value(std::move(o));
+                                        released.wait();
+                                      })
+                  .ok());
+  std::promise<StatusOr<TaskResultsOutcome>> second;
+  std::future<StatusOr<TaskResultsOutcome>> second_done = second.get_future();
+  ASSERT_TRUE(scheduler_
+                  ->SubmitTaskResults(
+                      "w2", Held(a2->key), ResultsOf(a2->key, 2),
+                      [&](StatusOr<TaskResultsOutcome> o) { second.set_value(std::move(o)); })
+                  .ok());
+  // w2 (capacity 1) gets its next task although its results are not written yet.
+  const std::optional<Assignment> a3 = Next("w2");
+  ASSERT_TRUE(a3.has_value());
+  EXPECT_NE(a3->key, a2->key);
+  EXPECT_EQ(second_done.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  // A lease given back is no lease to complete twice.
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      scheduler_->SubmitTaskResults("w2", Held(a2->key), ResultsOf(a2->key, 2), nullptr)));
+
+  release.set_value();
+  StatusOr<TaskResultsOutcome> written = second_done.get();
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_TRUE(written->task_completed);
+  EXPECT_EQ(written->stored, 2u);
+  auto stored = store_->GetJob(job.id);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->tasks_done, 2u);
+}
+
+TEST_F(SchedulerTest, InvalidSubmittedResultsFailTheAttemptAtOnceAndNeverReachTheCommitter) {
+  Register("w1");
+  Submit(Spec(1));
+  const std::optional<Assignment> a = Next("w1");
+  ASSERT_TRUE(a.has_value());
+  std::vector<store::TrialResult> results = ResultsOf(a->key, 2);
+  results[1].kl = -1.0;
+  bool called = false;
+  const Status s = scheduler_->SubmitTaskResults(
+      "w1", Held(a->key), results, [&](StatusOr<TaskResultsOutcome>) { called = true; });
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  scheduler_->StopCompletions();  // writes whatever was queued, runs its callbacks
+  EXPECT_FALSE(called);
+  auto task = store_->GetTask(a->key);
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->state, store::TaskState::kPending);
+}
+
+TEST_F(SchedulerTest, CompletionsAfterStopAreRefusedWithoutAWrite) {
+  Register("w1");
+  Submit(Spec(1));
+  const std::optional<Assignment> a = Next("w1");
+  ASSERT_TRUE(a.has_value());
+  scheduler_->StopCompletions();
+  auto outcome = scheduler_->CompleteTask("w1", Held(a->key), ResultsOf(a->key, 2));
+  EXPECT_TRUE(absl::IsUnavailable(outcome.status())) << outcome.status();
+  auto task = store_->GetTask(a->key);
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->state, store::TaskState::kLeased) << "not written; its lease expires as usual";
+  EXPECT_EQ(scheduler_->CommitCounts().completions, 0u);
 }
 
 TEST_F(SchedulerTest, WorkerWithAnotherModelHashIsNeverLeasedTheJob) {

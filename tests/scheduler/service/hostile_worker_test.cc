@@ -2,7 +2,8 @@
 // (docs/DESIGN.md §3.3, "Fencing and liveness"):
 //   * a hostile worker sends NaN, Inf, negative and 1e308 KL values, results and task_done for
 //     tasks it was never given, a forged task_done with INVALID_ARGUMENT for another job's task,
-//     a task_done with trials missing and results of a stale attempt: each is rejected and
+//     a task_done with trials missing, results of a stale attempt, and task_done messages carrying
+//     a bad value or another task's result: each is rejected and
 //     counted, the task is leased again at once, the other job is untouched, and the published
 //     profiles hold exactly the honest worker's values;
 //   * a computation that hangs while its worker keeps heartbeating loses its lease at the task
@@ -110,12 +111,26 @@ TEST_F(HostileWorkerTest, LiesAreRejectedAndTheProfilesHoldOnlyHonestValues) {
   v1::TaskAssignment after_missing = bad.ReadAssignments(1).at(0);
   EXPECT_EQ(after_missing.job_id(), job_a);
   EXPECT_NE(after_missing.task_id(), task.task_id());
+  // Results carried in task_done are checked the same way: a bad value, or a result naming
+  // another task, fails the attempt.
+  task = after_missing;
+  ASSERT_TRUE(bad.Send(TaskDoneWithResults(task, {HonestKl(0, task.layer(), 0), -0.5})));
+  v1::TaskAssignment next;
+  EXPECT_TRUE(CancelledThenReassigned(bad, task.task_id(), &next));
+  task = next;
+  v1::WorkerMessage elsewhere =
+      TaskDoneWithResults(task, {HonestKl(0, task.layer(), 0), HonestKl(0, task.layer(), 1)});
+  elsewhere.mutable_task_done()->mutable_results(1)->set_task_id(stale[1].task_id());
+  ASSERT_TRUE(bad.Send(elsewhere));
+  EXPECT_TRUE(CancelledThenReassigned(bad, task.task_id(), &next));
+  EXPECT_EQ(next.job_id(), job_a);
   EXPECT_TRUE(bad.End().ok());
 
   const WorkerServiceStats stats = server_->worker_service().Stats();
   EXPECT_EQ(stats.rejected_messages, 3u + 3u) << "forged result, forged done, forged failure, "
                                                  "stale result x2, stale done";
-  EXPECT_EQ(stats.invalid_results, 4u + 1u) << "four bad values, one incomplete task";
+  EXPECT_EQ(stats.invalid_results, 4u + 1u + 2u)
+      << "four bad values, one incomplete task, two bad task_done results";
   v1::Job a;
   ASSERT_TRUE(GetJob(job_a, &a).ok());
   EXPECT_EQ(a.state(), v1::JOB_STATE_RUNNING);
@@ -130,10 +145,16 @@ TEST_F(HostileWorkerTest, LiesAreRejectedAndTheProfilesHoldOnlyHonestValues) {
     std::vector<v1::TaskAssignment> next = good.ReadAssignments(1);
     ASSERT_EQ(next.size(), 1u);
     const v1::TaskAssignment& t = next[0];
-    for (int32_t trial = 0; trial < 2; ++trial) {
-      ASSERT_TRUE(good.Send(TrialResultMessage(t, trial, HonestKl(t.sample(), t.layer(), trial))));
+    if (done % 2 == 0) {  // results as their own messages
+      for (int32_t trial = 0; trial < 2; ++trial) {
+        ASSERT_TRUE(
+            good.Send(TrialResultMessage(t, trial, HonestKl(t.sample(), t.layer(), trial))));
+      }
+      ASSERT_TRUE(good.Send(TaskDoneMessage(t)));
+    } else {  // results carried in task_done
+      ASSERT_TRUE(good.Send(TaskDoneWithResults(
+          t, {HonestKl(t.sample(), t.layer(), 0), HonestKl(t.sample(), t.layer(), 1)})));
     }
-    ASSERT_TRUE(good.Send(TaskDoneMessage(t)));
   }
   EXPECT_EQ(AwaitState(job_a, v1::JOB_STATE_SUCCEEDED).state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(AwaitState(job_b, v1::JOB_STATE_SUCCEEDED).state(), v1::JOB_STATE_SUCCEEDED);

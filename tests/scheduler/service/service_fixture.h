@@ -73,6 +73,7 @@ inline v1::SubmitJobRequest OneSampleJob() {
 }
 
 using ::ripplekv::worker_messages::TaskDoneMessage;
+using ::ripplekv::worker_messages::TaskDoneWithResults;
 using ::ripplekv::worker_messages::TrialResultMessage;
 
 class FakeWorker {

@@ -61,14 +61,14 @@ class FakeScheduler final : public pb::WorkerService::Service {
       ++connects_;
       cv_.notify_all();
     }
-    std::optional<pb::TaskAssignment> assignment;
+    std::vector<pb::TaskAssignment> assignments;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      std::swap(assignment, assignment_);
+      std::swap(assignments, assignments_);
     }
-    if (assignment) {
+    for (const pb::TaskAssignment& assignment : assignments) {
       pb::SchedulerMessage out;
-      *out.mutable_task_assignment() = *assignment;
+      *out.mutable_task_assignment() = assignment;
       stream->Write(out);
     }
     while (stream->Read(&msg)) {
@@ -103,9 +103,10 @@ class FakeScheduler final : public pb::WorkerService::Service {
     data_ = std::move(data);
   }
 
+  // Sent (in the order set) when the next stream connects.
   void SetAssignment(pb::TaskAssignment a) {
     std::lock_guard<std::mutex> lock(mu_);
-    assignment_ = std::move(a);
+    assignments_.push_back(std::move(a));
   }
   // Waits up to `timeout` for `pred` (called with the lock held).
   bool WaitFor(std::chrono::milliseconds timeout, const std::function<bool()>& pred) {
@@ -122,7 +123,7 @@ class FakeScheduler final : public pb::WorkerService::Service {
   pb::RegisterRequest last_register_;
   pb::Heartbeat last_heartbeat_;
   std::vector<pb::WorkerMessage> received_;
-  std::optional<pb::TaskAssignment> assignment_;
+  std::vector<pb::TaskAssignment> assignments_;
   std::optional<pb::CalibrationData> data_;
 };
 
@@ -159,7 +160,9 @@ struct Worker {
 
   // memory_limit_bytes: the worker's limit (0: none), also reported at registration.
   // data_dirs: where path data may be read (none: path data refused).
-  explicit Worker(int port, int64_t memory_limit_bytes = 0, DataDirs data_dirs = DataDirs()) {
+  // prefetch: WorkerClientOptions::prefetch.
+  explicit Worker(int port, int64_t memory_limit_bytes = 0, DataDirs data_dirs = DataDirs(),
+                  int prefetch = 1) {
     model = testing::MakeTinyModel({.n_layers = 3, .vocab = 256});
     transformer = std::make_unique<Transformer>(Transformer::Create(model, {}).value());
     tokenizer = CreateTokenizer(testing::ByteLevelSpec({})).value();
@@ -171,6 +174,7 @@ struct Worker {
     options.memory.weight_bytes = WeightBytes(model);
     options.scheduler_address = "127.0.0.1:" + std::to_string(port);
     options.worker_id = "test-worker";
+    options.prefetch = prefetch;
     options.register_deadline = 2000ms;
     options.job_data_deadline = 2000ms;
     WorkerModelInfo info{.hash = kHash, .architecture = "llama", .n_layers = 3};
@@ -202,7 +206,7 @@ pb::TaskAssignment Assignment(const std::string& hash) {
   return a;
 }
 
-TEST(WorkerClientTest, RunsAnAssignedTaskAndStreamsItsTrialsThenDrains) {
+TEST(WorkerClientTest, RunsAnAssignedTaskAndReportsItsTrialsInTaskDoneThenDrains) {
   FakeScheduler service;
   service.SetAssignment(Assignment(kHash));
   RunningServer server = Start(&service, 0);
@@ -232,18 +236,22 @@ TEST(WorkerClientTest, RunsAnAssignedTaskAndStreamsItsTrialsThenDrains) {
     std::lock_guard<std::mutex> lock(service.mu_);
     EXPECT_EQ(service.last_register_.model().model_hash(), kHash);
     EXPECT_EQ(service.job_data_calls_, 1);
-    ASSERT_EQ(service.received_.size(), 5u);  // accepted, 3 trials, done
+    EXPECT_EQ(service.last_register_.capacity(), 2);  // the running task and one queued
+    ASSERT_EQ(service.received_.size(), 2u);          // accepted, done carrying the 3 trials
     EXPECT_EQ(service.received_[0].task_accepted().task_id(), "task-1");
+    const pb::TaskDone& d = service.received_[1].task_done();
+    EXPECT_FALSE(d.has_error()) << d.error().message();
+    EXPECT_EQ(d.task_id(), "task-1");
+    ASSERT_EQ(d.results_size(), 3);
     for (int t = 0; t < 3; ++t) {
-      const pb::TrialResult& r = service.received_[1 + t].trial_result();
+      const pb::TrialResult& r = d.results(t);
+      EXPECT_EQ(r.task_id(), "task-1");
+      EXPECT_EQ(r.job_id(), "job1");
       EXPECT_EQ(r.trial(), t);
       EXPECT_EQ(r.layer(), 2);
       EXPECT_EQ(r.sample(), 1);
       EXPECT_EQ(r.kl(), want->kl[t]) << "trial " << t;
     }
-    const pb::TaskDone& d = service.received_[4].task_done();
-    EXPECT_FALSE(d.has_error()) << d.error().message();
-    EXPECT_EQ(d.task_id(), "task-1");
   }
   // Heartbeats now advertise the prepared sample.
   ASSERT_TRUE(service.WaitFor(5s, [&] {
@@ -255,6 +263,44 @@ TEST(WorkerClientTest, RunsAnAssignedTaskAndStreamsItsTrialsThenDrains) {
   EXPECT_TRUE(worker.result.ok()) << worker.result;
   std::lock_guard<std::mutex> lock(service.mu_);
   EXPECT_TRUE(service.received_.back().has_draining());
+}
+
+TEST(WorkerClientTest, QueuedTasksRunInTheOrderTheyCameAndCapacityCountsThem) {
+  FakeScheduler service;
+  pb::TaskAssignment first = Assignment(kHash);
+  pb::TaskAssignment second = Assignment(kHash);
+  second.set_task_id("task-2");
+  second.set_layer(1);
+  service.SetAssignment(first);
+  service.SetAssignment(second);  // arrives while the first runs: queued
+  RunningServer server = Start(&service, 0);
+  ASSERT_GT(server.port, 0);
+  Worker worker(server.port, 0, DataDirs(), /*prefetch=*/3);
+  std::vector<std::string> done;
+  ASSERT_TRUE(service.WaitFor(20s, [&] {
+    done.clear();
+    for (const auto& m : service.received_) {
+      if (m.has_task_done()) done.push_back(m.task_done().task_id());
+    }
+    return done.size() == 2;
+  }));
+  EXPECT_EQ(done, (std::vector<std::string>{"task-1", "task-2"}));
+  std::lock_guard<std::mutex> lock(service.mu_);
+  EXPECT_EQ(service.last_register_.capacity(), 4);
+  EXPECT_EQ(service.job_data_calls_, 1);  // the job's data once, for both
+}
+
+TEST(WorkerClientTest, PrefetchOutsideItsRangeIsRefusedBeforeConnecting) {
+  FakeScheduler service;
+  RunningServer server = Start(&service, 0);
+  ASSERT_GT(server.port, 0);
+  Worker worker(server.port, 0, DataDirs(), /*prefetch=*/kMaxPrefetch + 1);
+  worker.Drain();
+  EXPECT_TRUE(absl::IsInvalidArgument(worker.result)) << worker.result;
+  EXPECT_NE(worker.result.message().find("prefetch 64 is outside 0..63"), std::string::npos)
+      << worker.result;
+  std::lock_guard<std::mutex> lock(service.mu_);
+  EXPECT_EQ(service.registrations_, 0);
 }
 
 TEST(WorkerClientTest, RefusesATaskForAnotherModel) {
