@@ -1,7 +1,8 @@
 #pragma once
 // The worker's gRPC client (docs/API.md, WorkerService): Register, then one Connect stream on
-// which it sends hello, heartbeats (with the prepared-cache keys), task accepted/refused, trial
-// results and task-done, and receives assignments and cancellations. Tasks run one at a time on
+// which it sends hello, heartbeats (with the prepared-cache keys), task refused, and per task
+// task_accepted and task_done carrying the trial results (one write), and receives assignments
+// and cancellations. Tasks run one at a time on
 // the thread that called Run(), through TaskRunner; up to `prefetch` more wait queued, so the
 // next task is already here when one ends (the worker registers capacity 1 + prefetch). When a
 // stream ends it registers and connects again with exponential backoff (initial_backoff doubling to
