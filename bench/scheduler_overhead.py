@@ -3,8 +3,9 @@
 worker time spent waiting for work in a real job.
 
 Usage:
-  bench/scheduler_overhead.py --model PATH [--build build] [--workers 1,2,4,8] [--samples 16,64]
-      [--real-samples 8] [--real-context 512] [--no-real] [--no-tls] [--history N] [--json]
+  bench/scheduler_overhead.py --model PATH [--build build] [--workers 1,2,4,8] [--samples 64,512]
+      [--prefetch N] [--real-samples 8] [--real-context 512] [--no-real] [--no-tls] [--history N]
+      [--json]
 
 Part 1 (overhead): a ripplekv-scheduler (fresh RocksDB, fsync on every durable change, TLS with
 client certificates and bearer tokens, as deployed; --no-tls: plaintext) and N
@@ -13,7 +14,10 @@ once; a job of S samples x all layers x 2 trials is submitted and followed until
 Reported: tasks dispatched per second and trial results stored per second over the job's wall
 time (submit to success), i.e. everything but the model: planning, leasing, the gRPC stream,
 results and task completions written to RocksDB, and the final aggregation into a profile; and
-the marginal rates between the smallest and largest job, where the fixed costs cancel.
+the marginal rates between the smallest and largest job, where the fixed costs cancel. Also the
+CPU time the scheduler and all workers used per task (user + system, from /proc): with every
+process on one machine, their sum is what bounds the rate. Hand-out latency is each worker's wait
+from a task_done sent with nothing queued to its next assignment (p99: the worst worker's).
 
 Part 2 (wait share): 2 real workers (1 thread each) run the quickstart job (8 samples x 512
 context, 32 probe tokens, 2 trials, all layers). Each worker logs, when drained, the time it spent
@@ -49,7 +53,7 @@ def find_bin(build, name, sub):
 
 
 class Cluster:
-    def __init__(self, build, model, workers, no_compute, tmp, tls=True, history=0):
+    def __init__(self, build, model, workers, no_compute, tmp, tls=True, history=0, prefetch=None):
         self.cli = find_bin(build, "ripplekv", "cli")
         self.addr = f"127.0.0.1:{free_port()}"
         self.tmp = tmp
@@ -78,6 +82,8 @@ class Cluster:
                     "--id", f"w{i}", *worker_security]
             if no_compute:
                 args.append("--no-compute")
+            if prefetch is not None:
+                args += ["--prefetch", str(prefetch)]
             log = self._spawn(args, f"w{i}")
             self._wait(lambda: "registered with" in log.read_text(), 60, f"worker {i}")
 
@@ -111,10 +117,17 @@ class Cluster:
             sys.exit(f"job failed: {r.stderr}")
         return wall
 
-    def scheduler_cpu_s(self):
-        """CPU seconds (user + system) the scheduler process has used so far."""
-        fields = Path(f"/proc/{self.procs[0].pid}/stat").read_text().rsplit(")", 1)[1].split()
+    @staticmethod
+    def _cpu_s(proc):
+        """CPU seconds (user + system) `proc` has used so far."""
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def scheduler_cpu_s(self):
+        return self._cpu_s(self.procs[0])
+
+    def workers_cpu_s(self):
+        return sum(self._cpu_s(p) for p in self.procs[1:])
 
     def group_commit(self):
         """(completions, store writes) from the scheduler's log after stop()."""
@@ -154,7 +167,9 @@ def main():
     ap.add_argument("--no-tls", action="store_true", help="plaintext without tokens")
     ap.add_argument("--history", type=int, default=0,
                     help="finished jobs (16 KiB inline data each) in the database beforehand")
-    ap.add_argument("--samples", default="16,64")
+    ap.add_argument("--samples", default="64,512")
+    ap.add_argument("--prefetch", type=int, default=None,
+                    help="the workers' --prefetch (default: theirs)")
     ap.add_argument("--real-samples", type=int, default=8)
     ap.add_argument("--real-context", type=int, default=512)
     ap.add_argument("--no-real", action="store_true")
@@ -167,10 +182,11 @@ def main():
         for samples in [int(s) for s in args.samples.split(",")]:
             with tempfile.TemporaryDirectory() as d:
                 c = Cluster(build, args.model, workers, True, Path(d), tls=not args.no_tls,
-                            history=args.history)
+                            history=args.history, prefetch=args.prefetch)
                 try:
+                    cpu0, wcpu0 = c.scheduler_cpu_s(), c.workers_cpu_s()
                     wall = c.run_job(args.model, samples, 64, 8)
-                    cpu = c.scheduler_cpu_s()
+                    cpu, wcpu = c.scheduler_cpu_s() - cpu0, c.workers_cpu_s() - wcpu0
                 finally:
                     c.stop()
                 handout = c.handout_ms()
@@ -182,6 +198,9 @@ def main():
                          "handout_p50_ms": round(max(h[0] for h in handout), 3),
                          "handout_p99_ms": round(max(h[1] for h in handout), 3),
                          "scheduler_cpu_s": round(cpu, 3),
+                         "scheduler_cpu_ms_per_task": round(1000 * cpu / tasks, 3),
+                         "workers_cpu_ms_per_task": round(1000 * wcpu / tasks, 3),
+                         "workers_cpu_s": round(wcpu, 3),
                          "completions_per_write": round(completions / max(writes, 1), 2)})
     # Marginal rates between the smallest and the largest job of each worker count: the fixed
     # costs (hashing the model at submit, each worker tokenizing the job's data once, the final
@@ -193,10 +212,15 @@ def main():
             dw = mine[-1]["wall_s"] - mine[0]["wall_s"]
             rows.append({"part": "marginal", "workers": workers, "tasks": dt,
                          "wall_s": round(dw, 3), "tasks_per_s": round(dt / dw, 1),
-                         "results_per_s": round(2 * dt / dw, 1)})
+                         "results_per_s": round(2 * dt / dw, 1),
+                         "scheduler_cpu_ms_per_task": round(
+                             1000 * (mine[-1]["scheduler_cpu_s"] - mine[0]["scheduler_cpu_s"]) / dt,
+                             3),
+                         "workers_cpu_ms_per_task": round(
+                             1000 * (mine[-1]["workers_cpu_s"] - mine[0]["workers_cpu_s"]) / dt, 3)})
     if not args.no_real:
         with tempfile.TemporaryDirectory() as d:
-            c = Cluster(build, args.model, 2, False, Path(d))
+            c = Cluster(build, args.model, 2, False, Path(d), prefetch=args.prefetch)
             try:
                 wall = c.run_job(args.model, args.real_samples, args.real_context, 32)
             finally:
@@ -211,10 +235,11 @@ def main():
         return
     for r in rows:
         if r["part"] in ("no-compute", "marginal"):
+            cpu = (f"  CPU/task scheduler {r['scheduler_cpu_ms_per_task']:.3f} ms"
+                   f" workers {r['workers_cpu_ms_per_task']:.3f} ms")
             handout = (f"  hand-out p50 {r['handout_p50_ms']:.2f} ms p99 {r['handout_p99_ms']:.2f} ms"
-                       f"  scheduler CPU {r['scheduler_cpu_s']:.2f} s"
-                       f"  {r['completions_per_write']:.2f} completions/write"
-                       if "handout_p99_ms" in r else "")
+                       f"{cpu}  {r['completions_per_write']:.2f} completions/write"
+                       if "handout_p99_ms" in r else cpu)
             print(f"{r['part']:10s}  workers {r['workers']}  tasks {r['tasks']:5d}  wall {r['wall_s']:7.2f} s"
                   f"  dispatch {r['tasks_per_s']:8.1f} tasks/s  store {r['results_per_s']:8.1f} results/s"
                   + handout)
