@@ -592,7 +592,9 @@ void WorkerServiceImpl::CompletionWritten(const std::string& worker_id, const st
   } else if (outcome->job_succeeded) {
     spdlog::info("job {} succeeded: profile version {}", job, outcome->profile_version);
   }
-  BroadcastEndedJobs();  // the job may have ended with this write
+  // The job may have ended with this write. Only a written completion can end one; an error may
+  // be answered on the submitting thread itself (the committer stopped), which holds its stream.
+  if (outcome.ok()) BroadcastEndedJobs();
 }
 
 WorkerServiceStats WorkerServiceImpl::Stats() const {
