@@ -487,8 +487,9 @@ Status Scheduler::SubmitTaskResults(const std::string& worker_id, const LeaseId&
   {
     std::lock_guard lock(mu_);
     ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
+    const auto held = worker->leased.find(key);
     // Exactly trials 0..trials-1 of this task, each once, each passing the aggregation's rule.
-    const uint32_t trials = worker->leased.at(key).trials;
+    const uint32_t trials = held->second.trials;
     std::string invalid;
     std::vector<bool> seen(trials, false);
     for (const store::TrialResult& r : results) {
@@ -508,7 +509,6 @@ Status Scheduler::SubmitTaskResults(const std::string& worker_id, const LeaseId&
     }
     // The worker's slot is free now. Until the write lands the lease is `completing_`: should
     // the write fail, it expires from there like any other.
-    auto held = worker->leased.find(key);
     completing_.insert_or_assign(key, Completing{.worker_id = worker_id, .lease = held->second});
     worker->leased.erase(held);
     Changed();
@@ -728,7 +728,7 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
     if (e.completing) {
       completing_.erase(e.key);
     } else {
-      workers_[e.worker_id].leased.erase(e.key);
+      workers_.at(e.worker_id).leased.erase(e.key);
     }
     StatusOr<store::Task> t = store_->ReleaseLease(e.key, e.worker_id);
     if (LeaseGone(t.status())) continue;  // done or released meanwhile

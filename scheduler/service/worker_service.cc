@@ -115,8 +115,7 @@ class WorkerServiceImpl::ConnectReactor final
         std::lock_guard<std::mutex> lock(mu_);
         auto held = leases_.find(done.task_id());
         if (held == leases_.end()) return true;  // rejected without the store
-        auto described = described_.find(held->second.lease.key.job);
-        return described != described_.end() && described->second == done.data_description();
+        return Described(held->second.lease.key.job, done.data_description());
       }
       default:
         return false;
@@ -427,10 +426,11 @@ class WorkerServiceImpl::ConnectReactor final
     HeldTask* held = Held(done.task_id(), "task_done");
     if (held == nullptr) return absl::OkStatus();
     const bool failed = done.has_error() && done.error().code() != 0;
-    for (const v1::TrialResult& result : done.results()) {
-      if (failed) break;  // a failed task's results are not kept
-      RETURN_IF_ERROR(AddResult(done.task_id(), *held, result));
-      if (!leases_.contains(done.task_id())) return absl::OkStatus();  // invalid: attempt failed
+    if (!failed) {  // a failed task's results are not kept
+      for (const v1::TrialResult& result : done.results()) {
+        RETURN_IF_ERROR(AddResult(done.task_id(), *held, result));
+        if (!leases_.contains(done.task_id())) return absl::OkStatus();  // invalid: attempt failed
+      }
     }
     HeldTask task = std::move(*held);
     leases_.erase(done.task_id());
@@ -445,9 +445,8 @@ class WorkerServiceImpl::ConnectReactor final
       return Fill();
     }
     // Every task_done carries the description: the scheduler hears each stream's once per job.
-    auto described = described_.find(task.lease.key.job);
     if (!done.data_description().empty() &&
-        (described == described_.end() || described->second != done.data_description())) {
+        !Described(task.lease.key.job, done.data_description())) {
       described_[task.lease.key.job] = done.data_description();
       StatusOr<bool> same = scheduler.DescribeJobData(task.lease.key.job, done.data_description());
       if (!same.ok()) {
@@ -475,6 +474,12 @@ class WorkerServiceImpl::ConnectReactor final
       Report(submitted, absl::StrCat("task ", done.task_id(), " done"));
     }
     return Fill();
+  }
+
+  // Requires mu_. Whether this stream passed `description` of `job` on to the scheduler last.
+  bool Described(store::JobId job, const std::string& description) const {
+    auto it = described_.find(job);
+    return it != described_.end() && it->second == description;
   }
 
   // Requires mu_.

@@ -9,15 +9,21 @@
 
 namespace ripplekv::worker_messages {
 
+// Names `task` (id, job, sample, layer) in a TrialResult or TaskDone.
+template <typename Message>
+void NameTask(const v1::TaskAssignment& task, Message* m) {
+  m->set_task_id(task.task_id());
+  m->set_job_id(task.job_id());
+  m->set_sample(task.sample());
+  m->set_layer(task.layer());
+}
+
 // A trial_result for trial `trial` of `task`.
 inline v1::WorkerMessage TrialResultMessage(const v1::TaskAssignment& task, int32_t trial,
                                             double kl) {
   v1::WorkerMessage message;
   v1::TrialResult* r = message.mutable_trial_result();
-  r->set_task_id(task.task_id());
-  r->set_job_id(task.job_id());
-  r->set_sample(task.sample());
-  r->set_layer(task.layer());
+  NameTask(task, r);
   r->set_trial(trial);
   r->set_kl(kl);
   return message;
@@ -26,11 +32,7 @@ inline v1::WorkerMessage TrialResultMessage(const v1::TaskAssignment& task, int3
 // A task_done without an error for `task`.
 inline v1::WorkerMessage TaskDoneMessage(const v1::TaskAssignment& task) {
   v1::WorkerMessage message;
-  v1::TaskDone* d = message.mutable_task_done();
-  d->set_task_id(task.task_id());
-  d->set_job_id(task.job_id());
-  d->set_sample(task.sample());
-  d->set_layer(task.layer());
+  NameTask(task, message.mutable_task_done());
   return message;
 }
 
