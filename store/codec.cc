@@ -1,5 +1,8 @@
 #include "store/codec.h"
 
+#include <openssl/evp.h>
+
+#include <array>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -253,6 +256,17 @@ StatusOr<JobSpec> SpecFromJson(const Reader& r) {
   return spec;
 }
 
+// The fields every budget map record has had since schema version 1.
+StatusOr<BudgetMapRecord> BudgetMapFields(const VersionKeyParts& key, const Reader& r) {
+  BudgetMapRecord m;
+  m.model_hash = key.model_hash;
+  m.version = key.version;
+  ASSIGN_OR_RETURN(m.profile_version, r.U32("profile_version"));
+  ASSIGN_OR_RETURN(m.budget_json, r.String("budget_json"));
+  ASSIGN_OR_RETURN(m.created_at_ms, r.I64("created_at_ms"));
+  return m;
+}
+
 }  // namespace
 
 Status CheckUtf8(std::string_view text, std::string_view field) {
@@ -412,9 +426,8 @@ StatusOr<ProfileVersion> DecodeProfile(const VersionKeyParts& key, std::string_v
 StatusOr<std::string> EncodeBudgetMap(const BudgetMapRecord& map) {
   RETURN_IF_ERROR(CheckUtf8(map.budget_json, "budget_json"));
   const Json j = {
-      {"v", kValueFormatVersion},
-      {"profile_version", map.profile_version},
-      {"budget_json", map.budget_json},
+      {"v", kValueFormatVersion},           {"profile_version", map.profile_version},
+      {"budget_json", map.budget_json},     {"digest", map.digest},
       {"created_at_ms", map.created_at_ms},
   };
   return Dump(j, "budget map");
@@ -423,14 +436,42 @@ StatusOr<std::string> EncodeBudgetMap(const BudgetMapRecord& map) {
 StatusOr<BudgetMapRecord> DecodeBudgetMap(const VersionKeyParts& key, std::string_view value) {
   ASSIGN_OR_RETURN(Json j, ParseValue(value));
   const Reader r(j, "");
-  RETURN_IF_ERROR(r.OnlyFields({"v", "profile_version", "budget_json", "created_at_ms"}));
-  BudgetMapRecord m;
-  m.model_hash = key.model_hash;
-  m.version = key.version;
-  ASSIGN_OR_RETURN(m.profile_version, r.U32("profile_version"));
-  ASSIGN_OR_RETURN(m.budget_json, r.String("budget_json"));
-  ASSIGN_OR_RETURN(m.created_at_ms, r.I64("created_at_ms"));
+  RETURN_IF_ERROR(r.OnlyFields({"v", "profile_version", "budget_json", "digest", "created_at_ms"}));
+  ASSIGN_OR_RETURN(BudgetMapRecord m, BudgetMapFields(key, r));
+  ASSIGN_OR_RETURN(m.digest, r.String("digest"));
+  const std::string computed = BudgetMapDigest(m.budget_json);
+  if (m.digest != computed) {
+    return Corrupt("digest", Cat("is '", m.digest, "'; budget_json's is '", computed, "'"));
+  }
   return m;
+}
+
+StatusOr<BudgetMapRecord> DecodeV2BudgetMap(const VersionKeyParts& key, std::string_view value) {
+  ASSIGN_OR_RETURN(Json j, ParseValue(value));
+  const Reader r(j, "");
+  RETURN_IF_ERROR(r.OnlyFields({"v", "profile_version", "budget_json", "created_at_ms"}));
+  ASSIGN_OR_RETURN(BudgetMapRecord m, BudgetMapFields(key, r));
+  m.digest = BudgetMapDigest(m.budget_json);
+  return m;
+}
+
+std::string BudgetMapDigest(std::string_view budget_json) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> hash{};
+  unsigned int size = 0;
+  // SHA-256 over memory fails only in a broken OpenSSL build. The zero hash then gives every map
+  // the same digest, which PutBudgetMap refuses as a collision: never a wrong match.
+  if (EVP_Digest(budget_json.data(), budget_json.size(), hash.data(), &size, EVP_sha256(),
+                 nullptr) != 1) {
+    hash.fill(0);
+  }
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(kMapDigestChars);
+  for (size_t i = 0; i < kMapDigestChars / 2; ++i) {
+    out.push_back(kDigits[hash[i] >> 4]);
+    out.push_back(kDigits[hash[i] & 15]);
+  }
+  return out;
 }
 
 }  // namespace ripplekv::store

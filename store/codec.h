@@ -41,9 +41,19 @@ std::string EncodeResultValue(double kl);
 [[nodiscard]] StatusOr<ProfileVersion> DecodeProfile(const VersionKeyParts& key,
                                                      std::string_view value);
 
+// The budget map record holds its digest, which DecodeBudgetMap checks against budget_json (a
+// mismatch is DataLoss).
 [[nodiscard]] StatusOr<std::string> EncodeBudgetMap(const BudgetMapRecord& map);
 [[nodiscard]] StatusOr<BudgetMapRecord> DecodeBudgetMap(const VersionKeyParts& key,
                                                         std::string_view value);
+// Schema version 2 only: a budget map record without "digest". The returned record's digest is
+// computed from budget_json. Read by the migration to version 3.
+[[nodiscard]] StatusOr<BudgetMapRecord> DecodeV2BudgetMap(const VersionKeyParts& key,
+                                                          std::string_view value);
+
+// A budget map's content id (BudgetMapRecord::digest): the first kMapDigestChars lowercase hex
+// digits of SHA-256(budget_json).
+std::string BudgetMapDigest(std::string_view budget_json);
 
 // InvalidArgument "<field> is not valid UTF-8 (byte offset N)" unless `text` is valid UTF-8.
 [[nodiscard]] Status CheckUtf8(std::string_view text, std::string_view field);

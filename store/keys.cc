@@ -10,6 +10,7 @@ constexpr char kJobDataSuffix = 'd';
 constexpr size_t kTaskKeyBytes = 16;
 constexpr size_t kResultKeyBytes = 20;
 constexpr size_t kVersionBytes = 4;
+constexpr size_t kRolloutKeyBytes = 8;
 constexpr uint64_t kSignBit = 1ull << 63;
 
 void PutBe64(std::string* out, uint64_t v) {
@@ -42,6 +43,12 @@ std::string Hex(std::string_view bytes) {
   return out;
 }
 
+bool Printable(std::string_view bytes, size_t max) {
+  bool printable = !bytes.empty() && bytes.size() <= max;
+  for (char c : bytes) printable = printable && c >= 0x20 && c < 0x7f;
+  return printable;
+}
+
 std::string DescribeParsedKey(std::string_view cf, std::string_view key) {
   if (cf == kJobsCf) {
     if (auto id = ParseJobKey(key)) return Cat("job=", *id);
@@ -61,10 +68,16 @@ std::string DescribeParsedKey(std::string_view cf, std::string_view key) {
   } else if (cf == kProfilesCf || cf == kBudgetMapsCf) {
     if (auto v = ParseVersionKey(key))
       return Cat("model_hash=", v->model_hash, " version=", v->version);
+  } else if (cf == kRolloutsCf) {
+    if (auto id = ParseRolloutKey(key)) return Cat("rollout=", *id);
+  } else if (cf == kRolloutNodesCf) {
+    if (auto n = ParseRolloutNodeKey(key))
+      return Cat("rollout=", n->id, " node=", ShowNodeId(n->node_id));
   } else if (cf == kMetaCf) {
-    bool printable = !key.empty() && key.size() <= 300;
-    for (char c : key) printable = printable && c >= 0x20 && c < 0x7f;
-    if (printable) return Cat("'", key, "'");
+    if (auto d = ParseMapDigestKey(key)) {
+      return Cat("'", kMapDigestPrefix, "' model_hash=", d->model_hash, " digest=", d->digest);
+    }
+    if (Printable(key, 300)) return Cat("'", key, "'");
   }
   return Hex(key);
 }
@@ -157,6 +170,65 @@ std::optional<VersionKeyParts> ParseVersionKey(std::string_view key) {
                          .version = GetBe32(key.substr(key.size() - kVersionBytes))};
 }
 
+std::string MapDigestKey(std::string_view model_hash, std::string_view digest) {
+  return Cat(kMapDigestPrefix, VersionPrefix(model_hash), digest);
+}
+
+std::optional<MapDigestKeyParts> ParseMapDigestKey(std::string_view key) {
+  if (!key.starts_with(kMapDigestPrefix)) return std::nullopt;
+  key.remove_prefix(kMapDigestPrefix.size());
+  if (key.size() < kMapDigestChars + 2) return std::nullopt;
+  const std::string_view hash = key.substr(0, key.size() - kMapDigestChars - 1);
+  const std::string_view digest = key.substr(key.size() - kMapDigestChars);
+  if (key[hash.size()] != '\0' || !ValidateModelHash(hash).ok() || !IsMapDigest(digest)) {
+    return std::nullopt;
+  }
+  return MapDigestKeyParts{.model_hash = std::string(hash), .digest = std::string(digest)};
+}
+
+std::string MapDigestValue(uint32_t version) {
+  std::string out;
+  out.reserve(kVersionBytes);
+  PutBe32(&out, version);
+  return out;
+}
+
+std::optional<uint32_t> ParseMapDigestValue(std::string_view value) {
+  if (value.size() != kVersionBytes) return std::nullopt;
+  const uint32_t version = GetBe32(value);
+  if (version == 0) return std::nullopt;
+  return version;
+}
+
+std::string RolloutKey(uint64_t id) {
+  std::string out;
+  out.reserve(kRolloutKeyBytes);
+  PutBe64(&out, id);
+  return out;
+}
+
+std::optional<uint64_t> ParseRolloutKey(std::string_view key) {
+  if (key.size() != kRolloutKeyBytes) return std::nullopt;
+  const uint64_t id = GetBe64(key);
+  if (id == 0) return std::nullopt;
+  return id;
+}
+
+std::string RolloutNodeKey(uint64_t id, std::string_view node_id) {
+  std::string out = RolloutKey(id);
+  out.append(node_id);
+  return out;
+}
+
+std::optional<RolloutNodeKeyParts> ParseRolloutNodeKey(std::string_view key) {
+  if (key.size() <= kRolloutKeyBytes || key.size() > kRolloutKeyBytes + kMaxNodeIdBytes) {
+    return std::nullopt;
+  }
+  std::optional<uint64_t> id = ParseRolloutKey(key.substr(0, kRolloutKeyBytes));
+  if (!id) return std::nullopt;
+  return RolloutNodeKeyParts{.id = *id, .node_id = std::string(key.substr(kRolloutKeyBytes))};
+}
+
 Status ValidateModelHash(std::string_view hash) {
   if (hash.empty()) return absl::InvalidArgumentError("model_hash is empty");
   if (hash.size() > kMaxModelHashBytes) {
@@ -168,6 +240,32 @@ Status ValidateModelHash(std::string_view hash) {
         Cat("model_hash contains a NUL byte at offset ", hash.find('\0')));
   }
   return absl::OkStatus();
+}
+
+bool IsMapDigest(std::string_view digest) {
+  if (digest.size() != kMapDigestChars) return false;
+  for (char c : digest) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+Status ValidateNodeId(std::string_view node_id) {
+  if (node_id.empty()) return absl::InvalidArgumentError("node id is empty");
+  if (node_id.size() > kMaxNodeIdBytes) {
+    return absl::InvalidArgumentError(Cat("node id ", ShowNodeId(node_id), " is ", node_id.size(),
+                                          " bytes; at most ", kMaxNodeIdBytes, " allowed"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ShowNodeId(std::string_view node_id) {
+  constexpr size_t kMaxShown = 64;
+  if (Printable(node_id, kMaxShown)) return Cat("'", node_id, "'");
+  if (Printable(node_id.substr(0, kMaxShown), kMaxShown)) {
+    return Cat("'", node_id.substr(0, kMaxShown), "'...");
+  }
+  return Hex(node_id);
 }
 
 std::string DescribeKey(std::string_view cf, std::string_view key) {

@@ -14,9 +14,9 @@ namespace {
 
 constexpr size_t kMaxIdempotencyKeyBytes = 1024;
 
-constexpr std::array<std::string_view, 9> kCfNames = {kJobsCf,     kTasksCf,      kResultsCf,
-                                                      kProfilesCf, kBudgetMapsCf, kMetaCf,
-                                                      kJobDataCf,  kActiveJobsCf, kFinishedJobsCf};
+constexpr std::array<std::string_view, 11> kCfNames = {
+    kJobsCf,    kTasksCf,      kResultsCf,      kProfilesCf, kBudgetMapsCf,  kMetaCf,
+    kJobDataCf, kActiveJobsCf, kFinishedJobsCf, kRolloutsCf, kRolloutNodesCf};
 
 rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
 
@@ -40,20 +40,6 @@ std::string PrefixSuccessor(std::string_view prefix) {
   }
   return out;
 }
-
-// Holds a RocksDB snapshot for its lifetime.
-class SnapshotHolder {
- public:
-  explicit SnapshotHolder(rocksdb::DB* db) : db_(db), snapshot_(db->GetSnapshot()) {}
-  ~SnapshotHolder() { db_->ReleaseSnapshot(snapshot_); }
-  SnapshotHolder(const SnapshotHolder&) = delete;
-  SnapshotHolder& operator=(const SnapshotHolder&) = delete;
-  const rocksdb::Snapshot* get() const { return snapshot_; }
-
- private:
-  rocksdb::DB* db_;
-  const rocksdb::Snapshot* snapshot_;
-};
 
 bool Legal(JobState from, JobState to) {
   switch (from) {
@@ -161,13 +147,21 @@ RocksStore::~RocksStore() {
 
 Status RocksStore::Initialize() {
   ASSIGN_OR_RETURN(std::optional<std::string> schema, Get(kMeta, kSchemaVersionKey));
-  if (schema.has_value() && *schema != kSchemaVersion && *schema != kSchemaVersion1) {
+  if (schema.has_value() && *schema != kSchemaVersion && *schema != kSchemaVersion1 &&
+      *schema != kSchemaVersion2) {
     return absl::FailedPreconditionError(Cat("schema version '", *schema, "'; this build reads ",
-                                             kSchemaVersion1, " and ", kSchemaVersion));
+                                             kSchemaVersion1, ", ", kSchemaVersion2, " and ",
+                                             kSchemaVersion));
   }
   std::lock_guard<std::mutex> lock(write_mu_);
+  // Each step is one write of its own: a crash between them leaves a version-2 database, which
+  // the next open migrates on.
   if (schema.has_value() && *schema == kSchemaVersion1) {
     RETURN_IF_ERROR(MigrateFromV1());
+    schema = std::string(kSchemaVersion2);
+  }
+  if (schema.has_value() && *schema == kSchemaVersion2) {
+    RETURN_IF_ERROR(MigrateFromV2());
     schema = std::string(kSchemaVersion);
   }
   rocksdb::WriteBatch batch;

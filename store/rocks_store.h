@@ -2,7 +2,8 @@
 // The RocksDB implementation of Store (store/store.h). Internal to store/: callers use
 // OpenStore(). Its methods are defined in rocks_store.cc (open, recovery, jobs),
 // rocks_store_tasks.cc (leases, results), rocks_store_versions.cc (profiles, budget maps),
-// rocks_store_migrate.cc (older schema versions) and rocks_store_purge.cc (retention).
+// rocks_store_rollouts.cc (rollouts), rocks_store_migrate.cc (older schema versions) and
+// rocks_store_purge.cc (retention).
 
 #include <array>
 #include <atomic>
@@ -31,6 +32,20 @@ Status FromRocks(const rocksdb::Status& status, std::string_view context);
 [[nodiscard]] StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& path,
                                                               const StoreOptions& options,
                                                               std::shared_ptr<rocksdb::Env> env);
+
+// Holds a RocksDB snapshot for its lifetime: for reads that return several records.
+class SnapshotHolder {
+ public:
+  explicit SnapshotHolder(rocksdb::DB* db) : db_(db), snapshot_(db->GetSnapshot()) {}
+  ~SnapshotHolder() { db_->ReleaseSnapshot(snapshot_); }
+  SnapshotHolder(const SnapshotHolder&) = delete;
+  SnapshotHolder& operator=(const SnapshotHolder&) = delete;
+  const rocksdb::Snapshot* get() const { return snapshot_; }
+
+ private:
+  rocksdb::DB* db_;
+  const rocksdb::Snapshot* snapshot_;
+};
 
 class RocksStore final : public Store {
  public:
@@ -74,12 +89,21 @@ class RocksStore final : public Store {
   StatusOr<ProfileVersion> GetProfile(const std::string& model_hash,
                                       uint32_t version) const override;
   StatusOr<std::vector<ProfileVersion>> ListProfiles(const std::string& model_hash) const override;
-  StatusOr<BudgetMapRecord> PutBudgetMap(const std::string& model_hash, uint32_t profile_version,
-                                         const std::string& budget_json) override;
+  StatusOr<BudgetMapPut> PutBudgetMap(const std::string& model_hash, uint32_t profile_version,
+                                      const std::string& budget_json) override;
   StatusOr<BudgetMapRecord> GetBudgetMap(const std::string& model_hash,
                                          uint32_t version) const override;
+  StatusOr<BudgetMapRecord> GetBudgetMapByDigest(const std::string& model_hash,
+                                                 const std::string& digest) const override;
   StatusOr<std::vector<BudgetMapRecord>> ListBudgetMaps(
       const std::string& model_hash) const override;
+
+  StatusOr<RolloutRecord> CreateRollout(const std::string& value) override;
+  Status WriteRollout(uint64_t id, const std::optional<std::string>& value,
+                      std::span<const RolloutNodeRecord> nodes, bool sync) override;
+  StatusOr<RolloutRecord> GetRollout(uint64_t id) const override;
+  StatusOr<std::vector<RolloutRecord>> ListRollouts() const override;
+  StatusOr<std::vector<RolloutNodeRecord>> ListRolloutNodes(uint64_t id) const override;
 
   StatusOr<PurgeOutcome> PurgeFinishedJobs(TimeMs finished_before_ms, size_t max_jobs) override;
   StatusOr<std::string> PutModelSummary(const std::string& model_hash,
@@ -98,6 +122,8 @@ class RocksStore final : public Store {
     kJobData,
     kActiveJobs,
     kFinishedJobs,
+    kRollouts,
+    kRolloutNodes,
     kNumCfs
   };
   // Called for each (key, value) of a scan; a non-OK status stops the scan and is returned.
@@ -133,6 +159,18 @@ class RocksStore final : public Store {
   StatusOr<std::vector<TrialResult>> ScanResults(std::string_view prefix) const;
   // Latest version under `model_hash` in kProfiles or kBudgetMaps; 0 when none.
   StatusOr<uint32_t> LatestVersion(Cf cf, const std::string& model_hash) const;
+  // The budget map `version` of `model_hash`; NotFound when absent. Reads at `snapshot` when
+  // non-null.
+  StatusOr<BudgetMapRecord> ReadBudgetMap(const std::string& model_hash, uint32_t version,
+                                          const rocksdb::Snapshot* snapshot = nullptr) const;
+  // The budget map the digest index names for (`model_hash`, `digest`), or nullopt when it
+  // names none; index and record are read from one snapshot. DataLoss when the index entry is
+  // malformed or names a missing map or one with another digest.
+  StatusOr<std::optional<BudgetMapRecord>> FindBudgetMap(const std::string& model_hash,
+                                                         const std::string& digest) const;
+  // The rollout's record; NotFound when absent. Reads at `snapshot` when non-null.
+  StatusOr<RolloutRecord> ReadRollout(uint64_t id,
+                                      const rocksdb::Snapshot* snapshot = nullptr) const;
 
   // ---- Writes (callers hold write_mu_) ----
   Status Write(rocksdb::WriteBatch* batch);
@@ -168,6 +206,9 @@ class RocksStore final : public Store {
   // Rewrites a schema-version-1 database as version 2 in one write (rocks_store_migrate.cc):
   // inline data to job_data, the active and finished indexes built from the job records.
   Status MigrateFromV1();
+  // Rewrites a schema-version-2 database as version 3 in one write (rocks_store_migrate.cc):
+  // every budget map re-encoded with its digest, and the digest index.
+  Status MigrateFromV2();
   // Flushes every memtable (so that old WAL files are released) and compacts [begin, end) of
   // the column families a purge deleted from.
   Status CompactPurged(std::string_view begin, std::string_view end);

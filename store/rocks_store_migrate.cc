@@ -1,5 +1,8 @@
 // RocksStore: in-place migration of older schema versions (docs/STORE.md, "Schema versions").
 
+#include <set>
+#include <string>
+
 #include "kernels/base/strings.h"
 #include "store/codec.h"
 #include "store/keys.h"
@@ -39,11 +42,39 @@ Status RocksStore::MigrateFromV1() {
     }
     return PutRaw(&batch, kActiveJobs, JobKey(*id), "");
   }));
-  RETURN_IF_ERROR(PutRaw(&batch, kMeta, kSchemaVersionKey, kSchemaVersion));
+  RETURN_IF_ERROR(PutRaw(&batch, kMeta, kSchemaVersionKey, kSchemaVersion2));
   // Always synced: the old layout is gone once this returns.
   rocksdb::WriteOptions write_options;
   write_options.sync = true;
   return FromRocks(db_->Write(write_options, &batch), "migrating schema version 1 to 2");
+}
+
+// Version 2 stored budget maps without a digest and allowed the same map twice. Version 3
+// re-encodes every map with its digest and writes the digest index (meta, MapDigestKey); the
+// rollouts and rollout_nodes column families were created empty by Open. One batch, synced, as
+// above. A map stored more than once under version 2 keeps every sequence number (GetBudgetMap
+// still finds each); the index names the first, which is what a PutBudgetMap of those bytes now
+// returns.
+Status RocksStore::MigrateFromV2() {
+  rocksdb::WriteBatch batch;
+  std::set<std::string> indexed;  // digest index keys in the batch
+  RETURN_IF_ERROR(Scan(kBudgetMaps, "", [&](std::string_view key, std::string_view value) {
+    std::optional<VersionKeyParts> parts = ParseVersionKey(key);
+    if (!parts) return Damaged(kBudgetMaps, key, absl::DataLossError("malformed key"));
+    StatusOr<BudgetMapRecord> map = DecodeV2BudgetMap(*parts, value);
+    if (!map.ok()) return Damaged(kBudgetMaps, key, map.status());
+    ASSIGN_OR_RETURN(std::string encoded, EncodeBudgetMap(*map));
+    RETURN_IF_ERROR(PutRaw(&batch, kBudgetMaps, key, encoded));
+    // Keys come in (hash, version) order: an index entry already made names an earlier
+    // version with the same digest, and stays.
+    std::string index = MapDigestKey(map->model_hash, map->digest);
+    if (!indexed.insert(index).second) return absl::OkStatus();
+    return PutRaw(&batch, kMeta, index, MapDigestValue(map->version));
+  }));
+  RETURN_IF_ERROR(PutRaw(&batch, kMeta, kSchemaVersionKey, kSchemaVersion));
+  rocksdb::WriteOptions write_options;
+  write_options.sync = true;
+  return FromRocks(db_->Write(write_options, &batch), "migrating schema version 2 to 3");
 }
 
 }  // namespace ripplekv::store

@@ -1,5 +1,5 @@
-// RocksStore: profile versions and budget maps, versioned per model hash and never overwritten
-// (see store/store.h for the contracts).
+// RocksStore: profile versions and budget maps, versioned per model hash and never overwritten,
+// budget maps also content-addressed by their digest (see store/store.h for the contracts).
 
 #include "kernels/base/strings.h"
 #include "store/codec.h"
@@ -115,26 +115,74 @@ StatusOr<std::vector<ProfileVersion>> RocksStore::ListProfiles(
   return out;
 }
 
-StatusOr<BudgetMapRecord> RocksStore::PutBudgetMap(const std::string& model_hash,
-                                                   uint32_t profile_version,
-                                                   const std::string& budget_json) {
+StatusOr<BudgetMapRecord> RocksStore::ReadBudgetMap(const std::string& model_hash, uint32_t version,
+                                                    const rocksdb::Snapshot* snapshot) const {
+  const std::string key = VersionKey(model_hash, version);
+  ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kBudgetMaps, key, snapshot));
+  if (!value) {
+    return absl::NotFoundError(
+        Cat("model hash ", model_hash, " has no budget map version ", version));
+  }
+  StatusOr<BudgetMapRecord> map =
+      DecodeBudgetMap({.model_hash = model_hash, .version = version}, *value);
+  if (!map.ok()) return Damaged(kBudgetMaps, key, map.status());
+  return map;
+}
+
+StatusOr<std::optional<BudgetMapRecord>> RocksStore::FindBudgetMap(
+    const std::string& model_hash, const std::string& digest) const {
+  SnapshotHolder snapshot(db_.get());
+  const std::string index = MapDigestKey(model_hash, digest);
+  ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kMeta, index, snapshot.get()));
+  if (!value) return std::optional<BudgetMapRecord>();
+  std::optional<uint32_t> version = ParseMapDigestValue(*value);
+  if (!version) return Damaged(kMeta, index, absl::DataLossError("not a budget map version"));
+  StatusOr<BudgetMapRecord> map = ReadBudgetMap(model_hash, *version, snapshot.get());
+  if (absl::IsNotFound(map.status())) {
+    return Damaged(kMeta, index,
+                   absl::DataLossError(Cat("names missing budget map version ", *version)));
+  }
+  if (!map.ok()) return map.status();
+  if (map->digest != digest) {
+    return Damaged(kMeta, index,
+                   absl::DataLossError(Cat("names budget map version ", *version,
+                                           ", whose digest is ", map->digest)));
+  }
+  return std::optional<BudgetMapRecord>(*std::move(map));
+}
+
+StatusOr<BudgetMapPut> RocksStore::PutBudgetMap(const std::string& model_hash,
+                                                uint32_t profile_version,
+                                                const std::string& budget_json) {
   RETURN_IF_ERROR(ValidateModelHash(model_hash));
   RETURN_IF_ERROR(CheckJsonDocument(budget_json, "budget_json"));
+  const std::string digest = BudgetMapDigest(budget_json);
   std::lock_guard<std::mutex> lock(write_mu_);
   // The profile it derives from must exist (GetProfile also resolves kLatestVersion).
   ASSIGN_OR_RETURN(ProfileVersion profile, GetProfile(model_hash, profile_version));
+  ASSIGN_OR_RETURN(std::optional<BudgetMapRecord> existing, FindBudgetMap(model_hash, digest));
+  if (existing) {
+    if (existing->budget_json != budget_json) {
+      return absl::AlreadyExistsError(Cat("model hash ", model_hash, ": digest ", digest,
+                                          " already names budget map version ", existing->version,
+                                          ", whose bytes differ (a SHA-256 prefix collision)"));
+    }
+    return BudgetMapPut{.map = *std::move(existing), .created = false};
+  }
   ASSIGN_OR_RETURN(uint32_t latest, LatestVersion(kBudgetMaps, model_hash));
   ASSIGN_OR_RETURN(uint32_t version, NextVersion(latest, "budget map", model_hash));
   BudgetMapRecord map{.model_hash = model_hash,
                       .version = version,
                       .profile_version = profile.version,
                       .budget_json = budget_json,
+                      .digest = digest,
                       .created_at_ms = Now()};
   ASSIGN_OR_RETURN(std::string value, EncodeBudgetMap(map));
   rocksdb::WriteBatch batch;
   RETURN_IF_ERROR(PutRaw(&batch, kBudgetMaps, VersionKey(model_hash, version), value));
+  RETURN_IF_ERROR(PutRaw(&batch, kMeta, MapDigestKey(model_hash, digest), MapDigestValue(version)));
   RETURN_IF_ERROR(Write(&batch));
-  return map;
+  return BudgetMapPut{.map = std::move(map), .created = true};
 }
 
 StatusOr<BudgetMapRecord> RocksStore::GetBudgetMap(const std::string& model_hash,
@@ -146,16 +194,22 @@ StatusOr<BudgetMapRecord> RocksStore::GetBudgetMap(const std::string& model_hash
       return absl::NotFoundError(Cat("model hash ", model_hash, " has no budget map"));
     }
   }
-  const std::string key = VersionKey(model_hash, version);
-  ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kBudgetMaps, key));
-  if (!value) {
-    return absl::NotFoundError(
-        Cat("model hash ", model_hash, " has no budget map version ", version));
+  return ReadBudgetMap(model_hash, version);
+}
+
+StatusOr<BudgetMapRecord> RocksStore::GetBudgetMapByDigest(const std::string& model_hash,
+                                                           const std::string& digest) const {
+  RETURN_IF_ERROR(ValidateModelHash(model_hash));
+  if (!IsMapDigest(digest)) {
+    return absl::InvalidArgumentError(
+        Cat("budget map digest '", digest, "' is not ", kMapDigestChars, " lowercase hex digits"));
   }
-  StatusOr<BudgetMapRecord> map =
-      DecodeBudgetMap({.model_hash = model_hash, .version = version}, *value);
-  if (!map.ok()) return Damaged(kBudgetMaps, key, map.status());
-  return map;
+  ASSIGN_OR_RETURN(std::optional<BudgetMapRecord> map, FindBudgetMap(model_hash, digest));
+  if (!map) {
+    return absl::NotFoundError(
+        Cat("model hash ", model_hash, " has no budget map with digest ", digest));
+  }
+  return *std::move(map);
 }
 
 StatusOr<std::vector<BudgetMapRecord>> RocksStore::ListBudgetMaps(

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -87,6 +88,11 @@ struct ListJobsOptions {
   // Only pending and running jobs, read through the active-job index: the cost is O(active
   // jobs), independent of how many finished jobs are stored.
   bool active_only = false;
+};
+
+struct BudgetMapPut {
+  BudgetMapRecord map;
+  bool created = false;  // false: the same map was stored before; nothing was written
 };
 
 // What one PurgeFinishedJobs call did.
@@ -240,19 +246,48 @@ class Store {
   [[nodiscard]] virtual StatusOr<std::vector<ProfileVersion>> ListProfiles(
       const std::string& model_hash = {}) const = 0;
 
-  // Stores `budget_json` (must parse as JSON) as the next budget-map version of `model_hash`,
-  // computed from profile version `profile_version` (kLatestVersion: the latest, resolved and
-  // recorded as a number). InvalidArgument: bad hash, not JSON, too large; NotFound: no such
-  // profile version.
-  [[nodiscard]] virtual StatusOr<BudgetMapRecord> PutBudgetMap(const std::string& model_hash,
-                                                               uint32_t profile_version,
-                                                               const std::string& budget_json) = 0;
+  // Freezes `budget_json` (must parse as JSON) as a budget-map version of `model_hash` computed
+  // from profile version `profile_version` (kLatestVersion: the latest, resolved and recorded as
+  // a number), content-addressed by its digest (BudgetMapRecord::digest). Idempotent: when the
+  // hash already has a map with this digest and the same bytes, returns it (created = false) and
+  // writes nothing; otherwise allocates the next sequence number and writes the record and the
+  // digest index in one batch. InvalidArgument: bad hash, not JSON, too large; NotFound: no such
+  // profile version; AlreadyExists: the digest names a map with other bytes (a hash collision).
+  [[nodiscard]] virtual StatusOr<BudgetMapPut> PutBudgetMap(const std::string& model_hash,
+                                                            uint32_t profile_version,
+                                                            const std::string& budget_json) = 0;
 
-  // As GetProfile / ListProfiles, for budget maps.
+  // As GetProfile / ListProfiles, for budget maps (by sequence number).
   [[nodiscard]] virtual StatusOr<BudgetMapRecord> GetBudgetMap(
       const std::string& model_hash, uint32_t version = kLatestVersion) const = 0;
+  // By content digest. NotFound when the hash has no map with it.
+  [[nodiscard]] virtual StatusOr<BudgetMapRecord> GetBudgetMapByDigest(
+      const std::string& model_hash, const std::string& digest) const = 0;
   [[nodiscard]] virtual StatusOr<std::vector<BudgetMapRecord>> ListBudgetMaps(
       const std::string& model_hash = {}) const = 0;
+
+  // ---- Rollouts (values encoded by the caller; docs/ROLLOUTS.md) ----
+
+  // Stores a new rollout with the next id (1 for the first) in one write. InvalidArgument: empty
+  // or too large a value.
+  [[nodiscard]] virtual StatusOr<RolloutRecord> CreateRollout(const std::string& value) = 0;
+
+  // One atomic write of a rollout's change: its record when `value` is set, and the given node
+  // records (inserted or replaced). With `sync` false the write survives a process crash but not
+  // necessarily a power failure, whatever StoreOptions::sync_writes says (for state the nodes
+  // report again on reconnect). NotFound: no rollout `id`; InvalidArgument: an empty value, a bad
+  // or repeated node id, a value too large.
+  [[nodiscard]] virtual Status WriteRollout(uint64_t id, const std::optional<std::string>& value,
+                                            std::span<const RolloutNodeRecord> nodes,
+                                            bool sync = true) = 0;
+
+  // NotFound when no rollout has this id.
+  [[nodiscard]] virtual StatusOr<RolloutRecord> GetRollout(uint64_t id) const = 0;
+  // Every rollout, by id.
+  [[nodiscard]] virtual StatusOr<std::vector<RolloutRecord>> ListRollouts() const = 0;
+  // The node records of rollout `id`, by node id (bytewise). NotFound: no such rollout.
+  [[nodiscard]] virtual StatusOr<std::vector<RolloutNodeRecord>> ListRolloutNodes(
+      uint64_t id) const = 0;
 
   // ---- Model summaries ----
 

@@ -156,15 +156,36 @@ struct ProfileVersion {
   friend bool operator==(const ProfileVersion&, const ProfileVersion&) = default;
 };
 
-// One immutable version of a budget map computed from a profile version of the same model.
+// One immutable, content-addressed version of a budget map computed from a profile version of the
+// same model (docs/ROLLOUTS.md).
 struct BudgetMapRecord {
   std::string model_hash;
-  uint32_t version = 0;          // 1, 2, ... per model hash, allocated by the store
+  uint32_t version = 0;          // the sequence number: 1, 2, ... per model hash, by the store
   uint32_t profile_version = 0;  // the profile version it was computed from (exists)
-  std::string budget_json;       // the budget map document, valid JSON
+  std::string budget_json;       // the frozen map document, valid JSON
+  // The content id: the first 16 lowercase hex digits of SHA-256(budget_json), computed by the
+  // store. Unique per model hash.
+  std::string digest;
   TimeMs created_at_ms = 0;
 
   friend bool operator==(const BudgetMapRecord&, const BudgetMapRecord&) = default;
+};
+
+// A rollout's durable state (docs/ROLLOUTS.md). The store keeps the value as given (the scheduler
+// encodes it) and guarantees only atomicity and durability.
+struct RolloutRecord {
+  uint64_t id = 0;    // 1, 2, ... allocated by Store::CreateRollout
+  std::string value;  // encoded by the caller; opaque here; non-empty
+
+  friend bool operator==(const RolloutRecord&, const RolloutRecord&) = default;
+};
+
+// One serving node's state in a rollout; the value is opaque as RolloutRecord's.
+struct RolloutNodeRecord {
+  std::string node_id;  // 1..256 bytes
+  std::string value;    // non-empty
+
+  friend bool operator==(const RolloutNodeRecord&, const RolloutNodeRecord&) = default;
 };
 
 // Lower-case names used in messages and in the stored encoding: "cache", "pending", "leased"...

@@ -137,12 +137,38 @@ TEST(StoreCodecTest, ProfileAndBudgetMapRoundTrip) {
                             .version = 8,
                             .profile_version = 3,
                             .budget_json = R"({"budgets": [64, 128]})",
+                            .digest = BudgetMapDigest(R"({"budgets": [64, 128]})"),
                             .created_at_ms = 77};
   StatusOr<std::string> m = EncodeBudgetMap(map);
   ASSERT_TRUE(m.ok()) << m.status();
   StatusOr<BudgetMapRecord> m2 = DecodeBudgetMap({.model_hash = "ab", .version = 8}, *m);
   ASSERT_TRUE(m2.ok()) << m2.status();
   EXPECT_EQ(*m2, map);
+}
+
+TEST(StoreCodecTest, BudgetMapDigestIsTheFirst16HexDigitsOfSha256) {
+  // sha256("") = e3b0c44298fc1c14 9afbf4c8996fb924...; sha256("{}") = 44136fa355b3678a ...
+  EXPECT_EQ(BudgetMapDigest(""), "e3b0c44298fc1c14");
+  EXPECT_EQ(BudgetMapDigest("{}"), "44136fa355b3678a");
+  EXPECT_TRUE(IsMapDigest(BudgetMapDigest(R"({"b": [1]})")));
+}
+
+TEST(StoreCodecTest, BudgetMapWhoseDigestDoesNotMatchItsBytesIsDataLoss) {
+  const VersionKeyParts key{.model_hash = "ab", .version = 1};
+  const Status s = DecodeBudgetMap(key, R"({"v":1,"profile_version":1,"budget_json":"[]",)"
+                                        R"("digest":"44136fa355b3678a","created_at_ms":1})")
+                       .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(),
+            "field 'digest' is '44136fa355b3678a'; budget_json's is '4f53cda18c2baa0c'");
+  // A record of schema version 2 has no digest: DataLoss here, read by the migration only.
+  const std::string old = R"({"v":1,"profile_version":1,"budget_json":"{}","created_at_ms":1})";
+  EXPECT_EQ(DecodeBudgetMap(key, old).status().message(), "field 'digest' is missing");
+  StatusOr<BudgetMapRecord> migrated = DecodeV2BudgetMap(key, old);
+  ASSERT_TRUE(migrated.ok()) << migrated.status();
+  EXPECT_EQ(migrated->digest, "44136fa355b3678a");
+  EXPECT_EQ(migrated->budget_json, "{}");
+  EXPECT_EQ(migrated->created_at_ms, 1);
 }
 
 TEST(StoreCodecTest, MalformedValuesAreDataLossNamingTheField) {

@@ -79,6 +79,61 @@ TEST(StoreKeysTest, DescribeKeyNamesFieldsOrFallsBackToHex) {
   EXPECT_EQ(ParseV1JobDataKey(V1JobDataKey(12)), 12u);
   EXPECT_FALSE(ParseJobKey(V1JobDataKey(12)).has_value());
   EXPECT_EQ(DescribeKey(kJobDataCf, JobKey(12)), "column family 'job_data', key job=12");
+  EXPECT_EQ(DescribeKey(kRolloutsCf, RolloutKey(5)), "column family 'rollouts', key rollout=5");
+  EXPECT_EQ(DescribeKey(kRolloutNodesCf, RolloutNodeKey(5, "node-a")),
+            "column family 'rollout_nodes', key rollout=5 node='node-a'");
+  EXPECT_EQ(DescribeKey(kRolloutNodesCf, RolloutNodeKey(5, std::string("\x01\xfe", 2))),
+            "column family 'rollout_nodes', key rollout=5 node=0x01fe");
+  EXPECT_EQ(DescribeKey(kRolloutsCf, RolloutKey(0)),
+            "column family 'rollouts', key 0x0000000000000000");  // ids start at 1
+  EXPECT_EQ(DescribeKey(kMetaCf, MapDigestKey("ab", "0123456789abcdef")),
+            "column family 'meta', key 'map_digest/' model_hash=ab digest=0123456789abcdef");
+}
+
+TEST(StoreKeysTest, RolloutNodeKeysGroupByRolloutThenOrderByNodeId) {
+  std::vector<std::string> keys = {RolloutNodeKey(256, "a"), RolloutNodeKey(1, "b"),
+                                   RolloutNodeKey(2, "a"), RolloutNodeKey(1, "a"),
+                                   RolloutNodeKey(1, "ab")};
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::pair<uint64_t, std::string>> order;
+  for (const std::string& k : keys) {
+    auto parts = ParseRolloutNodeKey(k);
+    ASSERT_TRUE(parts.has_value());
+    order.emplace_back(parts->id, parts->node_id);
+  }
+  const std::vector<std::pair<uint64_t, std::string>> expected = {
+      {1, "a"}, {1, "ab"}, {1, "b"}, {2, "a"}, {256, "a"}};
+  EXPECT_EQ(order, expected);
+  EXPECT_EQ(RolloutNodeKey(7, "x").substr(0, 8), RolloutKey(7));
+  EXPECT_FALSE(ParseRolloutNodeKey(RolloutKey(7)).has_value());  // no node id
+  EXPECT_FALSE(ParseRolloutNodeKey(RolloutNodeKey(7, std::string(kMaxNodeIdBytes + 1, 'n'))));
+  EXPECT_TRUE(ParseRolloutNodeKey(RolloutNodeKey(7, std::string(kMaxNodeIdBytes, 'n'))));
+  EXPECT_EQ(ParseRolloutKey(RolloutKey(0x0102030405060708)), 0x0102030405060708u);
+}
+
+TEST(StoreKeysTest, MapDigestKeysRoundTripAndRejectMalformedDigests) {
+  const auto parts = ParseMapDigestKey(MapDigestKey("ab", "0123456789abcdef"));
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->model_hash, "ab");
+  EXPECT_EQ(parts->digest, "0123456789abcdef");
+  EXPECT_FALSE(ParseMapDigestKey(MapDigestKey("ab", "0123456789ABCDEF")).has_value());
+  EXPECT_FALSE(ParseMapDigestKey(MapDigestKey("ab", "0123456789abcde")).has_value());
+  EXPECT_FALSE(ParseMapDigestKey(MapDigestKey("", "0123456789abcdef")).has_value());
+  EXPECT_EQ(ParseMapDigestValue(MapDigestValue(70000)), 70000u);
+  EXPECT_FALSE(ParseMapDigestValue("abc").has_value());
+  EXPECT_FALSE(ParseMapDigestValue(MapDigestValue(0)).has_value());
+}
+
+TEST(StoreKeysTest, NodeIdsAreOneTo256BytesAndShownReadably) {
+  EXPECT_TRUE(ValidateNodeId("n").ok());
+  EXPECT_TRUE(ValidateNodeId(std::string(kMaxNodeIdBytes, 'n')).ok());
+  EXPECT_EQ(ValidateNodeId("").code(), absl::StatusCode::kInvalidArgument);
+  const Status long_id = ValidateNodeId(std::string(kMaxNodeIdBytes + 1, 'n'));
+  EXPECT_EQ(long_id.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(long_id.message(),
+            "node id '" + std::string(64, 'n') + "'... is 257 bytes; at most 256 allowed");
+  EXPECT_EQ(ShowNodeId("node-1"), "'node-1'");
+  EXPECT_EQ(ShowNodeId(std::string("a\0b", 3)), "0x610062");
 }
 
 }  // namespace

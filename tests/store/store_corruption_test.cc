@@ -119,13 +119,110 @@ TEST(StoreCorruptionTest, NewerValueFormatIsDataLoss) {
                         "version 2"));
 }
 
+// Creates rollout 1 ("v1") with node "n1"; closes the store.
+void SeedRollout(const std::string& path) {
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(path, kOptions);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->CreateRollout("v1").ok());
+  const std::vector<RolloutNodeRecord> nodes = {{.node_id = "n1", .value = "x"}};
+  ASSERT_TRUE((*store)->WriteRollout(1, std::nullopt, nodes).ok());
+}
+
+TEST(StoreCorruptionTest, DamagedRolloutValueIsDataLossNamingItsKey) {
+  TempDir dir;
+  SeedRollout(dir.db());
+  ASSERT_TRUE(PutRaw(dir.db(), kRolloutsCf, RolloutKey(1), ""));
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
+  ASSERT_TRUE(store.ok()) << store.status();  // rollouts are not read when opening
+  for (const Status& s :
+       {(*store)->GetRollout(1).status(), (*store)->ListRollouts().status(),
+        (*store)->ListRolloutNodes(1).status(), (*store)->WriteRollout(1, "v2", {})}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("column family 'rollouts', key rollout=1: value is empty"));
+  }
+}
+
+TEST(StoreCorruptionTest, DamagedRolloutNodeIsDataLossNamingItsKey) {
+  TempDir dir;
+  SeedRollout(dir.db());
+  ASSERT_TRUE(PutRaw(dir.db(), kRolloutNodesCf, RolloutNodeKey(1, "n2"), ""));
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const Status s = (*store)->ListRolloutNodes(1).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("column family 'rollout_nodes', key rollout=1 node='n2': value is empty"));
+  EXPECT_TRUE((*store)->GetRollout(1).ok());  // the rollout's own record is intact
+}
+
+TEST(StoreCorruptionTest, MalformedRolloutKeysAreDataLossShownInHex) {
+  TempDir dir;
+  SeedRollout(dir.db());
+  // Rollout 1's prefix with no node id; a 9-byte rollout key.
+  ASSERT_TRUE(PutRaw(dir.db(), kRolloutNodesCf, RolloutKey(1), "x"));
+  ASSERT_TRUE(PutRaw(dir.db(), kRolloutsCf, RolloutKey(2) + "x", "v"));
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const Status nodes = (*store)->ListRolloutNodes(1).status();
+  EXPECT_EQ(nodes.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(nodes.message()),
+              HasSubstr("column family 'rollout_nodes', key 0x0000000000000001: malformed key"));
+  const Status listed = (*store)->ListRollouts().status();
+  EXPECT_EQ(listed.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(listed.message()),
+              HasSubstr("column family 'rollouts', key 0x000000000000000278: malformed key"));
+}
+
+TEST(StoreCorruptionTest, BudgetMapWhoseBytesDoNotMatchItsDigestIsDataLoss) {
+  TempDir dir;
+  {
+    StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->PutProfileVersion("ab", "{}").ok());
+    ASSERT_TRUE((*store)->PutBudgetMap("ab", 1, "{}").ok());
+  }
+  // The digest of "{}" over other bytes.
+  ASSERT_TRUE(PutRaw(dir.db(), kBudgetMapsCf, VersionKey("ab", 1),
+                     R"({"v":1,"profile_version":1,"budget_json":"[]",)"
+                     R"("digest":"44136fa355b3678a","created_at_ms":1})"));
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (const Status& s : {(*store)->GetBudgetMap("ab").status(),
+                          (*store)->GetBudgetMapByDigest("ab", "44136fa355b3678a").status(),
+                          (*store)->PutBudgetMap("ab", 1, "{}").status()}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("column family 'budget_maps', key model_hash=ab version=1: field "
+                          "'digest' is '44136fa355b3678a'"));
+  }
+}
+
+TEST(StoreCorruptionTest, DigestIndexNamingAMissingMapIsDataLoss) {
+  TempDir dir;
+  {
+    StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->PutProfileVersion("ab", "{}").ok());
+  }
+  ASSERT_TRUE(PutRaw(dir.db(), kMetaCf, MapDigestKey("ab", "44136fa355b3678a"), MapDigestValue(7)));
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const Status s = (*store)->PutBudgetMap("ab", 1, "{}").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("column family 'meta', key 'map_digest/' model_hash=ab "
+                        "digest=44136fa355b3678a: names missing budget map version 7"));
+  EXPECT_TRUE((*store)->ListBudgetMaps()->empty());
+}
+
 TEST(StoreCorruptionTest, AnotherSchemaVersionIsFailedPrecondition) {
   TempDir dir;
   SeedDatabase(dir.db());
-  ASSERT_TRUE(PutRaw(dir.db(), kMetaCf, kSchemaVersionKey, "3"));
+  ASSERT_TRUE(PutRaw(dir.db(), kMetaCf, kSchemaVersionKey, "4"));
   StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(store.status().message()), HasSubstr("schema version '3'"));
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("schema version '4'"));
 }
 
 TEST(StoreCorruptionTest, ForeignRocksDbIsRefusedUntouched) {

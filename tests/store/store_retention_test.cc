@@ -1,5 +1,5 @@
 // Bounded reads and retention: the active-job index, GetJobMeta, PurgeFinishedJobs (contract and
-// disk space) and the migration of a schema-version-1 database.
+// disk space) and the migration of schema-version-1 and -2 databases.
 
 #include <algorithm>
 #include <cstdio>
@@ -19,6 +19,7 @@
 namespace ripplekv::store {
 namespace {
 
+using ::ripplekv::store::testing::GetRaw;
 using ::ripplekv::store::testing::MakeSpec;
 using ::ripplekv::store::testing::PutRaw;
 using ::ripplekv::store::testing::StoreFixture;
@@ -192,14 +193,14 @@ TEST_F(RetentionTest, PurgingFinishedJobsShrinksTheDatabase) {
   EXPECT_EQ(store_->ListJobs()->size(), static_cast<size_t>(kJobs + 1));
 }
 
-// An empty RocksDB database with the column families of schema version 1.
-void CreateVersionOneFamilies(const std::string& path) {
+// An empty RocksDB database with the column families `names` (and "default").
+void CreateFamilies(const std::string& path, const std::vector<std::string_view>& names) {
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (std::string_view name : {std::string_view(rocksdb::kDefaultColumnFamilyName), kJobsCf,
-                                kTasksCf, kResultsCf, kProfilesCf, kBudgetMapsCf, kMetaCf}) {
+  families.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
+  for (std::string_view name : names) {
     families.emplace_back(std::string(name), rocksdb::ColumnFamilyOptions());
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -207,6 +208,23 @@ void CreateVersionOneFamilies(const std::string& path) {
   ASSERT_TRUE(rocksdb::DB::Open(options, path, families, &handles, &db).ok());
   for (rocksdb::ColumnFamilyHandle* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
   delete db;
+}
+
+// An empty RocksDB database with the column families of schema version 1.
+void CreateVersionOneFamilies(const std::string& path) {
+  CreateFamilies(path, {kJobsCf, kTasksCf, kResultsCf, kProfilesCf, kBudgetMapsCf, kMetaCf});
+}
+
+// An empty RocksDB database with the column families of schema version 2.
+void CreateVersionTwoFamilies(const std::string& path) {
+  CreateFamilies(path, {kJobsCf, kTasksCf, kResultsCf, kProfilesCf, kBudgetMapsCf, kMetaCf,
+                        kJobDataCf, kActiveJobsCf, kFinishedJobsCf});
+}
+
+// A budget map record as schema versions 1 and 2 wrote it: no digest.
+std::string OldBudgetMap(uint32_t profile_version, std::string_view budget_json) {
+  return Cat(R"({"v":1,"profile_version":)", profile_version, R"(,"budget_json":")", budget_json,
+             R"(","created_at_ms":7})");
 }
 
 // A database in the schema-version-1 layout, written by hand: inline data under job id + 'd' in
@@ -232,11 +250,14 @@ TEST(StoreMigrationTest, SchemaVersionOneIsMigratedInPlaceOnOpen) {
   ASSERT_TRUE(PutRaw(dir.db(), kTasksCf, TaskKeyBytes({.job = 1}),
                      R"({"v":1,"state":"leased","lease_owner":"w","lease_deadline_ms":5,)"
                      R"("attempts":1})"));
+  ASSERT_TRUE(PutRaw(dir.db(), kBudgetMapsCf, VersionKey("ab", 1), OldBudgetMap(1, "{}")));
   ASSERT_TRUE(PutRaw(dir.db(), kMetaCf, kSchemaVersionKey, "1"));
 
   StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), options);
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->RecoveredLeases(), 1u);  // found through the new active index
+  // On through version 2 to 3: the budget map has its digest and is in the index.
+  EXPECT_EQ((*store)->GetBudgetMapByDigest("ab", "44136fa355b3678a")->version, 1u);
   EXPECT_EQ((*store)->GetJob(1)->spec.data_inline, "one");
   EXPECT_EQ((*store)->GetJob(2)->spec.data_inline, "two");
   EXPECT_EQ((*store)->GetJobMeta(1)->data_inline_bytes, 3u) << "the record learns its data's size";
@@ -245,9 +266,95 @@ TEST(StoreMigrationTest, SchemaVersionOneIsMigratedInPlaceOnOpen) {
   EXPECT_EQ((*store)->PurgeFinishedJobs(21, 10)->purged, 1u);  // finished at its last update
   EXPECT_TRUE((*store)->GetJob(2)->spec.data_inline.empty());
   store->reset();
-  store = OpenStore(dir.db(), options);  // version 2 now: opens without migrating again
+  EXPECT_EQ(GetRaw(dir.db(), kMetaCf, kSchemaVersionKey), "3");
+  store = OpenStore(dir.db(), options);  // version 3 now: opens without migrating again
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->GetJob(1)->spec.data_inline, "one");
+}
+
+// A database in the schema-version-2 layout, written by hand: budget maps without a digest (one
+// map stored twice, which version 2 allowed), no digest index, no rollout column families.
+TEST(StoreMigrationTest, SchemaVersionTwoIsMigratedInPlaceOnOpen) {
+  TempDir dir;
+  const StoreOptions options{.sync_writes = false};
+  CreateVersionTwoFamilies(dir.db());
+  ASSERT_TRUE(PutRaw(dir.db(), kProfilesCf, VersionKey("ab", 1),
+                     R"({"v":1,"profile_json":"{}","job":0,"created_at_ms":3})"));
+  ASSERT_TRUE(PutRaw(dir.db(), kBudgetMapsCf, VersionKey("ab", 1), OldBudgetMap(1, "{}")));
+  ASSERT_TRUE(PutRaw(dir.db(), kBudgetMapsCf, VersionKey("ab", 2), OldBudgetMap(1, "[1]")));
+  ASSERT_TRUE(PutRaw(dir.db(), kBudgetMapsCf, VersionKey("ab", 3), OldBudgetMap(1, "{}")));
+  ASSERT_TRUE(PutRaw(dir.db(), kBudgetMapsCf, VersionKey("cd", 1), OldBudgetMap(4, "[1]")));
+  ASSERT_TRUE(PutRaw(dir.db(), kMetaCf, kSchemaVersionKey, "2"));
+
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  // sha256("{}") and sha256("[1]") begin with these.
+  const std::string empty_digest = "44136fa355b3678a";
+  const std::string list_digest = "080a9ed428559ef6";
+  StatusOr<std::vector<BudgetMapRecord>> maps = (*store)->ListBudgetMaps();
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  const std::vector<BudgetMapRecord> expected = {
+      {.model_hash = "ab",
+       .version = 1,
+       .profile_version = 1,
+       .budget_json = "{}",
+       .digest = empty_digest,
+       .created_at_ms = 7},
+      {.model_hash = "ab",
+       .version = 2,
+       .profile_version = 1,
+       .budget_json = "[1]",
+       .digest = list_digest,
+       .created_at_ms = 7},
+      {.model_hash = "ab",
+       .version = 3,
+       .profile_version = 1,
+       .budget_json = "{}",
+       .digest = empty_digest,
+       .created_at_ms = 7},
+      {.model_hash = "cd",
+       .version = 1,
+       .profile_version = 4,
+       .budget_json = "[1]",
+       .digest = list_digest,
+       .created_at_ms = 7},
+  };
+  EXPECT_EQ(*maps, expected);
+  // The index names the first of the twice-stored map; storing it again returns that one.
+  EXPECT_EQ(*(*store)->GetBudgetMapByDigest("ab", empty_digest), expected[0]);
+  EXPECT_EQ(*(*store)->GetBudgetMapByDigest("ab", list_digest), expected[1]);
+  EXPECT_EQ(*(*store)->GetBudgetMapByDigest("cd", list_digest), expected[3]);
+  StatusOr<BudgetMapPut> again = (*store)->PutBudgetMap("ab", 1, "{}");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->map, expected[0]);
+  // The rollout column families exist.
+  EXPECT_EQ((*store)->CreateRollout("r")->id, 1u);
+  store->reset();
+
+  EXPECT_EQ(GetRaw(dir.db(), kMetaCf, kSchemaVersionKey), "3");
+  store = OpenStore(dir.db(), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(*(*store)->ListBudgetMaps(), expected);
+  EXPECT_EQ((*store)->GetRollout(1)->value, "r");
+}
+
+TEST(StoreMigrationTest, DamagedVersionTwoBudgetMapIsDataLossAndNothingIsMigrated) {
+  TempDir dir;
+  const StoreOptions options{.sync_writes = false};
+  CreateVersionTwoFamilies(dir.db());
+  ASSERT_TRUE(PutRaw(dir.db(), kBudgetMapsCf, VersionKey("ab", 1), OldBudgetMap(1, "{}")));
+  ASSERT_TRUE(PutRaw(dir.db(), kBudgetMapsCf, VersionKey("ab", 2),
+                     R"({"v":1,"profile_version":1,"created_at_ms":7})"));
+  ASSERT_TRUE(PutRaw(dir.db(), kMetaCf, kSchemaVersionKey, "2"));
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), options);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(store.status().message()),
+              HasSubstr("column family 'budget_maps', key model_hash=ab version=2: field "
+                        "'budget_json' is missing"));
+  EXPECT_EQ(GetRaw(dir.db(), kMetaCf, kSchemaVersionKey), "2");
+  EXPECT_EQ(GetRaw(dir.db(), kBudgetMapsCf, VersionKey("ab", 1)), OldBudgetMap(1, "{}"));
+  EXPECT_EQ(GetRaw(dir.db(), kMetaCf, MapDigestKey("ab", "44136fa355b3678a")), std::nullopt);
 }
 
 TEST(StoreMigrationTest, DamagedVersionOneDataIsDataLossAndNothingIsMigrated) {

@@ -675,23 +675,104 @@ TEST_F(StoreTest, BudgetMapsAreVersionedAndReferenceAnExistingProfile) {
   EXPECT_EQ(store_->PutBudgetMap("ab", 1, "[1,").status().code(),
             absl::StatusCode::kInvalidArgument);
 
-  StatusOr<BudgetMapRecord> m1 = store_->PutBudgetMap("ab", 1, R"({"b": [1]})");
+  StatusOr<BudgetMapPut> m1 = store_->PutBudgetMap("ab", 1, R"({"b": [1]})");
   ASSERT_TRUE(m1.ok()) << m1.status();
-  EXPECT_EQ(m1->version, 1u);
-  EXPECT_EQ(m1->profile_version, 1u);
-  StatusOr<BudgetMapRecord> m2 = store_->PutBudgetMap("ab", kLatestVersion, R"({"b": [2]})");
+  EXPECT_TRUE(m1->created);
+  EXPECT_EQ(m1->map.version, 1u);
+  EXPECT_EQ(m1->map.profile_version, 1u);
+  StatusOr<BudgetMapPut> m2 = store_->PutBudgetMap("ab", kLatestVersion, R"({"b": [2]})");
   ASSERT_TRUE(m2.ok()) << m2.status();
-  EXPECT_EQ(m2->version, 2u);
-  EXPECT_EQ(m2->profile_version, 2u);
+  EXPECT_TRUE(m2->created);
+  EXPECT_EQ(m2->map.version, 2u);
+  EXPECT_EQ(m2->map.profile_version, 2u);
 
   Reopen();
-  EXPECT_EQ(*store_->GetBudgetMap("ab", 1), *m1);
-  EXPECT_EQ(*store_->GetBudgetMap("ab"), *m2);
+  EXPECT_EQ(*store_->GetBudgetMap("ab", 1), m1->map);
+  EXPECT_EQ(*store_->GetBudgetMap("ab"), m2->map);
   EXPECT_EQ(store_->GetBudgetMap("ab", 3).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->GetBudgetMap("cd").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->ListBudgetMaps("ab")->size(), 2u);
   EXPECT_EQ(store_->ListBudgetMaps()->size(), 2u);
   EXPECT_TRUE(store_->ListBudgetMaps("a")->empty());
+}
+
+TEST_F(StoreTest, BudgetMapDigestIsTheSha256PrefixOfItsBytes) {
+  ASSERT_TRUE(store_->PutProfileVersion("ab", "{}").ok());
+  // sha256("{}") = 44136fa355b3678a1146ad16...; sha256(R"({"b": [1]})") = de2a362433a173e9...
+  StatusOr<BudgetMapPut> empty = store_->PutBudgetMap("ab", 1, "{}");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->map.digest, "44136fa355b3678a");
+  StatusOr<BudgetMapPut> b1 = store_->PutBudgetMap("ab", 1, R"({"b": [1]})");
+  ASSERT_TRUE(b1.ok()) << b1.status();
+  EXPECT_EQ(b1->map.digest, "de2a362433a173e9");
+  // Bytes, not JSON values: other whitespace is another map.
+  StatusOr<BudgetMapPut> spaced = store_->PutBudgetMap("ab", 1, R"({"b":[1]})");
+  ASSERT_TRUE(spaced.ok()) << spaced.status();
+  EXPECT_TRUE(spaced->created);
+  EXPECT_NE(spaced->map.digest, b1->map.digest);
+}
+
+TEST_F(StoreTest, PutBudgetMapOfTheSameBytesReturnsTheStoredMapAndWritesNothing) {
+  ASSERT_TRUE(store_->PutProfileVersion("ab", R"({"p": 1})").ok());
+  now_ = 100;
+  StatusOr<BudgetMapPut> first = store_->PutBudgetMap("ab", 1, R"({"b": [1]})");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->created);
+  EXPECT_EQ(first->map.version, 1u);
+  EXPECT_EQ(first->map.created_at_ms, 100);
+
+  // Later, against a newer profile: the stored map as it was (profile, time), no new sequence.
+  ASSERT_TRUE(store_->PutProfileVersion("ab", R"({"p": 2})").ok());
+  now_ = 200;
+  StatusOr<BudgetMapPut> again = store_->PutBudgetMap("ab", kLatestVersion, R"({"b": [1]})");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->map, first->map);
+  EXPECT_EQ(store_->ListBudgetMaps("ab")->size(), 1u);
+
+  // Other bytes: the next sequence number and another digest.
+  StatusOr<BudgetMapPut> other = store_->PutBudgetMap("ab", kLatestVersion, R"({"b": [2]})");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE(other->created);
+  EXPECT_EQ(other->map.version, 2u);
+  EXPECT_EQ(other->map.profile_version, 2u);
+  EXPECT_NE(other->map.digest, first->map.digest);
+
+  // The same bytes under another model hash are that model's own map.
+  ASSERT_TRUE(store_->PutProfileVersion("cd", "{}").ok());
+  StatusOr<BudgetMapPut> elsewhere = store_->PutBudgetMap("cd", 1, R"({"b": [1]})");
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  EXPECT_TRUE(elsewhere->created);
+  EXPECT_EQ(elsewhere->map.version, 1u);
+  EXPECT_EQ(elsewhere->map.digest, first->map.digest);
+
+  Reopen();  // the index is durable: still idempotent
+  StatusOr<BudgetMapPut> reopened = store_->PutBudgetMap("ab", 1, R"({"b": [1]})");
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_FALSE(reopened->created);
+  EXPECT_EQ(reopened->map, first->map);
+  EXPECT_EQ(store_->ListBudgetMaps("ab")->size(), 2u);
+}
+
+TEST_F(StoreTest, GetBudgetMapByDigestFindsOnlyThatModelsMap) {
+  ASSERT_TRUE(store_->PutProfileVersion("ab", "{}").ok());
+  ASSERT_TRUE(store_->PutBudgetMap("ab", 1, R"({"b": [1]})").ok());
+  StatusOr<BudgetMapPut> put = store_->PutBudgetMap("ab", 1, R"({"b": [2]})");
+  ASSERT_TRUE(put.ok()) << put.status();
+
+  Reopen();
+  StatusOr<BudgetMapRecord> found = store_->GetBudgetMapByDigest("ab", put->map.digest);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, put->map);
+  EXPECT_EQ(found->version, 2u);
+  EXPECT_EQ(store_->GetBudgetMapByDigest("ab", "0123456789abcdef").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetBudgetMapByDigest("cd", put->map.digest).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetBudgetMapByDigest("ab", "A99CD002299977A3").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->GetBudgetMapByDigest("", put->map.digest).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // ---- Opening ----

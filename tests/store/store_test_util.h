@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,40 @@ inline bool PutRaw(const std::string& path, std::string_view cf, std::string_vie
   if (!found) ADD_FAILURE() << "no column family " << cf;
   if (!s.ok()) ADD_FAILURE() << s.ToString();
   return found && s.ok();
+}
+
+// The value under `key` in column family `cf` of the (closed) database at `path`, read around the
+// store; nullopt when absent (or, with a test failure, when RocksDB refuses).
+inline std::optional<std::string> GetRaw(const std::string& path, std::string_view cf,
+                                         std::string_view key) {
+  std::vector<std::string> names;
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names);
+  if (!s.ok()) {
+    ADD_FAILURE() << s.ToString();
+    return std::nullopt;
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& name : names)
+    descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  s = rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), path, descriptors, &handles, &db);
+  if (!s.ok()) {
+    ADD_FAILURE() << s.ToString();
+    return std::nullopt;
+  }
+  std::optional<std::string> out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] != cf) continue;
+    std::string value;
+    s = db->Get(rocksdb::ReadOptions(), handles[i], rocksdb::Slice(key.data(), key.size()), &value);
+    if (s.ok()) out = std::move(value);
+    if (!s.ok() && !s.IsNotFound()) ADD_FAILURE() << s.ToString();
+  }
+  for (rocksdb::ColumnFamilyHandle* h : handles)
+    db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  delete db;
+  return out;
 }
 
 // Deterministic stand-in for a trial's KL.
