@@ -16,10 +16,12 @@ namespace {
 
 constexpr uint32_t Bits(Role r) { return static_cast<uint32_t>(r); }
 constexpr uint32_t kAdmin = Bits(Role::kAdmin);
-// Reader calls: reader, submitter, operator (and admin). Agents get nothing until the rollout
-// RPCs exist (docs/SECURITY.md).
+// Reader calls: reader, submitter, operator (and admin) (docs/SECURITY.md).
 constexpr uint32_t kReaders =
     Bits(Role::kReader) | Bits(Role::kSubmitter) | Bits(Role::kOperator) | kAdmin;
+constexpr uint32_t kOperators = Bits(Role::kOperator) | kAdmin;
+// Agents act for the node id their token is bound to (rollout_service.cc checks the binding).
+constexpr uint32_t kAgents = Bits(Role::kAgent) | kAdmin;
 constexpr uint32_t kSubmitters = Bits(Role::kSubmitter) | kAdmin;
 constexpr uint32_t kWorkers = Bits(Role::kWorker) | kAdmin;
 constexpr uint32_t kAnyRole = Bits(Role::kReader) | Bits(Role::kSubmitter) | Bits(Role::kOperator) |
@@ -31,8 +33,7 @@ struct TableRow {
 };
 
 // THE table: every RPC the scheduler serves and who may call it. A method missing here is
-// admin's only. Operator RPCs (budget-map versions, rollouts) and agent RPCs (WatchBudgets,
-// acknowledgements) join it with the rollout issue.
+// admin's only.
 constexpr TableRow kTable[] = {
     {"/ripplekv.v1.CalibrationService/GetJob", kReaders},
     {"/ripplekv.v1.CalibrationService/ListJobs", kReaders},
@@ -42,6 +43,17 @@ constexpr TableRow kTable[] = {
     {"/ripplekv.v1.CalibrationService/GetBudgetMap", kReaders},
     {"/ripplekv.v1.CalibrationService/SubmitJob", kSubmitters},
     {"/ripplekv.v1.CalibrationService/CancelJob", kSubmitters},
+    {"/ripplekv.v1.RolloutService/GetBudgetMap", kReaders},
+    {"/ripplekv.v1.RolloutService/ListBudgetMaps", kReaders},
+    {"/ripplekv.v1.RolloutService/GetRollout", kReaders},
+    {"/ripplekv.v1.RolloutService/ListRollouts", kReaders},
+    {"/ripplekv.v1.RolloutService/CreateBudgetMap", kOperators},
+    {"/ripplekv.v1.RolloutService/CreateRollout", kOperators},
+    {"/ripplekv.v1.RolloutService/PauseRollout", kOperators},
+    {"/ripplekv.v1.RolloutService/ResumeRollout", kOperators},
+    {"/ripplekv.v1.RolloutService/RollbackRollout", kOperators},
+    {"/ripplekv.v1.RolloutService/WatchBudgets", kAgents},
+    {"/ripplekv.v1.RolloutService/ReportBudget", kAgents},
     {"/ripplekv.v1.WorkerService/Register", kWorkers},
     {"/ripplekv.v1.WorkerService/Connect", kWorkers},
     {"/ripplekv.v1.WorkerService/GetJobData", kWorkers},
@@ -259,7 +271,7 @@ Decision Authorize(const TokenTable& tokens, std::string_view method,
   return decision;
 }
 
-StatusOr<Caller> CallerOf(const TokenTable& tokens, const grpc::ServerContext& context) {
+StatusOr<Caller> CallerOf(const TokenTable& tokens, const grpc::ServerContextBase& context) {
   std::vector<std::string_view> authorization;
   const auto range = context.client_metadata().equal_range("authorization");
   for (auto it = range.first; it != range.second; ++it) {

@@ -26,9 +26,9 @@ namespace ripplekv::scheduler::service {
 enum class Role : uint32_t {
   kReader = 1u << 0,     // query jobs, profiles, budget maps
   kSubmitter = 1u << 1,  // reader + submit and cancel jobs
-  kOperator = 1u << 2,   // reader + (later) budget-map versions and rollouts
+  kOperator = 1u << 2,   // reader + budget-map versions and rollouts
   kWorker = 1u << 3,     // WorkerService: Register, Connect, GetJobData
-  kAgent = 1u << 4,      // a serving node's agent, bound to one node id (nothing yet)
+  kAgent = 1u << 4,      // a serving node's agent: WatchBudgets, ReportBudget for its node id
   kAdmin = 1u << 5,      // every RPC, including ones missing from the table
 };
 
@@ -101,7 +101,7 @@ Decision Authorize(const TokenTable& tokens, std::string_view method,
 // handlers that need it (an agent's node id). The auth context gRPC hands the processor belongs
 // to the connection, not the call, so per-call identity is never stored there. Errors as
 // Authorize's UNAUTHENTICATED.
-StatusOr<Caller> CallerOf(const TokenTable& tokens, const grpc::ServerContext& context);
+StatusOr<Caller> CallerOf(const TokenTable& tokens, const grpc::ServerContextBase& context);
 
 // Enforces the table on every call of a server: rejects with UNAUTHENTICATED or
 // PERMISSION_DENIED before the handler runs (so a rejected call changes nothing) and logs the

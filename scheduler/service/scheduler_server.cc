@@ -12,7 +12,8 @@
 namespace ripplekv::scheduler::service {
 namespace {
 
-constexpr const char* kServices[] = {"ripplekv.v1.CalibrationService", "ripplekv.v1.WorkerService"};
+constexpr const char* kServices[] = {"ripplekv.v1.CalibrationService", "ripplekv.v1.WorkerService",
+                                     "ripplekv.v1.RolloutService"};
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -27,9 +28,10 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (options.db_path.empty()) return absl::InvalidArgumentError("db_path is required");
   if (options.lease_ms <= 0 || options.heartbeat_timeout_ms <= 0 ||
       options.heartbeat_interval_ms <= 0 || options.expire_interval_ms <= 0 ||
-      options.retention_interval_ms <= 0 || options.watch_poll_ms <= 0) {
+      options.retention_interval_ms <= 0 || options.watch_poll_ms <= 0 ||
+      options.rollout_tick_ms <= 0) {
     return absl::InvalidArgumentError(
-        "lease, heartbeat, expiry, retention and poll periods must be > 0 ms");
+        "lease, heartbeat, expiry, retention, poll and rollout periods must be > 0 ms");
   }
   if (options.task_deadline_ms < 0 || options.retention_ms < 0) {
     return absl::InvalidArgumentError("task_deadline_ms and retention_ms must be >= 0");
@@ -56,6 +58,8 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   scheduler_options.task_deadline_ms = options.task_deadline_ms;
   scheduler_options.max_attempts = options.max_attempts;
   server->scheduler_ = std::make_unique<Scheduler>(server->store_.get(), scheduler_options, &NowMs);
+  ASSIGN_OR_RETURN(server->rollout_engine_,
+                   rollout::RolloutEngine::Load(server->store_.get(), {.now_ms = &NowMs}));
 
   server->pool_ = std::make_unique<WorkPool>(options.work_threads, options.max_queued_requests);
   WorkerServiceOptions worker_options;
@@ -75,12 +79,20 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->calibration_service_ = std::make_unique<CalibrationServiceImpl>(
       server->scheduler_.get(), std::move(calibration_options));
 
+  server->rollout_service_ = std::make_unique<RolloutServiceImpl>(
+      RolloutServiceOptions{.scheduler = server->scheduler_.get(),
+                            .store = server->store_.get(),
+                            .engine = server->rollout_engine_.get(),
+                            .pool = server->pool_.get(),
+                            .tokens = server->tokens_.get()});
+
   grpc::EnableDefaultHealthCheckService(true);
   if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, security.credentials, &server->port_);
   builder.RegisterService(server->calibration_service_.get());
   builder.RegisterService(server->worker_service_.get());
+  builder.RegisterService(server->rollout_service_.get());
   // The largest SubmitJob; every other method checks kMaxRequestBytes itself (docs/API.md).
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxSubmitBytes));
   // Bounds what clients can make the server hold: streams per connection, and the memory of
@@ -106,6 +118,8 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   }
   server->timer_ =
       std::thread(&SchedulerServer::TimerLoop, server.get(), options.expire_interval_ms);
+  server->rollout_timer_ =
+      std::thread(&SchedulerServer::RolloutLoop, server.get(), options.rollout_tick_ms);
   if (options.retention_ms > 0) {
     server->retention_ = std::thread(&SchedulerServer::RetentionLoop, server.get(),
                                      options.retention_ms, options.retention_interval_ms);
@@ -121,6 +135,16 @@ void SchedulerServer::TimerLoop(int64_t interval_ms) {
       !cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stopping_; })) {
     lock.unlock();
     worker_service_->Tick();
+    lock.lock();
+  }
+}
+
+void SchedulerServer::RolloutLoop(int64_t interval_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (
+      !cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stopping_; })) {
+    lock.unlock();
+    rollout_engine_->Tick();
     lock.lock();
   }
 }
@@ -163,7 +187,9 @@ void SchedulerServer::Shutdown() {
   }
   if (timer_.joinable()) timer_.join();
   if (retention_.joinable()) retention_.join();
+  if (rollout_timer_.joinable()) rollout_timer_.join();
   if (calibration_service_ != nullptr) calibration_service_->Shutdown();
+  if (rollout_service_ != nullptr) rollout_service_->Shutdown();
   if (worker_service_ != nullptr) worker_service_->Shutdown();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -1,6 +1,7 @@
 #pragma once
 // The scheduler daemon's server (docs/DESIGN.md §3, docs/API.md): opens the store, builds the
-// scheduler core, serves CalibrationService and WorkerService with the health service (and
+// scheduler core and the rollout engine, serves CalibrationService, WorkerService and
+// RolloutService (docs/ROLLOUTS.md) with the health service (and
 // reflection when asked) on one address, secured as docs/SECURITY.md describes, with the
 // documented keepalive settings, and runs a timer that calls Scheduler::ExpireLeases.
 // `ripplekv-scheduler` (main.cc) and the integration tests use it.
@@ -18,7 +19,9 @@
 
 #include "kernels/base/status.h"
 #include "scheduler/core/scheduler.h"
+#include "scheduler/rollout/rollout_engine.h"
 #include "scheduler/service/calibration_service.h"
+#include "scheduler/service/rollout_service.h"
 #include "scheduler/service/server_security.h"
 #include "scheduler/service/worker_service.h"
 #include "store/store.h"
@@ -50,6 +53,8 @@ struct SchedulerServerOptions {
   // only; `ripplekv-scheduler` makes its operator choose explicitly.
   ServerSecurityOptions security;
   bool reflection = false;  // serve gRPC server reflection (process-wide once enabled)
+  // How often rollouts check soak times and stage deadlines, ms (docs/ROLLOUTS.md).
+  int64_t rollout_tick_ms = 100;
 };
 
 class SchedulerServer {
@@ -74,6 +79,7 @@ class SchedulerServer {
 
   Scheduler& scheduler() { return *scheduler_; }
   WorkerServiceImpl& worker_service() { return *worker_service_; }
+  rollout::RolloutEngine& rollout_engine() { return *rollout_engine_; }
   // WatchJob streams open now.
   size_t open_watchers() const { return calibration_service_->open_watchers(); }
 
@@ -83,14 +89,17 @@ class SchedulerServer {
  private:
   SchedulerServer() = default;
   void TimerLoop(int64_t interval_ms);
+  void RolloutLoop(int64_t interval_ms);
   // Purges what retention_ms lets go, in bounded calls, until nothing is left or stopping.
   void RetentionLoop(int64_t retention_ms, int64_t interval_ms);
 
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<rollout::RolloutEngine> rollout_engine_;
   std::unique_ptr<WorkPool> pool_;  // the handlers' store work; drained by Shutdown
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<CalibrationServiceImpl> calibration_service_;
+  std::unique_ptr<RolloutServiceImpl> rollout_service_;
   std::shared_ptr<const TokenTable> tokens_;
   std::unique_ptr<grpc::Server> server_;  // last: destroyed first
   int port_ = 0;
@@ -100,6 +109,7 @@ class SchedulerServer {
   bool stopping_ = false;  // guarded by mu_
   std::thread timer_;
   std::thread retention_;
+  std::thread rollout_timer_;
 };
 
 }  // namespace ripplekv::scheduler::service

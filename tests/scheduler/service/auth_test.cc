@@ -25,6 +25,7 @@
 #include "kernels/base/file_io.h"
 #include "proto/client_channel.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
+#include "ripplekv/v1/rollout.grpc.pb.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "scheduler/service/scheduler_server.h"
 #include "spdlog/spdlog.h"
@@ -74,23 +75,46 @@ const std::vector<std::string> kAllMethods = {
     "/ripplekv.v1.CalibrationService/SubmitJob",    "/ripplekv.v1.CalibrationService/CancelJob",
     "/ripplekv.v1.WorkerService/Register",          "/ripplekv.v1.WorkerService/Connect",
     "/ripplekv.v1.WorkerService/GetJobData",
+    "/ripplekv.v1.RolloutService/GetBudgetMap",     "/ripplekv.v1.RolloutService/ListBudgetMaps",
+    "/ripplekv.v1.RolloutService/GetRollout",       "/ripplekv.v1.RolloutService/ListRollouts",
+    "/ripplekv.v1.RolloutService/CreateBudgetMap",  "/ripplekv.v1.RolloutService/CreateRollout",
+    "/ripplekv.v1.RolloutService/PauseRollout",     "/ripplekv.v1.RolloutService/ResumeRollout",
+    "/ripplekv.v1.RolloutService/RollbackRollout",  "/ripplekv.v1.RolloutService/WatchBudgets",
+    "/ripplekv.v1.RolloutService/ReportBudget",
 };
 
-std::set<std::string> ReaderCalls() { return {kAllMethods.begin(), kAllMethods.begin() + 6}; }
+// The node id make-tls binds its agent token to.
+const std::string kAgentNode = "local-node-1";
+
+std::set<std::string> ReaderCalls() {
+  std::set<std::string> calls(kAllMethods.begin(), kAllMethods.begin() + 6);
+  calls.insert({"/ripplekv.v1.RolloutService/GetBudgetMap",
+                "/ripplekv.v1.RolloutService/ListBudgetMaps",
+                "/ripplekv.v1.RolloutService/GetRollout",
+                "/ripplekv.v1.RolloutService/ListRollouts"});
+  return calls;
+}
 
 // What each role may call, stated here independently of the server's table.
 std::map<std::string, std::set<std::string>> Expected() {
   std::set<std::string> submitter = ReaderCalls();
   submitter.insert(
       {"/ripplekv.v1.CalibrationService/SubmitJob", "/ripplekv.v1.CalibrationService/CancelJob"});
+  std::set<std::string> operator_calls = ReaderCalls();
+  operator_calls.insert({"/ripplekv.v1.RolloutService/CreateBudgetMap",
+                         "/ripplekv.v1.RolloutService/CreateRollout",
+                         "/ripplekv.v1.RolloutService/PauseRollout",
+                         "/ripplekv.v1.RolloutService/ResumeRollout",
+                         "/ripplekv.v1.RolloutService/RollbackRollout"});
   return {
       {"reader", ReaderCalls()},
       {"submitter", submitter},
-      {"operator", ReaderCalls()},
+      {"operator", operator_calls},
       {"worker",
        {"/ripplekv.v1.WorkerService/Register", "/ripplekv.v1.WorkerService/Connect",
         "/ripplekv.v1.WorkerService/GetJobData"}},
-      {"agent", {}},
+      {"agent",
+       {"/ripplekv.v1.RolloutService/WatchBudgets", "/ripplekv.v1.RolloutService/ReportBudget"}},
       {"admin", {kAllMethods.begin(), kAllMethods.end()}},
   };
 }
@@ -99,6 +123,7 @@ struct Stubs {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::CalibrationService::Stub> calibration;
   std::unique_ptr<v1::WorkerService::Stub> workers;
+  std::unique_ptr<v1::RolloutService::Stub> rollouts;
 };
 
 Stubs MakeStubs(const std::string& address, const v1::ClientChannelOptions& options) {
@@ -106,6 +131,7 @@ Stubs MakeStubs(const std::string& address, const v1::ClientChannelOptions& opti
   stubs.channel = v1::MakeClientChannel(address, options);
   stubs.calibration = v1::CalibrationService::NewStub(stubs.channel);
   stubs.workers = v1::WorkerService::NewStub(stubs.channel);
+  stubs.rollouts = v1::RolloutService::NewStub(stubs.channel);
   return stubs;
 }
 
@@ -148,7 +174,7 @@ grpc::Status Call(Stubs& s, const std::string& method) {
     v1::ListProfilesResponse response;
     return s.calibration->ListProfiles(&context, v1::ListProfilesRequest(), &response);
   }
-  if (name == "GetBudgetMap") {
+  if (name == "GetBudgetMap" && method.starts_with("/ripplekv.v1.CalibrationService/")) {
     v1::GetBudgetMapRequest request;
     request.set_model_hash(std::string(64, 'f'));
     v1::BudgetMap response;
@@ -182,6 +208,71 @@ grpc::Status Call(Stubs& s, const std::string& method) {
     request.set_job_id("no-such-job");
     v1::GetJobDataResponse response;
     return s.workers->GetJobData(&context, request, &response);
+  }
+  if (name == "GetBudgetMap") {  // RolloutService's
+    v1::GetBudgetMapVersionRequest request;
+    request.set_model_hash(std::string(64, 'f'));
+    request.set_version("latest");
+    v1::BudgetMapVersion response;
+    return s.rollouts->GetBudgetMap(&context, request, &response);
+  }
+  if (name == "ListBudgetMaps") {
+    v1::ListBudgetMapVersionsRequest request;
+    request.set_model_hash(std::string(64, 'f'));
+    v1::ListBudgetMapVersionsResponse response;
+    return s.rollouts->ListBudgetMaps(&context, request, &response);
+  }
+  if (name == "GetRollout" || name == "PauseRollout" || name == "ResumeRollout" ||
+      name == "RollbackRollout") {
+    v1::Rollout response;
+    if (name == "GetRollout") {
+      v1::GetRolloutRequest request;
+      request.set_rollout_id("r999");
+      return s.rollouts->GetRollout(&context, request, &response);
+    }
+    if (name == "PauseRollout") {
+      v1::PauseRolloutRequest request;
+      request.set_rollout_id("r999");
+      return s.rollouts->PauseRollout(&context, request, &response);
+    }
+    if (name == "ResumeRollout") {
+      v1::ResumeRolloutRequest request;
+      request.set_rollout_id("r999");
+      return s.rollouts->ResumeRollout(&context, request, &response);
+    }
+    v1::RollbackRolloutRequest request;
+    request.set_rollout_id("r999");
+    return s.rollouts->RollbackRollout(&context, request, &response);
+  }
+  if (name == "ListRollouts") {
+    v1::ListRolloutsResponse response;
+    return s.rollouts->ListRollouts(&context, v1::ListRolloutsRequest(), &response);
+  }
+  if (name == "CreateBudgetMap") {
+    v1::CreateBudgetMapResponse response;
+    return s.rollouts->CreateBudgetMap(&context, v1::CreateBudgetMapRequest(), &response);
+  }
+  if (name == "CreateRollout") {
+    v1::Rollout response;
+    return s.rollouts->CreateRollout(&context, v1::CreateRolloutRequest(), &response);
+  }
+  if (name == "WatchBudgets") {
+    // An invalid model hash: a call past the auth check ends at once with INVALID_ARGUMENT.
+    v1::WatchBudgetsRequest request;
+    request.set_node_id(kAgentNode);
+    request.set_model_hash("not-a-hash");
+    auto reader = s.rollouts->WatchBudgets(&context, request);
+    v1::BudgetAssignment assignment;
+    while (reader->Read(&assignment)) {
+    }
+    return reader->Finish();
+  }
+  if (name == "ReportBudget") {
+    v1::ReportBudgetRequest request;
+    request.set_node_id(kAgentNode);
+    request.set_model_hash(std::string(64, 'f'));
+    v1::ReportBudgetResponse response;
+    return s.rollouts->ReportBudget(&context, request, &response);
   }
   ADD_FAILURE() << "no call for " << method;
   return grpc::Status(grpc::StatusCode::INTERNAL, "test bug");
@@ -277,6 +368,62 @@ TEST_F(AuthTest, EachRoleMayMakeExactlyItsCalls) {
       }
     }
   }
+}
+
+TEST_F(AuthTest, AnAgentActsOnlyForItsOwnNode) {
+  StartTls();
+  Stubs agent = MakeStubs(address_, Tls("agent"));
+  for (const std::string& node : {std::string("local-node-2"), std::string("other")}) {
+    grpc::ClientContext watch_context;
+    SetDeadline(watch_context);
+    v1::WatchBudgetsRequest watch;
+    watch.set_node_id(node);
+    watch.set_model_hash(kHash);
+    auto reader = agent.rollouts->WatchBudgets(&watch_context, watch);
+    v1::BudgetAssignment assignment;
+    EXPECT_FALSE(reader->Read(&assignment)) << node;
+    const grpc::Status watched = reader->Finish();
+    EXPECT_EQ(watched.error_code(), grpc::StatusCode::PERMISSION_DENIED) << node;
+    EXPECT_NE(watched.error_message().find(kAgentNode), std::string::npos)
+        << watched.error_message();
+
+    grpc::ClientContext report_context;
+    SetDeadline(report_context);
+    v1::ReportBudgetRequest report;
+    report.set_node_id(node);
+    report.set_model_hash(kHash);
+    report.set_ok(true);
+    v1::ReportBudgetResponse response;
+    EXPECT_EQ(agent.rollouts->ReportBudget(&report_context, report, &response).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED)
+        << node;
+  }
+  // Its own node: the stream opens and says what to hold (no rollout yet: nothing).
+  grpc::ClientContext context;
+  SetDeadline(context);
+  v1::WatchBudgetsRequest own;
+  own.set_node_id(kAgentNode);
+  own.set_model_hash(kHash);
+  auto reader = agent.rollouts->WatchBudgets(&context, own);
+  v1::BudgetAssignment assignment;
+  ASSERT_TRUE(reader->Read(&assignment));
+  EXPECT_EQ(assignment.version(), "");
+  context.TryCancel();
+  while (reader->Read(&assignment)) {
+  }
+  reader->Finish();
+  // An admin may act for any node (e.g. to repair a node's record).
+  Stubs admin = MakeStubs(address_, Tls("admin"));
+  grpc::ClientContext report_context;
+  SetDeadline(report_context);
+  v1::ReportBudgetRequest report;
+  report.set_node_id("local-node-2");
+  report.set_model_hash(kHash);
+  report.set_ok(true);
+  v1::ReportBudgetResponse response;
+  const grpc::Status reported = admin.rollouts->ReportBudget(&report_context, report, &response);
+  EXPECT_EQ(reported.error_code(), grpc::StatusCode::FAILED_PRECONDITION)  // never watched
+      << reported.error_message();
 }
 
 TEST_F(AuthTest, NoTokenOrUnknownTokenIsUnauthenticated) {

@@ -12,6 +12,7 @@
 
 #include "proto/client_channel.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
+#include "ripplekv/v1/rollout.grpc.pb.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "scheduler/service/auth.h"
 
@@ -131,7 +132,9 @@ TEST(TokenTableTest, TableCoversEveryMethodOfTheServices) {
   const auto* pool = google::protobuf::DescriptorPool::generated_pool();
   v1::CalibrationService::Service calibration;  // links the generated descriptors
   v1::WorkerService::Service workers;
-  for (const char* name : {"ripplekv.v1.CalibrationService", "ripplekv.v1.WorkerService"}) {
+  v1::RolloutService::Service rollouts;
+  for (const char* name : {"ripplekv.v1.CalibrationService", "ripplekv.v1.WorkerService",
+                           "ripplekv.v1.RolloutService"}) {
     const google::protobuf::ServiceDescriptor* service = pool->FindServiceByName(name);
     ASSERT_NE(service, nullptr) << name;
     for (int i = 0; i < service->method_count(); ++i) {

@@ -1,0 +1,39 @@
+#include "scheduler/rollout/node_order.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/base/check.h"
+
+namespace ripplekv::scheduler::rollout {
+
+uint64_t NodeRank(std::string_view rollout_id, std::string_view node_id) {
+  std::string input;
+  input.reserve(rollout_id.size() + 1 + node_id.size());
+  input.append(rollout_id).push_back('\0');
+  input.append(node_id);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  RIPPLEKV_CHECK(EVP_Digest(input.data(), input.size(), digest, &length, EVP_sha256(), nullptr) ==
+                 1);
+  uint64_t rank = 0;
+  for (int i = 0; i < 8; ++i) rank = (rank << 8) | digest[i];
+  return rank;
+}
+
+size_t StageSize(const v1::RolloutStage& stage, size_t connected) {
+  if (connected == 0) return 0;
+  if (stage.size_case() == v1::RolloutStage::kNodes) {
+    return std::min(connected, static_cast<size_t>(std::max(stage.nodes(), 1)));
+  }
+  // percent in (0, 100], checked when the rollout was created; the epsilon keeps 10% of 50 at 5
+  // although 0.1 * 50 is 5.000000000000001 in binary.
+  const double exact = stage.percent() / 100.0 * static_cast<double>(connected);
+  const auto size = static_cast<size_t>(std::ceil(exact - 1e-9));
+  return std::clamp<size_t>(size, 1, connected);
+}
+
+}  // namespace ripplekv::scheduler::rollout

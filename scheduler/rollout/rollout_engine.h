@@ -1,0 +1,159 @@
+#pragma once
+// Staged rollouts of frozen budget maps to serving nodes (docs/ROLLOUTS.md): which map each node
+// of a model should hold, the rollouts' state machine (running -> paused / succeeded / rolled
+// back), node selection per stage, acknowledgements, soak and deadlines, and durability through
+// the store. The gRPC adapter (scheduler/service/rollout_service.h) turns RPCs into calls here and
+// gives each WatchBudgets stream an AssignmentSink.
+//
+// What a node of model M is told to hold follows from M's newest rollout R alone:
+//   none                 -> no map ("")
+//   R running or paused  -> R's map if the node was selected into R, else R's previous map
+//   R succeeded          -> R's map
+//   R rolled back        -> R's previous map
+// A stage covers StageSize() of the connected nodes; nodes are added in NodeRank() order and
+// stay added. A stage is done when it covers its size, at least min_ack_share of its nodes
+// reported the map applied, none reported failure, and the soak time has passed since that
+// happened; then the next stage starts (after the last, the rollout succeeds). A failure report
+// pauses the rollout; so does a stage that is not done within stage_timeout of its start.
+//
+// Durability: every transition (create, a stage's new nodes, advance, pause, resume, rollback) is
+// one synced store write made BEFORE any node hears of it, so after a crash no node holds a map
+// its rollout did not durably assign. Node reports are written unsynced: a node states what it
+// holds again whenever it reconnects. Load() resumes every rollout where the store left it.
+//
+// Thread-safety: every method may be called from any thread (one internal mutex). Sinks are
+// called after that mutex is released, so a sink may call back into the engine (Unwatch); offers
+// carry an increasing sequence number so that a sink can drop one that overtook a newer one.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "ripplekv/v1/rollout.pb.h"
+#include "store/store.h"
+
+namespace ripplekv::scheduler::rollout {
+
+namespace v1 = ::ripplekv::v1;
+
+// One node's open WatchBudgets stream.
+class AssignmentSink {
+ public:
+  virtual ~AssignmentSink() = default;
+  // Queues `assignment` for the node; a newer one may replace one not yet sent. `sequence`
+  // increases with every offer the engine makes: ignore one lower than an offer already taken.
+  virtual void Offer(const v1::BudgetAssignment& assignment, uint64_t sequence) = 0;
+  // A newer stream of the same node replaced this one: end it (ABORTED).
+  virtual void Replace() = 0;
+};
+
+struct RolloutEngineOptions {
+  std::function<int64_t()> now_ms;  // wall clock, ms since the epoch; null: the system clock
+};
+
+// Defaults of CreateRolloutRequest (docs/ROLLOUTS.md).
+inline constexpr int64_t kDefaultStageTimeoutMs = 5 * 60 * 1000;
+inline constexpr int kMaxStages = 16;
+
+class RolloutEngine {
+ public:
+  // Reads every rollout from `store` (which must outlive the engine) and resumes them.
+  // Errors: the store's (DataLoss for a record that does not decode).
+  [[nodiscard]] static StatusOr<std::unique_ptr<RolloutEngine>> Load(
+      store::Store* store, RolloutEngineOptions options = {});
+
+  // Starts a rollout (docs/ROLLOUTS.md for every check). InvalidArgument naming the field;
+  // NotFound: no such map version; FailedPrecondition: the model has a running or paused rollout,
+  // or the map is what its nodes already hold.
+  [[nodiscard]] StatusOr<v1::Rollout> Create(const v1::CreateRolloutRequest& request);
+  // NotFound for an unknown id; InvalidArgument for a malformed one.
+  [[nodiscard]] StatusOr<v1::Rollout> Get(const std::string& rollout_id, bool with_nodes) const;
+  // Newest first; `model_hash` empty: every model.
+  [[nodiscard]] std::vector<v1::Rollout> List(const std::string& model_hash) const;
+  [[nodiscard]] StatusOr<v1::Rollout> Pause(const std::string& rollout_id,
+                                            const std::string& reason);
+  [[nodiscard]] StatusOr<v1::Rollout> Resume(const std::string& rollout_id);
+  [[nodiscard]] StatusOr<v1::Rollout> Rollback(const std::string& rollout_id);
+
+  // A node's stream opened: records what it holds, replaces an older stream of the node, may
+  // select it into the running stage, and offers its assignment to `sink` at once.
+  [[nodiscard]] Status Watch(const std::string& node_id, const std::string& model_hash,
+                             const std::string& held_version, std::shared_ptr<AssignmentSink> sink);
+  // The stream `sink` of the node ended (a replaced stream's end changes nothing).
+  void Unwatch(const std::string& node_id, const std::string& model_hash,
+               const AssignmentSink* sink);
+  // A node's outcome. FailedPrecondition when the node never watched the model.
+  [[nodiscard]] Status Report(const v1::ReportBudgetRequest& report);
+
+  // Soak and deadline checks of every running rollout; call periodically (every ~100 ms).
+  void Tick();
+
+ private:
+  struct Node {
+    std::string held_version;  // as last reported (applied), "" unknown or none
+    std::shared_ptr<AssignmentSink> sink;  // null while disconnected
+    std::optional<std::string> offered;    // version last offered on the current stream
+  };
+  struct Run {
+    uint64_t id = 0;
+    v1::Rollout state;  // persisted fields only (no counts, no nodes)
+    // Nodes with a record in this rollout, by node id (loaded for each model's newest rollout).
+    std::map<std::string, v1::RolloutNode> nodes;
+    std::map<std::string, uint64_t> ranks;  // NodeRank cache
+    int64_t acked_since_ms = 0;             // when the stage became acknowledged; 0 not yet
+  };
+  struct Model {
+    std::map<std::string, Node> nodes;  // every node that watched since start, by id
+    uint64_t newest = 0;                // id of the newest rollout; 0 none
+  };
+
+  // Sink calls decided under mu_, made after it is released.
+  struct Outbox {
+    std::vector<std::tuple<std::shared_ptr<AssignmentSink>, v1::BudgetAssignment, uint64_t>> offers;
+    std::vector<std::shared_ptr<AssignmentSink>> replaced;
+  };
+
+  RolloutEngine(store::Store* store, RolloutEngineOptions options);
+  int64_t Now() const;
+  // Runs `body` with mu_ held, then makes the sink calls it queued.
+  template <typename Body>
+  auto Locked(Body body) -> decltype(body());
+
+  // Everything below runs with mu_ held.
+  StatusOr<v1::Rollout> CreateLocked(const v1::CreateRolloutRequest& request);
+  Status WatchLocked(const std::string& node_id, const std::string& model_hash,
+                     const std::string& held_version, std::shared_ptr<AssignmentSink> sink);
+  Status ReportLocked(const v1::ReportBudgetRequest& report);
+  StatusOr<Run*> FindRun(const std::string& rollout_id);
+  StatusOr<const Run*> FindRun(const std::string& rollout_id) const;
+  // What `node_id` of `model` should hold, and the rollout that says so ("" none).
+  v1::BudgetAssignment AssignmentFor(const Model& model, const std::string& node_id) const;
+  // Offers every connected node of `model` its assignment when it differs from the last offer.
+  void OfferChanges(const std::string& model_hash, Model& model);
+  // Persists `run`'s record and `changed` node records in one write (synced when `sync`).
+  Status Persist(Run& run, const std::vector<std::string>& changed, bool sync);
+  // Selects nodes, advances stages, checks deadlines; persists and offers what changed.
+  void Step(Run& run);
+  Status PauseLocked(Run& run, const std::string& reason);
+  // The rollout message with counts (and nodes when asked).
+  v1::Rollout View(const Run& run, bool with_nodes) const;
+  const v1::BudgetMapVersion* MapFor(const std::string& model_hash, const std::string& version);
+
+  store::Store* const store_;
+  const RolloutEngineOptions options_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, Run> runs_;             // every rollout; nodes only for each model's newest
+  std::map<std::string, Model> models_;      // by model hash
+  std::map<std::string, v1::BudgetMapVersion> maps_;  // "hash/version" -> map, read once
+  Outbox outbox_;
+  uint64_t offer_sequence_ = 0;
+};
+
+}  // namespace ripplekv::scheduler::rollout
