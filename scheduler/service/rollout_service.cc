@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/base/strings.h"
-#include "scheduler/rollout/budget_versions.h"
+#include "scheduler/service/budget_versions.h"
 #include "scheduler/service/convert.h"
 #include "spdlog/spdlog.h"
 

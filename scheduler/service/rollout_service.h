@@ -17,7 +17,7 @@
 
 #include "ripplekv/v1/rollout.grpc.pb.h"
 #include "scheduler/core/scheduler.h"
-#include "scheduler/rollout/rollout_engine.h"
+#include "scheduler/service/rollout_engine.h"
 #include "scheduler/service/auth.h"
 #include "scheduler/service/work_pool.h"
 #include "store/store.h"

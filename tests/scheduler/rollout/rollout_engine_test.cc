@@ -1,7 +1,7 @@
 // The rollout state machine over a real store: node selection per stage, acknowledgements, soak
 // and deadlines, failure and pause, resume, rollback, supersession and a restart from the store.
 
-#include "scheduler/rollout/rollout_engine.h"
+#include "scheduler/service/rollout_engine.h"
 
 #include <google/protobuf/util/time_util.h>
 
@@ -13,7 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "method/frozen_map.h"
-#include "scheduler/rollout/node_order.h"
+#include "scheduler/service/node_order.h"
 #include "store/store.h"
 #include "tests/store/store_test_util.h"
 

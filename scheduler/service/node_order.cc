@@ -1,4 +1,4 @@
-#include "scheduler/rollout/node_order.h"
+#include "scheduler/service/node_order.h"
 
 #include <openssl/evp.h>
 

@@ -1,4 +1,4 @@
-#include "scheduler/rollout/budget_versions.h"
+#include "scheduler/service/budget_versions.h"
 
 #include <google/protobuf/util/time_util.h>
 

@@ -2,8 +2,9 @@
 // Staged rollouts of frozen budget maps to serving nodes (docs/ROLLOUTS.md): which map each node
 // of a model should hold, the rollouts' state machine (running -> paused / succeeded / rolled
 // back), node selection per stage, acknowledgements, soak and deadlines, and durability through
-// the store. The gRPC adapter (scheduler/service/rollout_service.h) turns RPCs into calls here and
-// gives each WatchBudgets stream an AssignmentSink.
+// the store. Its state is the API's own messages (ripplekv/v1/rollout.proto), stored as they are,
+// which is why it lives at the network edge. The gRPC adapter (rollout_service.h) turns RPCs into
+// calls here and gives each WatchBudgets stream an AssignmentSink.
 //
 // What a node of model M is told to hold follows from M's newest rollout R alone:
 //   none                 -> no map ("")

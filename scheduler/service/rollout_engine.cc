@@ -1,4 +1,4 @@
-#include "scheduler/rollout/rollout_engine.h"
+#include "scheduler/service/rollout_engine.h"
 
 #include <google/protobuf/util/time_util.h>
 
@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "kernels/base/strings.h"
-#include "scheduler/rollout/budget_versions.h"
-#include "scheduler/rollout/node_order.h"
+#include "scheduler/service/budget_versions.h"
+#include "scheduler/service/node_order.h"
 #include "spdlog/spdlog.h"
 
 namespace ripplekv::scheduler::rollout {
