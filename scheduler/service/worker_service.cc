@@ -59,6 +59,20 @@ class WorkerServiceImpl::ConnectReactor final
     Pump();
   }
 
+  // Offers this worker tasks that became free elsewhere (another worker's leases returned to
+  // pending), so an idle worker does not wait for its next heartbeat to get them.
+  void Refill() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!attached_) return;
+      if (Status status = Fill(); !status.ok()) {
+        closing_ = true;
+        if (!pending_finish_) pending_finish_ = ToGrpcStatus(status);
+      }
+    }
+    Pump();
+  }
+
   // Tells the worker that job `job_id` ended, so it drops the job's data and prefills.
   void EndJob(store::JobId job, const std::string& reason) {
     {
@@ -132,7 +146,7 @@ class WorkerServiceImpl::ConnectReactor final
     }
     if (!attached_) {
       // Attach locks the service; the service locks streams (Revoke, Register) in that order,
-      // so this runs without mu_. Reads are serialized, so attached_ needs no lock.
+      // so this runs without mu_. Reads are serialized, so they read attached_ without a lock.
       status = Hello(in_);
     } else {
       std::lock_guard<std::mutex> lock(mu_);
@@ -227,8 +241,8 @@ class WorkerServiceImpl::ConnectReactor final
     }
     RETURN_IF_ERROR(
         service_->Attach(message.hello().worker_id(), message.hello().session_id(), this));
-    attached_ = true;
     std::lock_guard<std::mutex> lock(mu_);
+    attached_ = true;
     return Fill();
   }
 
@@ -492,7 +506,9 @@ class WorkerServiceImpl::ConnectReactor final
 
   WorkerServiceImpl* const service_;
   v1::WorkerMessage in_;   // one read in flight at a time
-  bool attached_ = false;  // hello accepted; touched by the (serialized) reads only
+  // Hello accepted. Written once, under mu_, by the (serialized) reads, which read it without
+  // mu_; other threads (Refill) read it under mu_.
+  bool attached_ = false;
 
   std::mutex mu_;
   std::string worker_id_;                   // set by hello; guarded by mu_
@@ -568,6 +584,8 @@ void WorkerServiceImpl::Tick() {
     if (!outcome->released.empty()) {
       spdlog::info("{} expired leases returned to pending", outcome->released.size());
     }
+    const bool freed = !outcome->released.empty() || !outcome->dropped_workers.empty() ||
+                       !outcome->revocations.empty();
     for (const Revocation& r : outcome->revocations) {
       spdlog::warn("task {} taken back: {}", FormatTaskId(r.lease), r.reason);
     }
@@ -578,6 +596,7 @@ void WorkerServiceImpl::Tick() {
       spdlog::warn("finishing a complete job (retried on the next tick): {}", error);
     }
     Revoke(outcome->revocations);  // also tells workers about jobs that ended
+    if (freed) RefillWorkers({});
   }
 }
 
@@ -680,12 +699,28 @@ void WorkerServiceImpl::Detach(ConnectReactor* stream) {
   streams_cv_.notify_all();
   auto it = sessions_.find(stream->worker_id());
   if (it == sessions_.end() || it->second.stream != stream) return;  // retired or never bound
+  const std::string model_hash = it->second.model_hash;
   sessions_.erase(it);
   Status status = scheduler_->WorkerGone(stream->worker_id());
   if (!status.ok() && !absl::IsNotFound(status)) {
     spdlog::warn("worker {} gone: {}", stream->worker_id(), status.ToString());
   } else {
     spdlog::info("worker {} disconnected; its leases return to pending", stream->worker_id());
+  }
+  RefillWorkers(model_hash);
+}
+
+void WorkerServiceImpl::RefillWorkers(const std::string& model_hash) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  // Collected first: a stream's write may end it inline, and its Detach changes sessions_.
+  std::vector<ConnectReactor*> streams;
+  for (const auto& [worker_id, session] : sessions_) {
+    if (session.stream != nullptr && (model_hash.empty() || session.model_hash == model_hash)) {
+      streams.push_back(session.stream);
+    }
+  }
+  for (ConnectReactor* stream : streams) {
+    if (streams_.contains(stream)) stream->Refill();
   }
 }
 

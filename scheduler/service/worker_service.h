@@ -99,6 +99,9 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
                               ConnectReactor* stream);
   // The stream ended: unbinds it, and calls WorkerGone when it was the current session's.
   void Detach(ConnectReactor* stream);
+  // Offers free tasks to every connected worker of `model_hash` (every worker when empty): leases
+  // returned to pending by a departed worker or by expiry reach idle workers at once.
+  void RefillWorkers(const std::string& model_hash);
   // On the scheduler's committer thread: a task_done's results were written (or not); logs the
   // outcome and sends the job-level cancellations of a job it finished. Uses no stream (the one
   // that sent the task_done may be gone).
