@@ -4,37 +4,29 @@
 //     --insecure) [--token-file F] [--reflection] [--lease-ms N] [--heartbeat-timeout-ms N]
 //     [--task-deadline-ms N] [--max-attempts N] [--max-watchers N] [--retention-ms N]
 //
-// Serves ripplekv.v1.CalibrationService and WorkerService and the gRPC health service (server
-// reflection only with --reflection) on ADDR, with its state in the RocksDB database at PATH.
-// Security (docs/SECURITY.md): TLS with --tls-cert/--tls-key (client certificates required when
+// Serves ripplekv.v1.CalibrationService, WorkerService and RolloutService and the gRPC health
+// service (server reflection only with --reflection) on ADDR, with its state in the RocksDB
+// database at PATH. Security (docs/SECURITY.md): TLS with --tls-cert/--tls-key (client certificates
+// required when
 // --tls-client-ca is given), or plaintext with --insecure on a loopback address only; one of the
 // two must be chosen. --token-file: every call needs a bearer token whose role may make it.
 // Logs go to stderr; the bound address is logged once serving. SIGTERM / SIGINT: health goes
 // NOT_SERVING, streams end with UNAVAILABLE, the server stops and the process exits 0. Exit codes:
 // 0 after a clean shutdown, 1 when it cannot start (message on stderr), 2 on bad flags.
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cerrno>
-#include <csignal>
 #include <cstdio>
-#include <cstring>
+#include <future>
+#include <memory>
+#include <mutex>
 #include <string>
 
+#include "kernels/base/stop_signals.h"
 #include "scheduler/service/scheduler_server.h"
 #include "spdlog/spdlog.h"
 
 namespace {
-
-int g_signal_pipe[2] = {-1, -1};
-
-void OnSignal(int signal) {
-  const unsigned char byte = static_cast<unsigned char>(signal);
-  const ssize_t ignored = write(g_signal_pipe[1], &byte, 1);
-  (void)ignored;
-}
 
 int Run(int argc, char** argv) {
   ripplekv::scheduler::service::SchedulerServerOptions options;
@@ -111,17 +103,15 @@ int Run(int argc, char** argv) {
   options.heartbeat_interval_ms =
       std::max<int64_t>(1, std::min<int64_t>(2'000, options.heartbeat_timeout_ms / 3));
 
-  // SIGTERM / SIGINT write one byte to a pipe this thread waits on (the handler is
-  // async-signal-safe; threads started before main may not block the signals).
-  if (pipe(g_signal_pipe) != 0) {
-    spdlog::error("ripplekv-scheduler: pipe: {}", std::strerror(errno));
+  // SIGTERM / SIGINT: this thread waits for one, then shuts the server down.
+  std::promise<void> stop;
+  auto signals = ripplekv::StopSignals::Start([&stop, once = std::make_shared<std::once_flag>()] {
+    std::call_once(*once, [&stop] { stop.set_value(); });
+  });
+  if (!signals.ok()) {
+    spdlog::error("ripplekv-scheduler: {}", signals.status().ToString());
     return 1;
   }
-  struct sigaction action = {};
-  action.sa_handler = OnSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
 
   auto server = ripplekv::scheduler::service::SchedulerServer::Start(options);
   if (!server.ok()) {
@@ -130,10 +120,8 @@ int Run(int argc, char** argv) {
   }
   spdlog::info("ripplekv-scheduler serving on {} (port {}), database {}", options.listen,
                (*server)->port(), options.db_path);
-  unsigned char signal = 0;
-  while (read(g_signal_pipe[0], &signal, 1) < 0 && errno == EINTR) {
-  }
-  spdlog::info("signal {}: shutting down", static_cast<int>(signal));
+  stop.get_future().wait();
+  spdlog::info("signal: shutting down");
   (*server)->Shutdown();
   server->reset();
   spdlog::info("stopped");

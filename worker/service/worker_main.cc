@@ -30,19 +30,19 @@
 // exceeds the limit is refused (REFUSAL_REASON_INSUFFICIENT_MEMORY) rather than run into the OOM
 // killer.
 
-#include <errno.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "kernels/base/stop_signals.h"
 #include "proto/client_channel.h"
 #include "proto/client_security_flags.h"
 #include "spdlog/spdlog.h"
@@ -77,18 +77,6 @@ std::string HostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "worker";
   return buf;
-}
-
-// The self-pipe of the signal handler (a process-wide resource by nature).
-int g_signal_pipe[2] = {-1, -1};
-constexpr char kSignalByte = 'S';
-constexpr char kQuitByte = 'Q';
-
-void OnSignal(int) {
-  const int saved = errno;
-  const char byte = kSignalByte;
-  [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &byte, 1);
-  errno = saved;
 }
 
 // Physical memory of the machine, MiB (sysconf); 0 when unknown.
@@ -156,15 +144,20 @@ int Main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
 
-  // SIGTERM/SIGINT write a byte to a pipe that a normal thread reads, so the drain runs outside
-  // the handler. A handler rather than a blocked mask: threads started before main (OpenBLAS)
-  // would not have the mask, and a signal delivered to them would kill the process.
-  if (pipe(g_signal_pipe) != 0) return Fail(absl::InternalError("pipe() failed"));
-  struct sigaction action = {};
-  action.sa_handler = OnSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
+  // SIGTERM / SIGINT drain the worker, on a normal thread outside the handler. A signal that
+  // arrives before the client exists (while the model loads) drains it as soon as it does.
+  std::mutex stop_mu;
+  WorkerClient* draining_client = nullptr;  // guarded by stop_mu
+  bool stop_requested = false;              // guarded by stop_mu
+  StatusOr<std::unique_ptr<StopSignals>> signals = StopSignals::Start([&] {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    stop_requested = true;
+    if (draining_client != nullptr) {
+      spdlog::info("signal: draining");
+      draining_client->RequestDrain();
+    }
+  });
+  if (!signals.ok()) return Fail(signals.status());
 
   v1::ClientChannelOptions channel;
   if (Status loaded = v1::LoadClientSecurity(security, channel); !loaded.ok()) {
@@ -280,21 +273,20 @@ int Main(int argc, char** argv) {
                     .process_bytes = reserve.process_bytes + reserve.tokenizer_bytes};
   // As `ripplekv calibrate` describes it, so profiles agree.
   WorkerClient client(options, ProfileModelOf(c, *hash), &runner);
-  std::thread signal_thread([&] {
-    char byte = 0;
-    while (read(g_signal_pipe[0], &byte, 1) == 1 || errno == EINTR) {
-      if (byte == kQuitByte) return;
-      if (byte == kSignalByte) {
-        spdlog::info("signal: draining");
-        client.RequestDrain();
-      }
-      byte = 0;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    draining_client = &client;
+    if (stop_requested) {
+      spdlog::info("signal: draining");
+      client.RequestDrain();
     }
-  });
+  }
   const Status s = client.Run();
-  const char quit = kQuitByte;
-  if (write(g_signal_pipe[1], &quit, 1) != 1) spdlog::warn("cannot stop the signal thread");
-  signal_thread.join();
+  {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    draining_client = nullptr;
+  }
+  signals->reset();
   if (leader) {
     if (const Status dismissed = leader->Dismiss(); !dismissed.ok()) return Fail(dismissed);
   }
