@@ -5,33 +5,9 @@
 #include <utility>
 
 #include "kernels/base/strings.h"
+#include "proto/budget_params.h"
 
 namespace ripplekv::scheduler::rollout {
-
-v1::BudgetParams BudgetOptionsToProto(const method::BudgetOptions& options) {
-  v1::BudgetParams params;
-  if (options.total_tokens) {
-    params.set_total_tokens(*options.total_tokens);
-  } else {
-    params.set_average_tokens(options.average_tokens);
-  }
-  params.set_ratio(options.ratio);
-  params.set_min_tokens(options.min_tokens);
-  if (options.max_tokens) params.set_max_tokens(*options.max_tokens);
-  switch (options.normalization) {
-    case method::Normalization::kMinMax:
-      params.set_normalization(v1::NORMALIZATION_MIN_MAX);
-      break;
-    case method::Normalization::kRank:
-      params.set_normalization(v1::NORMALIZATION_RANK);
-      break;
-    case method::Normalization::kLogMinMax:
-      params.set_normalization(v1::NORMALIZATION_LOG_MIN_MAX);
-      break;
-  }
-  if (options.max_context) params.set_context_len(*options.max_context);
-  return params;
-}
 
 method::SelectionIntent SelectionFromProto(const v1::SelectionIntent& selection) {
   method::SelectionIntent out{.method = selection.method()};
@@ -51,7 +27,7 @@ StatusOr<v1::BudgetMapVersion> BudgetMapVersionFromRecord(const store::BudgetMap
   out.set_version(record.digest);
   out.set_sequence(record.version);
   out.set_profile_version(record.profile_version);
-  *out.mutable_params() = BudgetOptionsToProto(frozen->map.options);
+  *out.mutable_params() = v1::BudgetParamsFromOptions(frozen->map.options);
   out.mutable_selection()->set_method(frozen->selection.method);
   for (const auto& [key, value] : frozen->selection.params) {
     (*out.mutable_selection()->mutable_params())[key] = value;
@@ -66,14 +42,12 @@ StatusOr<v1::BudgetMapVersion> BudgetMapVersionFromRecord(const store::BudgetMap
   return out;
 }
 
-StatusOr<v1::CreateBudgetMapResponse> FreezeBudgetMap(store::Store& store,
-                                                      uint32_t profile_version,
+StatusOr<v1::CreateBudgetMapResponse> FreezeBudgetMap(store::Store& store, uint32_t profile_version,
                                                       const method::BudgetMap& map,
                                                       const method::SelectionIntent& selection) {
   ASSIGN_OR_RETURN(std::string document,
-                   method::FrozenMapToJson({.profile_version = profile_version,
-                                            .selection = selection,
-                                            .map = map}));
+                   method::FrozenMapToJson(
+                       {.profile_version = profile_version, .selection = selection, .map = map}));
   ASSIGN_OR_RETURN(store::BudgetMapPut put,
                    store.PutBudgetMap(map.model_hash, profile_version, document));
   v1::CreateBudgetMapResponse response;

@@ -18,9 +18,6 @@ namespace ripplekv::scheduler::rollout {
 
 namespace v1 = ::ripplekv::v1;
 
-// The parameters of a map as the API states them (context_len from max_context; format unset).
-v1::BudgetParams BudgetOptionsToProto(const method::BudgetOptions& options);
-
 method::SelectionIntent SelectionFromProto(const v1::SelectionIntent& selection);
 
 // A stored version as a message. With `full` false (listings), `tokens` and `document` are left

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "proto/budget_params.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
@@ -482,25 +483,8 @@ v1::BudgetMap BudgetMapToProto(const method::BudgetMap& map, const BudgetRequest
   out.set_model_hash(map.model_hash);
   out.set_profile_version(profile_version);
   v1::BudgetParams* params = out.mutable_params();
-  if (map.options.total_tokens) {
-    params->set_total_tokens(*map.options.total_tokens);
-  } else {
-    params->set_average_tokens(map.options.average_tokens);
-  }
-  params->set_ratio(map.options.ratio);
-  params->set_min_tokens(map.options.min_tokens);
-  if (map.options.max_tokens) params->set_max_tokens(*map.options.max_tokens);
-  switch (map.options.normalization) {
-    case method::Normalization::kMinMax:
-      params->set_normalization(v1::NORMALIZATION_MIN_MAX);
-      break;
-    case method::Normalization::kRank:
-      params->set_normalization(v1::NORMALIZATION_RANK);
-      break;
-    case method::Normalization::kLogMinMax:
-      params->set_normalization(v1::NORMALIZATION_LOG_MIN_MAX);
-      break;
-  }
+  *params = v1::BudgetParamsFromOptions(map.options);
+  // The context length asked (the map's max_context is the same number when it was given).
   if (request.context_len) params->set_context_len(*request.context_len);
   switch (request.format) {
     case method::BudgetFormat::kNative:
