@@ -13,9 +13,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "cli/budget_flags.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/remote_client.h"
+#include "proto/budget_params.h"
 #include "proto/client_security_flags.h"
 #include "method/budget_format.h"
 #include "method/budget_map.h"
@@ -32,12 +34,8 @@ struct BudgetsArgs {
   v1::ClientSecurityFiles security;  // remote: --tls-ca, --tls-cert, --tls-key, --token-file
   std::string model_hash;  // remote: the profile's model hash
   int64_t version = 0;     // remote: profile version; 0: the latest
-  int64_t avg_budget = 0;
-  double ratio = 2.0;
-  int64_t min_budget = 1;
-  int64_t max_budget = 0;   // 0: unbounded
-  int64_t context_len = 0;  // 0: unknown
-  std::string normalization = "minmax";
+  // --avg-budget is required; --total-budget is not offered.
+  BudgetFlags budget;
   std::string format = "native";
   std::string out;
   bool json = false;
@@ -52,16 +50,7 @@ StatusOr<std::pair<method::SensitivityProfile, method::BudgetMap>> RemoteBudgetM
   request.set_model_hash(args.model_hash);
   request.set_profile_version(args.version);
   v1::BudgetParams* p = request.mutable_params();
-  p->set_average_tokens(args.avg_budget);
-  p->set_ratio(args.ratio);
-  p->set_min_tokens(args.min_budget);
-  if (args.max_budget > 0) p->set_max_tokens(args.max_budget);
-  if (args.context_len > 0) p->set_context_len(args.context_len);
-  p->set_normalization(options.normalization == method::Normalization::kRank
-                           ? v1::NORMALIZATION_RANK
-                           : options.normalization == method::Normalization::kLogMinMax
-                                 ? v1::NORMALIZATION_LOG_MIN_MAX
-                                 : v1::NORMALIZATION_MIN_MAX);
+  *p = v1::BudgetParamsFromOptions(options);
   p->set_format(format == method::BudgetFormat::kKvpress  ? v1::BUDGET_FORMAT_KVPRESS
                 : format == method::BudgetFormat::kTrtllm ? v1::BUDGET_FORMAT_TRTLLM
                                                              : v1::BUDGET_FORMAT_NATIVE);
@@ -86,37 +75,29 @@ int RunBudgets(const BudgetsArgs& args) {
   StatusOr<method::SensitivityProfile> profile =
       remote ? method::SensitivityProfile{} : method::ReadProfileFile(args.profile);
   if (!profile.ok()) return ReportError(profile.status());
-  auto normalization = method::ParseNormalization(args.normalization);
-  if (!normalization.ok()) return ReportError(normalization.status());
+  StatusOr<method::BudgetOptions> options = BudgetOptionsFromFlags(args.budget);
+  if (!options.ok()) return ReportError(options.status());
   auto format = method::ParseBudgetFormat(args.format);
   if (!format.ok()) return ReportError(format.status());
-  if (*format == method::BudgetFormat::kKvpress && args.context_len <= 0) {
+  if (*format == method::BudgetFormat::kKvpress && !options->max_context) {
     return ReportError(absl::InvalidArgumentError(
         "--format kvpress needs --context-len (kvpress takes ratios of a context length)"));
   }
-  method::BudgetOptions options;
-  options.ratio = args.ratio;
-  options.average_tokens = args.avg_budget;
-  options.min_tokens = args.min_budget;
-  if (args.max_budget > 0) options.max_tokens = args.max_budget;
-  if (args.context_len > 0) options.max_context = args.context_len;
-  options.normalization = *normalization;
   StatusOr<method::BudgetMap> map = absl::UnknownError("unset");
   if (remote) {
-    auto fetched = RemoteBudgetMap(args, options, *format);
+    auto fetched = RemoteBudgetMap(args, *options, *format);
     if (!fetched.ok()) return ReportError(fetched.status());
     *profile = std::move(fetched->first);
     map = std::move(fetched->second);
   } else {
-    map = method::ComputeBudgetMap(*profile, options);
+    map = method::ComputeBudgetMap(*profile, *options);
   }
   if (!map.ok()) return ReportError(map.status());
   if (map->tokens.size() != profile->layers.size()) {
     return ReportError(absl::DataLossError(absl::StrCat(
         "budget map has ", map->tokens.size(), " layers, profile ", profile->layers.size())));
   }
-  const std::optional<int64_t> context =
-      args.context_len > 0 ? std::optional<int64_t>(args.context_len) : std::nullopt;
+  const std::optional<int64_t> context = options->max_context;
   if (!args.out.empty()) {
     if (Status s = method::WriteBudgetMapFile(args.out, *map, *format, context); !s.ok()) {
       return ReportError(s);
@@ -138,7 +119,8 @@ int RunBudgets(const BudgetsArgs& args) {
   }
   std::printf("total %lld tokens over %zu layers (average %lld), ratio %.3g, %s\n",
               static_cast<long long>(map->total_tokens), map->tokens.size(),
-              static_cast<long long>(args.avg_budget), args.ratio, args.normalization.c_str());
+              static_cast<long long>(args.budget.avg_budget), args.budget.ratio,
+              args.budget.normalization.c_str());
   return kExitOk;
 }
 
@@ -154,19 +136,8 @@ void AddBudgetsCommand(CLI::App& app, Action& run) {
   cmd->add_option("--model-hash", a->model_hash, "With --scheduler: the profile's model hash");
   cmd->add_option("--version", a->version, "With --scheduler: profile version (0: latest)")
       ->capture_default_str();
-  cmd->add_option("--avg-budget", a->avg_budget, "Average tokens kept per layer B (total = L*B)")
-      ->required();
-  cmd->add_option("--ratio", a->ratio, "r >= 1: most sensitive layer gets r x the least")
-      ->capture_default_str();
-  cmd->add_option("--min-budget", a->min_budget, "Smallest budget of any layer, tokens")
-      ->capture_default_str();
-  cmd->add_option("--max-budget", a->max_budget, "Largest budget of any layer, tokens (0: none)")
-      ->capture_default_str();
-  cmd->add_option("--normalization", a->normalization, "minmax (default), rank or log-minmax")
-      ->capture_default_str();
+  AddBudgetFlags(cmd, a->budget, {.avg_budget_required = true});
   cmd->add_option("--format", a->format, "native, kvpress or trtllm")->capture_default_str();
-  cmd->add_option("--context-len", a->context_len,
-                  "Context length: budgets above it are an error; needed by --format kvpress");
   cmd->add_option("-o,--out", a->out, "Write the budget map in --format here");
   cmd->add_flag("--json", a->json, "Print the map in --format instead of the table");
   cmd->callback([a, &run] { run = [a] { return RunBudgets(*a); }; });

@@ -20,5 +20,9 @@ void AddEvalCommand(CLI::App& app, Action& run);
 void AddTokenizeCommand(CLI::App& app, Action& run);
 // submit, jobs, watch, cancel, profile {get,list}: the scheduler's CalibrationService.
 void AddRemoteCommands(CLI::App& app, Action& run);
+// map {create,get,list}: frozen budget-map versions on a scheduler (RolloutService).
+void AddMapCommands(CLI::App& app, Action& run);
+// rollout {start,status,pause,resume,rollback,list}: moving a map version to serving nodes.
+void AddRolloutCommands(CLI::App& app, Action& run);
 
 }  // namespace ripplekv::cli

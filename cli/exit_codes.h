@@ -4,6 +4,7 @@
 //   1  the work failed (internal error, resources) or data is lost (truncated/corrupt file)
 //   2  bad usage or bad input (unknown flag, invalid argument, file not found, unsupported model)
 //   3  unavailable (a remote service could not be reached; retry later)
+//   4  a watched rollout paused (`ripplekv rollout status --watch`; the reason is on stderr)
 
 #include "kernels/base/status.h"
 
@@ -13,6 +14,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 constexpr int kExitUnavailable = 3;
+constexpr int kExitRolloutPaused = 4;
 
 int ExitCodeFor(const Status& status);
 

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   ripplekv::cli::AddEvalCommand(app, run);
   ripplekv::cli::AddTokenizeCommand(app, run);
   ripplekv::cli::AddRemoteCommands(app, run);
+  ripplekv::cli::AddMapCommands(app, run);
+  ripplekv::cli::AddRolloutCommands(app, run);
 
   try {
     app.parse(argc, argv);

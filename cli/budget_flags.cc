@@ -1,0 +1,61 @@
+#include "cli/budget_flags.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ripplekv::cli {
+
+namespace {
+
+Status FlagError(absl::string_view flag, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
+}
+
+}  // namespace
+
+void AddBudgetFlags(CLI::App* cmd, BudgetFlags& flags, BudgetFlagSet set) {
+  flags.total_budget_offered = set.total_budget;
+  CLI::Option* avg = cmd->add_option("--avg-budget", flags.avg_budget,
+                                     "Average tokens kept per layer B (total = L*B)");
+  if (set.avg_budget_required) avg->required();
+  if (set.total_budget) {
+    cmd->add_option("--total-budget", flags.total_budget,
+                    "Total tokens T over all layers, instead of --avg-budget");
+  }
+  cmd->add_option("--ratio", flags.ratio, "r >= 1: most sensitive layer gets r x the least")
+      ->capture_default_str();
+  cmd->add_option("--min-budget", flags.min_budget, "Smallest budget of any layer, tokens")
+      ->capture_default_str();
+  cmd->add_option("--max-budget", flags.max_budget, "Largest budget of any layer, tokens (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--normalization", flags.normalization, "minmax (default), rank or log-minmax")
+      ->capture_default_str();
+  cmd->add_option("--context-len", flags.context_len,
+                  "Context length: budgets above it are an error; needed for kvpress output");
+}
+
+StatusOr<method::BudgetOptions> BudgetOptionsFromFlags(const BudgetFlags& flags) {
+  if (!flags.total_budget_offered && flags.avg_budget == 0) {
+    return FlagError("--avg-budget", "must be > 0");
+  }
+  if ((flags.avg_budget != 0) == (flags.total_budget != 0)) {
+    return absl::InvalidArgumentError("give one of --avg-budget and --total-budget");
+  }
+  if (flags.avg_budget < 0) return FlagError("--avg-budget", "must be > 0");
+  if (flags.total_budget < 0) return FlagError("--total-budget", "must be > 0");
+  if (flags.max_budget < 0) return FlagError("--max-budget", "must be >= 0 (0: none)");
+  if (flags.context_len < 0) return FlagError("--context-len", "must be >= 0 (0: unknown)");
+  StatusOr<method::Normalization> normalization = method::ParseNormalization(flags.normalization);
+  if (!normalization.ok()) return FlagError("--normalization", normalization.status().message());
+
+  method::BudgetOptions options;
+  options.ratio = flags.ratio;
+  options.average_tokens = flags.avg_budget;
+  if (flags.total_budget > 0) options.total_tokens = flags.total_budget;
+  options.min_tokens = flags.min_budget;
+  if (flags.max_budget > 0) options.max_tokens = flags.max_budget;
+  if (flags.context_len > 0) options.max_context = flags.context_len;
+  options.normalization = *normalization;
+  return options;
+}
+
+}  // namespace ripplekv::cli

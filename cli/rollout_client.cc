@@ -1,0 +1,140 @@
+#include "cli/rollout_client.h"
+
+#include <utility>
+
+#include "cli/remote_client.h"
+#include "grpcpp/grpcpp.h"
+
+namespace ripplekv::cli {
+
+namespace {
+
+// The largest page the service serves (rollout.proto); fewer round trips for long histories.
+constexpr int32_t kPageSize = 1000;
+
+void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline) {
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
+}
+
+}  // namespace
+
+RolloutClient::RolloutClient(const std::string& address, const v1::ClientChannelOptions& options)
+    : address_(address),
+      stub_(v1::RolloutService::NewStub(v1::MakeClientChannel(address, options))) {}
+
+StatusOr<RolloutClient> RolloutClient::Connect(const std::string& address,
+                                               const v1::ClientSecurityFiles& files) {
+  v1::ClientChannelOptions options;
+  RETURN_IF_ERROR(v1::LoadClientSecurity(files, options));
+  return RolloutClient(address, options);
+}
+
+StatusOr<v1::CreateBudgetMapResponse> RolloutClient::CreateBudgetMap(
+    const v1::CreateBudgetMapRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(context, kCreateMapDeadline);
+  v1::CreateBudgetMapResponse response;
+  RETURN_IF_ERROR(FromGrpc(stub_->CreateBudgetMap(&context, request, &response), address_));
+  return response;
+}
+
+StatusOr<v1::BudgetMapVersion> RolloutClient::GetBudgetMap(const std::string& model_hash,
+                                                           const std::string& version) {
+  grpc::ClientContext context;
+  SetDeadline(context, kRolloutCallDeadline);
+  v1::GetBudgetMapVersionRequest request;
+  request.set_model_hash(model_hash);
+  request.set_version(version);
+  v1::BudgetMapVersion map;
+  RETURN_IF_ERROR(FromGrpc(stub_->GetBudgetMap(&context, request, &map), address_));
+  return map;
+}
+
+StatusOr<std::vector<v1::BudgetMapVersion>> RolloutClient::ListBudgetMaps(
+    const std::string& model_hash) {
+  std::vector<v1::BudgetMapVersion> maps;
+  std::string token;
+  do {
+    grpc::ClientContext context;
+    SetDeadline(context, kRolloutCallDeadline);
+    v1::ListBudgetMapVersionsRequest request;
+    request.set_model_hash(model_hash);
+    request.set_page_size(kPageSize);
+    request.set_page_token(token);
+    v1::ListBudgetMapVersionsResponse response;
+    RETURN_IF_ERROR(FromGrpc(stub_->ListBudgetMaps(&context, request, &response), address_));
+    for (auto& map : *response.mutable_maps()) maps.push_back(std::move(map));
+    token = response.next_page_token();
+  } while (!token.empty());
+  return maps;
+}
+
+StatusOr<v1::Rollout> RolloutClient::CreateRollout(const v1::CreateRolloutRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(context, kRolloutCallDeadline);
+  v1::Rollout rollout;
+  RETURN_IF_ERROR(FromGrpc(stub_->CreateRollout(&context, request, &rollout), address_));
+  return rollout;
+}
+
+StatusOr<v1::Rollout> RolloutClient::GetRollout(const std::string& rollout_id) {
+  grpc::ClientContext context;
+  SetDeadline(context, kRolloutCallDeadline);
+  v1::GetRolloutRequest request;
+  request.set_rollout_id(rollout_id);
+  v1::Rollout rollout;
+  RETURN_IF_ERROR(FromGrpc(stub_->GetRollout(&context, request, &rollout), address_));
+  return rollout;
+}
+
+StatusOr<std::vector<v1::Rollout>> RolloutClient::ListRollouts(const std::string& model_hash) {
+  std::vector<v1::Rollout> rollouts;
+  std::string token;
+  do {
+    grpc::ClientContext context;
+    SetDeadline(context, kRolloutCallDeadline);
+    v1::ListRolloutsRequest request;
+    request.set_model_hash(model_hash);
+    request.set_page_size(kPageSize);
+    request.set_page_token(token);
+    v1::ListRolloutsResponse response;
+    RETURN_IF_ERROR(FromGrpc(stub_->ListRollouts(&context, request, &response), address_));
+    for (auto& rollout : *response.mutable_rollouts()) rollouts.push_back(std::move(rollout));
+    token = response.next_page_token();
+  } while (!token.empty());
+  return rollouts;
+}
+
+StatusOr<v1::Rollout> RolloutClient::PauseRollout(const std::string& rollout_id,
+                                                  const std::string& reason) {
+  grpc::ClientContext context;
+  SetDeadline(context, kRolloutCallDeadline);
+  v1::PauseRolloutRequest request;
+  request.set_rollout_id(rollout_id);
+  request.set_reason(reason);
+  v1::Rollout rollout;
+  RETURN_IF_ERROR(FromGrpc(stub_->PauseRollout(&context, request, &rollout), address_));
+  return rollout;
+}
+
+StatusOr<v1::Rollout> RolloutClient::ResumeRollout(const std::string& rollout_id) {
+  grpc::ClientContext context;
+  SetDeadline(context, kRolloutCallDeadline);
+  v1::ResumeRolloutRequest request;
+  request.set_rollout_id(rollout_id);
+  v1::Rollout rollout;
+  RETURN_IF_ERROR(FromGrpc(stub_->ResumeRollout(&context, request, &rollout), address_));
+  return rollout;
+}
+
+StatusOr<v1::Rollout> RolloutClient::RollbackRollout(const std::string& rollout_id) {
+  grpc::ClientContext context;
+  SetDeadline(context, kRolloutCallDeadline);
+  v1::RollbackRolloutRequest request;
+  request.set_rollout_id(rollout_id);
+  v1::Rollout rollout;
+  RETURN_IF_ERROR(FromGrpc(stub_->RollbackRollout(&context, request, &rollout), address_));
+  return rollout;
+}
+
+}  // namespace ripplekv::cli
