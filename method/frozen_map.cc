@@ -46,13 +46,13 @@ StatusOr<SelectionIntent> SelectionFromJson(const Json& j) {
 
 Status ValidateSelectionIntent(const SelectionIntent& selection) {
   if (selection.method.size() > kMaxMethodChars) {
-    return absl::InvalidArgumentError(absl::StrCat("selection.method: longer than ",
-                                                   kMaxMethodChars, " characters"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("selection.method: longer than ", kMaxMethodChars, " characters"));
   }
   for (char c : selection.method) {
     if (!IsMethodChar(c)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "selection.method: \"", selection.method, "\" may hold only [a-z0-9_+-]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("selection.method: \"", selection.method, "\" may hold only [a-z0-9_+-]"));
     }
   }
   if (selection.params.size() > kMaxParams) {
@@ -81,26 +81,27 @@ StatusOr<std::string> FrozenMapToJson(const FrozenMap& frozen) {
   ASSIGN_OR_RETURN(std::string native, BudgetMapToJson(frozen.map));
   OrderedJson params = OrderedJson::object();
   for (const auto& [key, value] : frozen.selection.params) params[key] = value;  // sorted
-  OrderedJson root = {
-      {"schema_version", kFrozenMapSchemaVersion},
-      {"model_hash", frozen.map.model_hash},
-      {"profile_version", frozen.profile_version},
-      {"selection", OrderedJson{{"method", frozen.selection.method}, {"params", std::move(params)}}},
-      {"map", OrderedJson::parse(native)}};
+  OrderedJson root = {{"schema_version", kFrozenMapSchemaVersion},
+                      {"model_hash", frozen.map.model_hash},
+                      {"profile_version", frozen.profile_version},
+                      {"selection", OrderedJson{{"method", frozen.selection.method},
+                                                {"params", std::move(params)}}},
+                      {"map", OrderedJson::parse(native)}};
   return json_fields::Dump(root, kWhat);
 }
 
 StatusOr<FrozenMap> FrozenMapFromJson(std::string_view json_text) {
   ASSIGN_OR_RETURN(Json root, json_fields::Parse(json_text, kWhat));
   if (!root.is_object()) {
-    return json_fields::Error(kWhat, "", absl::StrCat("expected an object, got ", root.type_name()));
+    return json_fields::Error(kWhat, "",
+                              absl::StrCat("expected an object, got ", root.type_name()));
   }
   ASSIGN_OR_RETURN(const Json* version_json, Member(root, kWhat, "", "schema_version"));
   ASSIGN_OR_RETURN(int64_t version, AsInt(*version_json, kWhat, "schema_version"));
   if (version != kFrozenMapSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("frozen map: schema_version ", version,
-                                                      " is not supported (this build reads version ",
-                                                      kFrozenMapSchemaVersion, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("frozen map: schema_version ", version,
+                     " is not supported (this build reads version ", kFrozenMapSchemaVersion, ")"));
   }
   RETURN_IF_ERROR(json_fields::ExpectObject(
       root, kWhat, "", {"schema_version", "model_hash", "profile_version", "selection", "map"}));

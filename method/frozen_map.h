@@ -4,7 +4,8 @@
 // the inputs that made the map (profile version, the selection method the map is meant for) and
 // the native map itself:
 //   {"schema_version": 1, "model_hash": H, "profile_version": P,
-//    "selection": {"method": M, "params": {K: V, ...}}, "map": <native budget map, budget_format.h>}
+//    "selection": {"method": M, "params": {K: V, ...}}, "map": <native budget map,
+//    budget_format.h>}
 // The text is canonical (keys in this order, params sorted by key, budget_format.h's number
 // form), so equal inputs give equal bytes; the store names a version by the hash of these bytes.
 //

@@ -45,10 +45,10 @@ google::protobuf::Timestamp Stamp(int64_t ms) { return TimeUtil::MillisecondsToT
 
 std::string StageName(const v1::Rollout& r) {
   const v1::RolloutStage& s = r.stages(r.stage());
-  return Cat("stage ", r.stage() + 1, "/", r.stages_size(), " (",
-             s.size_case() == v1::RolloutStage::kNodes ? Cat(s.nodes(), " nodes")
-                                                        : Cat(s.percent(), "%"),
-             ")");
+  return Cat(
+      "stage ", r.stage() + 1, "/", r.stages_size(), " (",
+      s.size_case() == v1::RolloutStage::kNodes ? Cat(s.nodes(), " nodes") : Cat(s.percent(), "%"),
+      ")");
 }
 
 Status CheckStages(const v1::CreateRolloutRequest& request) {
@@ -83,8 +83,8 @@ Status CheckStages(const v1::CreateRolloutRequest& request) {
   }
   const v1::RolloutStage& last = request.stages(request.stages_size() - 1);
   if (!(last.size_case() == v1::RolloutStage::kPercent && last.percent() == 100)) {
-    return absl::InvalidArgumentError(Cat("stages[", request.stages_size() - 1,
-                                          "]: the last stage must be 100% (every node)"));
+    return absl::InvalidArgumentError(
+        Cat("stages[", request.stages_size() - 1, "]: the last stage must be 100% (every node)"));
   }
   return absl::OkStatus();
 }
@@ -148,8 +148,8 @@ StatusOr<std::unique_ptr<RolloutEngine>> RolloutEngine::Load(store::Store* store
     for (const store::RolloutNodeRecord& record : nodes) {
       v1::RolloutNode node;
       if (!node.ParseFromString(record.value)) {
-        return absl::DataLossError(Cat("rollout ", run.state.rollout_id(), " node ",
-                                       record.node_id, " does not decode"));
+        return absl::DataLossError(
+            Cat("rollout ", run.state.rollout_id(), " node ", record.node_id, " does not decode"));
       }
       model.nodes[record.node_id];  // known, disconnected until its agent reconnects
       run.nodes.emplace(record.node_id, std::move(node));
@@ -413,13 +413,13 @@ void RolloutEngine::Step(Run& run) {
     }
     if (!acknowledged && now - stage_start >= Ms(r.stage_timeout())) {
       const std::string reason =
-          size == 0 ? Cat(StageName(r), ": no node of the model connected within the stage ",
-                          "timeout")
-                    : Cat(StageName(r), ": ", acked, " of ", members,
-                          " nodes acknowledged the map within the stage timeout (",
-                          Ms(r.stage_timeout()) / 1000.0, " s); ",
-                          static_cast<int64_t>(std::ceil(r.min_ack_share() * members - 1e-9)),
-                          " required");
+          size == 0
+              ? Cat(StageName(r), ": no node of the model connected within the stage ", "timeout")
+              : Cat(StageName(r), ": ", acked, " of ", members,
+                    " nodes acknowledged the map within the stage timeout (",
+                    Ms(r.stage_timeout()) / 1000.0, " s); ",
+                    static_cast<int64_t>(std::ceil(r.min_ack_share() * members - 1e-9)),
+                    " required");
       if (PauseLocked(run, reason).ok()) moved = true;
     }
     break;
@@ -444,98 +444,97 @@ Status RolloutEngine::PauseLocked(Run& run, const std::string& reason) {
 StatusOr<v1::Rollout> RolloutEngine::Pause(const std::string& rollout_id,
                                            const std::string& reason) {
   return Locked([&]() -> StatusOr<v1::Rollout> {
-  ASSIGN_OR_RETURN(Run * run, FindRun(rollout_id));
-  switch (run->state.state()) {
-    case v1::ROLLOUT_STATE_PAUSED:
-      return View(*run, false);
-    case v1::ROLLOUT_STATE_RUNNING:
-      RETURN_IF_ERROR(PauseLocked(*run, reason.empty() ? "paused by operator" : reason));
-      return View(*run, false);
-    default:
-      return absl::FailedPreconditionError(Cat("rollout ", rollout_id, " has ended"));
-  }
+    ASSIGN_OR_RETURN(Run * run, FindRun(rollout_id));
+    switch (run->state.state()) {
+      case v1::ROLLOUT_STATE_PAUSED:
+        return View(*run, false);
+      case v1::ROLLOUT_STATE_RUNNING:
+        RETURN_IF_ERROR(PauseLocked(*run, reason.empty() ? "paused by operator" : reason));
+        return View(*run, false);
+      default:
+        return absl::FailedPreconditionError(Cat("rollout ", rollout_id, " has ended"));
+    }
   });
 }
 
 StatusOr<v1::Rollout> RolloutEngine::Resume(const std::string& rollout_id) {
   return Locked([&]() -> StatusOr<v1::Rollout> {
-  ASSIGN_OR_RETURN(Run * run, FindRun(rollout_id));
-  v1::Rollout& r = run->state;
-  if (r.state() != v1::ROLLOUT_STATE_PAUSED) {
-    return absl::FailedPreconditionError(Cat("rollout ", rollout_id, " is not paused"));
-  }
-  const v1::Rollout before = r;
-  const int64_t now = Now();
-  r.set_state(v1::ROLLOUT_STATE_RUNNING);
-  r.clear_pause_reason();
-  *r.mutable_stage_start_time() = Stamp(now);
-  *r.mutable_update_time() = Stamp(now);
-  // Nodes that failed get the map again (their agents retry on a new offer).
-  std::vector<std::string> retried;
-  for (auto& [node_id, node] : run->nodes) {
-    if (node.in_rollout() && node.state() == v1::NODE_MAP_STATE_FAILED) {
-      node.set_state(v1::NODE_MAP_STATE_PENDING);
-      node.clear_error();
-      retried.push_back(node_id);
+    ASSIGN_OR_RETURN(Run * run, FindRun(rollout_id));
+    v1::Rollout& r = run->state;
+    if (r.state() != v1::ROLLOUT_STATE_PAUSED) {
+      return absl::FailedPreconditionError(Cat("rollout ", rollout_id, " is not paused"));
     }
-  }
-  if (Status s = Persist(*run, retried, /*sync=*/true); !s.ok()) {
-    r = before;
-    return s;
-  }
-  Model& model = models_[r.model_hash()];
-  for (const std::string& node_id : retried) {
-    if (auto it = model.nodes.find(node_id); it != model.nodes.end()) it->second.offered.reset();
-  }
-  spdlog::info("rollout {} resumed in {}", rollout_id, StageName(r));
-  run->acked_since_ms = 0;
-  Step(*run);
-  OfferChanges(r.model_hash(), model);
-  return View(*run, false);
+    const v1::Rollout before = r;
+    const int64_t now = Now();
+    r.set_state(v1::ROLLOUT_STATE_RUNNING);
+    r.clear_pause_reason();
+    *r.mutable_stage_start_time() = Stamp(now);
+    *r.mutable_update_time() = Stamp(now);
+    // Nodes that failed get the map again (their agents retry on a new offer).
+    std::vector<std::string> retried;
+    for (auto& [node_id, node] : run->nodes) {
+      if (node.in_rollout() && node.state() == v1::NODE_MAP_STATE_FAILED) {
+        node.set_state(v1::NODE_MAP_STATE_PENDING);
+        node.clear_error();
+        retried.push_back(node_id);
+      }
+    }
+    if (Status s = Persist(*run, retried, /*sync=*/true); !s.ok()) {
+      r = before;
+      return s;
+    }
+    Model& model = models_[r.model_hash()];
+    for (const std::string& node_id : retried) {
+      if (auto it = model.nodes.find(node_id); it != model.nodes.end()) it->second.offered.reset();
+    }
+    spdlog::info("rollout {} resumed in {}", rollout_id, StageName(r));
+    run->acked_since_ms = 0;
+    Step(*run);
+    OfferChanges(r.model_hash(), model);
+    return View(*run, false);
   });
 }
 
 StatusOr<v1::Rollout> RolloutEngine::Rollback(const std::string& rollout_id) {
   return Locked([&]() -> StatusOr<v1::Rollout> {
-  ASSIGN_OR_RETURN(Run * run, FindRun(rollout_id));
-  v1::Rollout& r = run->state;
-  Model& model = models_[r.model_hash()];
-  if (model.newest != run->id) {
-    return absl::FailedPreconditionError(
-        Cat("rollout ", rollout_id, " was superseded by ", FormatRolloutId(model.newest),
-            "; roll back that one"));
-  }
-  if (r.state() == v1::ROLLOUT_STATE_ROLLED_BACK) {
-    return absl::FailedPreconditionError(Cat("rollout ", rollout_id, " is rolled back already"));
-  }
-  const v1::Rollout before = r;
-  const int64_t now = Now();
-  r.set_state(v1::ROLLOUT_STATE_ROLLED_BACK);
-  *r.mutable_update_time() = Stamp(now);
-  std::vector<std::string> changed;
-  for (auto& [node_id, node] : run->nodes) {
-    if (node.assigned_version() != r.map_version()) continue;
-    node.set_assigned_version(r.previous_version());
-    node.set_state(node.held_version() == r.previous_version() ? v1::NODE_MAP_STATE_APPLIED
-                                                               : v1::NODE_MAP_STATE_PENDING);
-    node.clear_error();
-    *node.mutable_update_time() = Stamp(now);
-    changed.push_back(node_id);
-  }
-  if (Status s = Persist(*run, changed, /*sync=*/true); !s.ok()) {
-    r = before;
-    return s;  // nodes keep their records in memory too: the store has them as before
-  }
-  spdlog::warn("rollout {} rolled back to {} on {} nodes", rollout_id,
-               r.previous_version().empty() ? "no map" : r.previous_version(), changed.size());
-  OfferChanges(r.model_hash(), model);
-  return View(*run, false);
+    ASSIGN_OR_RETURN(Run * run, FindRun(rollout_id));
+    v1::Rollout& r = run->state;
+    Model& model = models_[r.model_hash()];
+    if (model.newest != run->id) {
+      return absl::FailedPreconditionError(Cat("rollout ", rollout_id, " was superseded by ",
+                                               FormatRolloutId(model.newest),
+                                               "; roll back that one"));
+    }
+    if (r.state() == v1::ROLLOUT_STATE_ROLLED_BACK) {
+      return absl::FailedPreconditionError(Cat("rollout ", rollout_id, " is rolled back already"));
+    }
+    const v1::Rollout before = r;
+    const int64_t now = Now();
+    r.set_state(v1::ROLLOUT_STATE_ROLLED_BACK);
+    *r.mutable_update_time() = Stamp(now);
+    std::vector<std::string> changed;
+    for (auto& [node_id, node] : run->nodes) {
+      if (node.assigned_version() != r.map_version()) continue;
+      node.set_assigned_version(r.previous_version());
+      node.set_state(node.held_version() == r.previous_version() ? v1::NODE_MAP_STATE_APPLIED
+                                                                 : v1::NODE_MAP_STATE_PENDING);
+      node.clear_error();
+      *node.mutable_update_time() = Stamp(now);
+      changed.push_back(node_id);
+    }
+    if (Status s = Persist(*run, changed, /*sync=*/true); !s.ok()) {
+      r = before;
+      return s;  // nodes keep their records in memory too: the store has them as before
+    }
+    spdlog::warn("rollout {} rolled back to {} on {} nodes", rollout_id,
+                 r.previous_version().empty() ? "no map" : r.previous_version(), changed.size());
+    OfferChanges(r.model_hash(), model);
+    return View(*run, false);
   });
 }
 
 Status RolloutEngine::Watch(const std::string& node_id, const std::string& model_hash,
-                            const std::string& held_version,
-                            std::shared_ptr<AssignmentSink> sink) {
+                            const std::string& held_version, std::shared_ptr<AssignmentSink> sink) {
   return Locked([&] { return WatchLocked(node_id, model_hash, held_version, std::move(sink)); });
 }
 
@@ -587,9 +586,8 @@ Status RolloutEngine::Report(const v1::ReportBudgetRequest& report) {
 Status RolloutEngine::ReportLocked(const v1::ReportBudgetRequest& report) {
   auto model_it = models_.find(report.model_hash());
   if (model_it == models_.end() || !model_it->second.nodes.contains(report.node_id())) {
-    return absl::FailedPreconditionError(Cat("node ", report.node_id(),
-                                             " has not watched model ", report.model_hash(),
-                                             "; open WatchBudgets first"));
+    return absl::FailedPreconditionError(Cat("node ", report.node_id(), " has not watched model ",
+                                             report.model_hash(), "; open WatchBudgets first"));
   }
   Model& model = model_it->second;
   if (report.ok()) model.nodes.at(report.node_id()).held_version = report.version();
@@ -708,9 +706,8 @@ v1::Rollout RolloutEngine::View(const Run& run, bool with_nodes) const {
           view.set_node_id(node_id);
           view.set_assigned_version(AssignmentFor(*model, node_id).version());
           view.set_held_version(node.held_version);
-          view.set_state(node.held_version == view.assigned_version()
-                             ? v1::NODE_MAP_STATE_APPLIED
-                             : v1::NODE_MAP_STATE_PENDING);
+          view.set_state(node.held_version == view.assigned_version() ? v1::NODE_MAP_STATE_APPLIED
+                                                                      : v1::NODE_MAP_STATE_PENDING);
         }
         view.set_connected(node.sink != nullptr);
       }

@@ -98,7 +98,7 @@ class RolloutEngine {
 
  private:
   struct Node {
-    std::string held_version;  // as last reported (applied), "" unknown or none
+    std::string held_version;              // as last reported (applied), "" unknown or none
     std::shared_ptr<AssignmentSink> sink;  // null while disconnected
     std::optional<std::string> offered;    // version last offered on the current stream
   };
@@ -150,8 +150,8 @@ class RolloutEngine {
   store::Store* const store_;
   const RolloutEngineOptions options_;
   mutable std::mutex mu_;
-  std::map<uint64_t, Run> runs_;             // every rollout; nodes only for each model's newest
-  std::map<std::string, Model> models_;      // by model hash
+  std::map<uint64_t, Run> runs_;         // every rollout; nodes only for each model's newest
+  std::map<std::string, Model> models_;  // by model hash
   std::map<std::string, v1::BudgetMapVersion> maps_;  // "hash/version" -> map, read once
   Outbox outbox_;
   uint64_t offer_sequence_ = 0;

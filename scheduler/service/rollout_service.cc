@@ -26,18 +26,17 @@ Status CheckNodeId(const std::string& node_id) {
                            (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' || c == '-';
                   });
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(Cat("node_id: \"", EscapeForLog(node_id),
-                                        "\" must be 1..", kMaxNodeIdChars,
-                                        " characters of [A-Za-z0-9._:-]"));
+  return absl::InvalidArgumentError(Cat("node_id: \"", EscapeForLog(node_id), "\" must be 1..",
+                                        kMaxNodeIdChars, " characters of [A-Za-z0-9._:-]"));
 }
 
 // A map version id (16 lowercase hex digits); empty allowed when `optional`.
 Status CheckVersion(const std::string& version, std::string_view field, bool optional) {
   if (version.empty() && optional) return absl::OkStatus();
-  const bool ok = version.size() == kVersionChars &&
-                  std::all_of(version.begin(), version.end(), [](char c) {
-                    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-                  });
+  const bool ok =
+      version.size() == kVersionChars && std::all_of(version.begin(), version.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+      });
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(Cat(field, ": \"", EscapeForLog(version),
                                         "\" is not a map version (", kVersionChars,
@@ -85,8 +84,8 @@ class RolloutServiceImpl::NodeStream final : public grpc::ServerWriteReactor<v1:
   }
 
   void Replace() override {
-    Close(grpc::Status(grpc::StatusCode::ABORTED,
-                       Cat("a newer WatchBudgets stream of node ", node_id_, " replaced this one")));
+    Close(grpc::Status(grpc::StatusCode::ABORTED, Cat("a newer WatchBudgets stream of node ",
+                                                      node_id_, " replaced this one")));
   }
 
   // Ends the stream with `status` after the write in flight.
@@ -235,9 +234,8 @@ Status RolloutServiceImpl::DoCreateBudgetMap(const v1::CreateBudgetMapRequest& r
   RETURN_IF_ERROR(method::ValidateSelectionIntent(selection));
   ASSIGN_OR_RETURN(
       ProfileBudgetMap computed,
-      options_.scheduler->GetBudgetMap(request.model_hash(),
-                                       static_cast<uint32_t>(request.profile_version()),
-                                       budget.options));
+      options_.scheduler->GetBudgetMap(
+          request.model_hash(), static_cast<uint32_t>(request.profile_version()), budget.options));
   ASSIGN_OR_RETURN(*response, rollout::FreezeBudgetMap(*options_.store, computed.profile.version,
                                                        computed.map, selection));
   if (!response->existing()) {
@@ -393,9 +391,9 @@ grpc::ServerWriteReactor<v1::BudgetAssignment>* RolloutServiceImpl::WatchBudgets
           grpc::Status(grpc::StatusCode::UNAVAILABLE, "the scheduler is shutting down"));
     }
     if (streams_.size() >= options_.max_streams) {
-      return new RefusedStream(grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          Cat(options_.max_streams, " WatchBudgets streams are open; retry later")));
+      return new RefusedStream(
+          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                       Cat(options_.max_streams, " WatchBudgets streams are open; retry later")));
     }
     streams_.emplace(stream.get(), stream);
   }
@@ -406,7 +404,8 @@ grpc::ServerWriteReactor<v1::BudgetAssignment>* RolloutServiceImpl::WatchBudgets
     if (!s.ok()) stream->Close(ToGrpcStatus(s));
     // The client may have gone before the engine registered the stream: OnDone's Unwatch then
     // found nothing to undo.
-    if (stream->done()) options_.engine->Unwatch(request.node_id(), request.model_hash(), stream.get());
+    if (stream->done())
+      options_.engine->Unwatch(request.node_id(), request.model_hash(), stream.get());
   };
   if (options_.pool == nullptr) {
     watch();

@@ -10,27 +10,27 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
-#include <map>
 #include <string>
 
 #include "ripplekv/v1/rollout.grpc.pb.h"
 #include "scheduler/core/scheduler.h"
-#include "scheduler/service/rollout_engine.h"
 #include "scheduler/service/auth.h"
+#include "scheduler/service/rollout_engine.h"
 #include "scheduler/service/work_pool.h"
 #include "store/store.h"
 
 namespace ripplekv::scheduler::service {
 
 struct RolloutServiceOptions {
-  Scheduler* scheduler = nullptr;               // computes maps from profiles (not owned)
-  store::Store* store = nullptr;                // frozen versions (not owned)
-  rollout::RolloutEngine* engine = nullptr;     // rollouts and nodes (not owned)
-  WorkPool* pool = nullptr;                     // runs the handlers; null: gRPC's threads
-  const TokenTable* tokens = nullptr;           // null: no tokens, no node binding
-  size_t max_streams = 100'000;                 // WatchBudgets streams open at once
+  Scheduler* scheduler = nullptr;            // computes maps from profiles (not owned)
+  store::Store* store = nullptr;             // frozen versions (not owned)
+  rollout::RolloutEngine* engine = nullptr;  // rollouts and nodes (not owned)
+  WorkPool* pool = nullptr;                  // runs the handlers; null: gRPC's threads
+  const TokenTable* tokens = nullptr;        // null: no tokens, no node binding
+  size_t max_streams = 100'000;              // WatchBudgets streams open at once
 };
 
 class RolloutServiceImpl final : public ::ripplekv::v1::RolloutService::CallbackService {
@@ -96,7 +96,7 @@ class RolloutServiceImpl final : public ::ripplekv::v1::RolloutService::Callback
   const RolloutServiceOptions options_;
   mutable std::mutex mu_;
   std::map<const NodeStream*, std::shared_ptr<NodeStream>> streams_;  // guarded by mu_
-  bool shut_down_ = false;                          // guarded by mu_
+  bool shut_down_ = false;                                            // guarded by mu_
 };
 
 }  // namespace ripplekv::scheduler::service

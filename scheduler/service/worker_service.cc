@@ -505,7 +505,7 @@ class WorkerServiceImpl::ConnectReactor final
   }
 
   WorkerServiceImpl* const service_;
-  v1::WorkerMessage in_;   // one read in flight at a time
+  v1::WorkerMessage in_;  // one read in flight at a time
   // Hello accepted. Written once, under mu_, by the (serialized) reads, which read it without
   // mu_; other threads (Refill) read it under mu_.
   bool attached_ = false;

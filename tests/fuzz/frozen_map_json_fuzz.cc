@@ -30,9 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto json_again = ripplekv::method::FrozenMapToJson(*again);
   Require(json_again.ok() && *json_again == *json);
   Require(again->selection == frozen->selection);
-  for (auto format : {ripplekv::method::BudgetFormat::kNative,
-                      ripplekv::method::BudgetFormat::kKvpress,
-                      ripplekv::method::BudgetFormat::kTrtllm}) {
+  for (auto format :
+       {ripplekv::method::BudgetFormat::kNative, ripplekv::method::BudgetFormat::kKvpress,
+        ripplekv::method::BudgetFormat::kTrtllm}) {
     (void)ripplekv::method::RenderFrozenMap(*frozen, format);  // a Status is fine
   }
   Require(ripplekv::method::RenderFrozenMap(*frozen, ripplekv::method::BudgetFormat::kNative).ok());

@@ -53,8 +53,7 @@ TEST(FrozenMapTest, ReadingIsStrict) {
   other_hash.replace(other_hash.find(std::string(64, 'c')), 64, std::string(64, 'd'));
   parsed = FrozenMapFromJson(other_hash);
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(parsed.status().message().find("map.model_hash"), std::string::npos)
-      << parsed.status();
+  EXPECT_NE(parsed.status().message().find("map.model_hash"), std::string::npos) << parsed.status();
 
   std::string bad_tokens = *text;
   const size_t tokens = bad_tokens.find("\"tokens\": ") + 10;

@@ -68,8 +68,8 @@ class RolloutEngineTest : public ::testing::Test {
   // A frozen map of 4 layers with `average` tokens each on average; returns its version id.
   std::string Freeze(int64_t average) {
     method::BudgetOptions options{.ratio = 2.0, .average_tokens = average};
-    StatusOr<method::BudgetMap> map = method::ComputeBudgetMap(
-        std::vector<double>{0.1, 0.4, 0.2, 0.3}, options);
+    StatusOr<method::BudgetMap> map =
+        method::ComputeBudgetMap(std::vector<double>{0.1, 0.4, 0.2, 0.3}, options);
     EXPECT_TRUE(map.ok()) << map.status();
     map->model_hash = kModel;
     StatusOr<std::string> doc = method::FrozenMapToJson({.profile_version = 1, .map = *map});

@@ -74,13 +74,12 @@ const std::vector<std::string> kAllMethods = {
     "/ripplekv.v1.CalibrationService/ListProfiles", "/ripplekv.v1.CalibrationService/GetBudgetMap",
     "/ripplekv.v1.CalibrationService/SubmitJob",    "/ripplekv.v1.CalibrationService/CancelJob",
     "/ripplekv.v1.WorkerService/Register",          "/ripplekv.v1.WorkerService/Connect",
-    "/ripplekv.v1.WorkerService/GetJobData",
-    "/ripplekv.v1.RolloutService/GetBudgetMap",     "/ripplekv.v1.RolloutService/ListBudgetMaps",
-    "/ripplekv.v1.RolloutService/GetRollout",       "/ripplekv.v1.RolloutService/ListRollouts",
-    "/ripplekv.v1.RolloutService/CreateBudgetMap",  "/ripplekv.v1.RolloutService/CreateRollout",
-    "/ripplekv.v1.RolloutService/PauseRollout",     "/ripplekv.v1.RolloutService/ResumeRollout",
-    "/ripplekv.v1.RolloutService/RollbackRollout",  "/ripplekv.v1.RolloutService/WatchBudgets",
-    "/ripplekv.v1.RolloutService/ReportBudget",
+    "/ripplekv.v1.WorkerService/GetJobData",        "/ripplekv.v1.RolloutService/GetBudgetMap",
+    "/ripplekv.v1.RolloutService/ListBudgetMaps",   "/ripplekv.v1.RolloutService/GetRollout",
+    "/ripplekv.v1.RolloutService/ListRollouts",     "/ripplekv.v1.RolloutService/CreateBudgetMap",
+    "/ripplekv.v1.RolloutService/CreateRollout",    "/ripplekv.v1.RolloutService/PauseRollout",
+    "/ripplekv.v1.RolloutService/ResumeRollout",    "/ripplekv.v1.RolloutService/RollbackRollout",
+    "/ripplekv.v1.RolloutService/WatchBudgets",     "/ripplekv.v1.RolloutService/ReportBudget",
 };
 
 // The node id make-tls binds its agent token to.
@@ -88,10 +87,9 @@ const std::string kAgentNode = "local-node-1";
 
 std::set<std::string> ReaderCalls() {
   std::set<std::string> calls(kAllMethods.begin(), kAllMethods.begin() + 6);
-  calls.insert({"/ripplekv.v1.RolloutService/GetBudgetMap",
-                "/ripplekv.v1.RolloutService/ListBudgetMaps",
-                "/ripplekv.v1.RolloutService/GetRollout",
-                "/ripplekv.v1.RolloutService/ListRollouts"});
+  calls.insert(
+      {"/ripplekv.v1.RolloutService/GetBudgetMap", "/ripplekv.v1.RolloutService/ListBudgetMaps",
+       "/ripplekv.v1.RolloutService/GetRollout", "/ripplekv.v1.RolloutService/ListRollouts"});
   return calls;
 }
 
@@ -101,11 +99,10 @@ std::map<std::string, std::set<std::string>> Expected() {
   submitter.insert(
       {"/ripplekv.v1.CalibrationService/SubmitJob", "/ripplekv.v1.CalibrationService/CancelJob"});
   std::set<std::string> operator_calls = ReaderCalls();
-  operator_calls.insert({"/ripplekv.v1.RolloutService/CreateBudgetMap",
-                         "/ripplekv.v1.RolloutService/CreateRollout",
-                         "/ripplekv.v1.RolloutService/PauseRollout",
-                         "/ripplekv.v1.RolloutService/ResumeRollout",
-                         "/ripplekv.v1.RolloutService/RollbackRollout"});
+  operator_calls.insert(
+      {"/ripplekv.v1.RolloutService/CreateBudgetMap", "/ripplekv.v1.RolloutService/CreateRollout",
+       "/ripplekv.v1.RolloutService/PauseRollout", "/ripplekv.v1.RolloutService/ResumeRollout",
+       "/ripplekv.v1.RolloutService/RollbackRollout"});
   return {
       {"reader", ReaderCalls()},
       {"submitter", submitter},
