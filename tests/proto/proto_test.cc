@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "ripplekv/v1/calibration.pb.h"
+#include "ripplekv/v1/rollout.pb.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "ripplekv/v1/worker.pb.h"
 
@@ -181,18 +182,21 @@ const google::protobuf::FileDescriptor* CalibrationFile() { return v1::Job::desc
 const google::protobuf::FileDescriptor* WorkerFile() {
   return v1::WorkerMessage::descriptor()->file();
 }
+const google::protobuf::FileDescriptor* RolloutFile() { return v1::Rollout::descriptor()->file(); }
 
 TEST(ProtoSchemaTest, FilesAreInPackageRipplekvV1) {
   EXPECT_EQ(CalibrationFile()->name(), "ripplekv/v1/calibration.proto");
   EXPECT_EQ(WorkerFile()->name(), "ripplekv/v1/worker.proto");
+  EXPECT_EQ(RolloutFile()->name(), "ripplekv/v1/rollout.proto");
   EXPECT_EQ(CalibrationFile()->package(), "ripplekv.v1");
   EXPECT_EQ(WorkerFile()->package(), "ripplekv.v1");
+  EXPECT_EQ(RolloutFile()->package(), "ripplekv.v1");
 }
 
 // AIP-126: the zero value of every enum is <ENUM_NAME>_UNSPECIFIED, and every value carries the
 // enum's prefix, so values never collide inside the package.
 TEST(ProtoSchemaTest, EveryEnumStartsWithUnspecifiedAndPrefixesItsValues) {
-  for (const auto* file : {CalibrationFile(), WorkerFile()}) {
+  for (const auto* file : {CalibrationFile(), WorkerFile(), RolloutFile()}) {
     ASSERT_GT(file->enum_type_count(), 0) << file->name();
     for (int i = 0; i < file->enum_type_count(); ++i) {
       const google::protobuf::EnumDescriptor* e = file->enum_type(i);
@@ -224,6 +228,12 @@ TEST(ProtoSchemaTest, ServicesHaveTheDocumentedMethodsAndStreamingShapes) {
   };
   const Expected worker[] = {
       {"Register", false, false}, {"Connect", true, true}, {"GetJobData", false, false}};
+  const Expected rollout[] = {{"CreateBudgetMap", false, false}, {"GetBudgetMap", false, false},
+                              {"ListBudgetMaps", false, false},  {"CreateRollout", false, false},
+                              {"GetRollout", false, false},      {"ListRollouts", false, false},
+                              {"PauseRollout", false, false},    {"ResumeRollout", false, false},
+                              {"RollbackRollout", false, false}, {"WatchBudgets", false, true},
+                              {"ReportBudget", false, false}};
   auto check = [](const google::protobuf::ServiceDescriptor* service, const auto& expected) {
     ASSERT_NE(service, nullptr);
     EXPECT_EQ(service->method_count(), static_cast<int>(std::size(expected)));
@@ -236,6 +246,7 @@ TEST(ProtoSchemaTest, ServicesHaveTheDocumentedMethodsAndStreamingShapes) {
   };
   check(CalibrationFile()->FindServiceByName("CalibrationService"), calibration);
   check(WorkerFile()->FindServiceByName("WorkerService"), worker);
+  check(RolloutFile()->FindServiceByName("RolloutService"), rollout);
 }
 
 // --- A real server on loopback ------------------------------------------------------------------
