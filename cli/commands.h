@@ -17,6 +17,8 @@ void AddInfoCommand(CLI::App& app, Action& run);
 void AddCalibrateCommand(CLI::App& app, Action& run);
 void AddBudgetsCommand(CLI::App& app, Action& run);
 void AddEvalCommand(CLI::App& app, Action& run);
+// compare: paired statistics of two methods from `eval --records-out` records.
+void AddCompareCommand(CLI::App& app, Action& run);
 void AddTokenizeCommand(CLI::App& app, Action& run);
 // submit, jobs, watch, cancel, profile {get,list}: the scheduler's CalibrationService.
 void AddRemoteCommands(CLI::App& app, Action& run);

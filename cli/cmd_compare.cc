@@ -1,0 +1,464 @@
+// ripplekv compare RECORDS.jsonl --a M1 --b M2 [--by task,budget] [--json] [--seed N]
+//   [--resamples N] [--alpha A]
+//
+// Paired comparison of two methods from `ripplekv eval --records-out` records (docs/EVAL.md,
+// "Comparing two methods"): per row (task x budget by default) the two methods' scores are paired
+// by example; binary rows get the exact sign test (McNemar), continuous rows the Wilcoxon
+// signed-rank test, a seeded bootstrap interval of the mean difference and effect sizes; the
+// p-values of every printed row are Holm-adjusted together and the verdict is taken at --alpha
+// after that. The statistics are method/paired_stats.h.
+// stdout: a Markdown table (or --json); stderr: warnings about examples without a partner.
+// Exit codes: 0, 2 for bad usage or a malformed records file (one line naming file:line and the
+// field), 1 when the file cannot be read for another reason.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "kernels/base/file_io.h"
+#include "kernels/base/strings.h"
+#include "method/paired_stats.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace ripplekv::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr uint64_t kMaxRecordsBytes = uint64_t{1} << 30;
+
+// Tasks whose score is a divergence: a lower score is better (as bench/paired_compare.py).
+constexpr std::string_view kLowerIsBetter[] = {"fidelity/kl", "fidelity/delta_nll"};
+
+bool LowerIsBetter(std::string_view task) {
+  return std::find(std::begin(kLowerIsBetter), std::end(kLowerIsBetter), task) !=
+         std::end(kLowerIsBetter);
+}
+
+struct CompareArgs {
+  std::string records;
+  std::string a;  // method whose scores are x in d = x - y
+  std::string b;  // the other method
+  std::string by = "task,budget";
+  bool json = false;
+  uint64_t seed = 0;          // bootstrap: every row starts from this seed
+  int64_t resamples = 10000;  // bootstrap replicates per row
+  double alpha = 0.05;        // family-wise error rate over the printed rows; CI level 1 - alpha
+};
+
+// One line of the records file, as `ripplekv eval --records-out` writes it.
+struct Record {
+  std::string method;
+  int budget = 0;  // 0: the full cache
+  std::string task;
+  std::string example;
+  double score = 0.0;
+};
+
+Status FieldError(std::string_view where, std::string_view field, std::string_view what) {
+  return absl::InvalidArgumentError(Cat(where, ": field \"", field, "\" ", what));
+}
+
+StatusOr<std::string> NonEmptyString(const Json& object, std::string_view where,
+                                     const char* field) {
+  const auto it = object.find(field);
+  if (it == object.end()) return FieldError(where, field, "is missing");
+  if (!it->is_string()) {
+    return FieldError(where, field, Cat("must be a string, got ", it->type_name()));
+  }
+  std::string value = it->get<std::string>();
+  if (value.empty()) return FieldError(where, field, "is empty");
+  return value;
+}
+
+StatusOr<Record> ParseRecord(std::string_view line, std::string_view where) {
+  Json j;
+  try {
+    j = Json::parse(line.begin(), line.end());
+  } catch (const Json::parse_error& e) {
+    return absl::InvalidArgumentError(
+        Cat(where, ": invalid JSON at byte ", e.byte, ": ", e.what()));
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(Cat(where, ": invalid JSON: ", e.what()));
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(Cat(where, ": expected a JSON object, got ", j.type_name()));
+  }
+  Record r;
+  ASSIGN_OR_RETURN(r.method, NonEmptyString(j, where, "method"));
+  ASSIGN_OR_RETURN(r.task, NonEmptyString(j, where, "task"));
+  ASSIGN_OR_RETURN(r.example, NonEmptyString(j, where, "example"));
+  const auto budget = j.find("budget");
+  if (budget == j.end()) return FieldError(where, "budget", "is missing");
+  if (!budget->is_number_integer()) {
+    return FieldError(where, "budget", Cat("must be an integer, got ", budget->type_name()));
+  }
+  const bool in_range =
+      budget->is_number_unsigned()
+          ? budget->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max())
+          : budget->get<int64_t>() >= 0 &&
+                budget->get<int64_t>() <= std::numeric_limits<int>::max();
+  if (!in_range) return FieldError(where, "budget", Cat("is out of range: ", budget->dump()));
+  r.budget = budget->get<int>();
+  const auto score = j.find("score");
+  if (score == j.end()) return FieldError(where, "score", "is missing");
+  if (!score->is_number()) {
+    return FieldError(where, "score", Cat("must be a number, got ", score->type_name()));
+  }
+  r.score = score->get<double>();
+  if (!std::isfinite(r.score)) return FieldError(where, "score", "is not finite");
+  return r;
+}
+
+// Every record of the file, in file order. Blank lines are skipped; a record repeated for the same
+// (method, budget, task, example) is an error naming both lines.
+StatusOr<std::vector<Record>> ReadRecords(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileBounded(path, kMaxRecordsBytes));
+  std::vector<Record> records;
+  std::map<std::tuple<std::string, int, std::string, std::string>, int64_t> first_line;
+  std::string_view rest = bytes;
+  int64_t line_number = 0;
+  while (!rest.empty()) {
+    const size_t end = std::min(rest.find('\n'), rest.size());
+    std::string_view line = rest.substr(0, end);
+    rest.remove_prefix(std::min(end + 1, rest.size()));
+    ++line_number;
+    if (line_number == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);
+    if (line.ends_with('\r')) line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    const std::string where = Cat(path, ":", line_number);
+    ASSIGN_OR_RETURN(Record r, ParseRecord(line, where));
+    const auto [it, inserted] =
+        first_line.try_emplace({r.method, r.budget, r.task, r.example}, line_number);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          Cat(where, ": field \"example\" repeats ", r.example, " of method ", r.method,
+              ", budget ", r.budget, ", task ", r.task, " (first at line ", it->second, ")"));
+    }
+    records.push_back(std::move(r));
+  }
+  if (records.empty()) return absl::InvalidArgumentError(Cat(path, ": no records"));
+  return records;
+}
+
+std::string BudgetLabel(int budget) { return budget == 0 ? "full" : Cat(budget); }
+
+// One printed row: the pairs of a group and what is computed from them.
+struct Row {
+  std::string task;           // empty when --by budget
+  std::optional<int> budget;  // none when --by task
+  // Per pair: the raw scores and the oriented difference (positive favours a).
+  std::vector<double> score_a;
+  std::vector<double> score_b;
+  std::vector<double> diff;
+  bool any_lower = false;   // some pair's task is lower-is-better
+  bool any_higher = false;  // some pair's task is higher-is-better
+
+  bool binary = false;
+  int64_t wins = 0, ties = 0, losses = 0;
+  double p_value = 1.0;
+  double p_holm = 1.0;
+  std::optional<method::WilcoxonResult> wilcoxon;  // continuous rows
+  std::optional<method::Interval> interval;        // continuous rows
+  double d_z = 0.0;
+  double rank_biserial = 0.0;
+  std::string verdict;
+
+  // "passkey at budget 64", "passkey" or "budget 64", as the row's grouping has it.
+  std::string Label() const {
+    if (!budget) return task;
+    if (task.empty()) return Cat("budget ", BudgetLabel(*budget));
+    return Cat(task, " at budget ", BudgetLabel(*budget));
+  }
+
+  std::string_view Direction() const {
+    return any_lower && any_higher ? "mixed" : (any_lower ? "lower" : "higher");
+  }
+};
+
+Status ComputeRow(Row& row, const CompareArgs& args) {
+  row.binary = true;
+  for (size_t i = 0; i < row.diff.size(); ++i) {
+    for (double s : {row.score_a[i], row.score_b[i]}) {
+      if (s != 0.0 && s != 1.0) row.binary = false;
+    }
+    if (row.diff[i] > 0) {
+      ++row.wins;
+    } else if (row.diff[i] < 0) {
+      ++row.losses;
+    } else {
+      ++row.ties;
+    }
+  }
+  if (row.binary) {
+    row.p_value = method::SignTestPValue(row.wins, row.losses);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(row.wilcoxon, method::WilcoxonSignedRank(row.diff));
+  row.p_value = row.wilcoxon->p_value;
+  ASSIGN_OR_RETURN(
+      row.interval,
+      method::PairedBootstrapInterval(
+          row.diff, {.resamples = args.resamples, .seed = args.seed, .alpha = args.alpha}));
+  row.d_z = method::CohenDz(row.diff);
+  row.rank_biserial = method::RankBiserial(*row.wilcoxon);
+  return absl::OkStatus();
+}
+
+// Pairs the two methods' scores by example within each (task, budget) and collects the pairs into
+// the rows --by asks for, in order: tasks as they first appear in the file, budgets ascending.
+StatusOr<std::vector<Row>> BuildRows(const std::vector<Record>& records, const CompareArgs& args,
+                                     bool by_task, bool by_budget) {
+  std::vector<std::string> task_order;
+  std::set<std::string> methods;
+  // (task, budget) -> example -> score, per method.
+  std::map<std::pair<std::string, int>, std::map<std::string, double>> of_a, of_b;
+  for (const Record& r : records) {
+    methods.insert(r.method);
+    if (r.method != args.a && r.method != args.b) continue;
+    if (std::find(task_order.begin(), task_order.end(), r.task) == task_order.end()) {
+      task_order.push_back(r.task);
+    }
+    (r.method == args.a ? of_a : of_b)[{r.task, r.budget}][r.example] = r.score;
+  }
+  for (const std::string& m : {args.a, args.b}) {
+    if (!methods.contains(m)) {
+      std::string known;
+      for (const std::string& k : methods) known += (known.empty() ? "" : ", ") + k;
+      return absl::InvalidArgumentError(
+          Cat(args.records, ": no records of method ", m, " (methods in the file: ", known, ")"));
+    }
+  }
+  auto task_rank = [&](const std::string& task) {
+    return std::find(task_order.begin(), task_order.end(), task) - task_order.begin();
+  };
+  std::vector<std::pair<std::string, int>> cells;
+  for (const auto& [cell, scores] : of_a) cells.push_back(cell);
+  for (const auto& [cell, scores] : of_b) {
+    if (!of_a.contains(cell)) cells.push_back(cell);
+  }
+  std::sort(cells.begin(), cells.end(), [&](const auto& x, const auto& y) {
+    return std::make_pair(task_rank(x.first), x.second) <
+           std::make_pair(task_rank(y.first), y.second);
+  });
+
+  std::vector<Row> rows;
+  std::map<std::pair<std::string, int>, size_t> row_of;  // group key -> index in rows
+  for (const auto& cell : cells) {
+    const std::string label = Cat(cell.first, " at budget ", BudgetLabel(cell.second));
+    const auto a = of_a.find(cell);
+    const auto b = of_b.find(cell);
+    if (a == of_a.end() || b == of_b.end()) {
+      spdlog::warn("{}: only {} has scores, skipped", label, a == of_a.end() ? args.b : args.a);
+      continue;
+    }
+    const std::pair<std::string, int> key{by_task ? cell.first : "", by_budget ? cell.second : 0};
+    auto [slot, added] = row_of.try_emplace(key, rows.size());
+    if (added) {
+      Row row;
+      row.task = key.first;
+      if (by_budget) row.budget = cell.second;
+      rows.push_back(std::move(row));
+    }
+    Row& row = rows[slot->second];
+    const bool lower = LowerIsBetter(cell.first);
+    int64_t paired = 0;
+    for (const auto& [example, x] : a->second) {
+      const auto y = b->second.find(example);
+      if (y == b->second.end()) continue;
+      row.score_a.push_back(x);
+      row.score_b.push_back(y->second);
+      row.diff.push_back(lower ? y->second - x : x - y->second);
+      ++paired;
+    }
+    (lower ? row.any_lower : row.any_higher) = true;
+    const auto only_a = static_cast<int64_t>(a->second.size()) - paired;
+    const auto only_b = static_cast<int64_t>(b->second.size()) - paired;
+    if (only_a > 0 || only_b > 0) {
+      spdlog::warn("{}: {} examples only in {}, {} only in {}; {} paired", label, only_a, args.a,
+                   only_b, args.b, paired);
+    }
+  }
+  std::vector<Row> kept;
+  for (Row& row : rows) {
+    if (row.diff.empty()) {
+      spdlog::warn("{}: no example has scores of both methods, skipped", row.Label());
+      continue;
+    }
+    kept.push_back(std::move(row));
+  }
+  // Cells came task-major; pooled over tasks (--by budget) the rows still go by budget.
+  std::stable_sort(kept.begin(), kept.end(), [&](const Row& x, const Row& y) {
+    return std::make_pair(task_rank(x.task), x.budget.value_or(0)) <
+           std::make_pair(task_rank(y.task), y.budget.value_or(0));
+  });
+  if (kept.empty()) {
+    return absl::InvalidArgumentError(Cat(args.records, ": no task and budget has scores of both ",
+                                          args.a, " and ", args.b, " on the same examples"));
+  }
+  return kept;
+}
+
+std::string FormatP(double p) { return fmt::format("{:.3g}", p); }
+
+void PrintMarkdown(const std::vector<Row>& rows, const CompareArgs& args, bool by_task,
+                   bool by_budget) {
+  const std::string level = fmt::format("{:g}%", 100.0 * (1.0 - args.alpha));
+  std::string out;
+  if (by_task) out += "| task ";
+  if (by_budget) out += "| budget ";
+  out += Cat("| n | mean ", args.a, " | mean ", args.b, " | Δ | wins/ties/losses | test | p | ",
+             "p (Holm) | ", level, " CI of Δ | d_z | r | verdict |\n");
+  if (by_task) out += "|:--";
+  if (by_budget) out += "|--:";
+  out += "|--:|--:|--:|--:|--:|:--|--:|--:|--:|--:|--:|:--|\n";
+  for (const Row& row : rows) {
+    if (by_task) out += Cat("| ", row.task, " ");
+    if (by_budget) out += Cat("| ", BudgetLabel(*row.budget), " ");
+    out += fmt::format("| {} | {:.4f} | {:.4f} | {:+.4f} | {}/{}/{} | ", row.diff.size(),
+                       method::MeanDifference(row.score_a), method::MeanDifference(row.score_b),
+                       method::MeanDifference(row.diff), row.wins, row.ties, row.losses);
+    if (row.binary) {
+      out += Cat("sign | ", FormatP(row.p_value), " | ", FormatP(row.p_holm), " | – | – | – | ");
+    } else {
+      out += fmt::format("Wilcoxon {} | {} | {} | [{:+.4f}, {:+.4f}] | {:+.2f} | {:+.2f} | ",
+                         row.wilcoxon->exact ? "exact" : "normal", FormatP(row.p_value),
+                         FormatP(row.p_holm), row.interval->low, row.interval->high, row.d_z,
+                         row.rank_biserial);
+    }
+    out += Cat(row.verdict, " |\n");
+  }
+  out += Cat("\nΔ: mean per-pair difference ", args.a, " − ", args.b,
+             ", sign flipped where lower is better (fidelity/kl, fidelity/delta_nll), so Δ > 0 "
+             "favours ",
+             args.a, ". p (Holm): adjusted over the ", rows.size(),
+             " rows; verdict at alpha = ", fmt::format("{:g}", args.alpha), ".\n");
+  std::fputs(out.c_str(), stdout);
+}
+
+void PrintJson(const std::vector<Row>& rows, const CompareArgs& args) {
+  nlohmann::ordered_json j;
+  j["a"] = args.a;
+  j["b"] = args.b;
+  j["by"] = args.by;
+  j["alpha"] = args.alpha;
+  j["resamples"] = args.resamples;
+  j["seed"] = args.seed;
+  j["rows"] = nlohmann::ordered_json::array();
+  for (const Row& row : rows) {
+    nlohmann::ordered_json r;
+    if (!row.task.empty()) r["task"] = row.task;
+    if (row.budget) r["budget"] = *row.budget;
+    r["direction"] = row.Direction();
+    r["kind"] = row.binary ? "binary" : "continuous";
+    r["n"] = row.diff.size();
+    r["mean_a"] = method::MeanDifference(row.score_a);
+    r["mean_b"] = method::MeanDifference(row.score_b);
+    r["diff"] = method::MeanDifference(row.diff);
+    r["wins"] = row.wins;
+    r["ties"] = row.ties;
+    r["losses"] = row.losses;
+    r["test"] = row.binary ? "sign" : "wilcoxon";
+    r["exact"] = row.binary || row.wilcoxon->exact;
+    r["p_value"] = row.p_value;
+    r["p_holm"] = row.p_holm;
+    if (row.binary) {
+      for (const char* key : {"ci_low", "ci_high", "w_plus", "w_minus", "d_z", "rank_biserial"}) {
+        r[key] = nullptr;
+      }
+    } else {
+      r["ci_low"] = row.interval->low;
+      r["ci_high"] = row.interval->high;
+      r["w_plus"] = row.wilcoxon->w_plus;
+      r["w_minus"] = row.wilcoxon->w_minus;
+      r["d_z"] = row.d_z;
+      r["rank_biserial"] = row.rank_biserial;
+    }
+    r["verdict"] = row.verdict;
+    j["rows"].push_back(std::move(r));
+  }
+  std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+int RunCompare(const CompareArgs& args) {
+  if (args.a == args.b) {
+    return ReportError(absl::InvalidArgumentError("--a and --b name the same method"));
+  }
+  if (!(args.alpha > 0.0 && args.alpha < 1.0)) {
+    return ReportError(
+        absl::InvalidArgumentError(Cat("--alpha must be in (0, 1), got ", args.alpha)));
+  }
+  const bool by_task = args.by != "budget";
+  const bool by_budget = args.by != "task";
+  auto records = ReadRecords(args.records);
+  if (!records.ok()) return ReportError(records.status());
+  auto rows = BuildRows(*records, args, by_task, by_budget);
+  if (!rows.ok()) return ReportError(rows.status());
+  std::vector<double> p_values;
+  for (Row& row : *rows) {
+    if (Status st = ComputeRow(row, args); !st.ok()) return ReportError(st);
+    p_values.push_back(row.p_value);
+  }
+  auto adjusted = method::HolmAdjust(p_values);
+  if (!adjusted.ok()) return ReportError(adjusted.status());
+  for (size_t i = 0; i < rows->size(); ++i) {
+    Row& row = (*rows)[i];
+    row.p_holm = (*adjusted)[i];
+    // The direction of the test that was run: the sign counts, or the rank sums.
+    const double favour_a = row.binary ? static_cast<double>(row.wins - row.losses)
+                                       : row.wilcoxon->w_plus - row.wilcoxon->w_minus;
+    row.verdict = row.p_holm >= args.alpha ? "no difference"
+                  : favour_a > 0           ? "a better"
+                  : favour_a < 0           ? "b better"
+                                           : "no difference";
+  }
+  if (args.json) {
+    PrintJson(*rows, args);
+  } else {
+    PrintMarkdown(*rows, args, by_task, by_budget);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddCompareCommand(CLI::App& app, Action& run) {
+  auto a = std::make_shared<CompareArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "compare", "Paired comparison of two methods from `eval --records-out` records");
+  cmd->add_option("records", a->records, "JSONL written by `ripplekv eval --records-out`")
+      ->required();
+  cmd->add_option("--a", a->a, "First method (d = a - b)")->required();
+  cmd->add_option("--b", a->b, "Second method")->required();
+  cmd->add_option("--by", a->by, "Rows: task, budget or task,budget")
+      ->capture_default_str()
+      ->transform(CLI::IsMember({"task", "budget", "task,budget", "budget,task"}));
+  cmd->add_flag("--json", a->json, "Print the rows as JSON");
+  cmd->add_option("--seed", a->seed, "Seed of the bootstrap resampling")->capture_default_str();
+  cmd->add_option("--resamples", a->resamples, "Bootstrap resamples per row")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
+  cmd->add_option("--alpha", a->alpha,
+                  "Family-wise error rate after Holm's correction; intervals at 1 - alpha")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->callback([a, &run] {
+    if (a->by == "budget,task") a->by = "task,budget";
+    run = [a] { return RunCompare(*a); };
+  });
+}
+
+}  // namespace ripplekv::cli

@@ -1,0 +1,233 @@
+// `ripplekv compare` on hand-made records files: the exact sign test on binary rows, Holm's
+// correction across rows, the orientation of lower-is-better tasks, a bootstrap interval on
+// continuous rows, and one-line errors naming file:line for malformed input. Runs the real binary;
+// no model needed.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace {
+
+struct CliResult {
+  int exit_code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+CliResult RunCli(const std::string& args) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string err_path =
+      (dir / ("ripplekv_compare_err_" + std::to_string(::getpid()))).string();
+  const std::string cmd = std::string(RIPPLEKV_CLI) + " " + args + " 2>" + err_path;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  std::ifstream e(err_path);
+  std::string err((std::istreambuf_iterator<char>(e)), {});
+  std::filesystem::remove(err_path);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
+}
+
+std::string RecordLine(const std::string& method, int budget, const std::string& task, int example,
+                       double score) {
+  return nlohmann::json{{"method", method},
+                        {"budget", budget},
+                        {"task", task},
+                        {"example", "ex" + std::to_string(example)},
+                        {"score", score}}
+             .dump() +
+         "\n";
+}
+
+// Writes `text` to a fresh file in the temp directory and removes it at scope exit.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& text)
+      : path_(std::filesystem::temp_directory_path() /
+              (name + "_" + std::to_string(::getpid()) + ".jsonl")) {
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Three rows, a = "ripple", b = "base":
+//   passkey @64:     20 examples; a wins 4 (1 vs 0), 16 ties (8 both 1, 8 both 0), 0 losses.
+//                    Sign test: p = 2 / 2^4 = 0.125.
+//   passkey @128:    20 examples; a wins 10, 10 ties. p = 2 / 2^10 = 0.001953125.
+//   fidelity/kl @64: 10 examples; a's KL is lower on every one, by distinct amounts (no ties):
+//                    Wilcoxon exact, W+ = 55 after orienting, p = 2 / 2^10 = 0.001953125.
+// Holm over (0.125, 0.001953125, 0.001953125): the two small ones become 3p = 0.005859375 and
+// max(3p, 2p) = 0.005859375; the largest stays max(0.00586, 1 * 0.125) = 0.125.
+std::string ThreeRows() {
+  std::string text;
+  for (int i = 0; i < 20; ++i) {
+    const double b = i < 4 ? 0.0 : (i < 12 ? 1.0 : 0.0);
+    const double a = i < 4 ? 1.0 : b;
+    text += RecordLine("ripple", 64, "passkey", i, a);
+    text += RecordLine("base", 64, "passkey", i, b);
+  }
+  for (int i = 0; i < 20; ++i) {
+    const double b = i < 10 ? 0.0 : 1.0;
+    text += RecordLine("ripple", 128, "passkey", i, 1.0);
+    text += RecordLine("base", 128, "passkey", i, b);
+  }
+  for (int i = 0; i < 10; ++i) {
+    const double b = 0.5 + 0.01 * i;
+    text += RecordLine("ripple", 64, "fidelity/kl", i, b - 0.01 * (i + 1));
+    text += RecordLine("base", 64, "fidelity/kl", i, b);
+  }
+  return text;
+}
+
+TEST(CompareCliTest, FourWinsNoLossesIsNotSignificantAfterHolm) {
+  const TempFile file("ripplekv_compare_rows", ThreeRows());
+  const CliResult r = RunCli("compare " + file.path() + " --a ripple --b base --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 3u) << r.out;
+  // Rows: tasks in file order, budgets ascending.
+  const auto& small = j["rows"][0];
+  EXPECT_EQ(small["task"], "passkey");
+  EXPECT_EQ(small["budget"], 64);
+  EXPECT_EQ(small["kind"], "binary");
+  EXPECT_EQ(small["n"], 20);
+  EXPECT_EQ(small["wins"], 4);
+  EXPECT_EQ(small["ties"], 16);
+  EXPECT_EQ(small["losses"], 0);
+  EXPECT_EQ(small["p_value"].get<double>(), 0.125);
+  EXPECT_EQ(small["p_holm"].get<double>(), 0.125);
+  EXPECT_EQ(small["verdict"], "no difference");
+
+  const auto& large = j["rows"][1];
+  EXPECT_EQ(large["budget"], 128);
+  EXPECT_EQ(large["p_value"].get<double>(), 0.001953125);
+  EXPECT_DOUBLE_EQ(large["p_holm"].get<double>(), 0.005859375);
+  EXPECT_EQ(large["verdict"], "a better");
+
+  // Lower KL is better: every pair favours a.
+  const auto& kl = j["rows"][2];
+  EXPECT_EQ(kl["task"], "fidelity/kl");
+  EXPECT_EQ(kl["direction"], "lower");
+  EXPECT_EQ(kl["kind"], "continuous");
+  EXPECT_EQ(kl["wins"], 10);
+  EXPECT_EQ(kl["test"], "wilcoxon");
+  EXPECT_TRUE(kl["exact"].get<bool>());
+  EXPECT_EQ(kl["w_plus"].get<double>(), 55.0);
+  EXPECT_EQ(kl["p_value"].get<double>(), 0.001953125);
+  EXPECT_EQ(kl["rank_biserial"].get<double>(), 1.0);
+  EXPECT_GT(kl["diff"].get<double>(), 0.0);  // oriented: positive favours a
+  EXPECT_LT(kl["mean_a"].get<double>(), kl["mean_b"].get<double>());
+  EXPECT_EQ(kl["verdict"], "a better");
+}
+
+TEST(CompareCliTest, MarkdownTablePrintsCountsPValueAndInterval) {
+  const TempFile file("ripplekv_compare_md", ThreeRows());
+  const CliResult r = RunCli("compare " + file.path() + " --a ripple --b base --seed 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| passkey | 64 | 20 | 0.6000 | 0.4000 | +0.2000 | 4/16/0 | sign | 0.125 "
+                       "| 0.125 | – | – | – | no difference |"),
+            std::string::npos)
+      << r.out;
+  // The continuous row has an interval of the (oriented) mean difference, here every per-pair
+  // gain is between 0.01 and 0.10, so the interval is inside that range.
+  const size_t kl = r.out.find("| fidelity/kl | 64 |");
+  ASSERT_NE(kl, std::string::npos) << r.out;
+  const std::string kl_row = r.out.substr(kl, r.out.find('\n', kl) - kl);
+  EXPECT_NE(kl_row.find("Wilcoxon exact"), std::string::npos) << kl_row;
+  EXPECT_NE(kl_row.find("| [+0.0"), std::string::npos) << kl_row;
+  EXPECT_NE(kl_row.find("a better"), std::string::npos) << kl_row;
+  EXPECT_NE(r.out.find("95% CI of Δ"), std::string::npos) << r.out;
+}
+
+TEST(CompareCliTest, GroupingPoolsRowsOverTheOtherKey) {
+  const TempFile file("ripplekv_compare_by", ThreeRows());
+  const CliResult r = RunCli("compare " + file.path() + " --a ripple --b base --by task --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["task"], "passkey");
+  EXPECT_FALSE(j["rows"][0].contains("budget"));
+  EXPECT_EQ(j["rows"][0]["n"], 40);
+  EXPECT_EQ(j["rows"][0]["wins"], 14);
+
+  // By budget: 64 pools passkey (binary, higher is better) with fidelity/kl (continuous, lower is
+  // better), so the row is continuous and its direction mixed; budgets ascend.
+  const CliResult b = RunCli("compare " + file.path() + " --a ripple --b base --by budget --json");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto k = nlohmann::json::parse(b.out);
+  ASSERT_EQ(k["rows"].size(), 2u);
+  EXPECT_FALSE(k["rows"][0].contains("task"));
+  EXPECT_EQ(k["rows"][0]["budget"], 64);
+  EXPECT_EQ(k["rows"][0]["n"], 30);
+  EXPECT_EQ(k["rows"][0]["direction"], "mixed");
+  EXPECT_EQ(k["rows"][0]["kind"], "continuous");
+  EXPECT_EQ(k["rows"][1]["budget"], 128);
+}
+
+TEST(CompareCliTest, UnpairedExamplesAreWarnedAndLeftOut) {
+  std::string text = ThreeRows();
+  text += RecordLine("ripple", 64, "passkey", 99, 1.0);  // no partner in base
+  const TempFile file("ripplekv_compare_unpaired", text);
+  const CliResult r = RunCli("compare " + file.path() + " --a ripple --b base --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["rows"][0]["n"], 20);
+  EXPECT_NE(r.err.find("1 examples only in ripple, 0 only in base; 20 paired"), std::string::npos)
+      << r.err;
+}
+
+TEST(CompareCliTest, MalformedLineIsExit2NamingFileLineAndField) {
+  std::string text = RecordLine("ripple", 64, "passkey", 0, 1.0);
+  text += RecordLine("base", 64, "passkey", 0, 0.0);
+  text +=
+      R"({"method": "base", "budget": 64, "task": "passkey", "example": "ex1", "score": "high"})";
+  text += "\n";
+  const TempFile file("ripplekv_compare_bad", text);
+  const CliResult r = RunCli("compare " + file.path() + " --a ripple --b base");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("ripplekv: error: " + file.path() + ":3: field \"score\""),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(CompareCliTest, InvalidJsonAndRepeatedRecordsAreErrors) {
+  const TempFile broken("ripplekv_compare_json",
+                        RecordLine("ripple", 64, "passkey", 0, 1.0) + "{\"method\": \n");
+  const CliResult a = RunCli("compare " + broken.path() + " --a ripple --b base");
+  EXPECT_EQ(a.exit_code, 2);
+  EXPECT_NE(a.err.find(broken.path() + ":2: invalid JSON"), std::string::npos) << a.err;
+
+  const TempFile twice("ripplekv_compare_twice", RecordLine("ripple", 64, "passkey", 0, 1.0) +
+                                                     RecordLine("ripple", 64, "passkey", 0, 0.0));
+  const CliResult b = RunCli("compare " + twice.path() + " --a ripple --b base");
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_NE(b.err.find(twice.path() + ":2: field \"example\" repeats ex0"), std::string::npos)
+      << b.err;
+}
+
+TEST(CompareCliTest, UnknownMethodIsExit2) {
+  const TempFile file("ripplekv_compare_method", ThreeRows());
+  const CliResult r = RunCli("compare " + file.path() + " --a ripple --b nosuch");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no records of method nosuch (methods in the file: base, ripple)"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
