@@ -1,7 +1,6 @@
 #include "agent/map_file.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,24 +51,6 @@ bool IsLowerHex(std::string_view s) {
 }  // namespace
 
 std::string SidecarPath(std::string_view map_path) { return std::string(map_path) + ".state.json"; }
-
-std::string Sha256Hex(std::string_view bytes) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> hash{};
-  unsigned int size = 0;
-  // SHA-256 over memory fails only in a broken OpenSSL build; the all-zero hash then matches no
-  // real file's, so the sidecar reads as nothing held: never a wrong match.
-  if (EVP_Digest(bytes.data(), bytes.size(), hash.data(), &size, EVP_sha256(), nullptr) != 1) {
-    hash.fill(0);
-  }
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(64);
-  for (size_t i = 0; i < 32; ++i) {
-    out.push_back(kDigits[hash[i] >> 4]);
-    out.push_back(kDigits[hash[i] & 15]);
-  }
-  return out;
-}
 
 std::string HeldMapToJson(const HeldMap& held) {
   // ordered_json: the fields in the documented order, for people reading the file.

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/base/sha256.h"  // Sha256Hex, for the sidecar's check
 #include "kernels/base/status.h"
 
 namespace ripplekv::agent {
@@ -48,9 +49,6 @@ struct HeldMapRead {
 
 // FILE's sidecar path: `map_path` + ".state.json".
 [[nodiscard]] std::string SidecarPath(std::string_view map_path);
-
-// Lowercase hex SHA-256 of `bytes` (64 digits).
-[[nodiscard]] std::string Sha256Hex(std::string_view bytes);
 
 // The sidecar document of `held` (one line of JSON and a newline).
 [[nodiscard]] std::string HeldMapToJson(const HeldMap& held);

@@ -1,13 +1,12 @@
 #include "store/codec.h"
 
-#include <openssl/evp.h>
-
 #include <array>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
 #include <optional>
 
+#include "kernels/base/sha256.h"
 #include "kernels/base/strings.h"
 #include "nlohmann/json.hpp"
 
@@ -456,22 +455,9 @@ StatusOr<BudgetMapRecord> DecodeV2BudgetMap(const VersionKeyParts& key, std::str
 }
 
 std::string BudgetMapDigest(std::string_view budget_json) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> hash{};
-  unsigned int size = 0;
-  // SHA-256 over memory fails only in a broken OpenSSL build. The zero hash then gives every map
-  // the same digest, which PutBudgetMap refuses as a collision: never a wrong match.
-  if (EVP_Digest(budget_json.data(), budget_json.size(), hash.data(), &size, EVP_sha256(),
-                 nullptr) != 1) {
-    hash.fill(0);
-  }
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(kMapDigestChars);
-  for (size_t i = 0; i < kMapDigestChars / 2; ++i) {
-    out.push_back(kDigits[hash[i] >> 4]);
-    out.push_back(kDigits[hash[i] & 15]);
-  }
-  return out;
+  // A broken OpenSSL gives every map the all-zero digest, which PutBudgetMap refuses as a
+  // collision: never a wrong match.
+  return Sha256Hex(budget_json).substr(0, kMapDigestChars);
 }
 
 }  // namespace ripplekv::store

@@ -1,12 +1,10 @@
 #include "scheduler/service/node_order.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "kernels/base/check.h"
+#include "kernels/base/sha256.h"
 
 namespace ripplekv::scheduler::rollout {
 
@@ -15,13 +13,7 @@ uint64_t NodeRank(std::string_view rollout_id, std::string_view node_id) {
   input.reserve(rollout_id.size() + 1 + node_id.size());
   input.append(rollout_id).push_back('\0');
   input.append(node_id);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  RIPPLEKV_CHECK(EVP_Digest(input.data(), input.size(), digest, &length, EVP_sha256(), nullptr) ==
-                 1);
-  uint64_t rank = 0;
-  for (int i = 0; i < 8; ++i) rank = (rank << 8) | digest[i];
-  return rank;
+  return std::stoull(Sha256Hex(input).substr(0, 16), nullptr, 16);
 }
 
 size_t StageSize(const v1::RolloutStage& stage, size_t connected) {
