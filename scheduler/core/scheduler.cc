@@ -38,12 +38,25 @@ Status ValidateModel(const method::ProfileModel& m) {
 // A lease that is gone already (done, expired and re-leased): not an error for the caller.
 bool LeaseGone(const Status& s) { return absl::IsFailedPrecondition(s) || absl::IsNotFound(s); }
 
-// The page's [begin, end) in a listing of `total` items. InvalidArgument naming page_size or
-// page_token (PageRequest).
-struct PageRange {
-  size_t begin = 0;
-  size_t end = 0;
-};
+std::string TaskName(const store::TaskKey& key) {
+  return absl::StrCat("task (job ", key.job, ", sample ", key.sample, ", layer ", key.layer, ")");
+}
+
+StatusOr<StoredProfile> ParseStoredProfile(store::ProfileVersion record) {
+  StatusOr<method::SensitivityProfile> profile = method::ProfileFromJson(record.profile_json);
+  if (!profile.ok()) {
+    return absl::DataLossError(absl::StrCat("stored profile ", record.model_hash, " version ",
+                                            record.version, ": ", profile.status().message()));
+  }
+  return StoredProfile{.model_hash = std::move(record.model_hash),
+                       .version = record.version,
+                       .job = record.job,
+                       .created_at_ms = record.created_at_ms,
+                       .profile = *std::move(profile)};
+}
+
+}  // namespace
+
 StatusOr<PageRange> Page(const PageRequest& page, size_t total) {
   if (page.page_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat("page_size: ", page.page_size, " is negative"));
@@ -65,25 +78,6 @@ StatusOr<PageRange> Page(const PageRequest& page, size_t total) {
 std::string NextPageToken(const PageRange& range, size_t total) {
   return range.end < total ? absl::StrCat(range.end) : std::string();
 }
-
-std::string TaskName(const store::TaskKey& key) {
-  return absl::StrCat("task (job ", key.job, ", sample ", key.sample, ", layer ", key.layer, ")");
-}
-
-StatusOr<StoredProfile> ParseStoredProfile(store::ProfileVersion record) {
-  StatusOr<method::SensitivityProfile> profile = method::ProfileFromJson(record.profile_json);
-  if (!profile.ok()) {
-    return absl::DataLossError(absl::StrCat("stored profile ", record.model_hash, " version ",
-                                            record.version, ": ", profile.status().message()));
-  }
-  return StoredProfile{.model_hash = std::move(record.model_hash),
-                       .version = record.version,
-                       .job = record.job,
-                       .created_at_ms = record.created_at_ms,
-                       .profile = *std::move(profile)};
-}
-
-}  // namespace
 
 int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::ProfileModel& model) {
   constexpr double kBaseMs = 5 * 60 * 1000.0;

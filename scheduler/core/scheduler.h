@@ -181,6 +181,16 @@ struct PageRequest {
                            // (InvalidArgument naming "page_token" for anything else)
 };
 
+// The page's [begin, end) in a listing of `total` items, and the token of the next page (empty
+// on the last page). Every listing of the scheduler, CalibrationService's and RolloutService's,
+// pages this way. Errors: InvalidArgument naming page_size or page_token.
+struct PageRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+[[nodiscard]] StatusOr<PageRange> Page(const PageRequest& page, size_t total);
+std::string NextPageToken(const PageRange& range, size_t total);
+
 struct JobFilter {
   std::vector<store::JobState> states;  // keep jobs in one of these states; empty: every state
   std::string model_hash;               // keep jobs of this model; empty: every model

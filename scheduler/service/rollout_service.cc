@@ -16,8 +16,6 @@ namespace {
 
 constexpr size_t kMaxNodeIdChars = 128;
 constexpr size_t kVersionChars = 16;
-constexpr int32_t kDefaultPageSize = 50;
-constexpr int32_t kMaxPageSize = 1000;
 
 Status CheckNodeId(const std::string& node_id) {
   const bool ok = !node_id.empty() && node_id.size() <= kMaxNodeIdChars &&
@@ -42,24 +40,6 @@ Status CheckVersion(const std::string& version, std::string_view field, bool opt
                                         "\" is not a map version (", kVersionChars,
                                         " lowercase hex digits)"));
 }
-
-int32_t PageSize(int32_t asked) {
-  if (asked <= 0) return kDefaultPageSize;
-  return std::min(asked, kMaxPageSize);
-}
-
-// Page tokens are the decimal number (sequence or rollout number) of the last item returned; the
-// next page holds what comes after it in newest-first order.
-StatusOr<std::optional<uint64_t>> PageAfter(const std::string& token) {
-  if (token.empty()) return std::optional<uint64_t>();
-  const bool digits = token.size() <= 19 && std::all_of(token.begin(), token.end(), [](char c) {
-                        return c >= '0' && c <= '9';
-                      });
-  if (!digits) return absl::InvalidArgumentError("page_token: not a token this server issued");
-  return std::optional<uint64_t>(std::stoull(token));
-}
-
-uint64_t RolloutNumber(const std::string& rollout_id) { return std::stoull(rollout_id.substr(1)); }
 
 }  // namespace
 
@@ -264,18 +244,17 @@ Status RolloutServiceImpl::DoGetBudgetMap(const v1::GetBudgetMapVersionRequest& 
 Status RolloutServiceImpl::DoListBudgetMaps(const v1::ListBudgetMapVersionsRequest& request,
                                             v1::ListBudgetMapVersionsResponse* response) {
   RETURN_IF_ERROR(CheckModelHash(request.model_hash(), "model_hash"));
-  ASSIGN_OR_RETURN(std::optional<uint64_t> after, PageAfter(request.page_token()));
   ASSIGN_OR_RETURN(std::vector<store::BudgetMapRecord> records,
                    options_.store->ListBudgetMaps(request.model_hash()));
-  const int32_t page_size = PageSize(request.page_size());
-  for (auto it = records.rbegin(); it != records.rend(); ++it) {  // newest first
-    if (after && it->version >= *after) continue;
-    if (response->maps_size() == page_size) {
-      response->set_next_page_token(Cat(response->maps(page_size - 1).sequence()));
-      break;
-    }
-    ASSIGN_OR_RETURN(*response->add_maps(), rollout::BudgetMapVersionFromRecord(*it, false));
+  std::reverse(records.begin(), records.end());  // newest first
+  ASSIGN_OR_RETURN(
+      PageRange range,
+      Page({.page_size = request.page_size(), .page_token = request.page_token()}, records.size()));
+  for (size_t i = range.begin; i < range.end; ++i) {
+    ASSIGN_OR_RETURN(*response->add_maps(),
+                     rollout::BudgetMapVersionFromRecord(records[i], /*full=*/false));
   }
+  response->set_next_page_token(NextPageToken(range, records.size()));
   return absl::OkStatus();
 }
 
@@ -284,17 +263,14 @@ Status RolloutServiceImpl::DoListRollouts(const v1::ListRolloutsRequest& request
   if (!request.model_hash().empty()) {
     RETURN_IF_ERROR(CheckModelHash(request.model_hash(), "model_hash"));
   }
-  ASSIGN_OR_RETURN(std::optional<uint64_t> after, PageAfter(request.page_token()));
-  const int32_t page_size = PageSize(request.page_size());
-  for (v1::Rollout& rollout : options_.engine->List(request.model_hash())) {  // newest first
-    if (after && RolloutNumber(rollout.rollout_id()) >= *after) continue;
-    if (response->rollouts_size() == page_size) {
-      response->set_next_page_token(
-          Cat(RolloutNumber(response->rollouts(page_size - 1).rollout_id())));
-      break;
-    }
-    *response->add_rollouts() = std::move(rollout);
+  std::vector<v1::Rollout> rollouts = options_.engine->List(request.model_hash());  // newest first
+  ASSIGN_OR_RETURN(PageRange range,
+                   Page({.page_size = request.page_size(), .page_token = request.page_token()},
+                        rollouts.size()));
+  for (size_t i = range.begin; i < range.end; ++i) {
+    *response->add_rollouts() = std::move(rollouts[i]);
   }
+  response->set_next_page_token(NextPageToken(range, rollouts.size()));
   return absl::OkStatus();
 }
 
