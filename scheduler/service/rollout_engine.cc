@@ -178,10 +178,8 @@ const v1::BudgetMapVersion* RolloutEngine::MapFor(const std::string& model_hash,
 }
 
 StatusOr<RolloutEngine::Run*> RolloutEngine::FindRun(const std::string& rollout_id) {
-  ASSIGN_OR_RETURN(uint64_t id, ParseRolloutId(rollout_id));
-  auto it = runs_.find(id);
-  if (it == runs_.end()) return absl::NotFoundError(Cat("no rollout ", rollout_id));
-  return &it->second;
+  ASSIGN_OR_RETURN(const Run* run, std::as_const(*this).FindRun(rollout_id));
+  return const_cast<Run*>(run);
 }
 
 StatusOr<const RolloutEngine::Run*> RolloutEngine::FindRun(const std::string& rollout_id) const {

@@ -4,40 +4,33 @@
 // no model needed.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/cli/process_harness.h"
 
 namespace {
 
-struct CliResult {
-  int exit_code;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using ripplekv::testing::CliResult;
+using ripplekv::testing::TempDir;
 
+// `ripplekv ARGS` (split on spaces) run to completion by the process harness.
 CliResult RunCli(const std::string& args) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string err_path =
-      (dir / ("ripplekv_compare_err_" + std::to_string(::getpid()))).string();
-  const std::string cmd = std::string(RIPPLEKV_CLI) + " " + args + " 2>" + err_path;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  std::ifstream e(err_path);
-  std::string err((std::istreambuf_iterator<char>(e)), {});
-  std::filesystem::remove(err_path);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err};
+  std::vector<std::string> argv;
+  for (size_t start = 0; start < args.size();) {
+    const size_t end = std::min(args.find(' ', start), args.size());
+    if (end > start) argv.push_back(args.substr(start, end - start));
+    start = end + 1;
+  }
+  static const TempDir logs;
+  return ripplekv::testing::RunCli(logs.path(), "compare", argv, std::chrono::seconds(60));
 }
 
 std::string RecordLine(const std::string& method, int budget, const std::string& task, int example,
