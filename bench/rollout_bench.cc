@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -161,7 +162,16 @@ double RollOut(v1::RolloutService::Stub& stub, const std::string& map,
   Must(stub.CreateRollout(&context, request, &rollout), "CreateRollout");
   while (true) {
     const v1::Rollout now = GetRollout(stub, rollout.rollout_id());
-    if (now.state() == v1::ROLLOUT_STATE_SUCCEEDED && now.acknowledged() == nodes) break;
+    // Every node holds the map: the stage's acknowledgements, and (warm-up) nodes that connected
+    // after the rollout succeeded, which get the map without being counted in its stages.
+    const bool all_hold =
+        now.state() == v1::ROLLOUT_STATE_SUCCEEDED &&
+        (now.acknowledged() == nodes ||
+         (now.connected_nodes() == nodes &&
+          std::count_if(now.nodes().begin(), now.nodes().end(), [&](const v1::RolloutNode& n) {
+            return n.held_version() == map;
+          }) == nodes));
+    if (all_hold) break;
     if (now.state() == v1::ROLLOUT_STATE_PAUSED) Die("rollout paused: " + now.pause_reason());
     if (Clock::now() - start > std::chrono::minutes(5)) Die("rollout did not finish in 5 minutes");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -227,7 +237,7 @@ Result RunOnce(const std::string& binary, int nodes, int per_channel, const fs::
   for (auto& agent : agents) {
     threads.emplace_back([&agent] { (void)agent->Run(); });
   }
-  // Warm-up: every node connected and holding A.
+  // Warm-up: every node connected and holding A (some may connect after it succeeded).
   RollOut(*stub, map_a, {"100%"}, nodes);
   const double cpu_before = CpuSeconds(scheduler.pid);
   Result result;
