@@ -1,9 +1,10 @@
 #pragma once
 // The one apportioning routine (docs/DESIGN.md §2, step 4): integers that sum to exactly a given
-// total, in proportion to per-layer weights where bounds allow. Every allocator uses it: RippleKV's
-// budget maps (weights r ^ n_l), uniform, PyramidKV (its linear schedule) and CAKE (its layer
-// preferences), so equal totals mean equal memory whatever the method, and a map computed by the
-// scheduler is the map the compression runtime applies.
+// total, in proportion to per-layer weights where bounds allow. RippleKV's budget maps (weights
+// r ^ n_l), uniform and PyramidKV (its linear schedule) use it, so a map computed by the scheduler
+// is the map the compression runtime applies. CAKE rounds as its reference code does
+// (worker/compress/allocation.h) and falls back to this routine only where that leaves the
+// bounds; every method still spends exactly the same total.
 //
 // The rule, for weights w_l of L layers, a total T and bounds [lo, hi]:
 //   1. water-filling: real budgets b_l = clamp(c * w_l, lo, hi) with c such that sum b_l = T.

@@ -51,7 +51,11 @@ StatusOr<std::vector<int>> PyramidBudgets(int n_layers, int average, int window,
   const int n = b.max_budget;
   const int w = std::min(window, n);
   if (average >= n || n_layers == 1) return UniformBudgets(n_layers, average, b);
-  const double p = average - w;  // >= 0: TotalBudget checked average >= min_budget = w
+  // No prefix budget to schedule (B <= w), or the reference's uniform fallback for prompts
+  // shorter than twice the prefix budget.
+  const int64_t prefix = static_cast<int64_t>(average) - w;
+  if (prefix <= 0 || n < 2 * prefix) return UniformBudgets(n_layers, average, b);
+  const double p = static_cast<double>(prefix);
   double min_num = p / beta;
   double max_num = 2.0 * p - min_num;
   if (max_num > n - w) {
@@ -83,20 +87,78 @@ StatusOr<std::vector<double>> CakePreferences(std::span<const LayerStats> layers
   return pref;
 }
 
-StatusOr<std::vector<int>> CakeBudgets(std::span<const double> preferences, int average,
+std::vector<int64_t> CakeAdjustBudgets(std::span<const int64_t> budgets, int64_t total,
+                                       int64_t cap) {
+  std::vector<int64_t> b(budgets.begin(), budgets.end());
+  // Adds `amount` (> 0) times `sign` evenly over the layers in `valid`, the remainder one each to
+  // the first of them in layer order.
+  auto spread = [&b](const std::vector<size_t>& valid, int64_t amount, int64_t sign) {
+    if (valid.empty()) return;
+    const int64_t k = static_cast<int64_t>(valid.size());
+    const int64_t each = amount / k, remainder = amount % k;
+    for (int64_t i = 0; i < k; ++i) b[valid[i]] += sign * (each + (i < remainder ? 1 : 0));
+  };
+  auto layers_where = [&b](auto predicate) {
+    std::vector<size_t> valid;
+    for (size_t l = 0; l < b.size(); ++l) {
+      if (predicate(b[l])) valid.push_back(l);
+    }
+    return valid;
+  };
+  int64_t excess = 0;
+  for (int64_t& x : b) {
+    if (x > cap) {
+      excess += x - cap;
+      x = cap;
+    }
+  }
+  if (excess > 0) spread(layers_where([cap](int64_t x) { return x < cap; }), excess, +1);
+  const int64_t diff = total - std::accumulate(b.begin(), b.end(), int64_t{0});
+  if (diff > 0) spread(layers_where([cap](int64_t x) { return x < cap; }), diff, +1);
+  if (diff < 0) spread(layers_where([](int64_t x) { return x > 1; }), -diff, -1);
+  return b;
+}
+
+StatusOr<std::vector<int>> CakeBudgets(std::span<const double> preferences, int average, int window,
                                        BudgetBounds b) {
   const int n_layers = static_cast<int>(preferences.size());
   ASSIGN_OR_RETURN(const int64_t total, TotalBudget(n_layers, average, b));
+  if (window < 0) return absl::InvalidArgumentError(Cat("window must be >= 0, got ", window));
+  const int n = b.max_budget;
+  if (average >= n || average <= window) return UniformBudgets(n_layers, average, b);
+  // From here on w < B < n: the prefix budget T is positive and below L times the cap n - w.
+  const int64_t w = window;
+  const int64_t prefix_total = (average - w) * n_layers;
   double sum = 0.0;
-  bool finite = true;
+  bool valid = true;
   for (double p : preferences) {
-    finite = finite && std::isfinite(p) && p >= 0.0;
+    valid = valid && std::isfinite(p) && p >= 0.0;
     sum += p;
   }
-  if (!finite || !(sum > 0.0) || !std::isfinite(sum)) return UniformBudgets(n_layers, average, b);
+  valid = valid && sum > 0.0 && std::isfinite(sum);
+  std::vector<int64_t> shares(n_layers);
+  for (int l = 0; l < n_layers; ++l) {
+    // Same operation order as the reference (P / sum * T), truncated as numpy's dtype=int.
+    shares[l] = valid
+                    ? static_cast<int64_t>(preferences[l] / sum * static_cast<double>(prefix_total))
+                    : prefix_total / n_layers;
+  }
+  const std::vector<int64_t> adjusted = CakeAdjustBudgets(shares, prefix_total, n - w);
+  std::vector<int> kept(n_layers);
+  bool fits = true;
+  int64_t kept_total = 0;
+  for (int l = 0; l < n_layers; ++l) {
+    const int64_t v = w + adjusted[l];
+    fits = fits && v >= b.min_budget && v <= n;
+    kept_total += v;
+    kept[l] = static_cast<int>(std::clamp<int64_t>(v, 0, n));
+  }
+  if (fits && kept_total == total) return kept;  // the total is always exact here (allocation.h)
+  // The corner cases: a layer lifted above n by the even spread, or one below a selection minimum
+  // larger than the window. Re-apportioned around the reference's result.
   std::vector<double> targets(n_layers);
   for (int l = 0; l < n_layers; ++l) {
-    targets[l] = static_cast<double>(total) * preferences[l] / sum;
+    targets[l] = static_cast<double>(std::max<int64_t>(w + adjusted[l], 0));
   }
   return FitBudgets(targets, total, b);
 }

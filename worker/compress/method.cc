@@ -132,7 +132,7 @@ StatusOr<std::vector<int>> PlanBudgets(const Method& method, int average,
     case AllocationKind::kCake: {
       ASSIGN_OR_RETURN(const std::vector<double> pref,
                        CakePreferences(layers, options.cake_tau1, options.cake_tau2));
-      return CakeBudgets(pref, average, bounds);
+      return CakeBudgets(pref, average, options.window, bounds);
     }
     case AllocationKind::kMap:
       if (static_cast<int>(budget_map.size()) != n_layers) {

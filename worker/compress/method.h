@@ -37,8 +37,8 @@ namespace ripplekv::worker {
 
 enum class AllocationKind {
   kUniform,  // every layer B
-  kPyramid,  // PyramidKV's linear schedule
-  kCake,     // CAKE's preference-proportional split
+  kPyramid,  // PyramidKV's linear schedule (uniform for prompts shorter than 2 (B - w))
+  kCake,     // CAKE's split of the prefix budget by layer preference, window on top
   kMap,      // a given budget map (RippleKV or a file)
   kFull,     // every layer keeps the whole prompt
 };
@@ -57,7 +57,8 @@ struct Method {
 
 struct CompressOptions {
   // Observation window w of SnapKV / CAKE, tokens (SnapKV's published configs use 32, as does
-  // CAKE's reference code). Kept tokens of the window count against the budget.
+  // CAKE's reference code). Kept tokens of the window count against the budget. PyramidKV and
+  // CAKE allocations add w to every layer's prefix budget, whatever the selection.
   int window = 32;
   SelectionOptions selection;  // pooling, sinks, H2O split, CAKE indicator
   double pyramid_beta = 20.0;  // PyramidKV's beta (its reference default), >= 1
@@ -77,10 +78,12 @@ std::vector<std::string> KnownMethods();
 ObserverOptions ObserverOptionsFor(const Method& method, const CompressOptions& options);
 
 // Per-layer budgets (tokens per KV head) at average budget `average` for a prompt whose statistics
-// are `layers` (allocation.h: bounds [selection minimum, n], total L * min(B, n)). `budget_map`
-// ([n_layers]) is required for kMap allocations and ignored otherwise. Errors: InvalidArgument
-// (bad options, map missing / of the wrong size / wrong total, average below the selection
-// minimum), FailedPrecondition (statistics the method needs were not recorded).
+// are `layers` (allocation.h: bounds [selection minimum, n], total L * min(B, n)): UniformBudgets,
+// PyramidBudgets (window, pyramid_beta), CakeBudgets over CakePreferences (window, cake_tau1,
+// cake_tau2; integers as CAKE's reference rounds them, not method/apportion) or MapBudgets.
+// `budget_map` ([n_layers]) is required for kMap allocations and ignored otherwise. Errors:
+// InvalidArgument (bad options, map missing / of the wrong size / wrong total, average below the
+// selection minimum), FailedPrecondition (statistics the method needs were not recorded).
 [[nodiscard]] StatusOr<std::vector<int>> PlanBudgets(const Method& method, int average,
                                                      std::span<const LayerStats> layers,
                                                      const CompressOptions& options,
