@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -36,16 +37,39 @@ void PrintProfileTable(const method::SensitivityProfile& profile, double ratio) 
   auto normalized = method::NormalizeSensitivities(sens, method::Normalization::kMinMax);
   double max_kl = 0;
   for (double s : sens) max_kl = std::max(max_kl, s);
-  std::printf("%5s  %12s  %10s  %5s  %10s  %s\n", "layer", "mean KL", "std err", "n", "multiplier",
-              "");
+  const std::optional<method::ProfileStability>& st = profile.stability;
+  // The stability block's intervals, when the profile carries one: of the mean KL, and of the
+  // layer's budget share b_l / B at the block's ratio.
+  const std::string ci = st ? absl::StrCat(std::lround(100 * st->level), "% CI") : "";
+  std::printf("%5s  %12s  %10s  %5s  %10s", "layer", "mean KL", "std err", "n", "multiplier");
+  if (st) {
+    std::printf("  %-23s  %-21s", absl::StrCat("KL ", ci).c_str(),
+                absl::StrCat("share@r=", st->ratio, " ", ci).c_str());
+  }
+  std::printf("\n");
   for (size_t i = 0; i < profile.layers.size(); ++i) {
     const auto& l = profile.layers[i];
     const int bar = max_kl > 0 ? static_cast<int>(30 * l.mean_kl / max_kl + 0.5) : 0;
     const double m = normalized.ok() ? std::pow(ratio, (*normalized)[i]) : 1.0;
-    std::printf("%5lld  %12.6g  %10.3g  %5lld  %10.3f  %s\n", static_cast<long long>(l.layer),
-                l.mean_kl, l.std_error, static_cast<long long>(l.count), m,
-                std::string(bar, '#').c_str());
+    std::printf("%5lld  %12.6g  %10.3g  %5lld  %10.3f", static_cast<long long>(l.layer), l.mean_kl,
+                l.std_error, static_cast<long long>(l.count), m);
+    if (st) {
+      const method::LayerStability& s = st->layers[i];
+      std::printf("  [%9.4g, %9.4g]  %.3f [%.3f, %.3f]", s.kl_low, s.kl_high, s.share, s.share_low,
+                  s.share_high);
+    }
+    std::printf("  %s\n", std::string(bar, '#').c_str());
   }
+  if (!st) return;
+  std::printf(
+      "stability (bootstrap over %lld samples, %lld resamples, seed %llu): top layer %lld in "
+      "%.0f%% of replicates; rank correlation median %.3f (%.0f%% above %.3f); budget shares "
+      "within +-%.1f%% at %.0f%%: %s (target +-%.0f%%)\n",
+      static_cast<long long>(profile.params.samples), static_cast<long long>(st->resamples),
+      static_cast<unsigned long long>(st->seed), static_cast<long long>(st->top_layer),
+      100 * st->top_layer_frequency, st->rank_correlation_median, 100 * (1 - (1 - st->level) / 2),
+      st->rank_correlation_low, 100 * st->max_share_deviation, 100 * st->level,
+      st->stable ? "stable" : "not stable", 100 * st->tolerance);
 }
 
 Status WriteProfilePlot(const method::SensitivityProfile& profile, double ratio,

@@ -151,6 +151,7 @@ method::SensitivityProfile ProfileFromProto(const v1::Profile& p) {
   out.params.probe_len = params.probe_len();
   for (int32_t l : params.layers()) out.params.layers.push_back(l);
   out.params.data_source = p.data_source();
+  out.params.data_domain = p.data_domain();
   for (const v1::LayerSensitivity& l : p.layers()) {
     method::LayerSensitivity layer;
     layer.layer = l.layer();
@@ -163,6 +164,29 @@ method::SensitivityProfile ProfileFromProto(const v1::Profile& p) {
   out.created_at = method::FormatIso8601Utc(
       std::chrono::system_clock::time_point(std::chrono::seconds(p.create_time().seconds())));
   out.tool_version = p.tool_version();
+  if (p.has_stability()) {
+    const v1::ProfileStability& s = p.stability();
+    method::ProfileStability st{.seed = s.seed(),
+                                .resamples = s.resamples(),
+                                .level = s.level(),
+                                .ratio = s.ratio(),
+                                .tolerance = s.tolerance()};
+    for (const v1::LayerStability& l : s.layers()) {
+      st.layers.push_back({.layer = l.layer(),
+                           .kl_low = l.kl_low(),
+                           .kl_high = l.kl_high(),
+                           .share = l.share(),
+                           .share_low = l.share_low(),
+                           .share_high = l.share_high()});
+    }
+    st.rank_correlation_median = s.rank_correlation_median();
+    st.rank_correlation_low = s.rank_correlation_low();
+    st.top_layer = s.top_layer();
+    st.top_layer_frequency = s.top_layer_frequency();
+    st.max_share_deviation = s.max_share_deviation();
+    st.stable = s.stable();
+    out.stability = std::move(st);
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/base/strings.h"
 #include "method/apportion.h"
+#include "method/resampling.h"
 
 namespace ripplekv::method {
 namespace {
@@ -31,21 +32,12 @@ std::vector<double> MinMax(const std::vector<double>& x) {
 // rank / (L - 1) with ranks 0..L-1 and ties sharing the average of their ranks.
 std::vector<double> Rank(std::span<const double> s) {
   const size_t L = s.size();
-  std::vector<double> n(L, 0.0);
   if (std::adjacent_find(s.begin(), s.end(), std::not_equal_to<>()) == s.end()) {
-    return n;  // flat (or a single layer): all zeros, as in the other modes
+    return std::vector<double>(L,
+                               0.0);  // flat (or a single layer): all zeros, as in the other modes
   }
-  std::vector<size_t> order(L);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s[a] < s[b]; });
-  for (size_t i = 0; i < L;) {
-    size_t j = i;
-    while (j < L && s[order[j]] == s[order[i]]) ++j;
-    // Positions i..j-1 hold equal values: average rank (i + j - 1) / 2.
-    const double rank = 0.5 * static_cast<double>(i + j - 1);
-    for (size_t k = i; k < j; ++k) n[order[k]] = rank / static_cast<double>(L - 1);
-    i = j;
-  }
+  std::vector<double> n = AverageRanks(s);
+  for (double& r : n) r = (r - 1.0) / static_cast<double>(L - 1);
   return n;
 }
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <random>
 
 #include "kernels/base/check.h"
 #include "kernels/base/strings.h"
+#include "method/resampling.h"
 
 namespace ripplekv::method {
 namespace {
@@ -34,28 +34,6 @@ uint64_t LowerBinomialSum(int64_t n, int64_t m) {
   uint64_t sum = 0;
   for (int64_t k = 0; k <= m; ++k) sum += row[k];
   return sum;
-}
-
-// Average ranks (1-based) of `values` in ascending order, equal values sharing the mean of their
-// ranks; `tie_term` receives sum_t (t^3 - t) over the groups of equal values.
-std::vector<double> AverageRanks(std::span<const double> values, double* tie_term) {
-  std::vector<size_t> order(values.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return values[a] < values[b]; });
-  std::vector<double> ranks(values.size());
-  *tie_term = 0.0;
-  for (size_t start = 0; start < order.size();) {
-    size_t end = start + 1;
-    while (end < order.size() && values[order[end]] == values[order[start]]) ++end;
-    // Ranks start + 1 .. end share their mean.
-    const double rank = 0.5 * static_cast<double>(start + 1 + end);
-    for (size_t i = start; i < end; ++i) ranks[order[i]] = rank;
-    const double t = static_cast<double>(end - start);
-    *tie_term += t * t * t - t;
-    start = end;
-  }
-  return ranks;
 }
 
 // P(W+ <= w) * 2^n under the null, for ranks 1..n without ties: the number of subsets of {1..n}
@@ -154,28 +132,16 @@ StatusOr<Interval> PairedBootstrapInterval(std::span<const double> differences,
         Cat("bootstrap: alpha must be in (0, 1), got ", options.alpha));
   }
   const auto n = static_cast<uint64_t>(differences.size());
-  // Outputs below 2^64 mod n are rejected, so x mod n is exactly uniform on [0, n).
-  const uint64_t reject_below = (uint64_t{0} - n) % n;
-  std::mt19937_64 engine(options.seed);
+  BootstrapDraw draw(options.seed);
   std::vector<double> means(static_cast<size_t>(options.resamples));
   for (double& mean : means) {
     double sum = 0.0;
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t x = engine();
-      while (x < reject_below) x = engine();
-      sum += differences[x % n];
-    }
+    for (uint64_t i = 0; i < n; ++i) sum += differences[draw.Index(n)];
     mean = sum / static_cast<double>(n);
   }
   std::sort(means.begin(), means.end());
-  auto quantile = [&](double q) {
-    const double h = static_cast<double>(means.size() - 1) * q;
-    const auto lo = static_cast<size_t>(std::floor(h));
-    if (lo + 1 >= means.size()) return means.back();
-    return means[lo] + (h - static_cast<double>(lo)) * (means[lo + 1] - means[lo]);
-  };
-  return Interval{.low = quantile(options.alpha / 2.0),
-                  .high = quantile(1.0 - options.alpha / 2.0)};
+  return Interval{.low = SortedQuantile(means, options.alpha / 2.0),
+                  .high = SortedQuantile(means, 1.0 - options.alpha / 2.0)};
 }
 
 StatusOr<std::vector<double>> HolmAdjust(std::span<const double> p_values) {

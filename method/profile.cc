@@ -1,12 +1,13 @@
 #include "method/profile.h"
-#include "kernels/base/strings.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/base/file_io.h"
+#include "kernels/base/strings.h"
 #include "method/json_fields.h"
 
 namespace ripplekv::method {
@@ -23,7 +24,6 @@ using json_fields::Member;
 using json_fields::OrderedJson;
 
 constexpr std::string_view kWhat = "profile";
-
 
 Status Bad(const std::string& path, std::string_view problem) {
   return json_fields::Error(kWhat, path, problem);
@@ -93,9 +93,10 @@ StatusOr<ProfileModel> ModelFromJson(const Json& j) {
 
 StatusOr<ProfileParams> ParamsFromJson(const Json& j) {
   const std::string path = "params";
-  RETURN_IF_ERROR(json_fields::ExpectObject(j, kWhat, path,
-                                            {"mode", "alpha", "trials", "seed", "samples",
-                                             "context_len", "probe_len", "layers", "data_source"}));
+  RETURN_IF_ERROR(
+      json_fields::ExpectObject(j, kWhat, path,
+                                {"mode", "alpha", "trials", "seed", "samples", "context_len",
+                                 "probe_len", "layers", "data_source", "data_domain"}));
   ProfileParams p;
   ASSIGN_OR_RETURN(std::string mode, GetString(j, path, "mode"));
   StatusOr<PerturbMode> parsed_mode = ParsePerturbMode(mode);
@@ -118,7 +119,127 @@ StatusOr<ProfileParams> ParamsFromJson(const Json& j) {
     p.layers.push_back(layer);
   }
   ASSIGN_OR_RETURN(p.data_source, GetString(j, path, "data_source"));
+  if (j.contains("data_domain")) {
+    ASSIGN_OR_RETURN(p.data_domain, GetString(j, path, "data_domain"));
+  }
   return p;
+}
+
+StatusOr<LayerStability> LayerStabilityFromJson(const Json& j, const std::string& path) {
+  RETURN_IF_ERROR(json_fields::ExpectObject(
+      j, kWhat, path, {"layer", "kl_low", "kl_high", "share", "share_low", "share_high"}));
+  LayerStability l;
+  ASSIGN_OR_RETURN(l.layer, GetInt(j, path, "layer"));
+  ASSIGN_OR_RETURN(l.kl_low, GetDouble(j, path, "kl_low"));
+  ASSIGN_OR_RETURN(l.kl_high, GetDouble(j, path, "kl_high"));
+  ASSIGN_OR_RETURN(l.share, GetDouble(j, path, "share"));
+  ASSIGN_OR_RETURN(l.share_low, GetDouble(j, path, "share_low"));
+  ASSIGN_OR_RETURN(l.share_high, GetDouble(j, path, "share_high"));
+  return l;
+}
+
+StatusOr<ProfileStability> StabilityFromJson(const Json& j) {
+  const std::string path = "stability";
+  RETURN_IF_ERROR(
+      json_fields::ExpectObject(j, kWhat, path,
+                                {"seed", "resamples", "level", "ratio", "tolerance", "layers",
+                                 "rank_correlation_median", "rank_correlation_low", "top_layer",
+                                 "top_layer_frequency", "max_share_deviation", "stable"}));
+  ProfileStability st;
+  ASSIGN_OR_RETURN(const Json* seed, Member(j, kWhat, path, "seed"));
+  ASSIGN_OR_RETURN(st.seed, AsUint(*seed, kWhat, Child(path, "seed")));
+  ASSIGN_OR_RETURN(st.resamples, GetInt(j, path, "resamples"));
+  ASSIGN_OR_RETURN(st.level, GetDouble(j, path, "level"));
+  ASSIGN_OR_RETURN(st.ratio, GetDouble(j, path, "ratio"));
+  ASSIGN_OR_RETURN(st.tolerance, GetDouble(j, path, "tolerance"));
+  ASSIGN_OR_RETURN(const Json* layers, GetArray(j, path, "layers"));
+  const std::string layers_path = Child(path, "layers");
+  for (size_t i = 0; i < layers->size(); ++i) {
+    ASSIGN_OR_RETURN(LayerStability l, LayerStabilityFromJson((*layers)[i], Index(layers_path, i)));
+    st.layers.push_back(l);
+  }
+  ASSIGN_OR_RETURN(st.rank_correlation_median, GetDouble(j, path, "rank_correlation_median"));
+  ASSIGN_OR_RETURN(st.rank_correlation_low, GetDouble(j, path, "rank_correlation_low"));
+  ASSIGN_OR_RETURN(st.top_layer, GetInt(j, path, "top_layer"));
+  ASSIGN_OR_RETURN(st.top_layer_frequency, GetDouble(j, path, "top_layer_frequency"));
+  ASSIGN_OR_RETURN(st.max_share_deviation, GetDouble(j, path, "max_share_deviation"));
+  ASSIGN_OR_RETURN(const Json* stable, Member(j, kWhat, path, "stable"));
+  if (!stable->is_boolean()) {
+    return Bad(Child(path, "stable"),
+               absl::StrCat("expected a boolean, got ", stable->type_name()));
+  }
+  st.stable = stable->get<bool>();
+  return st;
+}
+
+Status CheckInUnit(double value, const std::string& path, bool open) {
+  const bool ok = open ? value > 0.0 && value < 1.0 : value >= 0.0 && value <= 1.0;
+  if (!ok) {
+    return Bad(path, absl::StrCat("must be in ", open ? "(0, 1)" : "[0, 1]", ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// low <= high, both finite.
+Status CheckInterval(double low, double high, const std::string& path, std::string_view low_name,
+                     std::string_view high_name) {
+  if (!(low <= high) || !std::isfinite(low) || !std::isfinite(high)) {
+    return Bad(
+        path, Cat(low_name, " ", low, " and ", high_name, " ", high, " are not a finite interval"));
+  }
+  return absl::OkStatus();
+}
+
+Status ValidateStability(const ProfileStability& st, const SensitivityProfile& profile) {
+  RETURN_IF_ERROR(CheckPositive(st.resamples, "stability.resamples"));
+  RETURN_IF_ERROR(CheckInUnit(st.level, "stability.level", /*open=*/true));
+  if (!(st.ratio >= 1.0) || !std::isfinite(st.ratio)) {
+    return Bad("stability.ratio", absl::StrCat("must be finite and >= 1, got ", st.ratio));
+  }
+  RETURN_IF_ERROR(CheckNonNegativeFinite(st.tolerance, "stability.tolerance"));
+  if (st.layers.size() != profile.layers.size()) {
+    return Bad("stability.layers", absl::StrCat("has ", st.layers.size(),
+                                                " entries but layers has ", profile.layers.size()));
+  }
+  for (size_t i = 0; i < st.layers.size(); ++i) {
+    const LayerStability& l = st.layers[i];
+    const std::string path = Index("stability.layers", i);
+    if (l.layer != profile.layers[i].layer) {
+      return Bad(Child(path, "layer"), absl::StrCat("is ", l.layer, " but layers[", i,
+                                                    "].layer is ", profile.layers[i].layer));
+    }
+    RETURN_IF_ERROR(CheckNonNegativeFinite(l.kl_low, Child(path, "kl_low")));
+    RETURN_IF_ERROR(CheckInterval(l.kl_low, l.kl_high, path, "kl_low", "kl_high"));
+    if (!(l.share > 0.0) || !std::isfinite(l.share)) {
+      return Bad(Child(path, "share"), absl::StrCat("must be finite and > 0, got ", l.share));
+    }
+    if (!(l.share_low > 0.0)) {
+      return Bad(Child(path, "share_low"), absl::StrCat("must be > 0, got ", l.share_low));
+    }
+    RETURN_IF_ERROR(CheckInterval(l.share_low, l.share_high, path, "share_low", "share_high"));
+  }
+  if (!(st.rank_correlation_low >= -1.0 && st.rank_correlation_low <= st.rank_correlation_median &&
+        st.rank_correlation_median <= 1.0)) {
+    return Bad("stability",
+               absl::StrCat("rank correlations must satisfy -1 <= low (", st.rank_correlation_low,
+                            ") <= median (", st.rank_correlation_median, ") <= 1"));
+  }
+  const bool known_top =
+      std::any_of(profile.layers.begin(), profile.layers.end(),
+                  [&](const LayerSensitivity& l) { return l.layer == st.top_layer; });
+  if (!known_top) {
+    return Bad("stability.top_layer",
+               absl::StrCat("layer ", st.top_layer, " is not a layer of the profile"));
+  }
+  RETURN_IF_ERROR(
+      CheckInUnit(st.top_layer_frequency, "stability.top_layer_frequency", /*open=*/false));
+  RETURN_IF_ERROR(CheckNonNegativeFinite(st.max_share_deviation, "stability.max_share_deviation"));
+  if (st.stable != (st.max_share_deviation <= st.tolerance)) {
+    return Bad("stability.stable", absl::StrCat("is ", st.stable ? "true" : "false",
+                                                " but max_share_deviation ", st.max_share_deviation,
+                                                " vs tolerance ", st.tolerance, " says otherwise"));
+  }
+  return absl::OkStatus();
 }
 
 StatusOr<LayerSensitivity> LayerFromJson(const Json& j, const std::string& path) {
@@ -222,6 +343,7 @@ Status ValidateProfile(const SensitivityProfile& profile) {
           CheckNonNegativeFinite(l.per_sample_mean[s], Index(Child(path, "per_sample_mean"), s)));
     }
   }
+  if (profile.stability) RETURN_IF_ERROR(ValidateStability(*profile.stability, profile));
   if (!IsIso8601DateTime(profile.created_at)) {
     return Bad("created_at",
                absl::StrCat("\"", profile.created_at, "\" is not an ISO-8601 date-time"));
@@ -238,6 +360,30 @@ OrderedJson ModelToJson(const ProfileModel& m) {
 }
 
 }  // namespace
+
+OrderedJson StabilityToJson(const ProfileStability& st) {
+  OrderedJson layers = OrderedJson::array();
+  for (const LayerStability& l : st.layers) {
+    layers.push_back(OrderedJson{{"layer", l.layer},
+                                 {"kl_low", l.kl_low},
+                                 {"kl_high", l.kl_high},
+                                 {"share", l.share},
+                                 {"share_low", l.share_low},
+                                 {"share_high", l.share_high}});
+  }
+  return OrderedJson{{"seed", st.seed},
+                     {"resamples", st.resamples},
+                     {"level", st.level},
+                     {"ratio", st.ratio},
+                     {"tolerance", st.tolerance},
+                     {"layers", std::move(layers)},
+                     {"rank_correlation_median", st.rank_correlation_median},
+                     {"rank_correlation_low", st.rank_correlation_low},
+                     {"top_layer", st.top_layer},
+                     {"top_layer_frequency", st.top_layer_frequency},
+                     {"max_share_deviation", st.max_share_deviation},
+                     {"stable", st.stable}};
+}
 
 std::string ProfileModelToJson(const ProfileModel& model) { return ModelToJson(model).dump(); }
 
@@ -259,6 +405,7 @@ StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile) {
                         {"probe_len", p.probe_len},
                         {"layers", p.layers},
                         {"data_source", p.data_source}};
+  if (!p.data_domain.empty()) params["data_domain"] = p.data_domain;
   OrderedJson layers = OrderedJson::array();
   for (const LayerSensitivity& l : profile.layers) {
     layers.push_back(OrderedJson{{"layer", l.layer},
@@ -273,6 +420,7 @@ StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile) {
                       {"layers", std::move(layers)},
                       {"created_at", profile.created_at},
                       {"tool_version", profile.tool_version}};
+  if (profile.stability) root["stability"] = StabilityToJson(*profile.stability);
   return json_fields::Dump(root, kWhat);
 }
 
@@ -288,7 +436,7 @@ StatusOr<SensitivityProfile> ProfileFromJson(std::string_view json_text) {
   }
   RETURN_IF_ERROR(json_fields::ExpectObject(
       root, kWhat, "",
-      {"schema_version", "model", "params", "layers", "created_at", "tool_version"}));
+      {"schema_version", "model", "params", "layers", "created_at", "tool_version", "stability"}));
   SensitivityProfile profile;
   profile.schema_version = static_cast<int>(version);
   ASSIGN_OR_RETURN(const Json* model, Member(root, kWhat, "", "model"));
@@ -303,6 +451,9 @@ StatusOr<SensitivityProfile> ProfileFromJson(std::string_view json_text) {
   }
   ASSIGN_OR_RETURN(profile.created_at, GetString(root, "", "created_at"));
   ASSIGN_OR_RETURN(profile.tool_version, GetString(root, "", "tool_version"));
+  if (root.contains("stability")) {
+    ASSIGN_OR_RETURN(profile.stability, StabilityFromJson(root["stability"]));
+  }
   RETURN_IF_ERROR(ValidateProfile(profile));
   return profile;
 }

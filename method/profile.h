@@ -1,6 +1,6 @@
 #pragma once
-// The sensitivity profile of one model (docs/DESIGN.md §2): per layer, the mean KL divergence of the
-// output distribution when that layer's value cache is perturbed, with its standard error, plus
+// The sensitivity profile of one model (docs/DESIGN.md §2): per layer, the mean KL divergence of
+// the output distribution when that layer's value cache is perturbed, with its standard error, plus
 // everything needed to reproduce or audit the measurement. It is the input of budget mapping and
 // is stored keyed by model hash, versioned and never overwritten (docs/DESIGN.md §3).
 //
@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,10 @@ struct ProfileParams {
   int64_t probe_len = 0;        // tokens of the probe P (W), > 0
   std::vector<int64_t> layers;  // layers evaluated, strictly ascending, each in [0, n_layers)
   std::string data_source;      // description of the calibration set (file, dataset, hash)
+  // The kind of text the samples are: "prose", "code", "docs", "mixed" (the built-in sets,
+  // docs/DATA.md), "user" (a file or inline data); empty when unknown (profiles written before the
+  // field existed). JSON: "data_domain", omitted when empty.
+  std::string data_domain;
 };
 
 // One layer's sensitivity.
@@ -72,19 +77,54 @@ struct LayerSensitivity {
   std::vector<double> per_sample_mean;  // mean over trials, one per sample in sample order
 };
 
+// One layer's bootstrap intervals (ProfileStability).
+struct LayerStability {
+  int64_t layer = 0;    // layer index
+  double kl_low = 0.0;  // interval of mean_kl, nats, 0 <= kl_low <= kl_high
+  double kl_high = 0.0;
+  double share = 0.0;      // the layer's budget over the average budget, b_l / B, at `ratio` (> 0)
+  double share_low = 0.0;  // its interval, 0 < share_low <= share_high
+  double share_high = 0.0;
+};
+
+// How much a profile moves when its samples are resampled (method/profile_stability.h computes it;
+// docs/CALIBRATION.md, "Stability"). Replicate k draws params.samples samples with replacement
+// (the same draw for every layer) and recomputes every layer's mean; the intervals are the
+// replicates' (1 - level) / 2 and (1 + level) / 2 quantiles.
+struct ProfileStability {
+  uint64_t seed = 0;       // seed of the resampling draw
+  int64_t resamples = 0;   // replicates, > 0
+  double level = 0.0;      // coverage of every interval, in (0, 1)
+  double ratio = 0.0;      // budget ratio r of the shares (min-max normalization), >= 1
+  double tolerance = 0.0;  // `stable` bound on the relative half-width of the share intervals
+  std::vector<LayerStability> layers;    // one per profile layer, in the same order
+  double rank_correlation_median = 0.0;  // median Spearman correlation, replicate vs profile
+  double rank_correlation_low = 0.0;     // its (1 - level) / 2 quantile
+  int64_t top_layer = 0;                 // the profile's most sensitive layer
+  double top_layer_frequency = 0.0;      // share of replicates whose most sensitive layer it is
+  // max over layers of max(share - share_low, share_high - share) / share.
+  double max_share_deviation = 0.0;
+  bool stable = false;  // max_share_deviation <= tolerance
+};
+
 struct SensitivityProfile {
   int schema_version = kProfileSchemaVersion;
   ProfileModel model;
   ProfileParams params;
   std::vector<LayerSensitivity> layers;  // one per params.layers entry, in the same order
-  std::string created_at;                // ISO-8601, e.g. "2025-01-31T12:00:00Z"
-  std::string tool_version;              // e.g. "ripplekv 0.1.0"
+  // The bootstrap over samples; absent for profiles of one sample (nothing to resample) and for
+  // profiles written before it existed. JSON: "stability", omitted when absent.
+  std::optional<ProfileStability> stability;
+  std::string created_at;    // ISO-8601, e.g. "2025-01-31T12:00:00Z"
+  std::string tool_version;  // e.g. "ripplekv 0.1.0"
 };
 
 // Checks the invariants documented on the fields above, and that `layers` matches params.layers
 // one to one, every per_sample_mean has params.samples finite non-negative entries, and count ==
-// params.samples * params.trials. Errors: FailedPrecondition (schema_version other than
-// kProfileSchemaVersion), InvalidArgument naming the JSON path of the first bad field.
+// params.samples * params.trials; a stability block, when present, must match the profile's layers
+// one to one with finite ordered intervals and parameters in range. Errors: FailedPrecondition
+// (schema_version other than kProfileSchemaVersion), InvalidArgument naming the JSON path of the
+// first bad field.
 [[nodiscard]] Status ValidateProfile(const SensitivityProfile& profile);
 
 // A model summary alone, as the profile's "model" object (the scheduler keeps the summaries

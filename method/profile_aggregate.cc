@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/base/version.h"
+#include "method/profile_stability.h"
 
 namespace ripplekv::method {
 namespace {
@@ -116,6 +117,9 @@ StatusOr<SensitivityProfile> AssembleProfile(const ProfileModel& model, ProfileP
   profile.created_at = std::move(created_at);
   profile.tool_version = std::string(ToolVersion());
   RETURN_IF_ERROR(ValidateProfile(profile));
+  if (profile.params.samples >= 2) {
+    ASSIGN_OR_RETURN(profile.stability, ComputeStability(profile));
+  }
   return profile;
 }
 

@@ -47,8 +47,9 @@ inline constexpr double kMaxTrialKl = 1e4;
 // The profile of one calibration, assembled the same way wherever it ran (`ripplekv calibrate` or
 // the scheduler): `model` and `params` as given except params.layers, which becomes the layers
 // present in `results` (ascending); the per-layer sensitivities of AggregateProfile(results);
-// `created_at` (ISO-8601, FormatIso8601Utc()); tool_version from the build (ToolVersion()). The
-// result passes ValidateProfile(). Errors: those of AggregateProfile() and ValidateProfile() (e.g.
+// `created_at` (ISO-8601, FormatIso8601Utc()); tool_version from the build (ToolVersion()); with
+// two or more samples, the stability block of ComputeStability() with its default options
+// (method/profile_stability.h). The result passes ValidateProfile(). Errors: those of AggregateProfile() and ValidateProfile() (e.g.
 // params.samples or params.trials that do not match the results' grid).
 [[nodiscard]] StatusOr<SensitivityProfile> AssembleProfile(const ProfileModel& model,
                                                            ProfileParams params,

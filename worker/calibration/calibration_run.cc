@@ -40,15 +40,20 @@ StatusOr<std::vector<TrialKl>> RunCalibration(const Transformer& model,
   int64_t done = 0;
   std::vector<TrialKl> results;
   results.reserve(total * options.trials.trials);
-  for (size_t s = 0; s < samples.size(); ++s) {
-    ASSIGN_OR_RETURN(std::unique_ptr<SampleCalibrator> cal,
-                     SampleCalibrator::Prepare(model, static_cast<int>(s), samples[s].context,
-                                               samples[s].probe, options.mode));
+  if (options.first_sample < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("first sample index must be >= 0, got ", options.first_sample));
+  }
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const int s = options.first_sample + static_cast<int>(i);
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<SampleCalibrator> cal,
+        SampleCalibrator::Prepare(model, s, samples[i].context, samples[i].probe, options.mode));
     for (int l : layers) {
       ASSIGN_OR_RETURN(std::vector<double> kl, options.naive ? cal->RunLayerNaive(l, options.trials)
                                                              : cal->RunLayer(l, options.trials));
       for (int t = 0; t < static_cast<int>(kl.size()); ++t) {
-        results.push_back({static_cast<int>(s), l, t, kl[t]});
+        results.push_back({s, l, t, kl[t]});
       }
       if (progress) progress(++done, total);
     }

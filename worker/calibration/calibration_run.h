@@ -27,6 +27,10 @@ struct CalibrationOptions {
   PerturbMode mode = PerturbMode::kCache;
   std::vector<int> layers;  // layers to measure; empty = all
   bool naive = false;       // reference path: a full forward per trial
+  // Index of samples[0]: sample i is calibration sample first_sample + i, which keys its noise and
+  // its results. A set extended later (`calibrate --until-stable`) runs only the new samples and
+  // gets the results a run over the whole set would give. >= 0.
+  int first_sample = 0;
 };
 
 // One measured trial: KL = mean over probe positions of KL(clean || perturbed), nats. The
@@ -41,7 +45,8 @@ method::ProfileModel ProfileModelOf(const ModelConfig& config, std::string hash)
 using CalibrationProgress = std::function<void(int64_t, int64_t)>;
 
 // Runs samples in order, layers in the given order (sorted, deduplicated), trials batched.
-// Errors: InvalidArgument (no samples, bad layer, alpha < 0, trials < 1), and the engine's.
+// Errors: InvalidArgument (no samples, bad layer, alpha < 0, trials < 1, first_sample < 0), and
+// the engine's.
 StatusOr<std::vector<TrialKl>> RunCalibration(const Transformer& model,
                                               std::span<const CalibrationInput> samples,
                                               const CalibrationOptions& options,
