@@ -1,0 +1,68 @@
+#include "worker/calibration/until_stable.h"
+
+#include <algorithm>
+#include <span>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "method/profile_aggregate.h"
+#include "spdlog/spdlog.h"
+
+namespace ripplekv::worker {
+
+StatusOr<UntilStableResult> CalibrateUntilStable(const Transformer& model,
+                                                 const SampleSource& samples,
+                                                 const CalibrationOptions& options,
+                                                 const ProfileContext& context,
+                                                 const UntilStableOptions& until,
+                                                 const CalibrationProgress& progress) {
+  if (until.initial_samples < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--until-stable needs at least 2 samples per round, got ", until.initial_samples));
+  }
+  if (until.max_samples < until.initial_samples) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-samples ", until.max_samples,
+                                                   " is below the first round's ",
+                                                   until.initial_samples, " samples"));
+  }
+  UntilStableResult out;
+  std::vector<TrialKl> results;
+  int done = 0;
+  while (true) {
+    const int target = std::min(until.max_samples, done + until.initial_samples);
+    StatusOr<std::vector<CalibrationInput>> set = samples(target);
+    if (!set.ok()) {
+      return Status(set.status().code(),
+                    absl::StrCat("--until-stable: ", set.status().message(), " (after ", done,
+                                 " samples, not yet stable)"));
+    }
+    if (static_cast<int>(set->size()) != target) {
+      return absl::InternalError(
+          absl::StrCat("sample source returned ", set->size(), " samples, ", target, " asked"));
+    }
+    CalibrationOptions round = options;
+    round.first_sample = done;
+    ASSIGN_OR_RETURN(std::vector<TrialKl> more,
+                     RunCalibration(model, std::span(*set).subspan(done), round, progress));
+    results.insert(results.end(), more.begin(), more.end());
+    done = target;
+    out.rounds.push_back(done);
+
+    method::ProfileParams params = context.params;
+    params.samples = done;
+    ASSIGN_OR_RETURN(out.profile,
+                     method::AssembleProfile(context.model, params, results, context.created_at));
+    ASSIGN_OR_RETURN(out.profile.stability, method::ComputeStability(out.profile, until.stability));
+    const method::ProfileStability& st = *out.profile.stability;
+    spdlog::info(
+        "--until-stable: {} samples, largest budget-share deviation {:.1f}% (target {:.1f}%)", done,
+        100 * st.max_share_deviation, 100 * st.tolerance);
+    if (st.stable) return out;
+    if (done >= until.max_samples) {
+      out.capped = true;
+      return out;
+    }
+  }
+}
+
+}  // namespace ripplekv::worker
