@@ -1,5 +1,7 @@
 #include "cli/budget_flags.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 
 namespace ripplekv::cli {
@@ -29,6 +31,9 @@ void AddBudgetFlags(CLI::App* cmd, BudgetFlags& flags, BudgetFlagSet set) {
       ->capture_default_str();
   cmd->add_option("--normalization", flags.normalization, "minmax (default), rank or log-minmax")
       ->capture_default_str();
+  cmd->add_option("--shrink-z", flags.shrink_z,
+                  "Shrink noisy layers: use mean KL - Z x stderr (0: plain means)")
+      ->capture_default_str();
   cmd->add_option("--context-len", flags.context_len,
                   "Context length: budgets above it are an error; needed for kvpress output");
 }
@@ -44,6 +49,9 @@ StatusOr<method::BudgetOptions> BudgetOptionsFromFlags(const BudgetFlags& flags)
   if (flags.total_budget < 0) return FlagError("--total-budget", "must be > 0");
   if (flags.max_budget < 0) return FlagError("--max-budget", "must be >= 0 (0: none)");
   if (flags.context_len < 0) return FlagError("--context-len", "must be >= 0 (0: unknown)");
+  if (!(flags.shrink_z >= 0) || !std::isfinite(flags.shrink_z)) {
+    return FlagError("--shrink-z", "must be finite and >= 0 (0: plain means)");
+  }
   StatusOr<method::Normalization> normalization = method::ParseNormalization(flags.normalization);
   if (!normalization.ok()) return FlagError("--normalization", normalization.status().message());
 
@@ -55,6 +63,7 @@ StatusOr<method::BudgetOptions> BudgetOptionsFromFlags(const BudgetFlags& flags)
   if (flags.max_budget > 0) options.max_tokens = flags.max_budget;
   if (flags.context_len > 0) options.max_context = flags.context_len;
   options.normalization = *normalization;
+  options.shrink_z = flags.shrink_z;
   return options;
 }
 

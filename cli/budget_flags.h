@@ -21,6 +21,7 @@ struct BudgetFlags {
   int64_t max_budget = 0;    // largest budget of any layer, tokens; 0: unbounded
   int64_t context_len = 0;   // context length the budgets are for, tokens; 0: unknown
   std::string normalization = "minmax";  // minmax, rank or log-minmax
+  double shrink_z = 0.0;                 // z of the lower confidence bound; 0: plain means
   // Set by AddBudgetFlags(): whether the command offers --total-budget. Decides what a missing
   // budget is called in BudgetOptionsFromFlags()'s error.
   bool total_budget_offered = false;
@@ -32,7 +33,8 @@ struct BudgetFlagSet {
   bool avg_budget_required = false;  // the parse fails without --avg-budget
 };
 
-// Registers --avg-budget, --ratio, --min-budget, --max-budget, --normalization and --context-len
+// Registers --avg-budget, --ratio, --min-budget, --max-budget, --normalization, --shrink-z and
+// --context-len
 // (and --total-budget when `set` says so) on `cmd`, writing into `flags`, which must outlive the
 // parse.
 void AddBudgetFlags(CLI::App* cmd, BudgetFlags& flags, BudgetFlagSet set);

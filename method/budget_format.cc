@@ -50,7 +50,8 @@ StatusOr<BudgetOptions> OptionsFromJson(const Json& j) {
   RETURN_IF_ERROR(
       json_fields::ExpectObject(j, kWhat, path,
                                 {"normalization", "ratio", "average_tokens", "total_tokens",
-                                 "min_tokens", "max_tokens", "log_epsilon", "max_context"}));
+                                 "min_tokens", "max_tokens", "log_epsilon", "max_context",
+                                 "shrink_z"}));
   BudgetOptions o;
   ASSIGN_OR_RETURN(const Json* normalization, Get(j, path, "normalization"));
   ASSIGN_OR_RETURN(std::string name, AsString(*normalization, kWhat, Child(path, "normalization")));
@@ -76,6 +77,9 @@ StatusOr<BudgetOptions> OptionsFromJson(const Json& j) {
   ASSIGN_OR_RETURN(o.log_epsilon, AsDouble(*epsilon, kWhat, Child(path, "log_epsilon")));
   ASSIGN_OR_RETURN(const Json* max_context, Get(j, path, "max_context"));
   ASSIGN_OR_RETURN(o.max_context, AsOptionalInt(*max_context, kWhat, Child(path, "max_context")));
+  if (j.contains("shrink_z")) {
+    ASSIGN_OR_RETURN(o.shrink_z, AsDouble(j["shrink_z"], kWhat, Child(path, "shrink_z")));
+  }
   return o;
 }
 
@@ -172,6 +176,8 @@ StatusOr<std::string> BudgetMapToJson(const BudgetMap& map) {
       {"max_tokens", OptionalInt(o.max_tokens)},
       {"log_epsilon", o.log_epsilon},
       {"max_context", OptionalInt(o.max_context)}};
+  // Written only when set, so maps without shrinkage keep their bytes (and frozen-map digests).
+  if (o.shrink_z != 0.0) params["shrink_z"] = o.shrink_z;
   OrderedJson layers = OrderedJson::array();
   for (size_t l = 0; l < map.tokens.size(); ++l) {
     layers.push_back(OrderedJson{{"layer", l},

@@ -114,6 +114,9 @@ StatusOr<Normalization> ParseNormalization(std::string_view name) {
 
 Status ValidateBudgetOptions(size_t num_layers, const BudgetOptions& options) {
   if (num_layers == 0) return BudgetError("empty profile (no layers)");
+  if (!std::isfinite(options.shrink_z) || options.shrink_z < 0) {
+    return BudgetError(absl::StrCat("shrink_z must be finite and >= 0, got ", options.shrink_z));
+  }
   if (!std::isfinite(options.log_epsilon) || options.log_epsilon <= 0) {
     return BudgetError(
         absl::StrCat("log_epsilon must be finite and > 0, got ", options.log_epsilon));
@@ -155,6 +158,10 @@ StatusOr<std::vector<double>> NormalizeSensitivities(std::span<const double> sen
 
 StatusOr<BudgetMap> ComputeBudgetMap(std::span<const double> sensitivity,
                                      const BudgetOptions& options) {
+  if (options.shrink_z != 0.0) {
+    return BudgetError(absl::StrCat("shrink_z ", options.shrink_z,
+                                    " needs a profile's standard errors, not bare sensitivities"));
+  }
   ASSIGN_OR_RETURN(std::vector<double> normalized,
                    NormalizeSensitivities(sensitivity, options.normalization, options.log_epsilon));
   RETURN_IF_ERROR(ValidateBudgetOptions(sensitivity.size(), options));
@@ -184,8 +191,12 @@ StatusOr<BudgetMap> ComputeBudgetMap(std::span<const double> sensitivity,
   return map;
 }
 
-StatusOr<std::vector<double>> LayerSensitivities(const SensitivityProfile& profile) {
+StatusOr<std::vector<double>> LayerSensitivities(const SensitivityProfile& profile,
+                                                 double shrink_z) {
   RETURN_IF_ERROR(ValidateProfile(profile));
+  if (!std::isfinite(shrink_z) || shrink_z < 0) {
+    return BudgetError(absl::StrCat("shrink_z must be finite and >= 0, got ", shrink_z));
+  }
   // ValidateProfile() guarantees strictly ascending layers in [0, n_layers), so full coverage is
   // layers[i].layer == i for every i < n_layers.
   std::vector<double> sensitivity;
@@ -196,15 +207,20 @@ StatusOr<std::vector<double>> LayerSensitivities(const SensitivityProfile& profi
                                       profile.model.n_layers,
                                       "; a budget map needs every layer evaluated"));
     }
-    sensitivity.push_back(profile.layers[l].mean_kl);
+    const LayerSensitivity& layer = profile.layers[l];
+    sensitivity.push_back(shrink_z > 0 ? std::max(0.0, layer.mean_kl - shrink_z * layer.std_error)
+                                       : layer.mean_kl);
   }
   return sensitivity;
 }
 
 StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
                                      const BudgetOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<double> sensitivity, LayerSensitivities(profile));
-  ASSIGN_OR_RETURN(BudgetMap map, ComputeBudgetMap(sensitivity, options));
+  ASSIGN_OR_RETURN(std::vector<double> sensitivity, LayerSensitivities(profile, options.shrink_z));
+  BudgetOptions raw = options;
+  raw.shrink_z = 0.0;  // applied above; the sensitivities overload refuses it
+  ASSIGN_OR_RETURN(BudgetMap map, ComputeBudgetMap(sensitivity, raw));
+  map.options.shrink_z = options.shrink_z;
   map.model_hash = profile.model.hash;
   return map;
 }

@@ -56,6 +56,11 @@ struct BudgetOptions {
   // Context length the budgets are meant for, tokens. When set, a layer budget above it is an
   // error (a layer cannot keep more tokens than the context has); nullopt = not checked.
   std::optional<int64_t> max_context;
+  // Shrinkage of noisy layers, z >= 0: a profile's layer enters the map as its lower confidence
+  // bound s_l = max(0, mean_kl - z * stderr) instead of its mean, so a layer that looks sensitive
+  // only because of a few samples is not trusted with the largest budget (docs/BUDGETS.md,
+  // "Shrinkage"). 0 = plain means. Needs a profile: the sensitivities overload refuses z > 0.
+  double shrink_z = 0.0;
 };
 
 struct BudgetMap {
@@ -88,12 +93,15 @@ int64_t TotalTokens(size_t num_layers, const BudgetOptions& options);
 [[nodiscard]] StatusOr<BudgetMap> ComputeBudgetMap(std::span<const double> sensitivity,
                                                    const BudgetOptions& options);
 
-// The sensitivities s_l = mean_kl of every layer 0..n_layers-1 of a profile (index = layer).
-// Errors: those of ValidateProfile(); InvalidArgument naming the first layer the profile does not
-// cover (a budget map needs every layer).
-[[nodiscard]] StatusOr<std::vector<double>> LayerSensitivities(const SensitivityProfile& profile);
+// The sensitivities of every layer 0..n_layers-1 of a profile (index = layer): s_l = mean_kl, or
+// with shrink_z > 0 the lower bound max(0, mean_kl - shrink_z * stderr). Errors: those of
+// ValidateProfile(); InvalidArgument naming the first layer the profile does not cover (a budget
+// map needs every layer), or for a shrink_z that is negative or not finite.
+[[nodiscard]] StatusOr<std::vector<double>> LayerSensitivities(const SensitivityProfile& profile,
+                                                               double shrink_z = 0.0);
 
-// The budget map of a profile: s_l = mean_kl of layer l, model_hash from the profile. The profile
+// The budget map of a profile: s_l = LayerSensitivities(profile, options.shrink_z), model_hash
+// from the profile. The profile
 // must cover every layer 0..n_layers-1 (InvalidArgument naming the first missing layer otherwise);
 // other errors as ValidateProfile() and the overload above.
 [[nodiscard]] StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,

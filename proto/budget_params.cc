@@ -29,6 +29,7 @@ BudgetParams BudgetParamsFromOptions(const method::BudgetOptions& options) {
   if (options.max_tokens) params.set_max_tokens(*options.max_tokens);
   if (options.max_context) params.set_context_len(*options.max_context);
   params.set_normalization(NormalizationToProto(options.normalization));
+  if (options.shrink_z != 0.0) params.set_shrink_z(options.shrink_z);
   return params;
 }
 

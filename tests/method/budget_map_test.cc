@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 int64_t Sum(const std::vector<int64_t>& v) {
   return std::accumulate(v.begin(), v.end(), int64_t{0});
@@ -465,11 +466,57 @@ SensitivityProfile ProfileOf(const std::vector<double>& s) {
   return p;
 }
 
+std::vector<int64_t> ThreeLayerTokens() { return {46, 182, 72}; }
+
 TEST(BudgetMapTest, ProfileInputUsesMeanKlAndRecordsTheModelHash) {
   StatusOr<BudgetMap> map = ComputeBudgetMap(ProfileOf({0.01, 0.04, 0.02}), Options(4.0, 100));
   ASSERT_TRUE(map.ok()) << map.status();
   EXPECT_EQ(map->model_hash, "ab12");
   EXPECT_THAT(map->tokens, ElementsAre(46, 182, 72));
+}
+
+TEST(BudgetMapTest, ShrinkageUsesTheLowerConfidenceBoundOfEachLayer) {
+  // Layer 1 looks most sensitive but is noisy: with z = 2 its bound 0.04 - 2 * 0.015 = 0.01 is
+  // below layer 2's 0.02 - 2 * 0.001 = 0.018, and layer 0's 0.01 - 2 * 0.01 < 0 becomes 0.
+  SensitivityProfile p = ProfileOf({0.01, 0.04, 0.02});
+  p.layers[0].std_error = 0.01;
+  p.layers[1].std_error = 0.015;
+  p.layers[2].std_error = 0.001;
+  BudgetOptions shrunk = Options(4.0, 100);
+  shrunk.shrink_z = 2.0;
+  StatusOr<BudgetMap> map = ComputeBudgetMap(p, shrunk);
+  ASSERT_TRUE(map.ok()) << map.status();
+  StatusOr<std::vector<double>> s = LayerSensitivities(p, 2.0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)[0], 0.0);
+  EXPECT_NEAR((*s)[1], 0.01, 1e-15);
+  EXPECT_NEAR((*s)[2], 0.018, 1e-15);
+  StatusOr<BudgetMap> expected = ComputeBudgetMap(*s, Options(4.0, 100));
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(map->tokens, expected->tokens);
+  EXPECT_EQ(map->options.shrink_z, 2.0);
+  EXPECT_GT(map->tokens[2], map->tokens[1]);  // the steady layer now gets more than the noisy one
+  // z = 0 is the plain means.
+  EXPECT_EQ(ComputeBudgetMap(p, Options(4.0, 100))->tokens, ThreeLayerTokens());
+
+  // The native document carries shrink_z, and only when it is set.
+  StatusOr<std::string> text = BudgetMapToJson(*map);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("\"shrink_z\": 2"));
+  StatusOr<BudgetMap> back = BudgetMapFromJson(*text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->options.shrink_z, 2.0);
+  EXPECT_THAT(*BudgetMapToJson(*ComputeBudgetMap(p, Options(4.0, 100))),
+              Not(HasSubstr("shrink_z")));
+}
+
+TEST(BudgetMapErrorTest, ShrinkageNeedsAProfileAndANonNegativeZ) {
+  BudgetOptions o = Options(4.0, 100);
+  o.shrink_z = 1.0;
+  const std::vector<double> bare = {0.01, 0.04, 0.02};
+  EXPECT_THAT(ComputeBudgetMap(bare, o).status().message(), HasSubstr("needs a profile"));
+  o.shrink_z = -1.0;
+  EXPECT_THAT(ComputeBudgetMap(ProfileOf(bare), o).status().message(), HasSubstr("shrink_z"));
 }
 
 TEST(BudgetMapErrorTest, ProfileMissingALayerIsRejected) {
