@@ -1,7 +1,7 @@
 // ripplekv eval --model M [--methods LIST] [--budgets 64,128,256] [--tasks LIST] [--profile P]
 //   [--ratio R] [--budget-map F] [--samples N] [--prompt-len T,...] [--context-len C]
 //   [--continuation W] [--depth D,...] [--kv-pairs N] [--kv-format uuid|short] [--needles N]
-//   [--corpus NAME] [--seed S] [--chat] [--longbench F]
+//   [--corpus NAME|FILE] [--split test|validation] [--seed S] [--chat] [--longbench F]
 //   [--templates F] [--max-prompt-tokens N] [--threads N] [--no-shared-prefill] [--json|--csv]
 //   [--json-out F] [--records-out F]
 //
@@ -9,8 +9,10 @@
 // prefilled once, then each method x budget compresses a copy of the cache and decodes from it.
 // Methods: docs/COMPRESSION.md ("ripple+snapkv" needs --profile: its budget map per budget is
 // computed from the profile as `ripplekv budgets` does; "map+..." takes --budget-map). Tasks:
-// fidelity, passkey, kv-retrieval, multi-needle, longbench (needs --longbench). stdout: the
-// results table (markdown, --json or --csv); stderr: progress and the throughput line.
+// fidelity, passkey, kv-retrieval, multi-needle, longbench (needs --longbench). Corpus text comes
+// from a built-in book or a file (worker/eval/corpus_file.h), from the region of --split only
+// (worker/eval/split.h; checked before anything runs). stdout: the results table (markdown,
+// --json or --csv); stderr: progress and the throughput line.
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +43,7 @@
 #include "worker/eval/haystack.h"
 #include "worker/eval/longbench.h"
 #include "worker/eval/results_table.h"
+#include "worker/eval/split.h"
 #include "worker/eval/synthetic_tasks.h"
 #include "worker/model/model_hash.h"
 
@@ -64,7 +67,8 @@ struct EvalArgs {
   int kv_pairs = 0;                // kv-retrieval: 0 = the body is all pairs
   std::string kv_format = "uuid";  // kv-retrieval keys and values: uuid or short
   int needles = 4;                 // multi-needle
-  std::string corpus = "tom-sawyer";
+  std::string corpus = std::string(worker::kDefaultEvalCorpus);  // a built-in name or a file
+  std::string split = "test";                                    // test or validation
   uint64_t seed = 0;
   bool chat = false;
   std::string longbench;
@@ -104,16 +108,30 @@ StatusOr<std::vector<int>> ParseBudgets(const std::string& text) {
   return budgets;
 }
 
-// The examples of every requested task, in task order.
+// The examples of every requested task, in task order. Examples drawn from the corpus are
+// checked to stay inside the region of --split (an Internal error otherwise: never report them).
 StatusOr<std::vector<worker::EvalExample>> MakeExamples(const EvalArgs& args,
                                                         const worker::Tokenizer& tokenizer) {
   ASSIGN_OR_RETURN(std::vector<std::string> tasks, SplitList(args.tasks, "--tasks"));
+  const std::optional<worker::EvalSplit> split = worker::ParseEvalSplit(args.split);
+  if (!split) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--split: '", args.split, "' is not test or validation"));
+  }
   std::vector<worker::EvalExample> all;
   std::optional<worker::HaystackCorpus> corpus;
   auto load_corpus = [&]() -> Status {
     if (!corpus) {
       spdlog::info("tokenizing the {} corpus", args.corpus);
       ASSIGN_OR_RETURN(corpus, worker::LoadHaystackCorpus(args.corpus, tokenizer));
+      const worker::TokenRange test = worker::SplitRegion(corpus->size(), worker::EvalSplit::kTest);
+      const worker::TokenRange validation =
+          worker::SplitRegion(corpus->size(), worker::EvalSplit::kValidation);
+      spdlog::info(
+          "{}: {} tokens; test region [{}, {}), validation region [{}, {}); drawing from "
+          "the {} split",
+          corpus->Describe(), corpus->size(), test.begin, test.end, validation.begin,
+          validation.end, worker::EvalSplitName(*split));
     }
     return absl::OkStatus();
   };
@@ -125,10 +143,17 @@ StatusOr<std::vector<worker::EvalExample>> MakeExamples(const EvalArgs& args,
                                                           {.context_len = args.context_len,
                                                            .continuation_len = args.continuation,
                                                            .num_examples = args.samples,
-                                                           .seed = args.seed}));
+                                                           .seed = args.seed,
+                                                           .split = *split}));
     } else if (task == "longbench") {
       if (args.longbench.empty()) {
         return absl::InvalidArgumentError("--tasks longbench needs --longbench FILE.jsonl");
+      }
+      if (*split != worker::EvalSplit::kTest) {
+        // The file is used whole: its examples would be the test examples too.
+        return absl::InvalidArgumentError(
+            "--tasks longbench has no validation split (the --longbench file is used whole); "
+            "evaluate it with --split test, or tune on the other tasks");
       }
       ASSIGN_OR_RETURN(std::vector<worker::LongBenchRecord> records,
                        worker::ReadLongBenchJsonl(args.longbench));
@@ -159,6 +184,7 @@ StatusOr<std::vector<worker::EvalExample>> MakeExamples(const EvalArgs& args,
           options.kv_format =
               args.kv_format == "short" ? worker::KvFormat::kShort : worker::KvFormat::kUuid;
           options.num_needles = args.needles;
+          options.split = *split;
           ASSIGN_OR_RETURN(std::vector<worker::EvalExample> some,
                            worker::GenerateSynthetic(*synthetic, *corpus, tokenizer, options));
           for (worker::EvalExample& e : some) {
@@ -177,6 +203,7 @@ StatusOr<std::vector<worker::EvalExample>> MakeExamples(const EvalArgs& args,
     all.insert(all.end(), std::make_move_iterator(examples.begin()),
                std::make_move_iterator(examples.end()));
   }
+  if (corpus) RETURN_IF_ERROR(worker::CheckSplitConfinement(all, corpus->size()));
   return all;
 }
 
@@ -290,6 +317,13 @@ int RunEval(const EvalArgs& args) {
                                {"score", r.score}};
         auto answer = result->predictions.find({r.method, r.budget});
         if (answer != result->predictions.end()) line["prediction"] = answer->second;
+        if (example.split) {  // for an audit of the split: the region and the text's tokens
+          line["split"] = std::string(worker::EvalSplitName(*example.split));
+          line["region"] = {example.split_region.begin, example.split_region.end};
+          if (!example.corpus_tokens.empty()) {
+            line["corpus_tokens"] = {example.corpus_tokens.begin, example.corpus_tokens.end};
+          }
+        }
         record_lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
         record_lines += '\n';
       }
@@ -379,8 +413,15 @@ void AddEvalCommand(CLI::App& app, Action& run) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   cmd->add_option("--corpus", a->corpus,
-                  "Haystack and fidelity text: tom-sawyer or sherlock-holmes")
+                  "Haystack and fidelity text: tom-sawyer, sherlock-holmes, or a file (plain "
+                  "text; JSONL with a \"text\" field per line when it ends in .jsonl, .ndjson "
+                  "or .json)")
       ->capture_default_str();
+  cmd->add_option("--split", a->split,
+                  "Corpus split: test (first half of the corpus tokens) or validation (second "
+                  "half, other seeds), for choosing parameters")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"test", "validation"}));
   cmd->add_option("--seed", a->seed, "Seed of the generated examples")->capture_default_str();
   cmd->add_flag("--chat", a->chat, "Wrap prompts in the model's chat template");
   cmd->add_option("--longbench", a->longbench, "LongBench-format JSONL for --tasks longbench");

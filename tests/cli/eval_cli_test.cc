@@ -1,12 +1,14 @@
 // `ripplekv eval` end to end on SmolLM2 (needs RIPPLEKV_SMOLLM2_GGUF; the books come from the
 // Debian package): the JSON table has a row per method x budget x task, the per-example records
-// agree with it, a profile gives ripple+snapkv, and bad input is one error line with exit code 2.
+// agree with it, a profile gives ripple+snapkv, a corpus file feeds the tasks from the region of
+// the split asked for, and bad input is one error line with exit code 2.
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -130,6 +132,89 @@ TEST_F(EvalCliTest, LongBenchFileWithTemplatesIsScoredPerDataset) {
       "longbench-bad", {"--methods", "full", "--tasks", "longbench", "--longbench", data.string()});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("lb.jsonl:3"), std::string::npos) << bad.err;
+}
+
+// `docs` JSONL documents of 8 sentences each (~100 SmolLM2 tokens a document), without digits.
+std::string ProseJsonl(int docs) {
+  const std::vector<std::string> subjects = {"The harbour keeper", "A quiet girl", "The old clerk",
+                                             "Her brother", "The village doctor"};
+  const std::vector<std::string> verbs = {"walked along", "looked across", "thought about",
+                                          "painted", "remembered"};
+  const std::vector<std::string> objects = {"the grey pier", "a small garden by the road",
+                                            "the church on the hill", "the long winter",
+                                            "an empty house"};
+  std::string out;
+  int k = 0;
+  for (int d = 0; d < docs; ++d) {
+    std::string text;
+    for (int i = 0; i < 8; ++i, ++k) {
+      text += (i ? " " : "") + subjects[k % 5] + " " + verbs[(k / 5) % 5] + " " +
+              objects[(k / 3) % 5] + ".";
+    }
+    out += nlohmann::json{{"id", d}, {"text", text}}.dump() + "\n";
+  }
+  return out;
+}
+
+TEST_F(EvalCliTest, CorpusFileFeedsTheTasksFromTheRegionOfTheSplit) {
+  const fs::path corpus = tmp_.path() / "traffic.jsonl";
+  std::ofstream(corpus) << ProseJsonl(14);
+  std::map<std::string, std::pair<int64_t, int64_t>> regions;
+  for (const std::string split : {"test", "validation"}) {
+    SCOPED_TRACE(split);
+    const fs::path records = tmp_.path() / ("records-" + split + ".jsonl");
+    const CliResult r = Eval("corpus-" + split, {"--corpus", corpus.string(), "--split", split,
+                                                 "--methods", "full", "--tasks", "fidelity,passkey",
+                                                 "--json", "--records-out", records.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::istringstream lines(ReadFile(records));
+    std::string line;
+    std::set<std::string> examples;
+    while (std::getline(lines, line)) {
+      const nlohmann::json rec = nlohmann::json::parse(line);
+      const std::string id = rec["example"];
+      const std::string task = rec["task"];
+      const std::string prefix = task.substr(0, task.find('/')) + "/traffic.jsonl/" + split;
+      EXPECT_EQ(id.substr(0, prefix.size()), prefix) << line;
+      EXPECT_EQ(rec["split"], split) << line;
+      const auto region =
+          std::make_pair(rec["region"][0].get<int64_t>(), rec["region"][1].get<int64_t>());
+      const int64_t begin = rec["corpus_tokens"][0];
+      const int64_t end = rec["corpus_tokens"][1];
+      EXPECT_LE(region.first, begin) << line;
+      EXPECT_LT(begin, end) << line;
+      EXPECT_LE(end, region.second) << line;
+      regions[split] = region;
+      examples.insert(id);
+    }
+    EXPECT_EQ(examples.size(), 4u);  // 2 fidelity windows, 2 passkey prompts
+  }
+  // The two regions are the halves of one corpus.
+  ASSERT_EQ(regions.size(), 2u);
+  EXPECT_EQ(regions["test"].first, 0);
+  EXPECT_EQ(regions["test"].second, regions["validation"].first);
+  EXPECT_GT(regions["validation"].second, regions["validation"].first);
+}
+
+TEST_F(EvalCliTest, CorpusFileErrorsNameTheFile) {
+  const fs::path bad = tmp_.path() / "bad.jsonl";
+  std::ofstream(bad) << ProseJsonl(1) << "{\"text\": 3}\n";
+  const CliResult malformed = Eval("corpus-malformed", {"--corpus", bad.string()});
+  EXPECT_EQ(malformed.exit_code, 2) << malformed.err;
+  EXPECT_NE(malformed.err.find("bad.jsonl:2: field \"text\""), std::string::npos) << malformed.err;
+
+  const fs::path small = tmp_.path() / "small.txt";
+  std::ofstream(small) << "Only a few words here.\n";
+  const CliResult short_text =
+      Eval("corpus-short", {"--corpus", small.string(), "--tasks", "passkey"});
+  EXPECT_EQ(short_text.exit_code, 2) << short_text.err;
+  EXPECT_NE(short_text.err.find("corpus file " + small.string() + " has "), std::string::npos)
+      << short_text.err;
+  EXPECT_NE(short_text.err.find("needs a corpus of at least"), std::string::npos) << short_text.err;
+
+  const CliResult missing = Eval("corpus-missing", {"--corpus", "tom-sawer"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("not a built-in corpus"), std::string::npos) << missing.err;
 }
 
 TEST_F(EvalCliTest, BadInputIsOneErrorLineAndExitCodeTwo) {

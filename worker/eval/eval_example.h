@@ -36,9 +36,33 @@ std::string_view MetricKindName(MetricKind kind);
 // Inverse of MetricKindName; nullopt for an unknown name.
 std::optional<MetricKind> ParseMetricKind(std::string_view name);
 
+// The part of a corpus an example is drawn from (split.h has the rule and the check). `ripplekv
+// eval` reports kTest; parameters are chosen on kValidation, which shares no corpus token and no
+// random stream with kTest.
+enum class EvalSplit { kTest, kValidation };
+
+// Corpus tokens [begin, end); empty when end <= begin.
+struct TokenRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+
+  int64_t size() const { return end > begin ? end - begin : 0; }
+  bool empty() const { return end <= begin; }
+  // Both ranges are non-empty and share a token.
+  bool Intersects(const TokenRange& other) const {
+    return !empty() && !other.empty() && begin < other.end && other.begin < end;
+  }
+  // `inner` is empty or lies inside this range.
+  bool Contains(const TokenRange& inner) const {
+    return inner.empty() || (begin <= inner.begin && inner.end <= end);
+  }
+  friend bool operator==(const TokenRange&, const TokenRange&) = default;
+};
+
 struct EvalExample {
-  // Unique within its task and stable for the same inputs, e.g. "passkey/L1024/d0.50/s42/3",
-  // "fidelity/tom-sawyer@51234", or LongBench's "_id".
+  // Unique within its task and stable for the same inputs, e.g.
+  // "passkey/tom-sawyer/test/L1024/d0.50/s42/3", "fidelity/tom-sawyer/validation@51234", or
+  // LongBench's "_id".
   std::string id;
   // Task name as it appears in result tables: "passkey", "kv-retrieval", "multi-needle",
   // "fidelity", or the LongBench dataset name ("narrativeqa", "hotpotqa", ...).
@@ -73,6 +97,15 @@ struct EvalExample {
   // 1 = after the last).
   std::vector<int64_t> needle_offsets;
   std::vector<double> needle_depths;
+
+  // Examples generated from corpus text (fidelity and synthetic tasks; nullopt for LongBench):
+  // the split the example belongs to, the region of the corpus that split draws from, and the
+  // corpus tokens the example's text was taken from (inside the region; empty when the body is
+  // generated, as in kv-retrieval with kv_pairs == 0). CheckSplitConfinement (split.h) verifies
+  // them against the corpus size.
+  std::optional<EvalSplit> split;
+  TokenRange split_region;
+  TokenRange corpus_tokens;
 };
 
 }  // namespace ripplekv::worker

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/base/strings.h"
@@ -42,18 +43,25 @@ StatusOr<std::vector<EvalExample>> GenerateFidelity(const HaystackCorpus& corpus
                                           ") must all be >= 1"));
   }
   const int64_t window = c + w;
-  const int64_t stratum = corpus.size() / n;
+  const TokenRange region = SplitRegion(corpus.size(), options.split);
+  const int64_t stratum = region.size() / n;
   if (stratum < window) {
-    return absl::InvalidArgumentError(Cat("corpus ", corpus.name(), " has ", corpus.size(),
-                                          " tokens; ", n, " windows of ", c, " + ", w,
-                                          " tokens do not fit"));
+    // n * window saturates instead of overflowing.
+    const int64_t needed = window > INT64_MAX / n ? INT64_MAX : n * window;
+    return absl::InvalidArgumentError(
+        Cat(corpus.Describe(), " has ", corpus.size(), " tokens; ", n, " windows of ", c, " + ", w,
+            " tokens do not fit in its ", EvalSplitName(options.split), " region [", region.begin,
+            ", ", region.end, ") of ", region.size(), " tokens (needs a corpus of at least ",
+            CorpusTokensForRegion(needed), " tokens)"));
   }
   const std::vector<int64_t>& starts = corpus.paragraph_starts();
   const std::span<const int32_t> tokens = corpus.tokens();
+  const std::string_view split_name = EvalSplitName(options.split);
+  const uint64_t stream = SplitStream(kFidelityStream, options.split);
   std::vector<EvalExample> out;
   for (int64_t k = 0; k < n; ++k) {
-    SplitMix64 rng(StreamSeed(options.seed, kFidelityStream, static_cast<uint64_t>(k)));
-    const int64_t lo = k * stratum;
+    SplitMix64 rng(StreamSeed(options.seed, stream, static_cast<uint64_t>(k)));
+    const int64_t lo = region.begin + k * stratum;
     const int64_t hi = lo + stratum - window;  // last start that keeps the window in the stratum
     const auto first = std::lower_bound(starts.begin(), starts.end(), lo);
     const auto last = std::upper_bound(starts.begin(), starts.end(), hi);
@@ -62,9 +70,12 @@ StatusOr<std::vector<EvalExample>> GenerateFidelity(const HaystackCorpus& corpus
             ? *(first + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(last - first))))
             : rng.Between(lo, hi);
     EvalExample ex;
-    ex.id = Cat("fidelity/", corpus.name(), "@", begin);
+    ex.id = Cat("fidelity/", corpus.name(), "/", split_name, "@", begin);
     ex.task = "fidelity";
     ex.source = Cat(corpus.name(), "@", begin);
+    ex.split = options.split;
+    ex.split_region = region;
+    ex.corpus_tokens = {begin, begin + window};
     ex.metric = MetricKind::kFidelity;
     ex.max_new_tokens = 0;
     if (tokenizer.add_bos() && tokenizer.bos_id() >= 0) ex.prompt.push_back(tokenizer.bos_id());

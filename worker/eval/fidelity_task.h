@@ -12,10 +12,12 @@
 // part of the average across tasks; results_table.h).
 //
 // Windows come from the corpus (default kDefaultEvalCorpus, "tom-sawyer", so that evaluation text
-// is disjoint from the default calibration text "sherlock-holmes"). The corpus is cut into
-// num_examples equal strata and window k starts at a paragraph start inside stratum k chosen
-// with SplitMix64(seed, k) (any token of the stratum when none leaves room), so windows never
-// overlap and cover the whole book. Thread-safety: pure functions.
+// is disjoint from the default calibration text "sherlock-holmes"), inside the region of the
+// requested split (split.h: test the first half of the tokens, validation the second). The
+// region is cut into num_examples equal strata and window k starts at a paragraph start inside
+// stratum k chosen with SplitMix64(StreamSeed(seed, SplitStream(100, split), k)) (any token of
+// the stratum when none leaves room), so windows never overlap and cover the whole region.
+// Thread-safety: pure functions.
 
 #include <cstdint>
 #include <span>
@@ -25,6 +27,7 @@
 #include "kernels/base/status.h"
 #include "worker/eval/eval_example.h"
 #include "worker/eval/haystack.h"
+#include "worker/eval/split.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace ripplekv::worker {
@@ -38,12 +41,15 @@ struct FidelityOptions {
   int64_t continuation_len = 64;  // W: tokens teacher-forced and scored, >= 1
   int num_examples = 8;           // windows, >= 1
   uint64_t seed = 0;
+  EvalSplit split = EvalSplit::kTest;  // the corpus region and seed domain (split.h)
 };
 
 // Examples with task "fidelity", metric kFidelity, prompt = [BOS when the vocabulary adds one] +
-// C corpus tokens, continuation = the next W corpus tokens, id "fidelity/<corpus>@<offset>",
-// max_new_tokens 0. Errors: InvalidArgument for bad options or when num_examples windows of C + W
-// tokens do not fit in the corpus (naming its size).
+// C corpus tokens, continuation = the next W corpus tokens, id
+// "fidelity/<corpus>/<split>@<offset>", source "<corpus>@<offset>", max_new_tokens 0, and the
+// split, its region and the window's corpus tokens [offset, offset + C + W) recorded. Errors:
+// InvalidArgument for bad options or when num_examples windows of C + W tokens do not fit in the
+// split's region (naming the corpus, its size, the region and the corpus size needed).
 [[nodiscard]] StatusOr<std::vector<EvalExample>> GenerateFidelity(const HaystackCorpus& corpus,
                                                                   const Tokenizer& tokenizer,
                                                                   const FidelityOptions& options);

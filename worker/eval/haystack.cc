@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "kernels/base/strings.h"
+#include "worker/eval/corpus_file.h"
+#include "worker/eval/split.h"
 
 namespace ripplekv::worker {
 namespace {
@@ -54,12 +56,13 @@ bool EndsSentence(std::string_view before) {
 }  // namespace
 
 StatusOr<HaystackCorpus> HaystackCorpus::FromText(std::string name, std::string_view text,
-                                                  const Tokenizer& tokenizer) {
+                                                  const Tokenizer& tokenizer, std::string origin) {
   HaystackCorpus corpus;
   corpus.name_ = std::move(name);
+  corpus.origin_ = std::move(origin);
   corpus.tokens_ = tokenizer.Encode(text, {.add_special = false, .parse_special = false});
   if (corpus.tokens_.empty()) {
-    return absl::InvalidArgumentError(Cat("corpus ", corpus.name_, ": the text gives no token"));
+    return absl::InvalidArgumentError(Cat(corpus.Describe(), ": the text gives no token"));
   }
   const size_t n = corpus.tokens_.size();
   corpus.offsets_.resize(n + 1, 0);
@@ -87,6 +90,10 @@ StatusOr<HaystackCorpus> HaystackCorpus::FromText(std::string name, std::string_
   return corpus;
 }
 
+std::string HaystackCorpus::Describe() const {
+  return origin_.empty() ? Cat("corpus ", name_) : Cat("corpus file ", origin_);
+}
+
 std::string_view HaystackCorpus::Text(int64_t begin, int64_t end) const {
   return std::string_view(text_).substr(static_cast<size_t>(offsets_[begin]),
                                         static_cast<size_t>(offsets_[end] - offsets_[begin]));
@@ -99,13 +106,20 @@ StatusOr<BuiltinCorpus> FindBuiltinCorpus(std::string_view name) {
                                         kSherlockHolmes.name, "\" or \"", kTomSawyer.name, "\""));
 }
 
-StatusOr<HaystackCorpus> LoadHaystackCorpus(std::string_view name, const Tokenizer& tokenizer) {
-  ASSIGN_OR_RETURN(const BuiltinCorpus corpus, FindBuiltinCorpus(name));
-  ASSIGN_OR_RETURN(const std::string text, ReadBuiltinCorpus(corpus));
-  return HaystackCorpus::FromText(std::string(corpus.name), text, tokenizer);
+StatusOr<HaystackCorpus> LoadHaystackCorpus(std::string_view name_or_path,
+                                            const Tokenizer& tokenizer) {
+  if (IsBuiltinCorpusName(name_or_path)) {
+    ASSIGN_OR_RETURN(const BuiltinCorpus corpus, FindBuiltinCorpus(name_or_path));
+    ASSIGN_OR_RETURN(const std::string text, ReadBuiltinCorpus(corpus));
+    return HaystackCorpus::FromText(std::string(corpus.name), text, tokenizer);
+  }
+  const std::string path(name_or_path);
+  ASSIGN_OR_RETURN(const std::string text, ReadCorpusFile(path));
+  return HaystackCorpus::FromText(CorpusFileName(path), text, tokenizer, path);
 }
 
-StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, int64_t haystack_len,
+StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, EvalSplit split,
+                                 int64_t haystack_len,
                                  std::span<const std::vector<int32_t>> needles,
                                  std::span<const double> depths, eval_internal::SplitMix64& rng) {
   if (haystack_len < 1) {
@@ -121,17 +135,25 @@ StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, int64_t haystack_
       return absl::InvalidArgumentError(Cat("needle depth ", d, " is outside [0, 1]"));
     }
   }
-  const std::vector<int64_t>& starts = corpus.paragraph_starts();
-  const auto fitting = static_cast<uint64_t>(
-      std::upper_bound(starts.begin(), starts.end(), corpus.size() - haystack_len) -
-      starts.begin());
-  if (haystack_len > corpus.size() || fitting == 0) {
-    return absl::InvalidArgumentError(Cat("corpus ", corpus.name(), " has ", corpus.size(),
-                                          " tokens; a haystack of ", haystack_len,
-                                          " tokens does not fit"));
+  const TokenRange region = SplitRegion(corpus.size(), split);
+  if (haystack_len > region.size()) {
+    return absl::InvalidArgumentError(
+        Cat(corpus.Describe(), " has ", corpus.size(), " tokens; a haystack of ", haystack_len,
+            " tokens does not fit in its ", EvalSplitName(split), " region [", region.begin, ", ",
+            region.end, ") of ", region.size(), " tokens (needs a corpus of at least ",
+            CorpusTokensForRegion(haystack_len), " tokens)"));
   }
+  // Starts that keep the prose inside the region: [region.begin, last].
+  const int64_t last = region.end - haystack_len;
+  const std::vector<int64_t>& starts = corpus.paragraph_starts();
+  const auto first_fit = std::lower_bound(starts.begin(), starts.end(), region.begin);
+  const auto end_fit = std::upper_bound(first_fit, starts.end(), last);
   Haystack out;
-  out.corpus_begin = starts[rng.Below(fitting)];
+  out.region = region;
+  out.corpus_begin = first_fit < end_fit
+                         ? *(first_fit + static_cast<int64_t>(
+                                             rng.Below(static_cast<uint64_t>(end_fit - first_fit))))
+                         : rng.Between(region.begin, last);
   const int64_t s = out.corpus_begin;
 
   std::vector<int64_t> boundaries = {0};  // prose positions in [0, haystack_len]

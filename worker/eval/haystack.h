@@ -4,7 +4,9 @@
 //
 // The built-in corpora are the two public-domain books of worker/data/corpora.h:
 // "sherlock-holmes" (the default calibration text) and "tom-sawyer". Evaluation defaults to
-// tom-sawyer so that results are measured on text the profile was not calibrated on.
+// tom-sawyer so that results are measured on text the profile was not calibrated on. Any other
+// corpus name is a file (corpus_file.h). Haystacks are drawn from one split's region of the
+// corpus (split.h).
 
 #include <cstdint>
 #include <span>
@@ -14,6 +16,7 @@
 
 #include "kernels/base/status.h"
 #include "worker/data/corpora.h"
+#include "worker/eval/eval_example.h"
 #include "worker/eval/rng.h"
 #include "worker/tokenizer/tokenizer.h"
 
@@ -26,11 +29,18 @@ inline constexpr std::string_view kDefaultEvalCorpus = "tom-sawyer";
 class HaystackCorpus {
  public:
   // Tokenizes `text` without special tokens (control-token text is read as plain text), as one
-  // piece. Errors: InvalidArgument when the text gives no token.
+  // piece. `name` goes into example ids; `origin` is where the text came from (a file path;
+  // empty for a built-in book), for messages. Errors: InvalidArgument when the text gives no
+  // token.
   [[nodiscard]] static StatusOr<HaystackCorpus> FromText(std::string name, std::string_view text,
-                                                         const Tokenizer& tokenizer);
+                                                         const Tokenizer& tokenizer,
+                                                         std::string origin = {});
 
   const std::string& name() const { return name_; }
+  const std::string& origin() const { return origin_; }
+  // How messages name the corpus: "corpus file <origin>" when the origin is not empty (the name
+  // is its last component), else "corpus <name>".
+  std::string Describe() const;
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
   std::span<const int32_t> tokens() const { return tokens_; }
   // Bytes of tokens [begin, end): their pieces (Tokenizer::TokenToPiece) concatenated.
@@ -49,6 +59,7 @@ class HaystackCorpus {
   HaystackCorpus() = default;
 
   std::string name_;
+  std::string origin_;
   std::vector<int32_t> tokens_;
   std::string text_;              // concatenated pieces
   std::vector<int64_t> offsets_;  // size() + 1 byte offsets into text_
@@ -59,25 +70,33 @@ class HaystackCorpus {
 // The built-in corpus named "sherlock-holmes" or "tom-sawyer". InvalidArgument for other names.
 [[nodiscard]] StatusOr<BuiltinCorpus> FindBuiltinCorpus(std::string_view name);
 
-// ReadBuiltinCorpus (Gutenberg boilerplate stripped) + FromText. Errors: InvalidArgument for an
-// unknown name; FailedPrecondition naming the Debian package when the book is not installed.
-[[nodiscard]] StatusOr<HaystackCorpus> LoadHaystackCorpus(std::string_view name,
+// A built-in corpus by name (ReadBuiltinCorpus, Gutenberg boilerplate stripped), or any other
+// value as a file path (ReadCorpusFile of corpus_file.h: plain text, or JSONL by extension; the
+// corpus is then named by CorpusFileName and its origin is the path); then FromText. Errors:
+// FailedPrecondition naming the Debian package when a book is not installed; those of
+// ReadCorpusFile (NotFound for a name that is neither a book nor a file); FromText's.
+[[nodiscard]] StatusOr<HaystackCorpus> LoadHaystackCorpus(std::string_view name_or_path,
                                                           const Tokenizer& tokenizer);
 
 // A haystack of exactly `haystack_len` corpus tokens with needles inserted.
 struct Haystack {
   std::vector<int32_t> tokens;          // haystack_len + the needles' tokens
   int64_t corpus_begin = 0;             // corpus token where the prose starts
+  TokenRange region;                    // the split's region the prose was taken from
   std::vector<int64_t> needle_offsets;  // per needle (input order): its first token in `tokens`
   std::vector<double> needle_depths;    // per needle: prose tokens before it / haystack_len
 };
 
-// Takes `haystack_len` consecutive corpus tokens from a paragraph start chosen uniformly with
-// `rng`, and inserts needle k at the sentence boundary (or either end of the prose) nearest to
-// depths[k] * haystack_len; needles at the same place keep their input order. Errors:
-// InvalidArgument when haystack_len < 1, depths.size() != needles.size(), a depth is outside
-// [0, 1], or no paragraph start leaves room for haystack_len tokens (naming the corpus size).
-[[nodiscard]] StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, int64_t haystack_len,
+// Takes `haystack_len` consecutive corpus tokens inside the region of `split`
+// (SplitRegion(corpus.size(), split) of split.h), starting at a paragraph start chosen uniformly
+// with `rng` among those that leave room in the region (at any token of the region when none
+// does, e.g. in a file without blank lines), and inserts needle k at the sentence boundary (or
+// either end of the prose) nearest to depths[k] * haystack_len; needles at the same place keep
+// their input order. Errors: InvalidArgument when haystack_len < 1, depths.size() !=
+// needles.size(), a depth is outside [0, 1], or the region is shorter than haystack_len (naming
+// the corpus, its size, the region and the corpus size needed).
+[[nodiscard]] StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, EvalSplit split,
+                                               int64_t haystack_len,
                                                std::span<const std::vector<int32_t>> needles,
                                                std::span<const double> depths,
                                                eval_internal::SplitMix64& rng);

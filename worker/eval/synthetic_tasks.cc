@@ -100,8 +100,8 @@ std::string ExampleId(SyntheticTask task, const HaystackCorpus& corpus, const Sy
       shape = fmt::format("d{:.2f}", o.depth);
       break;
   }
-  return fmt::format("{}/{}/L{}/{}/s{}/{}", SyntheticTaskName(task), corpus.name(), o.prompt_len,
-                     shape, o.seed, index);
+  return fmt::format("{}/{}/{}/L{}/{}/s{}/{}", SyntheticTaskName(task), corpus.name(),
+                     EvalSplitName(o.split), o.prompt_len, shape, o.seed, index);
 }
 
 int DefaultMaxNewTokens(SyntheticTask task, const SyntheticOptions& o) {
@@ -125,6 +125,8 @@ EvalExample NewExample(SyntheticTask task, const HaystackCorpus& corpus, const S
   ex.task = std::string(SyntheticTaskName(task));
   ex.metric = MetricKind::kStringMatchAll;
   ex.max_new_tokens = DefaultMaxNewTokens(task, o);
+  ex.split = o.split;
+  ex.split_region = SplitRegion(corpus.size(), o.split);
   return ex;
 }
 
@@ -132,10 +134,13 @@ std::string_view AnswerPrefix(const SyntheticOptions& o, std::string_view prefix
   return o.answer_prefix ? prefix : std::string_view();
 }
 
-void PlaceInPrompt(const PromptFrame& frame, const Haystack& hay, const HaystackCorpus& corpus,
-                   EvalExample* ex) {
+// `haystack_len`: the prose tokens of `hay` (without the needles).
+void PlaceInPrompt(const PromptFrame& frame, const Haystack& hay, int64_t haystack_len,
+                   const HaystackCorpus& corpus, EvalExample* ex) {
   ex->prompt = frame.Wrap(hay.tokens);
   ex->source = Cat(corpus.name(), "@", hay.corpus_begin);
+  ex->split_region = hay.region;
+  ex->corpus_tokens = {hay.corpus_begin, hay.corpus_begin + haystack_len};
   for (int64_t offset : hay.needle_offsets) {
     ex->needle_offsets.push_back(static_cast<int64_t>(frame.head.size()) + offset);
   }
@@ -158,12 +163,12 @@ StatusOr<EvalExample> MakePasskey(const HaystackCorpus& corpus, const Tokenizer&
     const int64_t haystack_len =
         o.prompt_len - frame.size() - static_cast<int64_t>(needles[0].size());
     const double depth = o.depth;
-    ASSIGN_OR_RETURN(Haystack hay, BuildHaystack(corpus, haystack_len, needles,
+    ASSIGN_OR_RETURN(Haystack hay, BuildHaystack(corpus, o.split, haystack_len, needles,
                                                  std::span<const double>(&depth, 1), rng));
     if (ProseContainsAny(corpus.Text(hay.corpus_begin, hay.corpus_begin + haystack_len), {key})) {
       continue;
     }
-    PlaceInPrompt(frame, hay, corpus, &ex);
+    PlaceInPrompt(frame, hay, haystack_len, corpus, &ex);
     ex.answers = {key};
     return ex;
   }
@@ -232,10 +237,11 @@ StatusOr<EvalExample> MakeMultiNeedle(const HaystackCorpus& corpus, const Tokeni
       needle_tokens += static_cast<int64_t>(needles.back().size());
     }
     const int64_t haystack_len = o.prompt_len - frame.size() - needle_tokens;
-    ASSIGN_OR_RETURN(Haystack hay, BuildHaystack(corpus, haystack_len, needles, depths, rng));
+    ASSIGN_OR_RETURN(Haystack hay,
+                     BuildHaystack(corpus, o.split, haystack_len, needles, depths, rng));
     const std::string_view prose = corpus.Text(hay.corpus_begin, hay.corpus_begin + haystack_len);
     if (ProseContainsAny(prose, values) || ProseContainsAny(prose, keys)) continue;
-    PlaceInPrompt(frame, hay, corpus, &ex);
+    PlaceInPrompt(frame, hay, haystack_len, corpus, &ex);
     ex.answers = std::move(answers);
     return ex;
   }
@@ -364,11 +370,11 @@ StatusOr<EvalExample> MakeKvBlock(const HaystackCorpus& corpus, const Tokenizer&
     const int64_t haystack_len = o.prompt_len - frame.size() - static_cast<int64_t>(block.size());
     const double depth = o.depth;
     const std::vector<std::vector<int32_t>> needles = {std::move(block)};
-    ASSIGN_OR_RETURN(Haystack hay, BuildHaystack(corpus, haystack_len, needles,
+    ASSIGN_OR_RETURN(Haystack hay, BuildHaystack(corpus, o.split, haystack_len, needles,
                                                  std::span<const double>(&depth, 1), rng));
     const std::string_view prose = corpus.Text(hay.corpus_begin, hay.corpus_begin + haystack_len);
     if (ProseContainsAny(prose, keys) || ProseContainsAny(prose, values)) continue;
-    PlaceInPrompt(frame, hay, corpus, &ex);
+    PlaceInPrompt(frame, hay, haystack_len, corpus, &ex);
     ex.needle_offsets[0] += queried_offset;
     ex.answers = {values[q]};
     return ex;
@@ -454,8 +460,9 @@ StatusOr<std::vector<EvalExample>> GenerateSynthetic(SyntheticTask task,
   }
   std::vector<EvalExample> out;
   for (int i = 0; i < options.num_examples; ++i) {
-    SplitMix64 rng(
-        StreamSeed(options.seed, static_cast<uint64_t>(task) + 1, static_cast<uint64_t>(i)));
+    SplitMix64 rng(StreamSeed(options.seed,
+                              SplitStream(static_cast<uint64_t>(task) + 1, options.split),
+                              static_cast<uint64_t>(i)));
     StatusOr<EvalExample> ex;
     switch (task) {
       case SyntheticTask::kPasskey:

@@ -18,11 +18,13 @@
 // passkey and multi-needle is exactly `prompt_len` tokens (the prose fills what the frame and
 // needles leave); kv-retrieval with kv_pairs == 0 is at most `prompt_len` and short by less than
 // one pair's tokens plus the longest question's difference. The prose starts at a paragraph
-// start; needles go to the nearest sentence boundary (haystack.h). Random draws (start offset,
-// keys, values, queried keys) come from SplitMix64 seeded by (seed, task, example index); a
-// drawn value that occurs in the prose (or a key that contains another key) is drawn again, so
-// every needle occurs exactly once. The same corpus, tokenizer and options give the same
-// examples on every platform.
+// start inside the region of the requested split (split.h: test the first half of the corpus
+// tokens, validation the second); needles go to the nearest sentence boundary (haystack.h).
+// Random draws (start offset, keys, values, queried keys) come from SplitMix64 seeded by (seed,
+// SplitStream(task, split), example index), so the two splits draw different values for the same
+// seed; a drawn value that occurs in the prose (or a key that contains another key) is drawn
+// again, so every needle occurs exactly once. The same corpus, tokenizer and options give the
+// same examples on every platform.
 //
 // Thread-safety: pure functions.
 
@@ -34,6 +36,7 @@
 #include "kernels/base/status.h"
 #include "worker/eval/eval_example.h"
 #include "worker/eval/haystack.h"
+#include "worker/eval/split.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace ripplekv::worker {
@@ -69,15 +72,19 @@ struct SyntheticOptions {
 
   int kv_pairs = 0;  // kv-retrieval: 0 = fill the body with pairs; > 0 = a block of that many
   KvFormat kv_format = KvFormat::kUuid;
+
+  EvalSplit split = EvalSplit::kTest;  // the corpus region and seed domain (split.h)
 };
 
 // InvalidArgument naming the field when an option is out of range.
 [[nodiscard]] Status ValidateSyntheticOptions(SyntheticTask task, const SyntheticOptions& options);
 
 // `num_examples` examples of `task`. Example ids read
-// "<task>/<corpus>/L<prompt_len>/<d0.50 | n4q1 | ...>/s<seed>/<index>". Errors: bad options;
-// a prompt_len too small for the frame and needles (or, with kv_pairs == 0, for two pairs); a
-// haystack longer than the corpus; BuildPromptFrame's chat template errors.
+// "<task>/<corpus>/<split>/L<prompt_len>/<d0.50 | n4q1 | ...>/s<seed>/<index>"; every example
+// records its split, the split's region and the corpus tokens of its prose (EvalExample). Errors:
+// bad options; a prompt_len too small for the frame and needles (or, with kv_pairs == 0, for two
+// pairs); a haystack longer than the split's region (naming the corpus size needed);
+// BuildPromptFrame's chat template errors.
 [[nodiscard]] StatusOr<std::vector<EvalExample>> GenerateSynthetic(SyntheticTask task,
                                                                    const HaystackCorpus& corpus,
                                                                    const Tokenizer& tokenizer,

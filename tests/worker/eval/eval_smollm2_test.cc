@@ -1,6 +1,7 @@
 // Evaluation prompts with the real SmolLM2 tokenizer (needs RIPPLEKV_SMOLLM2_GGUF; the books come
 // from the Debian package): exact passkey lengths with and without the chat template, needles
-// that survive tokenization, kv-retrieval within the target, fidelity windows over Tom Sawyer.
+// that survive tokenization, kv-retrieval within the target, fidelity windows over Tom Sawyer, and
+// 40 examples of every task at the default lengths in each split of Tom Sawyer.
 
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "worker/eval/fidelity_task.h"
 #include "worker/eval/longbench.h"
+#include "worker/eval/split.h"
 #include "worker/eval/synthetic_tasks.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/tokenizer/tokenizer.h"
@@ -116,6 +118,26 @@ TEST_F(EvalSmolLm2Test, FidelityWindowsOverTomSawyer) {
   for (const EvalExample& ex : *examples) {
     EXPECT_EQ(ex.continuation.size(), 64u);
     EXPECT_GE(ex.prompt.size(), 1024u);
+  }
+}
+
+TEST_F(EvalSmolLm2Test, FortyExamplesOfEveryTaskFitEachSplitOfTomSawyer) {
+  // The split rule (split.h) is sized for this: 40 windows of 1024 + 64 tokens in half the book.
+  for (EvalSplit split : {EvalSplit::kTest, EvalSplit::kValidation}) {
+    SCOPED_TRACE(EvalSplitName(split));
+    std::vector<EvalExample> all;
+    auto fidelity = GenerateFidelity(*corpus_, *tokenizer_, {.num_examples = 40, .split = split});
+    ASSERT_TRUE(fidelity.ok()) << fidelity.status();
+    all.insert(all.end(), fidelity->begin(), fidelity->end());
+    for (SyntheticTask task :
+         {SyntheticTask::kPasskey, SyntheticTask::kKvRetrieval, SyntheticTask::kMultiNeedle}) {
+      auto examples = GenerateSynthetic(task, *corpus_, *tokenizer_,
+                                        {.num_examples = 40, .chat = true, .split = split});
+      ASSERT_TRUE(examples.ok()) << examples.status();
+      all.insert(all.end(), examples->begin(), examples->end());
+    }
+    EXPECT_EQ(all.size(), 160u);
+    EXPECT_TRUE(CheckSplitConfinement(all, corpus_->size()).ok());
   }
 }
 

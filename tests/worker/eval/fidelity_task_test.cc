@@ -46,7 +46,7 @@ TEST_F(FidelityTaskTest, WindowsAreDisjointContiguousAndDeterministic) {
     ASSERT_EQ(ex.prompt.size(), 1000u);
     ASSERT_EQ(ex.continuation.size(), 50u);
     const int64_t begin = std::stoll(ex.id.substr(ex.id.find('@') + 1));
-    EXPECT_EQ(ex.id, "fidelity/prose@" + std::to_string(begin));
+    EXPECT_EQ(ex.id, "fidelity/prose/test@" + std::to_string(begin));
     EXPECT_GE(begin, previous_end);  // no overlap, in order
     previous_end = begin + 1050;
     EXPECT_TRUE(std::equal(ex.prompt.begin(), ex.prompt.end(), tokens.begin() + begin));

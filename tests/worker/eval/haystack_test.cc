@@ -1,16 +1,18 @@
 // HaystackCorpus (paragraph starts, sentence boundaries) and BuildHaystack (exact lengths, needles
-// at the nearest sentence boundary, determinism, errors).
+// at the nearest sentence boundary, the split's region, determinism, errors).
 
 #include "worker/eval/haystack.h"
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/eval/eval_test_util.h"
+#include "worker/eval/split.h"
 
 namespace ripplekv::worker {
 namespace {
@@ -62,7 +64,7 @@ TEST_F(HaystackTest, BuildsExactLengthWithNeedlesAtNearestBoundary) {
   const std::vector<std::vector<int32_t>> needles = {Bytes(" NEEDLE-A."), Bytes(" NEEDLE-B.")};
   const std::vector<double> depths = {0.75, 0.25};
   SplitMix64 rng(7);
-  auto hay = BuildHaystack(*corpus, 1000, needles, depths, rng);
+  auto hay = BuildHaystack(*corpus, EvalSplit::kTest, 1000, needles, depths, rng);
   ASSERT_TRUE(hay.ok()) << hay.status();
   EXPECT_EQ(hay->tokens.size(), 1000u + needles[0].size() + needles[1].size());
   // Prose starts at a paragraph start and is copied in order.
@@ -89,7 +91,7 @@ TEST_F(HaystackTest, DepthZeroAndOnePutTheNeedleAtTheEnds) {
   const std::vector<std::vector<int32_t>> needles = {Bytes("X"), Bytes("Y")};
   const std::vector<double> depths = {0.0, 1.0};
   SplitMix64 rng(1);
-  auto hay = BuildHaystack(*corpus, 500, needles, depths, rng);
+  auto hay = BuildHaystack(*corpus, EvalSplit::kTest, 500, needles, depths, rng);
   ASSERT_TRUE(hay.ok());
   EXPECT_EQ(hay->needle_offsets[0], 0);
   EXPECT_EQ(hay->needle_offsets[1], 501);
@@ -101,9 +103,9 @@ TEST_F(HaystackTest, SameSeedSameHaystack) {
   auto corpus = HaystackCorpus::FromText("prose", testing::Prose(200), *tokenizer_);
   ASSERT_TRUE(corpus.ok());
   SplitMix64 a(42), b(42), c(43);
-  auto ha = BuildHaystack(*corpus, 300, {}, {}, a);
-  auto hb = BuildHaystack(*corpus, 300, {}, {}, b);
-  auto hc = BuildHaystack(*corpus, 300, {}, {}, c);
+  auto ha = BuildHaystack(*corpus, EvalSplit::kTest, 300, {}, {}, a);
+  auto hb = BuildHaystack(*corpus, EvalSplit::kTest, 300, {}, {}, b);
+  auto hc = BuildHaystack(*corpus, EvalSplit::kTest, 300, {}, {}, c);
   ASSERT_TRUE(ha.ok() && hb.ok() && hc.ok());
   EXPECT_EQ(ha->tokens, hb->tokens);
   EXPECT_NE(ha->corpus_begin, hc->corpus_begin);
@@ -113,15 +115,67 @@ TEST_F(HaystackTest, RejectsWhatCannotBeBuilt) {
   auto corpus = HaystackCorpus::FromText("small", testing::Prose(2), *tokenizer_);
   ASSERT_TRUE(corpus.ok());
   SplitMix64 rng(0);
-  auto too_long = BuildHaystack(*corpus, 100000, {}, {}, rng);
+  auto too_long = BuildHaystack(*corpus, EvalSplit::kTest, 100000, {}, {}, rng);
   EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(too_long.status().message()), HasSubstr("corpus small has"));
-  EXPECT_FALSE(BuildHaystack(*corpus, 0, {}, {}, rng).ok());
+  EXPECT_FALSE(BuildHaystack(*corpus, EvalSplit::kTest, 0, {}, {}, rng).ok());
   const std::vector<std::vector<int32_t>> one = {Bytes("x")};
   const std::vector<double> bad_depth = {1.5};
-  EXPECT_FALSE(BuildHaystack(*corpus, 10, one, bad_depth, rng).ok());
-  EXPECT_FALSE(BuildHaystack(*corpus, 10, one, {}, rng).ok());
+  EXPECT_FALSE(BuildHaystack(*corpus, EvalSplit::kTest, 10, one, bad_depth, rng).ok());
+  EXPECT_FALSE(BuildHaystack(*corpus, EvalSplit::kTest, 10, one, {}, rng).ok());
   EXPECT_FALSE(HaystackCorpus::FromText("empty", "", *tokenizer_).ok());
+}
+
+TEST_F(HaystackTest, HaystacksOfASplitStayInItsRegionAndStartParagraphs) {
+  auto corpus = HaystackCorpus::FromText("prose", testing::Prose(60), *tokenizer_);
+  ASSERT_TRUE(corpus.ok());
+  const auto& starts = corpus->paragraph_starts();
+  for (EvalSplit split : {EvalSplit::kTest, EvalSplit::kValidation}) {
+    SCOPED_TRACE(EvalSplitName(split));
+    const TokenRange region = SplitRegion(corpus->size(), split);
+    std::set<int64_t> begins;
+    for (uint64_t seed = 0; seed < 200; ++seed) {
+      SplitMix64 rng(seed);
+      auto hay = BuildHaystack(*corpus, split, 700, {}, {}, rng);
+      ASSERT_TRUE(hay.ok()) << hay.status();
+      EXPECT_EQ(hay->region, region);
+      EXPECT_GE(hay->corpus_begin, region.begin);
+      EXPECT_LE(hay->corpus_begin + 700, region.end);
+      EXPECT_TRUE(std::binary_search(starts.begin(), starts.end(), hay->corpus_begin));
+      begins.insert(hay->corpus_begin);
+    }
+    EXPECT_GT(begins.size(), 5u);  // the draws spread over the region
+  }
+}
+
+TEST_F(HaystackTest, WithoutAParagraphStartInTheRegionAnyTokenOfItMayStart) {
+  std::string one_paragraph;  // no blank line: the only paragraph start is token 0
+  for (int i = 0; i < 100; ++i) one_paragraph += "The clerk counted the boxes again. ";
+  auto corpus = HaystackCorpus::FromText("flat", one_paragraph, *tokenizer_);
+  ASSERT_TRUE(corpus.ok());
+  ASSERT_EQ(corpus->paragraph_starts().size(), 1u);
+  const TokenRange region = SplitRegion(corpus->size(), EvalSplit::kValidation);
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    SplitMix64 rng(seed);
+    auto hay = BuildHaystack(*corpus, EvalSplit::kValidation, 300, {}, {}, rng);
+    ASSERT_TRUE(hay.ok()) << hay.status();
+    EXPECT_GE(hay->corpus_begin, region.begin);
+    EXPECT_LE(hay->corpus_begin + 300, region.end);
+  }
+}
+
+TEST_F(HaystackTest, ARegionTooShortNamesTheCorpusSizeNeeded) {
+  auto corpus = HaystackCorpus::FromText("small", testing::Prose(10), *tokenizer_);
+  ASSERT_TRUE(corpus.ok());
+  const int64_t half = corpus->size() / 2;
+  SplitMix64 rng(0);
+  // Fits the whole corpus but not half of it.
+  auto r = BuildHaystack(*corpus, EvalSplit::kValidation, half + 10, {}, {}, rng);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("does not fit in its validation region [" + std::to_string(half) + ", "));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("needs a corpus of at least " + std::to_string(2 * (half + 10))));
 }
 
 TEST_F(HaystackTest, BuiltinCorporaByName) {

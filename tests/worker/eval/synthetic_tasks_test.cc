@@ -126,7 +126,7 @@ TEST_F(SyntheticTasksTest, IdsNameTheSettings) {
   const auto ex = Generate(SyntheticTask::kPasskey,
                            {.prompt_len = 800, .num_examples = 2, .seed = 9, .depth = 0.25});
   ASSERT_EQ(ex.size(), 2u);
-  EXPECT_EQ(ex[1].id, "passkey/prose/L800/d0.25/s9/1");
+  EXPECT_EQ(ex[1].id, "passkey/prose/test/L800/d0.25/s9/1");
 }
 
 TEST_F(SyntheticTasksTest, MultiNeedlePlacesEveryNeedleOnceAndAsksTheQueriedKeys) {
