@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <span>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,11 +17,33 @@ namespace {
 
 bool IsFull(const Method& m) { return m.allocation == AllocationKind::kFull; }
 
+// One method to run: a plain method with the run's settings, or a variant with its own.
+struct Entry {
+  std::string label;
+  const Method* method;
+  const CompressOptions* compress;
+  const std::map<int, std::vector<int>>* budget_maps;
+  const std::vector<int>* budgets;
+};
+
+std::vector<Entry> Entries(const EvalRunOptions& options) {
+  std::vector<Entry> entries;
+  for (const Method& m : options.methods) {
+    entries.push_back({m.name, &m, &options.compress, &options.budget_maps, &options.budgets});
+  }
+  for (const MethodVariant& v : options.variants) {
+    entries.push_back({v.label, &v.method, v.compress ? &*v.compress : &options.compress,
+                       v.budget_maps.empty() ? &options.budget_maps : &v.budget_maps,
+                       v.budgets.empty() ? &options.budgets : &v.budgets});
+  }
+  return entries;
+}
+
 // What the prefill must record so that every requested method can run from it.
-ObserverOptions UnionOfNeeds(const std::vector<Method>& methods, const CompressOptions& options) {
+ObserverOptions UnionOfNeeds(const std::vector<Entry>& entries, const CompressOptions& options) {
   ObserverOptions all{.window = options.window, .window_stats = false, .accumulated = false};
-  for (const Method& m : methods) {
-    const ObserverOptions need = ObserverOptionsFor(m, options);
+  for (const Entry& e : entries) {
+    const ObserverOptions need = ObserverOptionsFor(*e.method, *e.compress);
     all.window_stats = all.window_stats || need.window_stats;
     all.accumulated = all.accumulated || need.accumulated;
   }
@@ -126,16 +150,29 @@ Status AddRecords(const EvalExample& example, const std::string& method, int bud
 
 Status Validate(const Transformer& model, const EvalExample& example,
                 const EvalRunOptions& options) {
-  if (options.methods.empty()) return absl::InvalidArgumentError("eval: no method given");
-  for (int b : options.budgets) {
-    if (b < 1) return absl::InvalidArgumentError(absl::StrCat("eval: budget ", b, " is < 1"));
+  if (options.methods.empty() && options.variants.empty()) {
+    return absl::InvalidArgumentError("eval: no method given");
   }
-  for (const Method& m : options.methods) {
-    if (!m.needs_budget_map()) continue;
-    for (int b : options.budgets) {
-      if (!options.budget_maps.contains(b)) {
+  for (const MethodVariant& v : options.variants) {
+    if (IsFull(v.method)) {
+      return absl::InvalidArgumentError(absl::StrCat("eval: variant ", v.label, " of \"full\""));
+    }
+  }
+  std::set<std::string> labels;
+  for (const Entry& e : Entries(options)) {
+    if (!labels.insert(e.label).second) {
+      return absl::InvalidArgumentError(absl::StrCat("eval: method \"", e.label, "\" given twice"));
+    }
+    if (e.compress->window != options.compress.window) {
+      return absl::InvalidArgumentError(absl::StrCat("eval: variant ", e.label, " has window ",
+                                                     e.compress->window, ", the run ",
+                                                     options.compress.window));
+    }
+    for (int b : *e.budgets) {
+      if (b < 1) return absl::InvalidArgumentError(absl::StrCat("eval: budget ", b, " is < 1"));
+      if (e.method->needs_budget_map() && !e.budget_maps->contains(b)) {
         return absl::InvalidArgumentError(
-            absl::StrCat("eval: method ", m.name, " needs a budget map for budget ", b));
+            absl::StrCat("eval: method ", e.label, " needs a budget map for budget ", b));
       }
     }
   }
@@ -162,7 +199,8 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
   const bool fidelity = example.metric == MetricKind::kFidelity;
   const int extra = fidelity ? static_cast<int>(example.continuation.size())
                              : std::max(example.max_new_tokens, 1);
-  const ObserverOptions observer = UnionOfNeeds(options.methods, options.compress);
+  const std::vector<Entry> entries = Entries(options);
+  const ObserverOptions observer = UnionOfNeeds(entries, options.compress);
   const int64_t vocab = model.config().vocab_size;
 
   ExampleRun run;
@@ -182,27 +220,28 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
     RETURN_IF_ERROR(AddRecords(example, "full", kFullCacheBudget, full, full, vocab, run));
   }
 
-  for (const Method& method : options.methods) {
+  for (const Entry& e : entries) {
+    const Method& method = *e.method;
     if (IsFull(method)) continue;
-    for (int budget : options.budgets) {
+    for (int budget : *e.budgets) {
       std::optional<Prefilled> own;  // the per-method prefill of the baseline mode
       if (!options.shared_prefill) {
         // What a loop over methods would do: a prefill recording only this method's needs.
-        ASSIGN_OR_RETURN(
-            own, Prefill(model, example, ObserverOptionsFor(method, options.compress), extra));
+        ASSIGN_OR_RETURN(own,
+                         Prefill(model, example, ObserverOptionsFor(method, *e.compress), extra));
         ++run.prefills;
       }
       const Prefilled& source = own ? *own : prefilled;
       std::span<const int> map;
-      if (method.needs_budget_map()) map = options.budget_maps.at(budget);
+      if (method.needs_budget_map()) map = e.budget_maps->at(budget);
       ASSIGN_OR_RETURN(std::vector<int> budgets,
-                       PlanBudgets(method, budget, source.observed.layers, options.compress, map));
+                       PlanBudgets(method, budget, source.observed.layers, *e.compress, map));
       KvCache cache = own ? std::move(own->cache) : prefilled.cache;  // a copy only if shared
-      ASSIGN_OR_RETURN(CompressReport report, CompressCache(method, budgets, source.observed.layers,
-                                                           options.compress, cache));
-      run.kept[{method.name, budget}] = std::move(report.kept);
+      ASSIGN_OR_RETURN(CompressReport report,
+                       CompressCache(method, budgets, source.observed.layers, *e.compress, cache));
+      run.kept[{e.label, budget}] = std::move(report.kept);
       ASSIGN_OR_RETURN(Output out, Run(model, tokenizer, example, first, cache));
-      RETURN_IF_ERROR(AddRecords(example, method.name, budget, out, full, vocab, run));
+      RETURN_IF_ERROR(AddRecords(example, e.label, budget, out, full, vocab, run));
     }
   }
   return run;

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,20 @@
 
 namespace ripplekv::worker {
 
+// A method evaluated under settings of its own, from the same prefill as every other method
+// (`ripplekv tune` compares ratios and CAKE temperatures this way; `eval --tuned` gives each budget
+// its tuned setting). Records carry `label` as their method.
+struct MethodVariant {
+  std::string label;  // the records' method name; unique among methods and variants
+  Method method;      // not "full"
+  // Its own CAKE temperatures, pooling, sinks, beta; the window must equal
+  // EvalRunOptions::compress.window (the prefill records one window). nullopt: the run's.
+  std::optional<CompressOptions> compress;
+  // Its own budget maps (kMap methods), by average budget; empty: the run's budget_maps.
+  std::map<int, std::vector<int>> budget_maps;
+  std::vector<int> budgets;  // the averages it runs at; empty: the run's budgets
+};
+
 struct EvalRunOptions {
   std::vector<Method> methods;  // "full" may be among them; it is evaluated once per example
   std::vector<int> budgets;     // average budgets B (tokens per layer and KV head), each >= 1
@@ -41,6 +56,7 @@ struct EvalRunOptions {
   std::map<int, std::vector<int>> budget_maps;
   // false: prefill again for every method × budget (the baseline the benchmark compares with).
   bool shared_prefill = true;
+  std::vector<MethodVariant> variants;  // evaluated after `methods`, in order
 };
 
 struct ExampleRun {
@@ -53,8 +69,10 @@ struct ExampleRun {
   int prefills = 0;  // prefills run for this example
 };
 
-// Errors: InvalidArgument (no method, a budget < 1, a missing budget map, an empty prompt, a
-// prompt longer than the model's context), and those of the engine and the compression library.
+// Errors: InvalidArgument (no method or variant, a budget < 1, a missing budget map, a variant
+// label repeated or named like a method, a variant window other than the run's, an empty prompt,
+// a prompt longer than the model's context), and those of the engine and the compression
+// library.
 [[nodiscard]] StatusOr<ExampleRun> EvaluateExample(const Transformer& model,
                                                    const Tokenizer& tokenizer,
                                                    const EvalExample& example,

@@ -193,5 +193,56 @@ TEST_F(EvalRunnerTest, BudgetMapWithBindingBoundsIsEvaluatedExactlyAsGiven) {
   EXPECT_EQ(run->kept.at({"ripple+h2o", 64}), expected);
 }
 
+TEST_F(EvalRunnerTest, VariantsRunWithTheirOwnSettingsFromTheSamePrefill) {
+  auto examples = GenerateFidelity(*f_->corpus, *f_->tokenizer,
+                                   {.context_len = 120, .continuation_len = 4, .num_examples = 1});
+  ASSERT_TRUE(examples.ok()) << examples.status();
+  const int layers = f_->transformer->config().n_layers;
+  std::vector<int> skewed(layers, 40);
+  skewed[0] = 32;  // at the SnapKV window, the selection minimum
+  skewed[1] = 48;
+  EvalRunOptions options = Options({"snapkv", "cake"}, {40, 64});
+  options.budget_maps[40] = std::vector<int>(layers, 40);
+  options.budget_maps[64] = std::vector<int>(layers, 64);
+  CompressOptions hot = options.compress;
+  hot.cake_tau1 = 0.5;
+  hot.cake_tau2 = 2.0;
+  options.variants.push_back({.label = "ripple@skewed",
+                              .method = *ParseMethod("ripple+snapkv"),
+                              .budget_maps = {{40, skewed}},
+                              .budgets = {40}});
+  options.variants.push_back(
+      {.label = "cake@hot", .method = *ParseMethod("cake"), .compress = hot});
+  auto run = EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], options);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->prefills, 1);
+  EXPECT_EQ(run->kept.at({"ripple@skewed", 40}), skewed);
+  EXPECT_FALSE(run->kept.contains({"ripple@skewed", 64}));  // its own budgets only
+
+  // The CAKE variant scores what a run with those temperatures gives.
+  EvalRunOptions direct = Options({"cake"}, {40, 64});
+  direct.compress = hot;
+  auto reference = EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], direct);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  std::vector<double> variant_scores, reference_scores;
+  for (const ScoreRecord& r : run->records) {
+    if (r.method == "cake@hot") variant_scores.push_back(r.score);
+  }
+  for (const ScoreRecord& r : reference->records) reference_scores.push_back(r.score);
+  EXPECT_EQ(variant_scores, reference_scores);
+  EXPECT_EQ(run->kept.at({"cake@hot", 64}), reference->kept.at({"cake", 64}));
+
+  // Labels are unique, and a variant keeps the prefill's window.
+  options.variants.push_back({.label = "snapkv", .method = *ParseMethod("h2o")});
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], options).status()));
+  options.variants.pop_back();
+  hot.window = 16;
+  options.variants.push_back(
+      {.label = "cake@w16", .method = *ParseMethod("cake"), .compress = hot});
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      EvaluateExample(*f_->transformer, *f_->tokenizer, (*examples)[0], options).status()));
+}
+
 }  // namespace
 }  // namespace ripplekv::worker
