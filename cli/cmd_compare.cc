@@ -32,6 +32,7 @@
 #include "method/paired_stats.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
+#include "worker/eval/fidelity_task.h"
 
 namespace ripplekv::cli {
 namespace {
@@ -39,14 +40,6 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr uint64_t kMaxRecordsBytes = uint64_t{1} << 30;
-
-// Tasks whose score is a divergence: a lower score is better (as bench/paired_compare.py).
-constexpr std::string_view kLowerIsBetter[] = {"fidelity/kl", "fidelity/delta_nll"};
-
-bool LowerIsBetter(std::string_view task) {
-  return std::find(std::begin(kLowerIsBetter), std::end(kLowerIsBetter), task) !=
-         std::end(kLowerIsBetter);
-}
 
 struct CompareArgs {
   std::string records;
@@ -274,7 +267,7 @@ StatusOr<std::vector<Row>> BuildRows(const std::vector<Record>& records, const C
       rows.push_back(std::move(row));
     }
     Row& row = rows[slot->second];
-    const bool lower = LowerIsBetter(cell.first);
+    const bool lower = worker::LowerIsBetter(cell.first);
     int64_t paired = 0;
     for (const auto& [example, x] : a->second) {
       const auto y = b->second.find(example);

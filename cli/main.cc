@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   ripplekv::cli::AddCalibrateCommand(app, run);
   ripplekv::cli::AddBudgetsCommand(app, run);
   ripplekv::cli::AddEvalCommand(app, run);
+  ripplekv::cli::AddTuneCommand(app, run);
   ripplekv::cli::AddCompareCommand(app, run);
   ripplekv::cli::AddTokenizeCommand(app, run);
   ripplekv::cli::AddRemoteCommands(app, run);

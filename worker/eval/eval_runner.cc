@@ -158,10 +158,13 @@ Status Validate(const Transformer& model, const EvalExample& example,
       return absl::InvalidArgumentError(absl::StrCat("eval: variant ", v.label, " of \"full\""));
     }
   }
-  std::set<std::string> labels;
+  std::set<std::pair<std::string, int>> runs;  // (label, budget): each at most once
   for (const Entry& e : Entries(options)) {
-    if (!labels.insert(e.label).second) {
-      return absl::InvalidArgumentError(absl::StrCat("eval: method \"", e.label, "\" given twice"));
+    for (int b : *e.budgets) {
+      if (!runs.insert({e.label, b}).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("eval: method \"", e.label, "\" at budget ", b, " given twice"));
+      }
     }
     if (e.compress->window != options.compress.window) {
       return absl::InvalidArgumentError(absl::StrCat("eval: variant ", e.label, " has window ",

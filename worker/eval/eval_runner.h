@@ -37,7 +37,9 @@ namespace ripplekv::worker {
 // (`ripplekv tune` compares ratios and CAKE temperatures this way; `eval --tuned` gives each budget
 // its tuned setting). Records carry `label` as their method.
 struct MethodVariant {
-  std::string label;  // the records' method name; unique among methods and variants
+  // The records' method name. A label may repeat for other budgets (one setting per budget), but
+  // each (label, budget) is run once among methods and variants.
+  std::string label;
   Method method;      // not "full"
   // Its own CAKE temperatures, pooling, sinks, beta; the window must equal
   // EvalRunOptions::compress.window (the prefill records one window). nullopt: the run's.
@@ -69,8 +71,8 @@ struct ExampleRun {
   int prefills = 0;  // prefills run for this example
 };
 
-// Errors: InvalidArgument (no method or variant, a budget < 1, a missing budget map, a variant
-// label repeated or named like a method, a variant window other than the run's, an empty prompt,
+// Errors: InvalidArgument (no method or variant, a budget < 1, a missing budget map, a (label,
+// budget) given twice, a variant window other than the run's, an empty prompt,
 // a prompt longer than the model's context), and those of the engine and the compression
 // library.
 [[nodiscard]] StatusOr<ExampleRun> EvaluateExample(const Transformer& model,

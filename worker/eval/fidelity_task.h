@@ -36,6 +36,12 @@ inline constexpr std::string_view kFidelityKlTask = "fidelity/kl";
 inline constexpr std::string_view kFidelityTop1Task = "fidelity/top1";
 inline constexpr std::string_view kFidelityDeltaNllTask = "fidelity/delta_nll";
 
+// Whether a lower score of `task` is better: the divergences fidelity/kl and fidelity/delta_nll.
+// Every other task (accuracies, top-1 agreement) is higher-is-better.
+inline bool LowerIsBetter(std::string_view task) {
+  return task == kFidelityKlTask || task == kFidelityDeltaNllTask;
+}
+
 struct FidelityOptions {
   int64_t context_len = 1024;     // C: corpus tokens in the prefill (BOS not counted), >= 1
   int64_t continuation_len = 64;  // W: tokens teacher-forced and scored, >= 1

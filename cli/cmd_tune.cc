@@ -1,0 +1,271 @@
+// ripplekv tune --model M --profile P --budgets LIST [--ratios LIST] [--selector S]
+//   [--cake-taus LIST|none] [--objective TASK|average] --out F [example flags; --split validation]
+// Chooses, per average budget, RippleKV's ratio and CAKE's temperatures on the validation split
+// (docs/EVAL.md, "Tuning without test data"): every candidate is one method variant evaluated from
+// the same prefill of every example, scored by the objective, and the best is written with every
+// candidate's validation score. `ripplekv eval --tuned F` then reports the test split at those
+// settings. The test split is refused: choosing on it is what this command exists to prevent.
+// stdout: the candidates' scores per budget, the choice marked; stderr: progress.
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cli/commands.h"
+#include "cli/eval_setup.h"
+#include "cli/exit_codes.h"
+#include "cli/model_session.h"
+#include "cli/tuned_settings.h"
+#include "kernels/base/file_io.h"
+#include "spdlog/spdlog.h"
+#include "worker/eval/fidelity_task.h"
+#include "worker/model/model_hash.h"
+
+namespace ripplekv::cli {
+namespace {
+
+struct TuneArgs {
+  std::string model;
+  std::string profile;
+  std::string budgets = "64,128,256";
+  std::string ratios = "1,1.5,2,4,8";
+  std::string selector = "snapkv";
+  std::string cake_taus = "0.6:0.6,0.6:1,0.6:1.6,1:0.6,1:1,1:1.6,1.6:0.6,1.6:1,1.6:1.6";
+  std::string objective;  // empty: fidelity/kl with the fidelity task, else "average"
+  double shrink_z = 0.0;
+  std::string out;
+  ExampleFlags examples;
+  int threads = DefaultThreads();
+  ModelFlags model_flags;
+};
+
+// The candidates as written ("1.5") and as numbers, in the order given.
+StatusOr<std::vector<std::pair<std::string, double>>> ParseRatios(const std::string& text) {
+  ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitList(text, "--ratios"));
+  std::vector<std::pair<std::string, double>> out;
+  for (const std::string& p : parts) {
+    double r = 0;
+    if (!absl::SimpleAtod(p, &r) || !std::isfinite(r) || r < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--ratios: '", p, "' is not a ratio >= 1"));
+    }
+    out.emplace_back(p, r);
+  }
+  return out;
+}
+
+struct TauPair {
+  std::string name;  // "tau1:tau2" as written
+  double tau1 = 0, tau2 = 0;
+};
+
+StatusOr<std::vector<TauPair>> ParseTaus(const std::string& text) {
+  if (text == "none") return std::vector<TauPair>{};
+  ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitList(text, "--cake-taus"));
+  std::vector<TauPair> out;
+  for (const std::string& p : parts) {
+    std::vector<std::string> two = absl::StrSplit(p, ':');
+    TauPair t{.name = p};
+    if (two.size() != 2 || !absl::SimpleAtod(two[0], &t.tau1) ||
+        !absl::SimpleAtod(two[1], &t.tau2) || !(t.tau1 > 0) || !(t.tau2 > 0) ||
+        !std::isfinite(t.tau1) || !std::isfinite(t.tau2)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cake-taus: '", p, "' is not TAU1:TAU2 with both > 0"));
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+// The objective of every (label, budget): the mean score of task `objective`, or with "average"
+// the mean over the non-fidelity tasks of each task's mean (the results table's average).
+std::map<std::pair<std::string, int>, double> Objective(
+    const std::vector<worker::ScoreRecord>& records, const std::string& objective) {
+  std::map<std::pair<std::string, int>, std::map<std::string, std::pair<double, int>>> sums;
+  for (const worker::ScoreRecord& r : records) {
+    const bool counted =
+        objective == "average" ? r.task.rfind("fidelity/", 0) != 0 : r.task == objective;
+    if (!counted) continue;
+    auto& [sum, n] = sums[{r.method, r.budget}][r.task];
+    sum += r.score;
+    ++n;
+  }
+  std::map<std::pair<std::string, int>, double> out;
+  for (const auto& [key, tasks] : sums) {
+    double total = 0;
+    for (const auto& [task, sn] : tasks) total += sn.first / sn.second;
+    out[key] = total / static_cast<double>(tasks.size());
+  }
+  return out;
+}
+
+Status Tune(const TuneArgs& args) {
+  if (args.examples.split != "validation") {
+    return absl::InvalidArgumentError(
+        "--split test: tuning chooses on the validation split only, so that the test split stays "
+        "unseen; evaluate the choice with `ripplekv eval --tuned`");
+  }
+  auto budgets = ParseBudgets(args.budgets);
+  RETURN_IF_ERROR(budgets.status());
+  auto ratios = ParseRatios(args.ratios);
+  RETURN_IF_ERROR(ratios.status());
+  auto taus = ParseTaus(args.cake_taus);
+  RETURN_IF_ERROR(taus.status());
+  auto ripple = worker::ParseMethod(absl::StrCat("ripple+", args.selector));
+  RETURN_IF_ERROR(ripple.status());
+  auto tasks = SplitList(args.examples.tasks, "--tasks");
+  RETURN_IF_ERROR(tasks.status());
+  const bool has_fidelity = std::find(tasks->begin(), tasks->end(), "fidelity") != tasks->end();
+  const std::string objective =
+      !args.objective.empty() ? args.objective
+                              : (has_fidelity ? std::string(worker::kFidelityKlTask) : "average");
+  const bool lower = worker::LowerIsBetter(objective);
+
+  auto profile = ReadProfileOfModel(args.profile, args.model);
+  RETURN_IF_ERROR(profile.status());
+  auto session = OpenModel(args.model, args.threads, args.model_flags);
+  RETURN_IF_ERROR(session.status());
+
+  worker::EvalRunOptions run;
+  run.budgets = *budgets;
+  const int64_t min_tokens = MapMinTokens({*ripple}, run.compress);
+  for (const auto& [name, ratio] : *ratios) {
+    auto maps = RippleMaps(*profile, *budgets, ratio, args.shrink_z, min_tokens);
+    RETURN_IF_ERROR(maps.status());
+    run.variants.push_back({.label = absl::StrCat(ripple->name, "@r=", name),
+                            .method = *ripple,
+                            .budget_maps = *std::move(maps)});
+  }
+  const worker::Method cake = *worker::ParseMethod("cake");
+  for (const TauPair& t : *taus) {
+    worker::CompressOptions compress = run.compress;
+    compress.cake_tau1 = t.tau1;
+    compress.cake_tau2 = t.tau2;
+    run.variants.push_back(
+        {.label = absl::StrCat("cake@", t.name), .method = cake, .compress = compress});
+  }
+  auto examples = MakeExamples(args.examples, *(*session)->tokenizer);
+  RETURN_IF_ERROR(examples.status());
+  auto scored = ScoreExamples(**session, *examples, run);
+  RETURN_IF_ERROR(scored.status());
+  const auto score = Objective(scored->records, objective);
+  auto value = [&](const std::string& label, int b) -> StatusOr<double> {
+    auto it = score.find({label, b});
+    if (it == score.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--objective ", objective,
+                       ": no scores of that task (tasks: ", args.examples.tasks, ")"));
+    }
+    return it->second;
+  };
+  // Strictly better only: ties keep the earlier candidate (the gentler ratio, the first pair).
+  auto better = [&](double a, double b) { return lower ? a < b : a > b; };
+
+  ASSIGN_OR_RETURN(std::string hash, worker::ModelHash(args.model));
+  TunedSettings tuned{.model_hash = hash,
+                      .split = args.examples.split,
+                      .objective = objective,
+                      .lower_is_better = lower,
+                      .examples = {{"tasks", args.examples.tasks},
+                                   {"samples", args.examples.samples},
+                                   {"prompt_lens", args.examples.prompt_lens},
+                                   {"context_len", args.examples.context_len},
+                                   {"corpus", args.examples.corpus},
+                                   {"seed", args.examples.seed},
+                                   {"chat", args.examples.chat}},
+                      .profile = {{"path", args.profile},
+                                  {"created_at", profile->created_at},
+                                  {"data_source", profile->params.data_source},
+                                  {"shrink_z", args.shrink_z}},
+                      .ripple_selector = args.selector};
+  std::printf("tuned on the %s split, objective %s (%s is better)\n", args.examples.split.c_str(),
+              objective.c_str(), lower ? "lower" : "higher");
+  for (int b : *budgets) {
+    RippleChoice choice;
+    double best = 0;
+    for (size_t i = 0; i < ratios->size(); ++i) {
+      const auto& [name, ratio] = (*ratios)[i];
+      ASSIGN_OR_RETURN(double v, value(absl::StrCat(ripple->name, "@r=", name), b));
+      choice.scores[name] = v;
+      if (i == 0 || better(v, best)) {
+        best = v;
+        choice.ratio = ratio;
+      }
+    }
+    std::printf("budget %d  %s ratio:", b, ripple->name.c_str());
+    for (const auto& [name, ratio] : *ratios) {
+      std::printf("  %s=%.4f%s", name.c_str(), choice.scores[name],
+                  ratio == choice.ratio ? "*" : "");
+    }
+    std::printf("\n");
+    tuned.ripple[b] = std::move(choice);
+    if (taus->empty()) continue;
+    CakeChoice cake_choice;
+    for (size_t i = 0; i < taus->size(); ++i) {
+      const TauPair& t = (*taus)[i];
+      ASSIGN_OR_RETURN(double v, value(absl::StrCat("cake@", t.name), b));
+      cake_choice.scores[t.name] = v;
+      if (i == 0 || better(v, best)) {
+        best = v;
+        cake_choice.tau1 = t.tau1;
+        cake_choice.tau2 = t.tau2;
+      }
+    }
+    std::printf("budget %d  cake tau1:tau2:", b);
+    for (const TauPair& t : *taus) {
+      const bool chosen = t.tau1 == cake_choice.tau1 && t.tau2 == cake_choice.tau2;
+      std::printf("  %s=%.4f%s", t.name.c_str(), cake_choice.scores[t.name], chosen ? "*" : "");
+    }
+    std::printf("\n");
+    tuned.cake[b] = std::move(cake_choice);
+  }
+  RETURN_IF_ERROR(WriteFileAtomically(args.out, TunedSettingsToJson(tuned)));
+  spdlog::info("wrote {}", args.out);
+  return absl::OkStatus();
+}
+
+int RunTune(const TuneArgs& args) {
+  const Status status = Tune(args);
+  return status.ok() ? kExitOk : ReportError(status);
+}
+
+}  // namespace
+
+void AddTuneCommand(CLI::App& app, Action& run) {
+  auto a = std::make_shared<TuneArgs>();
+  a->examples.split = "validation";
+  CLI::App* cmd = app.add_subcommand(
+      "tune", "Choose RippleKV's ratio and CAKE's temperatures per budget on the validation split");
+  cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face model directory")->required();
+  cmd->add_option("--profile", a->profile, "Profile JSON (ripplekv calibrate --out)")->required();
+  cmd->add_option("--budgets", a->budgets, "Average tokens kept per layer and KV head")
+      ->capture_default_str();
+  cmd->add_option("--ratios", a->ratios, "Candidate ratios (1 = the uniform allocation)")
+      ->capture_default_str();
+  cmd->add_option("--selector", a->selector, "Selection RippleKV's maps are tuned with")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"snapkv", "h2o", "streaming", "cake"}));
+  cmd->add_option("--cake-taus", a->cake_taus,
+                  "Candidate CAKE temperatures TAU1:TAU2 (CAKE's own allocation and selection), "
+                  "or none")
+      ->capture_default_str();
+  cmd->add_option("--objective", a->objective,
+                  "Task whose mean score decides (e.g. fidelity/kl, passkey), or average (the "
+                  "mean over the retrieval tasks); default fidelity/kl with --tasks fidelity");
+  cmd->add_option("--shrink-z", a->shrink_z, "RippleKV maps use mean KL - Z x stderr")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("-o,--out", a->out, "Write the chosen settings (JSON) here")->required();
+  AddExampleFlags(cmd, a->examples);
+  AddModelFlags(cmd, a->model_flags);
+  cmd->add_option("--threads", a->threads, "CPU threads")->check(CLI::Range(1, 1024));
+  cmd->callback([a, &run] { run = [a] { return RunTune(*a); }; });
+}
+
+}  // namespace ripplekv::cli

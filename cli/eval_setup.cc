@@ -1,0 +1,297 @@
+#include "cli/eval_setup.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <optional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cli/model_session.h"
+#include "cli/progress.h"
+#include "kernels/base/strings.h"
+#include "method/budget_map.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+#include "worker/eval/fidelity_task.h"
+#include "worker/eval/longbench.h"
+#include "worker/eval/split.h"
+#include "worker/eval/synthetic_tasks.h"
+#include "worker/model/model_hash.h"
+
+namespace ripplekv::cli {
+
+void AddExampleFlags(CLI::App* cmd, ExampleFlags& f) {
+  cmd->add_option("--tasks", f.tasks, "fidelity, passkey, kv-retrieval, multi-needle, longbench")
+      ->capture_default_str();
+  cmd->add_option("--samples", f.samples, "Examples per task (LongBench: per dataset)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--prompt-len", f.prompt_lens,
+                  "Synthetic tasks: prompt tokens, a list gives a column per length")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--context-len", f.context_len, "Fidelity: context tokens")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--continuation", f.continuation, "Fidelity: teacher-forced tokens scored")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--depth", f.depths,
+                  "passkey / kv-retrieval: needle depths in [0, 1], pooled per length")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--kv-pairs", f.kv_pairs,
+                  "kv-retrieval: pairs in one block inside the prose (0: the body is all pairs)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-format", f.kv_format, "kv-retrieval keys and values: uuid or short")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"uuid", "short"}));
+  cmd->add_option("--needles", f.needles, "multi-needle: needles in the haystack")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--corpus", f.corpus,
+                  "Haystack and fidelity text: tom-sawyer, sherlock-holmes, or a file (plain "
+                  "text; JSONL with a \"text\" field per line when it ends in .jsonl, .ndjson "
+                  "or .json)")
+      ->capture_default_str();
+  cmd->add_option("--split", f.split,
+                  "Corpus split: test (first half of the corpus tokens) or validation (second "
+                  "half, other seeds), for choosing parameters")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"test", "validation"}));
+  cmd->add_option("--seed", f.seed, "Seed of the generated examples")->capture_default_str();
+  cmd->add_flag("--chat", f.chat, "Wrap prompts in the model's chat template");
+  cmd->add_option("--longbench", f.longbench, "LongBench-format JSONL for --tasks longbench");
+  cmd->add_option("--templates", f.templates, "LongBench prompt templates (JSON)");
+  cmd->add_option("--max-prompt-tokens", f.max_prompt_tokens,
+                  "LongBench: truncate prompts to this many tokens (middle cut)")
+      ->capture_default_str();
+}
+
+StatusOr<std::vector<std::string>> SplitList(const std::string& text, std::string_view flag) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    out.emplace_back(part);
+  }
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat(Sv(flag), ": empty list"));
+  return out;
+}
+
+StatusOr<std::vector<int>> ParseBudgets(const std::string& text) {
+  ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitList(text, "--budgets"));
+  std::vector<int> budgets;
+  for (const std::string& p : parts) {
+    int b = 0;
+    if (!absl::SimpleAtoi(p, &b) || b < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--budgets: '", p, "' is not a positive token count"));
+    }
+    budgets.push_back(b);
+  }
+  std::sort(budgets.begin(), budgets.end());
+  budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
+  return budgets;
+}
+
+StatusOr<std::vector<worker::Method>> ParseMethods(const std::string& list) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, SplitList(list, "--methods"));
+  std::vector<worker::Method> methods;
+  for (const std::string& name : names) {
+    ASSIGN_OR_RETURN(worker::Method m, worker::ParseMethod(name));
+    methods.push_back(std::move(m));
+  }
+  return methods;
+}
+
+StatusOr<std::vector<worker::EvalExample>> MakeExamples(const ExampleFlags& args,
+                                                        const worker::Tokenizer& tokenizer) {
+  ASSIGN_OR_RETURN(std::vector<std::string> tasks, SplitList(args.tasks, "--tasks"));
+  const std::optional<worker::EvalSplit> split = worker::ParseEvalSplit(args.split);
+  if (!split) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--split: '", args.split, "' is not test or validation"));
+  }
+  std::vector<worker::EvalExample> all;
+  std::optional<worker::HaystackCorpus> corpus;
+  auto load_corpus = [&]() -> Status {
+    if (!corpus) {
+      spdlog::info("tokenizing the {} corpus", args.corpus);
+      ASSIGN_OR_RETURN(corpus, worker::LoadHaystackCorpus(args.corpus, tokenizer));
+      const worker::TokenRange test = worker::SplitRegion(corpus->size(), worker::EvalSplit::kTest);
+      const worker::TokenRange validation =
+          worker::SplitRegion(corpus->size(), worker::EvalSplit::kValidation);
+      spdlog::info(
+          "{}: {} tokens; test region [{}, {}), validation region [{}, {}); drawing from "
+          "the {} split",
+          corpus->Describe(), corpus->size(), test.begin, test.end, validation.begin,
+          validation.end, worker::EvalSplitName(*split));
+    }
+    return absl::OkStatus();
+  };
+  for (const std::string& task : tasks) {
+    std::vector<worker::EvalExample> examples;
+    if (task == "fidelity") {
+      RETURN_IF_ERROR(load_corpus());
+      ASSIGN_OR_RETURN(examples, worker::GenerateFidelity(*corpus, tokenizer,
+                                                          {.context_len = args.context_len,
+                                                           .continuation_len = args.continuation,
+                                                           .num_examples = args.samples,
+                                                           .seed = args.seed,
+                                                           .split = *split}));
+    } else if (task == "longbench") {
+      if (args.longbench.empty()) {
+        return absl::InvalidArgumentError("--tasks longbench needs --longbench FILE.jsonl");
+      }
+      if (*split != worker::EvalSplit::kTest) {
+        // The file is used whole: its examples would be the test examples too.
+        return absl::InvalidArgumentError(
+            "--tasks longbench has no validation split (the --longbench file is used whole); "
+            "evaluate it with --split test, or tune on the other tasks");
+      }
+      ASSIGN_OR_RETURN(std::vector<worker::LongBenchRecord> records,
+                       worker::ReadLongBenchJsonl(args.longbench));
+      worker::LongBenchTemplates templates;
+      if (!args.templates.empty()) {
+        ASSIGN_OR_RETURN(templates, worker::ReadLongBenchTemplates(args.templates));
+      }
+      ASSIGN_OR_RETURN(examples,
+                       worker::MakeLongBenchExamples(records, templates, tokenizer,
+                                                     {.max_prompt_tokens = args.max_prompt_tokens,
+                                                      .chat = args.chat,
+                                                      .max_per_dataset = args.samples}));
+    } else if (auto synthetic = worker::ParseSyntheticTask(task)) {
+      RETURN_IF_ERROR(load_corpus());
+      // multi-needle spreads its needles itself; the depths apply to the single-needle tasks.
+      const std::vector<double> depths = *synthetic == worker::SyntheticTask::kMultiNeedle
+                                             ? std::vector<double>{args.depths.front()}
+                                             : args.depths;
+      for (int64_t length : args.prompt_lens) {
+        for (double depth : depths) {
+          worker::SyntheticOptions options;
+          options.prompt_len = length;
+          options.num_examples = args.samples;
+          options.seed = args.seed;
+          options.chat = args.chat;
+          options.depth = depth;
+          options.kv_pairs = args.kv_pairs;
+          options.kv_format =
+              args.kv_format == "short" ? worker::KvFormat::kShort : worker::KvFormat::kUuid;
+          options.num_needles = args.needles;
+          options.split = *split;
+          ASSIGN_OR_RETURN(std::vector<worker::EvalExample> some,
+                           worker::GenerateSynthetic(*synthetic, *corpus, tokenizer, options));
+          for (worker::EvalExample& e : some) {
+            // One column per length when several are asked (RULER reports by length); depths
+            // are pooled within a length.
+            if (args.prompt_lens.size() > 1) e.task = absl::StrCat(e.task, "/L", length);
+            examples.push_back(std::move(e));
+          }
+        }
+      }
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tasks: unknown task '", task,
+                       "' (fidelity, passkey, kv-retrieval, multi-needle, longbench)"));
+    }
+    all.insert(all.end(), std::make_move_iterator(examples.begin()),
+               std::make_move_iterator(examples.end()));
+  }
+  if (corpus) RETURN_IF_ERROR(worker::CheckSplitConfinement(all, corpus->size()));
+  return all;
+}
+
+int64_t MapMinTokens(const std::vector<worker::Method>& methods,
+                     const worker::CompressOptions& compress) {
+  int64_t min_tokens = 1;
+  for (const worker::Method& m : methods) {
+    if (!m.needs_budget_map()) continue;
+    min_tokens = std::max<int64_t>(
+        min_tokens, worker::MinBudget(m.selection, compress.selection, compress.window,
+                                      std::numeric_limits<int>::max()));
+  }
+  return min_tokens;
+}
+
+StatusOr<std::map<int, std::vector<int>>> RippleMaps(const method::SensitivityProfile& profile,
+                                                     const std::vector<int>& budgets, double ratio,
+                                                     double shrink_z, int64_t min_tokens) {
+  std::map<int, std::vector<int>> maps;
+  for (int b : budgets) {
+    method::BudgetOptions options;
+    options.ratio = ratio;
+    options.average_tokens = b;
+    options.min_tokens = std::min<int64_t>(min_tokens, b);
+    options.shrink_z = shrink_z;
+    ASSIGN_OR_RETURN(method::BudgetMap map, method::ComputeBudgetMap(profile, options));
+    maps[b].assign(map.tokens.begin(), map.tokens.end());
+  }
+  return maps;
+}
+
+StatusOr<method::SensitivityProfile> ReadProfileOfModel(const std::string& path,
+                                                        const std::string& model_path) {
+  ASSIGN_OR_RETURN(method::SensitivityProfile profile, method::ReadProfileFile(path));
+  ASSIGN_OR_RETURN(std::string hash, worker::ModelHash(model_path));
+  if (profile.model.hash != hash) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": profile of model ",
+                                                   profile.model.hash.substr(0, 12), ", not of ",
+                                                   hash.substr(0, 12), " (", model_path, ")"));
+  }
+  return profile;
+}
+
+StatusOr<ScoredRun> ScoreExamples(const ModelSession& session,
+                                  const std::vector<worker::EvalExample>& examples,
+                                  const worker::EvalRunOptions& run) {
+  ScoredRun out;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    Progress progress("eval", static_cast<int64_t>(examples.size()), "examples");
+    for (size_t i = 0; i < examples.size(); ++i) {
+      const worker::EvalExample& example = examples[i];
+      ASSIGN_OR_RETURN(
+          worker::ExampleRun result,
+          worker::EvaluateExample(*session.transformer, *session.tokenizer, example, run));
+      for (const auto& [key, answer] : result.predictions) {
+        spdlog::debug("{} {}@{}: {:?}", example.id, key.first, key.second, answer);
+      }
+      for (const worker::ScoreRecord& r : result.records) {
+        nlohmann::json line = {{"method", r.method},
+                               {"budget", r.budget},
+                               {"task", r.task},
+                               {"example", r.example_id},
+                               {"score", r.score}};
+        auto answer = result.predictions.find({r.method, r.budget});
+        if (answer != result.predictions.end()) line["prediction"] = answer->second;
+        if (example.split) {  // for an audit of the split: the region and the text's tokens
+          line["split"] = std::string(worker::EvalSplitName(*example.split));
+          line["region"] = {example.split_region.begin, example.split_region.end};
+          if (!example.corpus_tokens.empty()) {
+            line["corpus_tokens"] = {example.corpus_tokens.begin, example.corpus_tokens.end};
+          }
+        }
+        out.record_lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        out.record_lines += '\n';
+      }
+      out.records.insert(out.records.end(), result.records.begin(), result.records.end());
+      out.prefills += result.prefills;
+      progress.Update(static_cast<int64_t>(i + 1));
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info(
+      "{} examples, {} prefills, {:.1f} s: {:.2f} examples/min ({} methods and {} "
+      "variants x {} budgets)",
+      examples.size(), out.prefills, seconds,
+      seconds > 0 ? 60.0 * static_cast<double>(examples.size()) / seconds : 0.0, run.methods.size(),
+      run.variants.size(), run.budgets.size());
+  return out;
+}
+
+}  // namespace ripplekv::cli

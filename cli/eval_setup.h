@@ -1,0 +1,95 @@
+#pragma once
+// What `ripplekv eval` and `ripplekv tune` share (docs/EVAL.md): the flags that choose the examples
+// (tasks, sizes, corpus, split, seed), the examples they give, RippleKV's budget maps from a
+// profile, and the loop that scores every example under every method x budget.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "kernels/base/status.h"
+#include "method/profile.h"
+#include "worker/compress/method.h"
+#include "worker/eval/eval_example.h"
+#include "worker/eval/eval_runner.h"
+#include "worker/eval/haystack.h"
+#include "worker/eval/results_table.h"
+#include "worker/tokenizer/tokenizer.h"
+
+namespace ripplekv::cli {
+
+struct ModelSession;
+
+struct ExampleFlags {
+  std::string tasks = "fidelity,passkey,kv-retrieval,multi-needle";
+  int samples = 8;  // examples per task (LongBench: per dataset)
+  // Synthetic tasks: prompt lengths (tokens) and needle depths; every combination is generated.
+  std::vector<int64_t> prompt_lens = {1024};
+  int64_t context_len = 1024;  // fidelity: context tokens
+  int64_t continuation = 64;   // fidelity: teacher-forced tokens
+  std::vector<double> depths = {0.5};
+  int kv_pairs = 0;                // kv-retrieval: 0 = the body is all pairs
+  std::string kv_format = "uuid";  // kv-retrieval keys and values: uuid or short
+  int needles = 4;                 // multi-needle
+  std::string corpus = std::string(worker::kDefaultEvalCorpus);  // a built-in name or a file
+  std::string split = "test";                                    // test or validation
+  uint64_t seed = 0;
+  bool chat = false;
+  std::string longbench;
+  std::string templates;
+  int64_t max_prompt_tokens = 3500;
+};
+
+// Registers --tasks, --samples, --prompt-len, --context-len, --continuation, --depth, --kv-pairs,
+// --kv-format, --needles, --corpus, --split, --seed, --chat, --longbench, --templates and
+// --max-prompt-tokens on `cmd`, writing into `flags` (which must outlive the parse); `split` is
+// the default of --split.
+void AddExampleFlags(CLI::App* cmd, ExampleFlags& flags);
+
+// "a,b,c" -> {"a", "b", "c"} (blanks skipped); InvalidArgument naming `flag` for an empty list.
+[[nodiscard]] StatusOr<std::vector<std::string>> SplitList(const std::string& text,
+                                                           std::string_view flag);
+// "256,64,128" -> {64, 128, 256} (sorted, deduplicated); InvalidArgument for a non-positive entry.
+[[nodiscard]] StatusOr<std::vector<int>> ParseBudgets(const std::string& text);
+// ParseMethod of every name. InvalidArgument for an unknown one.
+[[nodiscard]] StatusOr<std::vector<worker::Method>> ParseMethods(const std::string& list);
+
+// The examples of every requested task, in task order. Examples drawn from the corpus are
+// checked to stay inside the region of --split (an Internal error otherwise: never report them).
+[[nodiscard]] StatusOr<std::vector<worker::EvalExample>> MakeExamples(
+    const ExampleFlags& flags, const worker::Tokenizer& tokenizer);
+
+// The smallest per-layer budget a map for `methods`' kMap selections may give: the pickiest
+// selection's minimum (SnapKV: its window), at least 1.
+int64_t MapMinTokens(const std::vector<worker::Method>& methods,
+                     const worker::CompressOptions& compress);
+
+// RippleKV's budget map per average budget, as `ripplekv budgets` computes it from `profile`
+// (min-max normalization, ratio `ratio`, shrinkage `shrink_z`, smallest layer budget
+// min(min_tokens, B)). Errors: those of ComputeBudgetMap.
+[[nodiscard]] StatusOr<std::map<int, std::vector<int>>> RippleMaps(
+    const method::SensitivityProfile& profile, const std::vector<int>& budgets, double ratio,
+    double shrink_z, int64_t min_tokens);
+
+// The profile at `path`, checked to be of the model at `model_path` (InvalidArgument naming both
+// hashes otherwise).
+[[nodiscard]] StatusOr<method::SensitivityProfile> ReadProfileOfModel(
+    const std::string& path, const std::string& model_path);
+
+struct ScoredRun {
+  std::vector<worker::ScoreRecord> records;
+  std::string record_lines;  // one JSON object per score (--records-out)
+  int64_t prefills = 0;
+};
+
+// EvaluateExample over every example with a progress bar, collecting the records and their JSONL
+// lines (method, budget, task, example, score, prediction, split audit fields), and logging the
+// throughput. Errors: the first example's error.
+[[nodiscard]] StatusOr<ScoredRun> ScoreExamples(const ModelSession& session,
+                                                const std::vector<worker::EvalExample>& examples,
+                                                const worker::EvalRunOptions& run);
+
+}  // namespace ripplekv::cli
