@@ -1,6 +1,8 @@
-// ripplekv calibrate --model M [--data F] [--samples N] [--context-len C] [--probe W] [--alpha A]
+// ripplekv calibrate --model M [--data F | --builtin NAME] [--data-seed S] [--samples N]
+//   [--context-len C] [--probe W] [--alpha A]
 //   [--trials T] [--seed S] [--mode cache|prefill] [--layers LIST] [--threads N]
 //   [--out PROFILE.json] [--plot FILE.svg] [--ratio R] [--naive] [--strict] [--json]
+//   [--until-stable [--max-samples N]]
 // Measures the per-layer value-cache sensitivity profile (docs/DESIGN.md §2) on this machine.
 // stdout: the profile as a table (or the profile JSON with --json); stderr: progress and logs.
 
@@ -23,6 +25,7 @@
 #include "method/profile_aggregate.h"
 #include "spdlog/spdlog.h"
 #include "worker/calibration/calibration_run.h"
+#include "worker/calibration/until_stable.h"
 #include "worker/data/calibration_data.h"
 #include "worker/model/model_hash.h"
 
@@ -40,7 +43,98 @@ struct CalibrateArgs {
   double ratio = 4.0;
   bool naive = false;
   bool json = false;
+  bool until_stable = false;  // add --samples at a time until the budget shares are stable
+  int max_samples = 64;       // the cap of --until-stable
 };
+
+// Writes --out and --plot, then prints the table (or the JSON with --json).
+int WriteAndPrint(const CalibrateArgs& args, const method::SensitivityProfile& profile) {
+
+  if (!args.out.empty()) {
+    if (Status st = method::WriteProfileFile(args.out, profile); !st.ok()) return ReportError(st);
+    spdlog::info("wrote profile {}", args.out);
+  }
+  if (!args.plot.empty()) {
+    if (Status st = WriteProfilePlot(profile, args.ratio, args.plot); !st.ok()) {
+      return ReportError(st);
+    }
+    spdlog::info("wrote plot {}", args.plot);
+  }
+
+  if (args.json) {
+    auto json = method::ProfileToJson(profile);
+    if (!json.ok()) return ReportError(json.status());
+    std::fputs(json->c_str(), stdout);
+    if (json->empty() || json->back() != '\n') std::fputc('\n', stdout);
+    return kExitOk;
+  }
+  PrintProfileTable(profile, args.ratio);
+  return kExitOk;
+}
+
+// --until-stable: rounds of --samples samples (the first N of the data's nested order each time),
+// until every layer's budget share at ratio 2 has a 90% bootstrap interval within +-5%, or
+// --max-samples (worker/calibration/until_stable.h).
+int CalibrateUntilStable(const CalibrateArgs& args, method::PerturbMode mode,
+                         const std::vector<int>& layers, ModelSession& s, const std::string& hash,
+                         const std::string& builtin, worker::DataOptions data_options) {
+  std::string description, domain;
+  worker::SampleSource samples =
+      [&](int n) -> StatusOr<std::vector<worker::CalibrationInput>> {
+    data_options.samples = n;
+    ASSIGN_OR_RETURN(worker::CalibrationSet set,
+                     args.method.data.empty()
+                         ? worker::BuiltinCalibrationData(builtin, *s.tokenizer, data_options)
+                         : worker::LoadCalibrationData(args.method.data, *s.tokenizer,
+                                                       data_options));
+    description = set.description;
+    domain = set.domain;
+    std::vector<worker::CalibrationInput> inputs;
+    for (const auto& sample : set.samples) inputs.push_back({sample.context, sample.probe});
+    return inputs;
+  };
+  worker::CalibrationOptions options;
+  options.trials = {
+      .alpha = args.method.alpha, .trials = args.method.trials, .seed = args.method.seed};
+  options.mode = mode;
+  options.layers = layers;
+  options.naive = args.naive;
+  const worker::ProfileContext context{
+      .model = worker::ProfileModelOf(s.model.config, hash),
+      .params = {.mode = mode,
+                 .alpha = args.method.alpha,
+                 .trials = args.method.trials,
+                 .seed = args.method.seed,
+                 .context_len = args.method.context_len,
+                 .probe_len = args.method.probe},
+      .created_at = method::FormatIso8601Utc(std::chrono::system_clock::now())};
+  spdlog::info("calibrating until stable: rounds of {} samples, at most {}", args.method.samples,
+               args.max_samples);
+  std::unique_ptr<Progress> progress;
+  worker::CalibrationProgress on_progress = [&](int64_t done, int64_t total) {
+    if (!progress || done == 1) {
+      progress = std::make_unique<Progress>("calibrate", total, "layer-samples");
+    }
+    progress->Update(done);
+  };
+  auto result = worker::CalibrateUntilStable(
+      *s.transformer, samples, options, context,
+      {.initial_samples = args.method.samples, .max_samples = args.max_samples}, on_progress);
+  progress.reset();
+  if (!result.ok()) return ReportError(result.status());
+  result->profile.params.data_source = description;
+  result->profile.params.data_domain = domain;
+  const method::ProfileStability& st = *result->profile.stability;
+  if (result->capped) {
+    spdlog::warn("not stable at the cap of {} samples: largest budget-share deviation {:.1f}% "
+                 "(target {:.0f}%); raise --max-samples or read the intervals",
+                 args.max_samples, 100 * st.max_share_deviation, 100 * st.tolerance);
+  } else {
+    spdlog::info("stable after {} samples: largest budget-share deviation {:.1f}%",
+                 result->rounds.back(), 100 * st.max_share_deviation);
+  }
+  return WriteAndPrint(args, result->profile);
+}
 
 int RunCalibrate(const CalibrateArgs& args) {
   auto mode = method::ParsePerturbMode(args.method.mode);
@@ -54,8 +148,11 @@ int RunCalibrate(const CalibrateArgs& args) {
   const worker::DataOptions data_options{.samples = args.method.samples,
                                          .context_len = args.method.context_len,
                                          .probe_len = args.method.probe,
-                                         .strict = args.method.strict};
+                                         .strict = args.method.strict,
+                                         .data_seed = args.method.data_seed};
   if (Status s = worker::ValidateDataOptions(data_options); !s.ok()) return ReportError(s);
+  auto builtin = BuiltinFromFlags(args.method);
+  if (!builtin.ok()) return ReportError(builtin.status());
 
   auto session_or = OpenModel(args.model, args.threads, args.model_flags);
   if (!session_or.ok()) return ReportError(session_or.status());
@@ -67,7 +164,7 @@ int RunCalibrate(const CalibrateArgs& args) {
                      " exceeds the model's context of ", cfg.context_length)));
   }
   auto data = args.method.data.empty()
-                  ? worker::DefaultCalibrationData(*s.tokenizer, data_options)
+                  ? worker::BuiltinCalibrationData(*builtin, *s.tokenizer, data_options)
                   : worker::LoadCalibrationData(args.method.data, *s.tokenizer, data_options);
   if (!data.ok()) return ReportError(data.status());
   for (const auto& skipped : data->skipped) {
@@ -75,6 +172,12 @@ int RunCalibrate(const CalibrateArgs& args) {
   }
   auto hash = worker::ModelHash(args.model);
   if (!hash.ok()) return ReportError(hash.status());
+  if (args.until_stable) {
+    if (s.tp) {
+      return ReportError(absl::InvalidArgumentError("--until-stable does not run with --tp yet"));
+    }
+    return CalibrateUntilStable(args, *mode, *layers, s, *hash, *builtin, data_options);
+  }
 
   std::vector<worker::CalibrationInput> inputs;
   for (const auto& sample : data->samples) inputs.push_back({sample.context, sample.probe});
@@ -115,33 +218,13 @@ int RunCalibrate(const CalibrateArgs& args) {
                                      .samples = static_cast<int64_t>(inputs.size()),
                                      .context_len = args.method.context_len,
                                      .probe_len = args.method.probe,
-                                     .data_source = data->description};
+                                     .data_source = data->description,
+                                     .data_domain = data->domain};
   auto assembled =
       method::AssembleProfile(worker::ProfileModelOf(cfg, *hash), params, *results,
                               method::FormatIso8601Utc(std::chrono::system_clock::now()));
   if (!assembled.ok()) return ReportError(assembled.status());
-  const method::SensitivityProfile& profile = *assembled;
-
-  if (!args.out.empty()) {
-    if (Status st = method::WriteProfileFile(args.out, profile); !st.ok()) return ReportError(st);
-    spdlog::info("wrote profile {}", args.out);
-  }
-  if (!args.plot.empty()) {
-    if (Status st = WriteProfilePlot(profile, args.ratio, args.plot); !st.ok()) {
-      return ReportError(st);
-    }
-    spdlog::info("wrote plot {}", args.plot);
-  }
-
-  if (args.json) {
-    auto json = method::ProfileToJson(profile);
-    if (!json.ok()) return ReportError(json.status());
-    std::fputs(json->c_str(), stdout);
-    if (json->empty() || json->back() != '\n') std::fputc('\n', stdout);
-    return kExitOk;
-  }
-  PrintProfileTable(profile, args.ratio);
-  return kExitOk;
+  return WriteAndPrint(args, *assembled);
 }
 
 }  // namespace
@@ -153,7 +236,7 @@ void AddCalibrateCommand(CLI::App& app, Action& run) {
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face model directory")->required();
   AddMethodFlags(cmd, a->method,
                  "Calibration data: JSONL ({\"text\"} or {\"context\",\"continuation\"}) or plain "
-                 "text; default: the built-in prose set (docs/DATA.md)");
+                 "text; default: the built-in set of --builtin (docs/DATA.md)");
   AddModelFlags(cmd, a->model_flags, /*tensor_parallel=*/true);
   cmd->add_option("-t,--threads", a->threads, "CPU threads")
       ->capture_default_str()
@@ -164,6 +247,12 @@ void AddCalibrateCommand(CLI::App& app, Action& run) {
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e6));
   cmd->add_flag("--naive", a->naive, "Reference path: a full forward pass per trial (slow)");
+  cmd->add_flag("--until-stable", a->until_stable,
+                "Add --samples samples at a time until every layer's budget share at ratio 2 has "
+                "a 90% bootstrap interval within +-5% (or --max-samples is reached)");
+  cmd->add_option("--max-samples", a->max_samples, "The cap of --until-stable")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 65536));
   cmd->add_flag("--json", a->json, "Print the profile JSON instead of the table");
   cmd->callback([a, &run] { run = [a] { return RunCalibrate(*a); }; });
 }

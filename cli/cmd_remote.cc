@@ -1,6 +1,7 @@
 // The remote subcommands, talking to ripplekv-scheduler's CalibrationService (docs/API.md):
-//   ripplekv submit --scheduler ADDR --model PATH [--model-hash H] [--data F [--data-on-workers]]
-//     [--samples N] [--context-len C] [--probe W] [--alpha A] [--trials T] [--seed S]
+//   ripplekv submit --scheduler ADDR --model PATH [--model-hash H]
+//     [--data F [--data-on-workers] | --builtin NAME] [--samples N] [--context-len C] [--probe W]
+//     [--alpha A] [--trials T] [--seed S]
 //     [--mode cache|prefill] [--layers LIST] [--strict] [--priority P] [--idempotency-key K]
 //     [--wait [--json]]
 //   --data F is read here and sent inline (cli/inline_data.h); with --data-on-workers the job
@@ -170,6 +171,14 @@ int ReportJobEnd(const v1::Job& job) {
 int RunSubmit(const SubmitArgs& args) {
   auto layers = ParseLayerList(args.method.layers);
   if (!layers.ok()) return ReportError(layers.status());
+  if (args.method.data_seed != 0) {
+    return ReportError(absl::InvalidArgumentError(
+        absl::StrCat("--data-seed ", args.method.data_seed,
+                     ": a job carries no data seed yet (workers use 0); leave it out, or "
+                     "calibrate locally with `ripplekv calibrate`")));
+  }
+  auto builtin = BuiltinFromFlags(args.method);
+  if (!builtin.ok()) return ReportError(builtin.status());
   auto mode = method::ParsePerturbMode(args.method.mode);
   if (!mode.ok()) return ReportError(mode.status());
   std::string hash = args.model_hash;
@@ -211,6 +220,8 @@ int RunSubmit(const SubmitArgs& args) {
     }
     spdlog::info("sending {} inline ({}, {} bytes)", args.method.data,
                  data->jsonl ? "JSONL" : "text", data->inline_bytes);
+  } else if (!args.method.builtin.empty()) {
+    spec->mutable_data()->set_builtin(*builtin);
   }
   spec->mutable_data()->set_strict(args.method.strict);
   v1::CalibrationParams* params = spec->mutable_params();
@@ -331,8 +342,8 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
     cmd->add_option("--model-hash", a->model_hash, "Model hash (default: computed from --model)");
     AddMethodFlags(cmd, a->method,
                    "Calibration data file, read here and sent inline in the job (JSONL when it "
-                   "ends in .jsonl/.ndjson/.json, else text; at most 32 MiB) (default: built-in "
-                   "prose)");
+                   "ends in .jsonl/.ndjson/.json, else text; at most 32 MiB) (default: the "
+                   "built-in set of --builtin)");
     cmd->add_flag("--data-on-workers", a->data_on_workers,
                   "Send --data's absolute path instead of its content; the workers read it, only "
                   "under their --data-dir directories")

@@ -1,9 +1,24 @@
 #include "cli/method_flags.h"
 
+#include "absl/strings/str_cat.h"
+#include "worker/data/calibration_data.h"
+
 namespace ripplekv::cli {
 
 void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_help) {
-  cmd->add_option("--data", flags.data, std::string(data_help));
+  CLI::Option* data = cmd->add_option("--data", flags.data, std::string(data_help));
+  std::string names;
+  for (std::string_view name : worker::BuiltinCalibrationNames()) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", std::string(name));
+  }
+  cmd->add_option("--builtin", flags.builtin,
+                  absl::StrCat("Built-in calibration set instead of --data: ", names, " (default ",
+                               std::string(worker::kDefaultCalibrationBuiltin),
+                               ": prose, code and docs in turn; docs/DATA.md)"))
+      ->excludes(data);
+  cmd->add_option("--data-seed", flags.data_seed,
+                  "Seed of the order in which plain-text windows are spread over the text")
+      ->capture_default_str();
   cmd->add_option("--samples", flags.samples, "Samples N")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -24,6 +39,15 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_hel
       ->capture_default_str();
   cmd->add_option("--layers", flags.layers, "Layers to measure, e.g. 0-3,7 (default: all)");
   cmd->add_flag("--strict", flags.strict, "Reject the data when any sample is too short");
+}
+
+StatusOr<std::string> BuiltinFromFlags(const MethodFlags& flags) {
+  const std::string name =
+      flags.builtin.empty() ? std::string(worker::kDefaultCalibrationBuiltin) : flags.builtin;
+  if (Status known = worker::CheckBuiltinCalibrationName(name); !known.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--builtin: ", known.message()));
+  }
+  return name;
 }
 
 }  // namespace ripplekv::cli

@@ -8,11 +8,14 @@
 #include <string_view>
 
 #include "CLI/CLI.hpp"
+#include "kernels/base/status.h"
 
 namespace ripplekv::cli {
 
 struct MethodFlags {
-  std::string data;  // calibration data file; empty: the built-in prose set
+  std::string data;        // calibration data file; empty: the built-in set `builtin`
+  std::string builtin;     // built-in set (worker/data/calibration_data.h); empty: the default
+  uint64_t data_seed = 0;  // seed of the plain-text windows' spread order
   int samples = 8;
   int context_len = 512;
   int probe = 32;
@@ -24,9 +27,14 @@ struct MethodFlags {
   bool strict = false;  // a JSONL record with too few tokens is an error
 };
 
-// Registers --data (described by `data_help`), --samples, --context-len, --probe, --alpha,
-// --trials, --seed, --mode, --layers and --strict on `cmd`, writing into `flags`, which must
-// outlive the parse.
+// Registers --data (described by `data_help`), --builtin (excludes --data), --data-seed,
+// --samples, --context-len, --probe, --alpha, --trials, --seed, --mode, --layers and --strict on
+// `cmd`, writing into `flags`, which must outlive the parse. The --builtin name is checked by the
+// command (BuiltinFromFlags), so that an unknown one is an InvalidArgument listing the known ones.
 void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_help);
+
+// The built-in set the flags select: --builtin, or kDefaultCalibrationBuiltin when it is empty.
+// InvalidArgument listing the known names for an unknown one. Meaningless with --data.
+[[nodiscard]] StatusOr<std::string> BuiltinFromFlags(const MethodFlags& flags);
 
 }  // namespace ripplekv::cli

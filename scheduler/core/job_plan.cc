@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/base/strings.h"
+#include "method/calibration_sets.h"
 
 namespace ripplekv::scheduler {
 namespace {
@@ -26,11 +27,9 @@ Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers) {
   if (!builtin && !spec.data_builtin.empty()) {
     return Bad("data_builtin", "names a built-in corpus, but data is given inline or by path");
   }
-  if (builtin && !spec.data_builtin.empty() && spec.data_builtin != "sherlock-holmes" &&
-      spec.data_builtin != "tom-sawyer") {
-    return Bad("data_builtin", absl::StrCat("\"", spec.data_builtin,
-                                            "\" is not a built-in corpus (sherlock-holmes, "
-                                            "tom-sawyer)"));
+  if (builtin && !spec.data_builtin.empty() && !method::BuiltinSetDomain(spec.data_builtin)) {
+    return Bad("data_builtin", absl::StrCat("\"", spec.data_builtin, "\" is not a built-in set (",
+                                            std::string(method::kBuiltinCalibrationSetList), ")"));
   }
   if (builtin && spec.data_format != store::DataFormat::kAuto) {
     return Bad("data_format", "a built-in corpus is plain text; leave the format unset");

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/base/strings.h"
+#include "method/calibration_sets.h"
 #include "method/profile_aggregate.h"
 #include "scheduler/core/job_plan.h"
 
@@ -104,6 +105,13 @@ std::string InvalidTaskResult(const store::TaskKey& key, uint32_t trials,
     return absl::StrCat("trial ", r.trial, ": ", valid.message());
   }
   return {};
+}
+
+std::string_view DataDomainOf(const store::JobSpec& spec) {
+  if (!spec.data_inline.empty() || !spec.data_path.empty()) return method::kDomainUser;
+  return method::BuiltinSetDomain(spec.data_builtin.empty() ? method::kDefaultCalibrationSet
+                                                            : spec.data_builtin)
+      .value_or("");
 }
 
 std::string DescribeDataSource(const store::Job& job) {
@@ -588,7 +596,8 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
       .samples = p.samples,
       .context_len = p.context_len,
       .probe_len = p.probe_len,
-      .data_source = job.data_description.empty() ? DescribeDataSource(job) : job.data_description};
+      .data_source = job.data_description.empty() ? DescribeDataSource(job) : job.data_description,
+      .data_domain = std::string(DataDomainOf(job.spec))};
   StatusOr<method::SensitivityProfile> profile = method::AssembleProfile(
       model->second, params, trials,
       method::FormatIso8601Utc(

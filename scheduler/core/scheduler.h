@@ -508,6 +508,10 @@ int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::Pr
 std::string InvalidTaskResult(const store::TaskKey& key, uint32_t trials,
                               const store::TrialResult& r, bool trial_seen);
 
+// The profile's data_domain for a spec (method/calibration_sets.h): "user" for inline data or a
+// path, else the built-in set's domain (the default set's when none is named).
+std::string_view DataDomainOf(const store::JobSpec& spec);
+
 // The profile's data_source line for a spec when no worker described the data: "inline data, N
 // bytes", "file PATH" or "built-in calibration text".
 std::string DescribeDataSource(const store::Job& job);

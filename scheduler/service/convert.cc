@@ -10,13 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "method/calibration_sets.h"
 #include "proto/budget_params.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
-
-constexpr char kDefaultBuiltin[] = "sherlock-holmes";
-constexpr char kSecondBuiltin[] = "tom-sawyer";
 
 bool IsPrintableAscii(std::string_view text) {
   for (char c : text) {
@@ -175,10 +173,10 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
       spec.data_path = data.path();
       break;
     case v1::CalibrationData::kBuiltin:
-      if (data.builtin() != kDefaultBuiltin && data.builtin() != kSecondBuiltin) {
+      if (!method::BuiltinSetDomain(data.builtin())) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "spec.data.builtin: \"", EscapeForLog(data.builtin()),
-            "\" is not a built-in corpus (\"", kDefaultBuiltin, "\", \"", kSecondBuiltin, "\")"));
+            "spec.data.builtin: \"", EscapeForLog(data.builtin()), "\" is not a built-in set (",
+            std::string(method::kBuiltinCalibrationSetList), ")"));
       }
       spec.data_builtin = data.builtin();
       break;
@@ -268,7 +266,8 @@ void CalibrationDataToProto(const store::JobSpec& spec, uint64_t inline_bytes,
                     : spec.data_format == store::DataFormat::kText ? v1::DATA_FORMAT_TEXT
                                                                    : v1::DATA_FORMAT_UNSPECIFIED);
   } else {
-    out->set_builtin(spec.data_builtin.empty() ? std::string(kDefaultBuiltin) : spec.data_builtin);
+    out->set_builtin(spec.data_builtin.empty() ? std::string(method::kDefaultCalibrationSet)
+                                               : spec.data_builtin);
   }
 }
 
@@ -395,7 +394,32 @@ v1::Profile ProfileToProto(const StoredProfile& stored, bool with_layers) {
   params->set_probe_len(static_cast<int32_t>(profile.params.probe_len));
   for (int64_t layer : profile.params.layers) params->add_layers(static_cast<int32_t>(layer));
   out.set_data_source(profile.params.data_source);
+  out.set_data_domain(profile.params.data_domain);
   out.set_tool_version(profile.tool_version);
+  if (with_layers && profile.stability) {
+    const method::ProfileStability& st = *profile.stability;
+    v1::ProfileStability* s = out.mutable_stability();
+    s->set_seed(st.seed);
+    s->set_resamples(st.resamples);
+    s->set_level(st.level);
+    s->set_ratio(st.ratio);
+    s->set_tolerance(st.tolerance);
+    for (const method::LayerStability& layer : st.layers) {
+      v1::LayerStability* l = s->add_layers();
+      l->set_layer(static_cast<int32_t>(layer.layer));
+      l->set_kl_low(layer.kl_low);
+      l->set_kl_high(layer.kl_high);
+      l->set_share(layer.share);
+      l->set_share_low(layer.share_low);
+      l->set_share_high(layer.share_high);
+    }
+    s->set_rank_correlation_median(st.rank_correlation_median);
+    s->set_rank_correlation_low(st.rank_correlation_low);
+    s->set_top_layer(static_cast<int32_t>(st.top_layer));
+    s->set_top_layer_frequency(st.top_layer_frequency);
+    s->set_max_share_deviation(st.max_share_deviation);
+    s->set_stable(st.stable);
+  }
   if (with_layers) {
     for (const method::LayerSensitivity& layer : profile.layers) {
       v1::LayerSensitivity* l = out.add_layers();
@@ -446,6 +470,13 @@ StatusOr<BudgetRequest> BudgetRequestFromProto(const v1::BudgetParams& params) {
     default:
       return absl::InvalidArgumentError(absl::StrCat("params.normalization: unknown value ",
                                                      static_cast<int>(params.normalization())));
+  }
+  if (params.has_shrink_z()) {
+    if (!(params.shrink_z() >= 0) || !std::isfinite(params.shrink_z())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("params.shrink_z: ", params.shrink_z(), " must be finite and >= 0"));
+    }
+    out.options.shrink_z = params.shrink_z();
   }
   if (params.has_context_len()) {
     if (params.context_len() <= 0) {

@@ -45,8 +45,8 @@ std::string FormatJobId(store::JobId id);
 // malformed; spec.params.alpha not finite or <= 0; trials outside 1..1024; samples outside
 // 1..65536; context_len < 1; probe_len < 1 or >= context_len; a negative layer; priority outside
 // -1000..1000; an idempotency key over 128 characters or not printable ASCII;
-// spec.data.format set for a non-path source, spec.data.strict, or a built-in corpus other than
-// "sherlock-holmes" (the store keeps none of these yet); spec.model.n_layers over kMaxLayers;
+// spec.data.format set for a non-path source, or a built-in set other than "mixed" (the default),
+// "sherlock-holmes", "tom-sawyer", "code", "docs"; spec.model.n_layers over kMaxLayers;
 // context_len over kMaxContextLen. ResourceExhausted naming the limit: inline data over
 // kMaxInlineDataBytes, a path or name over kMaxPathBytes, more than kMaxLayers layers listed.
 inline constexpr uint64_t kMaxInlineDataBytes = 32ull << 20;

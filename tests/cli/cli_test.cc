@@ -202,6 +202,16 @@ TEST(CliTest, CalibrateRejectsBadParametersNamingThem) {
   const CliResult mode = RunCli("calibrate --model /nonexistent.gguf --mode sideways");
   EXPECT_EQ(mode.exit_code, 2);
   EXPECT_NE(mode.err.find("sideways"), std::string::npos) << mode.err;
+  // Checked before the model is opened: the known names are listed.
+  const CliResult builtin = RunCli("calibrate --model /nonexistent.gguf --builtin war-and-peace");
+  EXPECT_EQ(builtin.exit_code, 2);
+  EXPECT_NE(builtin.err.find("--builtin: unknown built-in calibration set \"war-and-peace\"; "
+                             "known: mixed, sherlock-holmes, tom-sawyer, code, docs"),
+            std::string::npos)
+      << builtin.err;
+  const CliResult both = RunCli("calibrate --model /nonexistent.gguf --builtin code --data x.txt");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
 }
 
 TEST(CliTest, CalibrateOnSmolLM2WritesProfilePlotAndIsDeterministic) {
@@ -224,6 +234,24 @@ TEST(CliTest, CalibrateOnSmolLM2WritesProfilePlotAndIsDeterministic) {
   const std::string plot((std::istreambuf_iterator<char>(fs)), {});
   EXPECT_NE(plot.find("<svg"), std::string::npos);
   for (const auto& p : {out1, out2, svg}) std::filesystem::remove(p);
+}
+
+// The profile's data description names the built-in set and the spread seed the flags chose.
+TEST(CliTest, CalibrateBuiltinAndDataSeedReachTheProfile) {
+  if (ModelPath() == nullptr) GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF not set";
+  const std::string common = std::string("calibrate --model ") + ModelPath() +
+                             " --samples 1 --context-len 32 --probe 4 --layers 0 --trials 1 "
+                             "-t 1 -q --json";
+  const CliResult by_default = RunCli(common);
+  const CliResult docs = RunCli(common + " --builtin docs --data-seed 2");
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.err;
+  ASSERT_EQ(docs.exit_code, 0) << docs.err;
+  const std::string a = nlohmann::json::parse(by_default.out)["params"]["data_source"];
+  const std::string b = nlohmann::json::parse(docs.out)["params"]["data_source"];
+  EXPECT_EQ(a.rfind("built-in mixed (prose: ", 0), 0u) << a;
+  EXPECT_NE(a.find("spread seed 0 over "), std::string::npos) << a;
+  EXPECT_EQ(b.rfind("built-in docs (docs: ", 0), 0u) << b;
+  EXPECT_NE(b.find("spread seed 2 over "), std::string::npos) << b;
 }
 
 // `text` as one single-quoted shell word.

@@ -1,6 +1,7 @@
 // `ripplekv submit --data F` against a real ripplekv-scheduler process (no workers needed): the
 // file's content travels inline in the job (JSONL lines or text), --data-on-workers sends its
-// absolute path instead, and an unreadable file fails before anything is sent. Needs
+// absolute path instead, and an unreadable file fails before anything is sent; --builtin names a
+// built-in set. Needs
 // RIPPLEKV_SMOLLM2_GGUF (submit reads the model's header); skipped without it.
 
 #include <gtest/gtest.h>
@@ -85,6 +86,36 @@ TEST_F(SubmitDataTest, AnUnreadableDataFileFailsBeforeSubmittingNamingTheFile) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << "a job was submitted: " << r.out;
+}
+
+// --builtin NAME names the job's built-in set; without it the job names none and the scheduler
+// gives workers its default ("mixed"). An unknown name and a --data-seed (jobs carry none yet)
+// fail before anything is sent.
+TEST_F(SubmitDataTest, BuiltinNamesTheSetAndUnknownNamesOrADataSeedFailBeforeSubmitting) {
+  const CliResult code = Submit({"--builtin", "code"});
+  ASSERT_EQ(code.exit_code, 0) << code.err << cluster_->Logs();
+  const CliResult plain = Submit({});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const CliResult unknown = Submit({"--builtin", "war-and-peace"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("known: mixed, sherlock-holmes, tom-sawyer, code, docs"),
+            std::string::npos)
+      << unknown.err;
+  EXPECT_TRUE(unknown.out.empty()) << "a job was submitted: " << unknown.out;
+  const CliResult seeded = Submit({"--data-seed", "3"});
+  EXPECT_EQ(seeded.exit_code, 2);
+  EXPECT_NE(seeded.err.find("--data-seed 3"), std::string::npos) << seeded.err;
+  EXPECT_TRUE(seeded.out.empty()) << "a job was submitted: " << seeded.out;
+
+  cluster_->StopAll();
+  auto db = store::OpenStore(cluster_->db().string(), {});
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto with_code = (*db)->GetJob(std::stoull(code.out));
+  ASSERT_TRUE(with_code.ok()) << with_code.status();
+  EXPECT_EQ(with_code->spec.data_builtin, "code");
+  auto without = (*db)->GetJob(std::stoull(plain.out));
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_TRUE(without->spec.data_builtin.empty());
 }
 
 }  // namespace

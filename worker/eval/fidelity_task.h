@@ -12,7 +12,7 @@
 // part of the average across tasks; results_table.h).
 //
 // Windows come from the corpus (default kDefaultEvalCorpus, "tom-sawyer", so that evaluation text
-// is disjoint from the default calibration text "sherlock-holmes"), inside the region of the
+// is disjoint from every built-in calibration set), inside the region of the
 // requested split (split.h: test the first half of the tokens, validation the second). The
 // region is cut into num_examples equal strata and window k starts at a paragraph start inside
 // stratum k chosen with SplitMix64(StreamSeed(seed, SplitStream(100, split), k)) (any token of

@@ -3,8 +3,9 @@
 // the token-level assembly of a haystack with needles inserted at sentence boundaries.
 //
 // The built-in corpora are the two public-domain books of worker/data/corpora.h:
-// "sherlock-holmes" (the default calibration text) and "tom-sawyer". Evaluation defaults to
-// tom-sawyer so that results are measured on text the profile was not calibrated on. Any other
+// "sherlock-holmes" (part of the default, mixed calibration set) and "tom-sawyer". Evaluation
+// defaults to tom-sawyer, which no calibration set contains, so that results are measured on text
+// the profile was not calibrated on. Any other
 // corpus name is a file (corpus_file.h). Haystacks are drawn from one split's region of the
 // corpus (split.h).
 

@@ -53,16 +53,14 @@ StatusOr<CalibrationSet> BuildCalibrationSet(const JobData& data, const Tokenize
                                              DataOptions options, const DataDirs& data_dirs) {
   RETURN_IF_ERROR(ValidateDataOptions(options));
   switch (data.source) {
-    case JobData::Source::kBuiltin:
-      if (data.builtin.empty() || data.builtin == kSherlockHolmes.name) {
-        return DefaultCalibrationData(tokenizer, options);
+    case JobData::Source::kBuiltin: {
+      const std::string_view name =
+          data.builtin.empty() ? kDefaultCalibrationBuiltin : std::string_view(data.builtin);
+      if (Status known = CheckBuiltinCalibrationName(name); !known.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("data.builtin: ", known.message()));
       }
-      if (data.builtin == kTomSawyer.name) {
-        ASSIGN_OR_RETURN(std::string text, ReadBuiltinCorpus(kTomSawyer));
-        return CalibrationDataFromText(text, kTomSawyer.path, tokenizer, options);
-      }
-      return absl::InvalidArgumentError(
-          absl::StrCat("data.builtin: unknown corpus \"", data.builtin, "\""));
+      return BuiltinCalibrationData(name, tokenizer, options);
+    }
     case JobData::Source::kText:
       return CalibrationDataFromText(data.text, "inline text", tokenizer, options);
     case JobData::Source::kJsonl:

@@ -31,11 +31,12 @@ namespace ripplekv::worker {
 struct JobData {
   enum class Source { kBuiltin, kText, kJsonl, kPath };
   Source source = Source::kBuiltin;
-  std::string builtin = "sherlock-holmes";  // kBuiltin: "sherlock-holmes" or "tom-sawyer"
-  std::string text;                         // kText: plain text
-  std::vector<std::string> jsonl_lines;     // kJsonl: one JSON object per line
-  std::string path;                         // kPath: absolute; read only under the data dirs
-  DataFormat format = DataFormat::kAuto;    // kPath only
+  // kBuiltin: one of BuiltinCalibrationNames(); empty: kDefaultCalibrationBuiltin.
+  std::string builtin = std::string(kDefaultCalibrationBuiltin);
+  std::string text;                       // kText: plain text
+  std::vector<std::string> jsonl_lines;   // kJsonl: one JSON object per line
+  std::string path;                       // kPath: absolute; read only under the data dirs
+  DataFormat format = DataFormat::kAuto;  // kPath only
   bool strict = false;
 };
 

@@ -89,7 +89,7 @@ JobData JobDataFromProto(const pb::CalibrationData& d) {
       break;
     default:
       out.source = JobData::Source::kBuiltin;
-      out.builtin = std::string(kSherlockHolmes.name);
+      out.builtin = std::string(kDefaultCalibrationBuiltin);
   }
   return out;
 }

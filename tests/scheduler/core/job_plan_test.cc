@@ -81,8 +81,10 @@ TEST(JobPlanTest, RejectsBadFieldsNamingThem) {
 
 TEST(JobPlanTest, DataFieldsMustFitTheSource) {
   store::JobSpec s = GoodSpec();
-  s.data_builtin = "tom-sawyer";
-  EXPECT_TRUE(ValidateJobSpec(s, 30).ok());
+  for (const char* name : {"tom-sawyer", "mixed", "sherlock-holmes", "code", "docs"}) {
+    s.data_builtin = name;
+    EXPECT_TRUE(ValidateJobSpec(s, 30).ok()) << name;
+  }
   s.data_builtin = "war-and-peace";
   ExpectBadField(s, 30, "data_builtin");
   s = GoodSpec();

@@ -37,7 +37,7 @@ TEST_F(SchedulerServiceTest, SubmitGetListAndCancelAJob) {
   EXPECT_EQ(first.job().progress().tasks_total(), 2);  // 1 sample x 2 layers
   EXPECT_EQ(first.job().progress().trials_total(), 4);
   EXPECT_EQ(first.job().spec().params().samples(), 1);
-  EXPECT_EQ(first.job().spec().data().builtin(), "sherlock-holmes");
+  EXPECT_EQ(first.job().spec().data().builtin(), "mixed");  // no data: the default set
   EXPECT_FALSE(first.existing());
 
   v1::SubmitJobResponse second;
@@ -329,7 +329,7 @@ TEST_F(SchedulerServiceTest, FakeWorkerCompletesAJobAndTheProfileIsServed) {
     grpc::ClientContext context;
     SetDeadline(&context);
     ASSERT_TRUE(workers_->GetJobData(&context, request, &data).ok());
-    EXPECT_EQ(data.data().builtin(), "sherlock-holmes");
+    EXPECT_EQ(data.data().builtin(), "mixed");
     // Only a worker holding a task of the job reads its data.
     request.set_worker_id("w2");
     grpc::ClientContext other;
@@ -521,16 +521,21 @@ TEST_F(SchedulerServiceTest, DataSourceFormatAndStrictReachWorkersAsSubmitted) {
   EXPECT_EQ(data.text(), "{not JSON, just prose}");
   EXPECT_FALSE(data.strict());
 
-  v1::SubmitJobRequest second_corpus = OneSampleJob();
-  second_corpus.mutable_spec()->mutable_data()->set_builtin("tom-sawyer");
-  ASSERT_TRUE(Submit(second_corpus, &submitted).ok());
-  EXPECT_EQ(job_data(submitted.job().job_id()).builtin(), "tom-sawyer");
+  for (const char* name : {"tom-sawyer", "sherlock-holmes", "code", "docs", "mixed"}) {
+    v1::SubmitJobRequest named = OneSampleJob();
+    named.mutable_spec()->mutable_data()->set_builtin(name);
+    ASSERT_TRUE(Submit(named, &submitted).ok()) << name;
+    EXPECT_EQ(job_data(submitted.job().job_id()).builtin(), name);
+  }
 
   v1::SubmitJobRequest unknown_corpus = OneSampleJob();
   unknown_corpus.mutable_spec()->mutable_data()->set_builtin("moby-dick");
   const grpc::Status status = Submit(unknown_corpus, &submitted);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("spec.data.builtin"), std::string::npos);
+  EXPECT_NE(status.error_message().find("(mixed, sherlock-holmes, tom-sawyer, code, docs)"),
+            std::string::npos)
+      << status.error_message();
 }
 
 TEST_F(SchedulerServiceTest, JobFailsWhenItsOnlyWorkerCannotReadItsData) {

@@ -1,15 +1,18 @@
 // Calibration data: JSONL and plain-text samples (from files and from memory), skip reports,
-// errors, the built-in set.
-// Most tests use a byte-level vocabulary without merges, where the token id of each byte is the
-// byte itself, so expected windows can be written as strings. The SmolLM2 test (needs
-// RIPPLEKV_SMOLLM2_GGUF, skips without it) checks the built-in set with the real tokenizer.
+// errors, the spread order of plain-text windows, the built-in sets.
+// The tests use a byte-level vocabulary without merges, where the token id of each byte is the
+// byte itself, so expected windows can be written as strings; the built-in sets are read with it
+// too (skipped when their Debian package is missing). builtin_data_smollm2_test checks the
+// built-in sets with the real tokenizer.
 
 #include "worker/data/calibration_data.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,7 +20,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/tokenizer/test_vocab.h"
-#include "worker/model/gguf_reader.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace ripplekv::worker {
@@ -108,31 +110,82 @@ TEST_F(CalibrationDataTest, JsonlMixesBothShapesAndReadsCrlfAndUnterminatedLastL
   EXPECT_EQ(set->samples[1].source, path + ":2");
 }
 
-TEST_F(CalibrationDataTest, PlainTextCutsConsecutiveNonOverlappingWindows) {
+// 26 bytes make 4 windows of 6 (2 bytes left over); seed 0 orders them 3, 2, 0, 1.
+TEST_F(CalibrationDataTest, PlainTextTakesNonOverlappingWindowsInSpreadOrder) {
   const std::string path = Write("book.txt", "abcdefghijklmnopqrstuvwxyz");
-  auto set = Load(path, 4, 4, 2);  // windows of 6: 26 bytes hold 4, 2 bytes left over
+  auto set = Load(path, 4, 4, 2);
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_THAT(set->samples, SizeIs(4));
-  EXPECT_EQ(set->samples[0].context, Bytes("abcd"));
-  EXPECT_EQ(set->samples[0].probe, Bytes("ef"));
-  EXPECT_EQ(set->samples[1].context, Bytes("ghij"));
-  EXPECT_EQ(set->samples[1].probe, Bytes("kl"));
-  EXPECT_EQ(set->samples[3].context, Bytes("stuv"));
-  EXPECT_EQ(set->samples[3].probe, Bytes("wx"));
-  EXPECT_EQ(set->samples[0].source, path + "@0");
-  EXPECT_EQ(set->samples[1].source, path + "@6");
-  EXPECT_EQ(set->samples[3].source, path + "@18");
-  EXPECT_EQ(set->samples[3].index, 3);
+  EXPECT_EQ(set->samples[0].context, Bytes("stuv"));
+  EXPECT_EQ(set->samples[0].probe, Bytes("wx"));
+  EXPECT_EQ(set->samples[0].source, path + "@18");
+  EXPECT_EQ(set->samples[1].context, Bytes("mnop"));
+  EXPECT_EQ(set->samples[1].probe, Bytes("qr"));
+  EXPECT_EQ(set->samples[1].source, path + "@12");
+  EXPECT_EQ(set->samples[2].context, Bytes("abcd"));
+  EXPECT_EQ(set->samples[2].probe, Bytes("ef"));
+  EXPECT_EQ(set->samples[2].source, path + "@0");
+  EXPECT_EQ(set->samples[3].context, Bytes("ghij"));
+  EXPECT_EQ(set->samples[3].probe, Bytes("kl"));
+  EXPECT_EQ(set->samples[3].source, path + "@6");
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(set->samples[k].index, k);
+  EXPECT_EQ(set->domain, "user");
 }
 
-TEST_F(CalibrationDataTest, PlainTextUsesOnlyTheFirstNWindows) {
+// 26 bytes make 8 windows of 3; seed 0 starts its order with windows 7 and 4.
+TEST_F(CalibrationDataTest, PlainTextUsesTheFirstNWindowsOfTheSpreadOrder) {
   auto set = CalibrationDataFromText("abcdefghijklmnopqrstuvwxyz", "mem", *tokenizer_,
                                      {.samples = 2, .context_len = 2, .probe_len = 1});
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_THAT(set->samples, SizeIs(2));
-  EXPECT_EQ(set->samples[1].context, Bytes("de"));
-  EXPECT_EQ(set->samples[1].probe, Bytes("f"));
-  EXPECT_EQ(set->samples[1].source, "mem@3");
+  EXPECT_EQ(set->samples[0].context, Bytes("vw"));
+  EXPECT_EQ(set->samples[0].probe, Bytes("x"));
+  EXPECT_EQ(set->samples[0].source, "mem@21");
+  EXPECT_EQ(set->samples[1].context, Bytes("mn"));
+  EXPECT_EQ(set->samples[1].probe, Bytes("o"));
+  EXPECT_EQ(set->samples[1].source, "mem@12");
+  EXPECT_THAT(set->description,
+              HasSubstr("user data mem (text windows): spread seed 0 over 8 windows; 2 samples"));
+}
+
+// A longer request keeps the samples of a shorter one (nested order), and the seed changes them.
+TEST_F(CalibrationDataTest, PlainTextSetsAreNestedAndSeeded) {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "line " + std::to_string(i) + " of a book\n";
+  const DataOptions small{.samples = 5, .context_len = 20, .probe_len = 4, .data_seed = 3};
+  DataOptions large = small;
+  large.samples = 13;
+  auto a = CalibrationDataFromText(text, "b", *tokenizer_, small);
+  auto b = CalibrationDataFromText(text, "b", *tokenizer_, large);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  ASSERT_THAT(b->samples, SizeIs(13));
+  for (int k = 0; k < 5; ++k) {
+    EXPECT_EQ(b->samples[k].source, a->samples[k].source) << k;
+    EXPECT_EQ(b->samples[k].context, a->samples[k].context) << k;
+    EXPECT_EQ(b->samples[k].probe, a->samples[k].probe) << k;
+  }
+  EXPECT_THAT(a->description, HasSubstr("spread seed 3 over"));
+  DataOptions other_seed = small;
+  other_seed.data_seed = 4;
+  auto c = CalibrationDataFromText(text, "b", *tokenizer_, other_seed);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->fingerprint, a->fingerprint);
+  EXPECT_NE(c->samples[0].source, a->samples[0].source);
+}
+
+TEST_F(CalibrationDataTest, JsonlKeepsLineOrderWhateverTheDataSeed) {
+  const std::string text = "{\"text\": \"abcdefghij\"}\n{\"text\": \"0123456\"}\n";
+  auto a = CalibrationDataFromJsonl(text, "j", *tokenizer_,
+                                    {.samples = 2, .context_len = 4, .probe_len = 2});
+  auto b = CalibrationDataFromJsonl(
+      text, "j", *tokenizer_, {.samples = 2, .context_len = 4, .probe_len = 2, .data_seed = 9});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->samples[0].source, "j:1");
+  EXPECT_EQ(a->samples[1].source, "j:2");
+  EXPECT_EQ(a->fingerprint, b->fingerprint);
+  EXPECT_EQ(a->description, b->description);
+  EXPECT_EQ(a->domain, "user");
+  EXPECT_THAT(a->description, ::testing::StartsWith("user data j (jsonl): 2 samples"));
 }
 
 TEST_F(CalibrationDataTest, PlainTextDropsAByteOrderMarkButKeepsOtherBytes) {
@@ -152,9 +205,12 @@ TEST_F(CalibrationDataTest, ForcedFormatOverridesTheExtension) {
       {.samples = 1, .context_len = 2, .probe_len = 1, .format = DataFormat::kJsonl});
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->samples[0].context, Bytes("ab"));
-  auto as_text = Load(path, 1, 2, 1);  // by extension: plain text, so the JSON is just bytes
+  // By extension: plain text, so the JSON is just bytes; 19 bytes make 6 windows of 3 and seed 0
+  // takes window 5 first.
+  auto as_text = Load(path, 1, 2, 1);
   ASSERT_TRUE(as_text.ok()) << as_text.status();
-  EXPECT_EQ(as_text->samples[0].context, Bytes("{\""));
+  EXPECT_EQ(as_text->samples[0].context, Bytes("f\""));
+  EXPECT_EQ(as_text->samples[0].probe, Bytes("}"));
 }
 
 TEST_F(CalibrationDataTest, ShortLinesAreSkippedAndReportedWithLineNumbers) {
@@ -417,46 +473,203 @@ TEST_F(CalibrationDataTest, SameInputsGiveTheSameSamplesAndFingerprint) {
   auto other_split = Load(path, 5, 21, 3);  // same tokens per window, split differently
   ASSERT_TRUE(other_split.ok());
   EXPECT_NE(other_split->fingerprint, a->fingerprint);
-  const std::string edited = Write("edited.txt", "L" + text.substr(1));
+  std::string edit = text;  // one byte changed in every line, so in every window
+  for (size_t at = edit.find(" of a book"); at != std::string::npos; at = edit.find(" of a book")) {
+    edit[at + 6] = 'B';
+  }
+  const std::string edited = Write("edited.txt", edit);
   auto c = Load(edited, 5, 20, 4);
   ASSERT_TRUE(c.ok());
   EXPECT_NE(c->fingerprint, a->fingerprint);
 }
 
-// Label model: the real tokenizer over the built-in text.
-TEST(BuiltinCalibrationDataModelTest, SmolLm2GivesSixteenSamplesOf1024Plus32) {
-  const char* model_path = std::getenv("RIPPLEKV_SMOLLM2_GGUF");
-  if (model_path == nullptr || *model_path == '\0') {
-    GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF is not set; point it at "
-                    "SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model)";
+TEST(SpreadWindowOrderTest, IsPinnedIntegerArithmetic) {
+  // The same on every machine: these values are part of the data format (docs/DATA.md).
+  EXPECT_THAT(SpreadWindowOrder(1000, 8, 0), ElementsAre(883, 501, 119, 737, 355, 973, 591, 209));
+  EXPECT_THAT(SpreadWindowOrder(1000, 8, 42), ElementsAre(741, 359, 977, 595, 213, 831, 449, 67));
+  EXPECT_THAT(SpreadWindowOrder(5, 5, 0), ElementsAre(4, 2, 0, 3, 1));  // collisions resolved
+  EXPECT_TRUE(SpreadWindowOrder(0, 0, 0).empty());
+}
+
+TEST(SpreadWindowOrderTest, IsNestedDistinctAndInRange) {
+  for (int64_t m : {1, 2, 7, 138, 1000, 65537}) {
+    for (uint64_t seed : {0, 1, 77}) {
+      const std::vector<int64_t> full = SpreadWindowOrder(m, std::min<int64_t>(m, 400), seed);
+      std::set<int64_t> seen(full.begin(), full.end());
+      EXPECT_EQ(seen.size(), full.size()) << "M=" << m;
+      EXPECT_GE(*seen.begin(), 0);
+      EXPECT_LT(*seen.rbegin(), m);
+      for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{8}, m / 2, m - 8}) {
+        if (n < 1 || n + 8 > static_cast<int64_t>(full.size())) continue;
+        const std::vector<int64_t> small = SpreadWindowOrder(m, n, seed);
+        const std::vector<int64_t> more = SpreadWindowOrder(m, n + 8, seed);
+        EXPECT_TRUE(std::equal(small.begin(), small.end(), more.begin())) << m << " " << n;
+        EXPECT_TRUE(std::equal(small.begin(), small.end(), full.begin())) << m << " " << n;
+      }
+    }
   }
-  if (!std::filesystem::exists(std::string(kSherlockHolmes.path))) {
-    GTEST_SKIP() << kSherlockHolmes.path << " is missing: install " << kSherlockHolmes.package;
+  // All windows: a permutation.
+  std::vector<int64_t> all = SpreadWindowOrder(138, 138, 5);
+  std::sort(all.begin(), all.end());
+  for (int64_t w = 0; w < 138; ++w) EXPECT_EQ(all[w], w);
+  // A huge text costs nothing more: memory and time follow the count.
+  for (int64_t w : SpreadWindowOrder(int64_t{1} << 50, 16, 0)) EXPECT_LT(w, int64_t{1} << 50);
+}
+
+// The bound tested: cut the M windows into N strata {w : floor(w N / M) = j}; every stratum holds
+// at most 3 of the N windows and no 3 consecutive strata (cyclically) are all empty. (For N
+// independent uniform draws the fullest stratum grows like log N / log log N and runs of empty
+// strata grow like log N.)
+TEST(SpreadWindowOrderTest, EveryStratumOfMOverNWindowsGetsAboutOne) {
+  for (int64_t m : {7, 50, 138, 1000, 10007}) {
+    for (uint64_t seed : {0, 1, 2, 3, 12345}) {
+      const std::vector<int64_t> full = SpreadWindowOrder(m, std::min<int64_t>(m, 300), seed);
+      for (int64_t n = 1; n <= static_cast<int64_t>(full.size()); ++n) {
+        std::vector<int> count(static_cast<size_t>(n), 0);
+        for (int64_t k = 0; k < n; ++k) ++count[static_cast<size_t>(full[k] * n / m)];
+        EXPECT_LE(*std::max_element(count.begin(), count.end()), 3)
+            << "M=" << m << " N=" << n << " seed " << seed;
+        if (n < 3) continue;
+        for (int64_t j = 0; j < n; ++j) {
+          EXPECT_TRUE(count[j] + count[(j + 1) % n] + count[(j + 2) % n] > 0)
+              << "M=" << m << " N=" << n << " seed " << seed << " strata " << j << "..";
+        }
+      }
+    }
   }
-  auto gguf = GgufFile::Open(model_path);
-  ASSERT_TRUE(gguf.ok()) << gguf.status();
-  auto tokenizer = TokenizerFromGguf(**gguf);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  const DataOptions options{.samples = 16, .context_len = 1024, .probe_len = 32};
-  auto set = DefaultCalibrationData(**tokenizer, options);
-  ASSERT_TRUE(set.ok()) << set.status();
-  ASSERT_THAT(set->samples, SizeIs(16));
-  for (const CalibrationSample& s : set->samples) {
-    EXPECT_THAT(s.context, SizeIs(1024));
-    EXPECT_THAT(s.probe, SizeIs(32));
+}
+
+// A seed picks where the sequence starts, so two seeds give the same windows only when they start
+// in the same window (for a pair of seeds, about 1 chance in M).
+TEST(SpreadWindowOrderTest, DifferentSeedsGiveDifferentOrders) {
+  for (int64_t m : {138, 1000}) {
+    std::set<std::vector<int64_t>> orders;
+    for (uint64_t seed = 0; seed < 20; ++seed) orders.insert(SpreadWindowOrder(m, 8, seed));
+    EXPECT_EQ(orders.size(), 20u) << "M=" << m;
   }
-  EXPECT_EQ(set->samples[1].source, std::string(kSherlockHolmes.path) + "@1056");
-  EXPECT_THAT((*tokenizer)->Decode(set->samples[0].context),
-              ::testing::StartsWith("THE ADVENTURES OF SHERLOCK HOLMES"));
-  EXPECT_THAT(set->description, HasSubstr("golang-github-pierrec-lz4-dev"));
-  EXPECT_THAT(set->description, HasSubstr("16 samples x (context 1024 + probe 32) tokens"));
-  // The whole book is much larger than the default request: room for more samples.
-  auto many =
-      DefaultCalibrationData(**tokenizer, {.samples = 100, .context_len = 1024, .probe_len = 32});
-  EXPECT_TRUE(many.ok()) << many.status();
-  auto again = DefaultCalibrationData(**tokenizer, options);
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->fingerprint, set->fingerprint);
+  EXPECT_EQ(SpreadWindowOrder(1000, 8, 9), SpreadWindowOrder(1000, 8, 9));
+}
+
+// The built-in sets read with the byte vocabulary (one token per byte): a missing Debian package
+// skips the test, naming it.
+class BuiltinCalibrationDataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto tokenizer = CreateTokenizer(testing::ByteLevelSpec({}));
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = *std::move(tokenizer);
+  }
+  // Why the built-in sets cannot be read here, or empty.
+  static std::string Missing() {
+    for (const BuiltinCorpus& book : {kSherlockHolmes, kTomSawyer}) {
+      if (!std::filesystem::exists(std::string(book.path))) {
+        return std::string(book.path) + " is missing: install the Debian package " +
+               std::string(book.package) + " (scripts/deps)";
+      }
+    }
+    for (const BuiltinFileSet& files : {kPythonStdlib, kCmakeManuals}) {
+      if (auto dir = FindBuiltinFileSetDir(files); !dir.ok())
+        return std::string(dir.status().message());
+    }
+    return {};
+  }
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+TEST_F(BuiltinCalibrationDataTest, NamesAreKnownAndAnUnknownOneListsThem) {
+  EXPECT_THAT(BuiltinCalibrationNames(),
+              ElementsAre("mixed", "sherlock-holmes", "tom-sawyer", "code", "docs"));
+  EXPECT_EQ(kDefaultCalibrationBuiltin, "mixed");
+  for (std::string_view name : BuiltinCalibrationNames()) {
+    EXPECT_TRUE(CheckBuiltinCalibrationName(name).ok()) << name;
+  }
+  auto unknown = BuiltinCalibrationData("war-and-peace", *tokenizer_, {});
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("\"war-and-peace\""));
+  EXPECT_THAT(unknown.status().message(),
+              HasSubstr("known: mixed, sherlock-holmes, tom-sawyer, code, docs"));
+}
+
+TEST_F(BuiltinCalibrationDataTest, EachSetLoadsWithItsDomainAndIsDeterministic) {
+  if (const std::string why = Missing(); !why.empty()) GTEST_SKIP() << why;
+  const DataOptions options{.samples = 6, .context_len = 512, .probe_len = 32};
+  struct Case {
+    std::string_view name, domain, package;
+  };
+  for (const Case& c :
+       {Case{"sherlock-holmes", "prose", kSherlockHolmes.package},
+        Case{"tom-sawyer", "prose", kTomSawyer.package},
+        Case{"code", "code", kPythonStdlib.package}, Case{"docs", "docs", kCmakeManuals.package}}) {
+    SCOPED_TRACE(std::string(c.name));
+    auto set = BuiltinCalibrationData(c.name, *tokenizer_, options);
+    ASSERT_TRUE(set.ok()) << set.status();
+    ASSERT_THAT(set->samples, SizeIs(6));
+    EXPECT_EQ(set->domain, c.domain);
+    EXPECT_THAT(set->description, ::testing::StartsWith("built-in " + std::string(c.name) + " (" +
+                                                        std::string(c.domain) + ": "));
+    EXPECT_THAT(set->description, HasSubstr("Debian package " + std::string(c.package)));
+    EXPECT_THAT(set->description, HasSubstr("spread seed 0 over "));
+    EXPECT_THAT(set->description, HasSubstr("6 samples x (context 512 + probe 32) tokens"));
+    for (const CalibrationSample& sample : set->samples) {
+      EXPECT_THAT(sample.context, SizeIs(512));
+      EXPECT_THAT(sample.probe, SizeIs(32));
+      EXPECT_THAT(sample.source, ::testing::MatchesRegex("/.+@[0-9]+"));
+    }
+    auto again = BuiltinCalibrationData(c.name, *tokenizer_, options);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->fingerprint, set->fingerprint);
+    EXPECT_EQ(again->description, set->description);
+  }
+}
+
+// Mixed sample k is sample k / 3 of sherlock-holmes, code, docs for k mod 3 = 0, 1, 2; the default
+// set is mixed, and tom-sawyer (the evaluation text) is not in it.
+TEST_F(BuiltinCalibrationDataTest, MixedTakesProseCodeAndDocsInTurn) {
+  if (const std::string why = Missing(); !why.empty()) GTEST_SKIP() << why;
+  const DataOptions options{.samples = 8, .context_len = 256, .probe_len = 16, .data_seed = 11};
+  auto mixed = BuiltinCalibrationData("mixed", *tokenizer_, options);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  ASSERT_THAT(mixed->samples, SizeIs(8));
+  EXPECT_EQ(mixed->domain, "mixed");
+  std::vector<CalibrationSet> singles;
+  for (std::string_view name : {"sherlock-holmes", "code", "docs"}) {
+    auto set = BuiltinCalibrationData(name, *tokenizer_, options);
+    ASSERT_TRUE(set.ok()) << set.status();
+    singles.push_back(*std::move(set));
+  }
+  for (int k = 0; k < 8; ++k) {
+    const CalibrationSample& want = singles[k % 3].samples[k / 3];
+    EXPECT_EQ(mixed->samples[k].index, k);
+    EXPECT_EQ(mixed->samples[k].source, want.source) << k;
+    EXPECT_EQ(mixed->samples[k].context, want.context) << k;
+    EXPECT_EQ(mixed->samples[k].probe, want.probe) << k;
+  }
+  EXPECT_THAT(mixed->samples[0].source, ::testing::StartsWith(std::string(kSherlockHolmes.path)));
+  EXPECT_THAT(mixed->description, ::testing::StartsWith("built-in mixed (prose: "));
+  EXPECT_THAT(mixed->description, HasSubstr("; code: Python standard library"));
+  EXPECT_THAT(mixed->description, HasSubstr("; docs: CMake reference manuals"));
+  EXPECT_THAT(mixed->description, HasSubstr("prose, code, docs in turn, spread seed 11 over "));
+  EXPECT_EQ(mixed->description.find("Tom Sawyer"), std::string::npos);
+  // Nested: four more samples keep the first eight.
+  DataOptions more = options;
+  more.samples = 12;
+  auto larger = BuiltinCalibrationData("mixed", *tokenizer_, more);
+  ASSERT_TRUE(larger.ok());
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(larger->samples[k].source, mixed->samples[k].source);
+  auto by_default = DefaultCalibrationData(*tokenizer_, options);
+  ASSERT_TRUE(by_default.ok());
+  EXPECT_EQ(by_default->fingerprint, mixed->fingerprint);
+  EXPECT_EQ(by_default->description, mixed->description);
+}
+
+TEST_F(BuiltinCalibrationDataTest, TooManySamplesNamesTheCorpusThatRunsShort) {
+  if (const std::string why = Missing(); !why.empty()) GTEST_SKIP() << why;
+  auto set = BuiltinCalibrationData("docs", *tokenizer_,
+                                    {.samples = 2000, .context_len = 1024, .probe_len = 32});
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(set.status().message(), HasSubstr("built-in docs ("));
+  EXPECT_THAT(set.status().message(), HasSubstr("2000 requested"));
 }
 
 }  // namespace

@@ -224,5 +224,34 @@ TEST(TaskRunnerTest, SampleOutOfRangeIsInvalidArgument) {
   EXPECT_EQ(runner.Run(Spec(0, 0)).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A job's built-in data is the named set of worker/data (an empty name: the default, "mixed"), the
+// set `ripplekv calibrate` reads for the same name and options.
+TEST(TaskRunnerTest, BuiltinDataIsTheNamedSetAndEmptyMeansTheDefault) {
+  auto f = MakeFixture();
+  const DataOptions options = Spec(0, 0).data;
+  JobData data;
+  data.source = JobData::Source::kBuiltin;
+  data.builtin = "moby-dick";
+  auto unknown = BuildCalibrationSet(data, *f->tokenizer, options);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("data.builtin: unknown built-in calibration set"),
+            std::string::npos)
+      << unknown.status();
+  EXPECT_EQ(JobData().builtin, "mixed");
+  auto reference = DefaultCalibrationData(*f->tokenizer, options);
+  if (!reference.ok()) GTEST_SKIP() << "built-in corpora not installed: " << reference.status();
+  data.builtin = "";
+  auto by_default = BuildCalibrationSet(data, *f->tokenizer, options);
+  ASSERT_TRUE(by_default.ok()) << by_default.status();
+  EXPECT_EQ(by_default->fingerprint, reference->fingerprint);
+  EXPECT_EQ(by_default->description, reference->description);
+  EXPECT_EQ(by_default->domain, "mixed");
+  data.builtin = "code";
+  auto code = BuildCalibrationSet(data, *f->tokenizer, options);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(code->domain, "code");
+  EXPECT_EQ(code->fingerprint, BuiltinCalibrationData("code", *f->tokenizer, options)->fingerprint);
+}
+
 }  // namespace
 }  // namespace ripplekv::worker
