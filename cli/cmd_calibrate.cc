@@ -72,33 +72,52 @@ int WriteAndPrint(const CalibrateArgs& args, const method::SensitivityProfile& p
   return kExitOk;
 }
 
-// --until-stable: rounds of --samples samples (the first N of the data's nested order each time),
-// until every layer's budget share at ratio 2 has a 90% bootstrap interval within +-5%, or
-// --max-samples (worker/calibration/until_stable.h).
-int CalibrateUntilStable(const CalibrateArgs& args, method::PerturbMode mode,
-                         const std::vector<int>& layers, ModelSession& s, const std::string& hash,
-                         const std::string& builtin, worker::DataOptions data_options) {
-  std::string description, domain;
-  worker::SampleSource samples =
-      [&](int n) -> StatusOr<std::vector<worker::CalibrationInput>> {
-    data_options.samples = n;
-    ASSIGN_OR_RETURN(worker::CalibrationSet set,
-                     args.method.data.empty()
-                         ? worker::BuiltinCalibrationData(builtin, *s.tokenizer, data_options)
-                         : worker::LoadCalibrationData(args.method.data, *s.tokenizer,
-                                                       data_options));
-    description = set.description;
-    domain = set.domain;
-    std::vector<worker::CalibrationInput> inputs;
-    for (const auto& sample : set.samples) inputs.push_back({sample.context, sample.probe});
-    return inputs;
-  };
+// The engine's options for the method flags.
+worker::CalibrationOptions CalibrationOptionsOf(const CalibrateArgs& args, method::PerturbMode mode,
+                                                const std::vector<int>& layers) {
   worker::CalibrationOptions options;
   options.trials = {
       .alpha = args.method.alpha, .trials = args.method.trials, .seed = args.method.seed};
   options.mode = mode;
   options.layers = layers;
   options.naive = args.naive;
+  return options;
+}
+
+// The engine's inputs of a calibration set's samples.
+std::vector<worker::CalibrationInput> InputsOf(const worker::CalibrationSet& set) {
+  std::vector<worker::CalibrationInput> inputs;
+  for (const auto& sample : set.samples) inputs.push_back({sample.context, sample.probe});
+  return inputs;
+}
+
+// --until-stable: rounds of --samples samples (the first N of the data's nested order each time),
+// until every layer's budget share at ratio 2 has a 90% bootstrap interval within +-5%, or
+// --max-samples (worker/calibration/until_stable.h).
+int CalibrateUntilStable(const CalibrateArgs& args, method::PerturbMode mode,
+                         const std::vector<int>& layers, ModelSession& s, const std::string& hash,
+                         const std::string& builtin, worker::DataOptions data_options,
+                         worker::CalibrationSet first) {
+  std::string description, domain;
+  // Round 1's samples are the set already loaded; later rounds load the first n of the same order.
+  worker::SampleSource samples =
+      [&](int n) -> StatusOr<std::vector<worker::CalibrationInput>> {
+    worker::CalibrationSet set;
+    if (n == static_cast<int>(first.samples.size())) {
+      set = std::move(first);
+    } else {
+      data_options.samples = n;
+      ASSIGN_OR_RETURN(set, args.method.data.empty()
+                                ? worker::BuiltinCalibrationData(builtin, *s.tokenizer,
+                                                                 data_options)
+                                : worker::LoadCalibrationData(args.method.data, *s.tokenizer,
+                                                              data_options));
+    }
+    description = set.description;
+    domain = set.domain;
+    return InputsOf(set);
+  };
+  const worker::CalibrationOptions options = CalibrationOptionsOf(args, mode, layers);
   const worker::ProfileContext context{
       .model = worker::ProfileModelOf(s.model.config, hash),
       .params = {.mode = mode,
@@ -176,17 +195,12 @@ int RunCalibrate(const CalibrateArgs& args) {
     if (s.tp) {
       return ReportError(absl::InvalidArgumentError("--until-stable does not run with --tp yet"));
     }
-    return CalibrateUntilStable(args, *mode, *layers, s, *hash, *builtin, data_options);
+    return CalibrateUntilStable(args, *mode, *layers, s, *hash, *builtin, data_options,
+                                *std::move(data));
   }
 
-  std::vector<worker::CalibrationInput> inputs;
-  for (const auto& sample : data->samples) inputs.push_back({sample.context, sample.probe});
-  worker::CalibrationOptions options;
-  options.trials = {
-      .alpha = args.method.alpha, .trials = args.method.trials, .seed = args.method.seed};
-  options.mode = *mode;
-  options.layers = *layers;
-  options.naive = args.naive;
+  const std::vector<worker::CalibrationInput> inputs = InputsOf(*data);
+  const worker::CalibrationOptions options = CalibrationOptionsOf(args, *mode, *layers);
   spdlog::info("calibrating {} samples x {} layers x {} trials ({} mode{}, C={}, W={}, alpha={})",
                inputs.size(), layers->empty() ? cfg.n_layers : static_cast<int>(layers->size()),
                args.method.trials, args.method.mode, args.naive ? ", naive" : "",

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -105,6 +106,30 @@ std::map<std::pair<std::string, int>, double> Objective(
   return out;
 }
 
+using ScoreOf = std::function<StatusOr<double>(const std::string& label, int budget)>;
+
+// The best of the candidates `labels` (written `names`) at budget `b`: its index, every score into
+// `scores` by name, and a line "budget B  TITLE:  name=score ..." on stdout with the choice
+// starred. Strictly better only: ties keep the earlier candidate (the gentler ratio, the first
+// pair).
+StatusOr<size_t> Choose(std::string_view title, const std::vector<std::string>& labels,
+                        const std::vector<std::string>& names, int b, const ScoreOf& value,
+                        bool lower, std::map<std::string, double>* scores) {
+  size_t best = 0;
+  std::vector<double> v(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) {
+    ASSIGN_OR_RETURN(v[i], value(labels[i], b));
+    (*scores)[names[i]] = v[i];
+    if (lower ? v[i] < v[best] : v[i] > v[best]) best = i;
+  }
+  std::printf("budget %d  %.*s:", b, static_cast<int>(title.size()), title.data());
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::printf("  %s=%.4f%s", names[i].c_str(), v[i], i == best ? "*" : "");
+  }
+  std::printf("\n");
+  return best;
+}
+
 Status Tune(const TuneArgs& args) {
   if (args.examples.split != "validation") {
     return absl::InvalidArgumentError(
@@ -155,7 +180,7 @@ Status Tune(const TuneArgs& args) {
   auto scored = ScoreExamples(**session, *examples, run);
   RETURN_IF_ERROR(scored.status());
   const auto score = Objective(scored->records, objective);
-  auto value = [&](const std::string& label, int b) -> StatusOr<double> {
+  const ScoreOf value = [&](const std::string& label, int b) -> StatusOr<double> {
     auto it = score.find({label, b});
     if (it == score.end()) {
       return absl::InvalidArgumentError(
@@ -164,8 +189,6 @@ Status Tune(const TuneArgs& args) {
     }
     return it->second;
   };
-  // Strictly better only: ties keep the earlier candidate (the gentler ratio, the first pair).
-  auto better = [&](double a, double b) { return lower ? a < b : a > b; };
 
   ASSIGN_OR_RETURN(std::string hash, worker::ModelHash(args.model));
   TunedSettings tuned{.model_hash = hash,
@@ -186,43 +209,27 @@ Status Tune(const TuneArgs& args) {
                       .ripple_selector = args.selector};
   std::printf("tuned on the %s split, objective %s (%s is better)\n", args.examples.split.c_str(),
               objective.c_str(), lower ? "lower" : "higher");
+  std::vector<std::string> ratio_labels, ratio_names, tau_labels, tau_names;
+  for (const auto& [name, ratio] : *ratios) {
+    ratio_labels.push_back(absl::StrCat(ripple->name, "@r=", name));
+    ratio_names.push_back(name);
+  }
+  for (const TauPair& t : *taus) {
+    tau_labels.push_back(absl::StrCat("cake@", t.name));
+    tau_names.push_back(t.name);
+  }
   for (int b : *budgets) {
     RippleChoice choice;
-    double best = 0;
-    for (size_t i = 0; i < ratios->size(); ++i) {
-      const auto& [name, ratio] = (*ratios)[i];
-      ASSIGN_OR_RETURN(double v, value(absl::StrCat(ripple->name, "@r=", name), b));
-      choice.scores[name] = v;
-      if (i == 0 || better(v, best)) {
-        best = v;
-        choice.ratio = ratio;
-      }
-    }
-    std::printf("budget %d  %s ratio:", b, ripple->name.c_str());
-    for (const auto& [name, ratio] : *ratios) {
-      std::printf("  %s=%.4f%s", name.c_str(), choice.scores[name],
-                  ratio == choice.ratio ? "*" : "");
-    }
-    std::printf("\n");
+    ASSIGN_OR_RETURN(const size_t r, Choose(absl::StrCat(ripple->name, " ratio"), ratio_labels,
+                                            ratio_names, b, value, lower, &choice.scores));
+    choice.ratio = (*ratios)[r].second;
     tuned.ripple[b] = std::move(choice);
     if (taus->empty()) continue;
     CakeChoice cake_choice;
-    for (size_t i = 0; i < taus->size(); ++i) {
-      const TauPair& t = (*taus)[i];
-      ASSIGN_OR_RETURN(double v, value(absl::StrCat("cake@", t.name), b));
-      cake_choice.scores[t.name] = v;
-      if (i == 0 || better(v, best)) {
-        best = v;
-        cake_choice.tau1 = t.tau1;
-        cake_choice.tau2 = t.tau2;
-      }
-    }
-    std::printf("budget %d  cake tau1:tau2:", b);
-    for (const TauPair& t : *taus) {
-      const bool chosen = t.tau1 == cake_choice.tau1 && t.tau2 == cake_choice.tau2;
-      std::printf("  %s=%.4f%s", t.name.c_str(), cake_choice.scores[t.name], chosen ? "*" : "");
-    }
-    std::printf("\n");
+    ASSIGN_OR_RETURN(const size_t t, Choose("cake tau1:tau2", tau_labels, tau_names, b, value,
+                                            lower, &cake_choice.scores));
+    cake_choice.tau1 = (*taus)[t].tau1;
+    cake_choice.tau2 = (*taus)[t].tau2;
     tuned.cake[b] = std::move(cake_choice);
   }
   RETURN_IF_ERROR(WriteFileAtomically(args.out, TunedSettingsToJson(tuned)));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace ripplekv::method {
@@ -42,8 +43,22 @@ inline std::optional<std::string_view> BuiltinSetDomain(std::string_view name) {
   return it->domain;
 }
 
+// The names alone, in the same order.
+inline constexpr std::array<std::string_view, kBuiltinCalibrationSets.size()>
+    kBuiltinCalibrationSetNames = [] {
+      std::array<std::string_view, kBuiltinCalibrationSets.size()> names{};
+      for (size_t i = 0; i < names.size(); ++i) names[i] = kBuiltinCalibrationSets[i].name;
+      return names;
+    }();
+
 // "mixed, sherlock-holmes, tom-sawyer, code, docs": for error messages.
-inline constexpr std::string_view kBuiltinCalibrationSetList =
-    "mixed, sherlock-holmes, tom-sawyer, code, docs";
+inline std::string BuiltinCalibrationSetList() {
+  std::string list;
+  for (std::string_view name : kBuiltinCalibrationSetNames) {
+    if (!list.empty()) list += ", ";
+    list += name;
+  }
+  return list;
+}
 
 }  // namespace ripplekv::method

@@ -5,20 +5,20 @@
 #include <vector>
 
 #include "kernels/base/strings.h"
+#include "method/budget_map.h"
 #include "method/resampling.h"
 
 namespace ripplekv::method {
 namespace {
 
-// share_l = L * r^n_l / sum(r^n), n_l the min-max normalization of s.
+// share_l = L * r^n_l / sum(r^n), n_l the budget map's min-max normalization of s (every s_l is
+// a finite mean of validated non-negative values, so the normalization cannot fail).
 std::vector<double> Shares(const std::vector<double>& s, double ratio) {
-  const auto [lo, hi] = std::minmax_element(s.begin(), s.end());
-  const double range = *hi - *lo;
-  std::vector<double> m(s.size(), 1.0);
+  std::vector<double> m = *NormalizeSensitivities(s, Normalization::kMinMax);
   double sum = 0.0;
-  for (size_t l = 0; l < s.size(); ++l) {
-    if (range > 0.0) m[l] = std::pow(ratio, (s[l] - *lo) / range);
-    sum += m[l];
+  for (double& v : m) {
+    v = std::pow(ratio, v);
+    sum += v;
   }
   for (double& v : m) v *= static_cast<double>(s.size()) / sum;
   return m;

@@ -29,7 +29,7 @@ Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers) {
   }
   if (builtin && !spec.data_builtin.empty() && !method::BuiltinSetDomain(spec.data_builtin)) {
     return Bad("data_builtin", absl::StrCat("\"", spec.data_builtin, "\" is not a built-in set (",
-                                            std::string(method::kBuiltinCalibrationSetList), ")"));
+                                            method::BuiltinCalibrationSetList(), ")"));
   }
   if (builtin && spec.data_format != store::DataFormat::kAuto) {
     return Bad("data_format", "a built-in corpus is plain text; leave the format unset");

@@ -174,9 +174,9 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
       break;
     case v1::CalibrationData::kBuiltin:
       if (!method::BuiltinSetDomain(data.builtin())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "spec.data.builtin: \"", EscapeForLog(data.builtin()), "\" is not a built-in set (",
-            std::string(method::kBuiltinCalibrationSetList), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("spec.data.builtin: \"", EscapeForLog(data.builtin()),
+                         "\" is not a built-in set (", method::BuiltinCalibrationSetList(), ")"));
       }
       spec.data_builtin = data.builtin();
       break;

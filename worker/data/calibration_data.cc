@@ -173,18 +173,8 @@ StatusOr<BuiltinText> LoadFileSet(const BuiltinFileSet& set, const Tokenizer& to
       .what = absl::StrCat(Str(set.title), ", Debian package ", Str(set.package), ", ", dir)};
 }
 
-// The built-in sets; "mixed" is handled apart.
-constexpr std::array<std::string_view, 5> kBuiltinNames = {kDefaultCalibrationBuiltin,
-                                                           kSherlockHolmes.name, kTomSawyer.name,
-                                                           kPythonStdlib.name, kCmakeManuals.name};
-// The scheduler checks jobs against method/calibration_sets.h: the same names, in the same order.
-constexpr bool SameAsMethodList() {
-  for (size_t i = 0; i < kBuiltinNames.size(); ++i) {
-    if (kBuiltinNames[i] != method::kBuiltinCalibrationSets[i].name) return false;
-  }
-  return kBuiltinNames.size() == method::kBuiltinCalibrationSets.size();
-}
-static_assert(SameAsMethodList());
+// The built-in sets are method/calibration_sets.h's, the list the scheduler checks jobs against.
+constexpr const auto& kBuiltinNames = method::kBuiltinCalibrationSetNames;
 
 StatusOr<BuiltinText> LoadSingleBuiltin(std::string_view name, const Tokenizer& tokenizer) {
   if (name == kSherlockHolmes.name) return LoadBook(kSherlockHolmes, tokenizer);
