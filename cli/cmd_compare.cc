@@ -1,12 +1,13 @@
-// ripplekv compare RECORDS.jsonl --a M1 --b M2 [--by task,budget] [--json] [--seed N]
-//   [--resamples N] [--alpha A]
+// ripplekv compare RECORDS.jsonl (--a M1 --b M2 | --pair M1,M2 [--pair M3,M4 ...])
+//   [--by task,budget] [--json] [--seed N] [--resamples N] [--alpha A]
 //
-// Paired comparison of two methods from `ripplekv eval --records-out` records (docs/EVAL.md,
-// "Comparing two methods"): per row (task x budget by default) the two methods' scores are paired
-// by example; binary rows get the exact sign test (McNemar), continuous rows the Wilcoxon
-// signed-rank test, a seeded bootstrap interval of the mean difference and effect sizes; the
-// p-values of every printed row are Holm-adjusted together and the verdict is taken at --alpha
-// after that. The statistics are method/paired_stats.h.
+// Paired comparison of methods from `ripplekv eval --records-out` records (docs/EVAL.md,
+// "Comparing two methods"): per comparison (a, b) and row (task x budget by default) the two
+// methods' scores are paired by example; binary rows get the exact sign test (McNemar), continuous
+// rows the Wilcoxon signed-rank test, a seeded bootstrap interval of the mean difference and
+// effect sizes; the p-values of every printed row, over every comparison, are Holm-adjusted
+// together and the verdict is taken at --alpha after that. The statistics are
+// method/paired_stats.h.
 // stdout: a Markdown table (or --json); stderr: warnings about examples without a partner.
 // Exit codes: 0, 2 for bad usage or a malformed records file (one line naming file:line and the
 // field), 1 when the file cannot be read for another reason.
@@ -43,8 +44,9 @@ constexpr uint64_t kMaxRecordsBytes = uint64_t{1} << 30;
 
 struct CompareArgs {
   std::string records;
-  std::string a;  // method whose scores are x in d = x - y
-  std::string b;  // the other method
+  std::string a;                   // method whose scores are x in d = x - y
+  std::string b;                   // the other method
+  std::vector<std::string> pairs;  // instead of --a/--b: "A,B" per comparison
   std::string by = "task,budget";
   bool json = false;
   uint64_t seed = 0;          // bootstrap: every row starts from this seed
@@ -149,8 +151,16 @@ StatusOr<std::vector<Record>> ReadRecords(const std::string& path) {
 
 std::string BudgetLabel(int budget) { return budget == 0 ? "full" : Cat(budget); }
 
+// One comparison: d = score of a - score of b, oriented so that d > 0 favours a.
+struct Comparison {
+  std::string a;
+  std::string b;
+};
+
 // One printed row: the pairs of a group and what is computed from them.
 struct Row {
+  std::string a;  // the comparison's methods
+  std::string b;
   std::string task;           // empty when --by budget
   std::optional<int> budget;  // none when --by task
   // Per pair: the raw scores and the oriented difference (positive favours a).
@@ -214,20 +224,20 @@ Status ComputeRow(Row& row, const CompareArgs& args) {
 // Pairs the two methods' scores by example within each (task, budget) and collects the pairs into
 // the rows --by asks for, in order: tasks as they first appear in the file, budgets ascending.
 StatusOr<std::vector<Row>> BuildRows(const std::vector<Record>& records, const CompareArgs& args,
-                                     bool by_task, bool by_budget) {
+                                     const Comparison& pair, bool by_task, bool by_budget) {
   std::vector<std::string> task_order;
   std::set<std::string> methods;
   // (task, budget) -> example -> score, per method.
   std::map<std::pair<std::string, int>, std::map<std::string, double>> of_a, of_b;
   for (const Record& r : records) {
     methods.insert(r.method);
-    if (r.method != args.a && r.method != args.b) continue;
+    if (r.method != pair.a && r.method != pair.b) continue;
     if (std::find(task_order.begin(), task_order.end(), r.task) == task_order.end()) {
       task_order.push_back(r.task);
     }
-    (r.method == args.a ? of_a : of_b)[{r.task, r.budget}][r.example] = r.score;
+    (r.method == pair.a ? of_a : of_b)[{r.task, r.budget}][r.example] = r.score;
   }
-  for (const std::string& m : {args.a, args.b}) {
+  for (const std::string& m : {pair.a, pair.b}) {
     if (!methods.contains(m)) {
       std::string known;
       for (const std::string& k : methods) known += (known.empty() ? "" : ", ") + k;
@@ -255,13 +265,15 @@ StatusOr<std::vector<Row>> BuildRows(const std::vector<Record>& records, const C
     const auto a = of_a.find(cell);
     const auto b = of_b.find(cell);
     if (a == of_a.end() || b == of_b.end()) {
-      spdlog::warn("{}: only {} has scores, skipped", label, a == of_a.end() ? args.b : args.a);
+      spdlog::warn("{}: only {} has scores, skipped", label, a == of_a.end() ? pair.b : pair.a);
       continue;
     }
     const std::pair<std::string, int> key{by_task ? cell.first : "", by_budget ? cell.second : 0};
     auto [slot, added] = row_of.try_emplace(key, rows.size());
     if (added) {
       Row row;
+      row.a = pair.a;
+      row.b = pair.b;
       row.task = key.first;
       if (by_budget) row.budget = cell.second;
       rows.push_back(std::move(row));
@@ -281,8 +293,8 @@ StatusOr<std::vector<Row>> BuildRows(const std::vector<Record>& records, const C
     const auto only_a = static_cast<int64_t>(a->second.size()) - paired;
     const auto only_b = static_cast<int64_t>(b->second.size()) - paired;
     if (only_a > 0 || only_b > 0) {
-      spdlog::warn("{}: {} examples only in {}, {} only in {}; {} paired", label, only_a, args.a,
-                   only_b, args.b, paired);
+      spdlog::warn("{}: {} examples only in {}, {} only in {}; {} paired", label, only_a, pair.a,
+                   only_b, pair.b, paired);
     }
   }
   std::vector<Row> kept;
@@ -300,25 +312,33 @@ StatusOr<std::vector<Row>> BuildRows(const std::vector<Record>& records, const C
   });
   if (kept.empty()) {
     return absl::InvalidArgumentError(Cat(args.records, ": no task and budget has scores of both ",
-                                          args.a, " and ", args.b, " on the same examples"));
+                                          pair.a, " and ", pair.b, " on the same examples"));
   }
   return kept;
 }
 
 std::string FormatP(double p) { return fmt::format("{:.3g}", p); }
 
-void PrintMarkdown(const std::vector<Row>& rows, const CompareArgs& args, bool by_task,
-                   bool by_budget) {
+// One comparison: the table names its methods in the header. Several: a first column names each
+// row's comparison and the header says "a" and "b".
+void PrintMarkdown(const std::vector<Row>& rows, const std::vector<Comparison>& pairs,
+                   const CompareArgs& args, bool by_task, bool by_budget) {
   const std::string level = fmt::format("{:g}%", 100.0 * (1.0 - args.alpha));
+  const bool several = pairs.size() > 1;
+  const std::string a = several ? "a" : pairs[0].a;
+  const std::string b = several ? "b" : pairs[0].b;
   std::string out;
+  if (several) out += "| a vs b ";
   if (by_task) out += "| task ";
   if (by_budget) out += "| budget ";
-  out += Cat("| n | mean ", args.a, " | mean ", args.b, " | Δ | wins/ties/losses | test | p | ",
+  out += Cat("| n | mean ", a, " | mean ", b, " | Δ | wins/ties/losses | test | p | ",
              "p (Holm) | ", level, " CI of Δ | d_z | r | verdict |\n");
+  if (several) out += "|:--";
   if (by_task) out += "|:--";
   if (by_budget) out += "|--:";
   out += "|--:|--:|--:|--:|--:|:--|--:|--:|--:|--:|--:|:--|\n";
   for (const Row& row : rows) {
+    if (several) out += Cat("| ", row.a, " vs ", row.b, " ");
     if (by_task) out += Cat("| ", row.task, " ");
     if (by_budget) out += Cat("| ", BudgetLabel(*row.budget), " ");
     out += fmt::format("| {} | {:.4f} | {:.4f} | {:+.4f} | {}/{}/{} | ", row.diff.size(),
@@ -334,18 +354,26 @@ void PrintMarkdown(const std::vector<Row>& rows, const CompareArgs& args, bool b
     }
     out += Cat(row.verdict, " |\n");
   }
-  out += Cat("\nΔ: mean per-pair difference ", args.a, " − ", args.b,
+  out += Cat("\nΔ: mean per-pair difference ", a, " − ", b,
              ", sign flipped where lower is better (fidelity/kl, fidelity/delta_nll), so Δ > 0 "
              "favours ",
-             args.a, ". p (Holm): adjusted over the ", rows.size(),
-             " rows; verdict at alpha = ", fmt::format("{:g}", args.alpha), ".\n");
+             a, ". p (Holm): adjusted over the ", rows.size(), " rows",
+             several ? Cat(" of ", pairs.size(), " comparisons") : std::string(),
+             "; verdict at alpha = ", fmt::format("{:g}", args.alpha), ".\n");
   std::fputs(out.c_str(), stdout);
 }
 
-void PrintJson(const std::vector<Row>& rows, const CompareArgs& args) {
+void PrintJson(const std::vector<Row>& rows, const std::vector<Comparison>& pairs,
+               const CompareArgs& args) {
   nlohmann::ordered_json j;
-  j["a"] = args.a;
-  j["b"] = args.b;
+  if (pairs.size() == 1) {
+    j["a"] = pairs[0].a;
+    j["b"] = pairs[0].b;
+  }
+  j["comparisons"] = nlohmann::ordered_json::array();
+  for (const Comparison& pair : pairs) {
+    j["comparisons"].push_back({{"a", pair.a}, {"b", pair.b}});
+  }
   j["by"] = args.by;
   j["alpha"] = args.alpha;
   j["resamples"] = args.resamples;
@@ -353,6 +381,8 @@ void PrintJson(const std::vector<Row>& rows, const CompareArgs& args) {
   j["rows"] = nlohmann::ordered_json::array();
   for (const Row& row : rows) {
     nlohmann::ordered_json r;
+    r["a"] = row.a;
+    r["b"] = row.b;
     if (!row.task.empty()) r["task"] = row.task;
     if (row.budget) r["budget"] = *row.budget;
     r["direction"] = row.Direction();
@@ -386,10 +416,47 @@ void PrintJson(const std::vector<Row>& rows, const CompareArgs& args) {
   std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
-int RunCompare(const CompareArgs& args) {
-  if (args.a == args.b) {
-    return ReportError(absl::InvalidArgumentError("--a and --b name the same method"));
+// The comparisons asked for: --a/--b, or every --pair A,B. InvalidArgument for both or neither, a
+// pair that is not two names, a method compared with itself or a comparison asked twice.
+StatusOr<std::vector<Comparison>> Comparisons(const CompareArgs& args) {
+  const bool single = !args.a.empty() || !args.b.empty();
+  if (single == !args.pairs.empty()) {
+    return absl::InvalidArgumentError("give either --a M1 --b M2 or one --pair M1,M2 or more");
   }
+  std::vector<Comparison> pairs;
+  if (single) {
+    if (args.a.empty() || args.b.empty()) {
+      return absl::InvalidArgumentError("--a and --b go together");
+    }
+    pairs.push_back({args.a, args.b});
+  }
+  for (const std::string& text : args.pairs) {
+    const size_t comma = text.find(',');
+    if (comma == std::string::npos || comma == 0 || comma + 1 == text.size() ||
+        text.find(',', comma + 1) != std::string::npos) {
+      return absl::InvalidArgumentError(Cat("--pair '", text, "' is not M1,M2"));
+    }
+    pairs.push_back({text.substr(0, comma), text.substr(comma + 1)});
+  }
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (pairs[i].a == pairs[i].b) {
+      return absl::InvalidArgumentError(
+          Cat(single ? "--a and --b name" : Cat("--pair ", pairs[i].a, ",", pairs[i].b, " names"),
+              " the same method"));
+    }
+    for (size_t k = 0; k < i; ++k) {
+      if (pairs[k].a == pairs[i].a && pairs[k].b == pairs[i].b) {
+        return absl::InvalidArgumentError(
+            Cat("--pair ", pairs[i].a, ",", pairs[i].b, " is given twice"));
+      }
+    }
+  }
+  return pairs;
+}
+
+int RunCompare(const CompareArgs& args) {
+  auto pairs = Comparisons(args);
+  if (!pairs.ok()) return ReportError(pairs.status());
   if (!(args.alpha > 0.0 && args.alpha < 1.0)) {
     return ReportError(
         absl::InvalidArgumentError(Cat("--alpha must be in (0, 1), got ", args.alpha)));
@@ -398,8 +465,13 @@ int RunCompare(const CompareArgs& args) {
   const bool by_budget = args.by != "task";
   auto records = ReadRecords(args.records);
   if (!records.ok()) return ReportError(records.status());
-  auto rows = BuildRows(*records, args, by_task, by_budget);
-  if (!rows.ok()) return ReportError(rows.status());
+  std::vector<Row> all_rows;
+  for (const Comparison& pair : *pairs) {
+    auto rows = BuildRows(*records, args, pair, by_task, by_budget);
+    if (!rows.ok()) return ReportError(rows.status());
+    for (Row& row : *rows) all_rows.push_back(std::move(row));
+  }
+  std::vector<Row>* rows = &all_rows;
   std::vector<double> p_values;
   for (Row& row : *rows) {
     if (Status st = ComputeRow(row, args); !st.ok()) return ReportError(st);
@@ -419,9 +491,9 @@ int RunCompare(const CompareArgs& args) {
                                            : "no difference";
   }
   if (args.json) {
-    PrintJson(*rows, args);
+    PrintJson(*rows, *pairs, args);
   } else {
-    PrintMarkdown(*rows, args, by_task, by_budget);
+    PrintMarkdown(*rows, *pairs, args, by_task, by_budget);
   }
   return kExitOk;
 }
@@ -434,8 +506,13 @@ void AddCompareCommand(CLI::App& app, Action& run) {
       "compare", "Paired comparison of two methods from `eval --records-out` records");
   cmd->add_option("records", a->records, "JSONL written by `ripplekv eval --records-out`")
       ->required();
-  cmd->add_option("--a", a->a, "First method (d = a - b)")->required();
-  cmd->add_option("--b", a->b, "Second method")->required();
+  cmd->add_option("--a", a->a, "First method (d = a - b)");
+  cmd->add_option("--b", a->b, "Second method");
+  cmd->add_option("--pair", a->pairs,
+                  "A comparison A,B (d = A - B), instead of --a/--b; repeat it to compare several "
+                  "pairs with Holm's correction over all their rows")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--by", a->by, "Rows: task, budget or task,budget")
       ->capture_default_str()
       ->transform(CLI::IsMember({"task", "budget", "task,budget", "budget,task"}));

@@ -1,6 +1,6 @@
 // ripplekv eval --model M [--methods LIST] [--budgets 64,128,256] [--tasks LIST] [--profile P]
-//   [--ratio R] [--shrink-z Z] [--tuned F] [--budget-map F] [--samples N] [--prompt-len T,...]
-//   [--context-len C]
+//   [--ratio R] [--shrink-z Z] [--normalization minmax|rank|log-minmax] [--tuned F]
+//   [--budget-map F] [--samples N] [--prompt-len T,...] [--context-len C]
 //   [--continuation W] [--depth D,...] [--kv-pairs N] [--kv-format uuid|short] [--needles N]
 //   [--corpus NAME|FILE] [--split test|validation] [--seed S] [--chat] [--longbench F]
 //   [--templates F] [--max-prompt-tokens N] [--threads N] [--no-shared-prefill] [--json|--csv]
@@ -30,6 +30,7 @@
 #include "cli/tuned_settings.h"
 #include "kernels/base/file_io.h"
 #include "method/budget_format.h"
+#include "method/budget_map.h"
 #include "method/profile.h"
 #include "spdlog/spdlog.h"
 #include "worker/compress/method.h"
@@ -47,6 +48,7 @@ struct EvalArgs {
   std::string profile;
   double ratio = 2.0;
   double shrink_z = 0.0;
+  std::string normalization = "minmax";  // of the maps from --profile: minmax, rank or log-minmax
   std::string budget_map;
   std::string tuned;  // settings of `ripplekv tune`: a ratio and CAKE temperatures per budget
   ExampleFlags examples;
@@ -97,11 +99,16 @@ StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(
   }
   ASSIGN_OR_RETURN(method::SensitivityProfile profile,
                    ReadProfileOfModel(args.profile, args.model));
-  const int64_t min_tokens = MapMinTokens(methods, compress);
-  if (!tuned) return RippleMaps(profile, budgets, args.ratio, args.shrink_z, min_tokens);
+  ASSIGN_OR_RETURN(method::Normalization normalization,
+                   method::ParseNormalization(args.normalization));
+  RippleMapSettings settings{.ratio = args.ratio,
+                             .shrink_z = args.shrink_z,
+                             .normalization = normalization,
+                             .min_tokens = MapMinTokens(methods, compress)};
+  if (!tuned) return RippleMaps(profile, budgets, settings);
   for (int b : budgets) {  // each budget at its tuned ratio
-    ASSIGN_OR_RETURN(
-        auto one, RippleMaps(profile, {b}, tuned->ripple.at(b).ratio, args.shrink_z, min_tokens));
+    settings.ratio = tuned->ripple.at(b).ratio;
+    ASSIGN_OR_RETURN(auto one, RippleMaps(profile, {b}, settings));
     maps[b] = std::move(one[b]);
   }
   return maps;
@@ -121,6 +128,17 @@ Status CheckTuned(const TunedSettings& tuned, const EvalArgs& args,
     return absl::InvalidArgumentError(absl::StrCat(
         args.tuned, ": settings tuned on the ", tuned.split, " split, evaluated on the ",
         args.examples.split, " split; tune on validation and evaluate on test"));
+  }
+  // The maps' other settings must be the ones the ratio was tuned with (files written before
+  // normalization was recorded were tuned with min-max).
+  const std::string tuned_normalization =
+      tuned.profile.value("normalization", std::string("minmax"));
+  const double tuned_shrink_z = tuned.profile.value("shrink_z", 0.0);
+  if (tuned_normalization != args.normalization || tuned_shrink_z != args.shrink_z) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.tuned, ": tuned with --normalization ", tuned_normalization,
+                     " --shrink-z ", tuned_shrink_z, ", evaluated with --normalization ",
+                     args.normalization, " --shrink-z ", args.shrink_z));
   }
   for (const worker::Method& m : methods) {
     const bool ripple = m.needs_budget_map();
@@ -239,6 +257,10 @@ void AddEvalCommand(CLI::App& app, Action& run) {
                   "RippleKV maps from --profile use mean KL - Z x stderr (0: plain means)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--normalization", a->normalization,
+                  "Normalization of the budget maps from --profile (docs/BUDGETS.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"minmax", "rank", "log-minmax"}));
   cmd->add_option("--tuned", a->tuned,
                   "Settings from `ripplekv tune` (per budget: RippleKV's ratio, CAKE's "
                   "temperatures), chosen on the validation split");

@@ -1,5 +1,6 @@
 // ripplekv tune --model M --profile P --budgets LIST [--ratios LIST] [--selector S]
-//   [--cake-taus LIST|none] [--objective TASK|average] --out F [example flags; --split validation]
+//   [--cake-taus LIST|none] [--objective TASK|average] [--shrink-z Z]
+//   [--normalization minmax|rank|log-minmax] --out F [example flags; --split validation]
 // Chooses, per average budget, RippleKV's ratio and CAKE's temperatures on the validation split
 // (docs/EVAL.md, "Tuning without test data"): every candidate is one method variant evaluated from
 // the same prefill of every example, scored by the objective, and the best is written with every
@@ -25,6 +26,7 @@
 #include "cli/model_session.h"
 #include "cli/tuned_settings.h"
 #include "kernels/base/file_io.h"
+#include "method/budget_map.h"
 #include "spdlog/spdlog.h"
 #include "worker/eval/fidelity_task.h"
 #include "worker/model/model_hash.h"
@@ -41,6 +43,7 @@ struct TuneArgs {
   std::string cake_taus = "0.6:0.6,0.6:1,0.6:1.6,1:0.6,1:1,1:1.6,1.6:0.6,1.6:1,1.6:1.6";
   std::string objective;  // empty: fidelity/kl with the fidelity task, else "average"
   double shrink_z = 0.0;
+  std::string normalization = "minmax";  // of RippleKV's maps: minmax, rank or log-minmax
   std::string out;
   ExampleFlags examples;
   int threads = DefaultThreads();
@@ -159,9 +162,14 @@ Status Tune(const TuneArgs& args) {
 
   worker::EvalRunOptions run;
   run.budgets = *budgets;
-  const int64_t min_tokens = MapMinTokens({*ripple}, run.compress);
+  auto normalization = method::ParseNormalization(args.normalization);
+  RETURN_IF_ERROR(normalization.status());
+  RippleMapSettings settings{.shrink_z = args.shrink_z,
+                             .normalization = *normalization,
+                             .min_tokens = MapMinTokens({*ripple}, run.compress)};
   for (const auto& [name, ratio] : *ratios) {
-    auto maps = RippleMaps(*profile, *budgets, ratio, args.shrink_z, min_tokens);
+    settings.ratio = ratio;
+    auto maps = RippleMaps(*profile, *budgets, settings);
     RETURN_IF_ERROR(maps.status());
     run.variants.push_back({.label = absl::StrCat(ripple->name, "@r=", name),
                             .method = *ripple,
@@ -205,7 +213,8 @@ Status Tune(const TuneArgs& args) {
                       .profile = {{"path", args.profile},
                                   {"created_at", profile->created_at},
                                   {"data_source", profile->params.data_source},
-                                  {"shrink_z", args.shrink_z}},
+                                  {"shrink_z", args.shrink_z},
+                                  {"normalization", args.normalization}},
                       .ripple_selector = args.selector};
   std::printf("tuned on the %s split, objective %s (%s is better)\n", args.examples.split.c_str(),
               objective.c_str(), lower ? "lower" : "higher");
@@ -268,6 +277,10 @@ void AddTuneCommand(CLI::App& app, Action& run) {
   cmd->add_option("--shrink-z", a->shrink_z, "RippleKV maps use mean KL - Z x stderr")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--normalization", a->normalization,
+                  "Normalization of RippleKV's maps (docs/BUDGETS.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"minmax", "rank", "log-minmax"}));
   cmd->add_option("-o,--out", a->out, "Write the chosen settings (JSON) here")->required();
   AddExampleFlags(cmd, a->examples);
   AddModelFlags(cmd, a->model_flags);

@@ -218,15 +218,16 @@ int64_t MapMinTokens(const std::vector<worker::Method>& methods,
 }
 
 StatusOr<std::map<int, std::vector<int>>> RippleMaps(const method::SensitivityProfile& profile,
-                                                     const std::vector<int>& budgets, double ratio,
-                                                     double shrink_z, int64_t min_tokens) {
+                                                     const std::vector<int>& budgets,
+                                                     const RippleMapSettings& settings) {
   std::map<int, std::vector<int>> maps;
   for (int b : budgets) {
     method::BudgetOptions options;
-    options.ratio = ratio;
+    options.ratio = settings.ratio;
     options.average_tokens = b;
-    options.min_tokens = std::min<int64_t>(min_tokens, b);
-    options.shrink_z = shrink_z;
+    options.min_tokens = std::min<int64_t>(settings.min_tokens, b);
+    options.shrink_z = settings.shrink_z;
+    options.normalization = settings.normalization;
     ASSIGN_OR_RETURN(method::BudgetMap map, method::ComputeBudgetMap(profile, options));
     maps[b].assign(map.tokens.begin(), map.tokens.end());
   }

@@ -11,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "kernels/base/status.h"
+#include "method/budget_map.h"
 #include "method/profile.h"
 #include "worker/compress/method.h"
 #include "worker/eval/eval_example.h"
@@ -67,12 +68,20 @@ void AddExampleFlags(CLI::App* cmd, ExampleFlags& flags);
 int64_t MapMinTokens(const std::vector<worker::Method>& methods,
                      const worker::CompressOptions& compress);
 
-// RippleKV's budget map per average budget, as `ripplekv budgets` computes it from `profile`
-// (min-max normalization, ratio `ratio`, shrinkage `shrink_z`, smallest layer budget
-// min(min_tokens, B)). Errors: those of ComputeBudgetMap.
+// How RippleKV's maps are made from a profile (method/budget_map.h); the defaults are those of
+// `ripplekv budgets`.
+struct RippleMapSettings {
+  double ratio = 2.0;     // r, >= 1
+  double shrink_z = 0.0;  // 0: plain means; else each layer at mean - z x stderr
+  method::Normalization normalization = method::Normalization::kMinMax;
+  int64_t min_tokens = 1;  // smallest layer budget (each map's is min(min_tokens, B))
+};
+
+// RippleKV's budget map per average budget, as `ripplekv budgets` computes it from `profile` with
+// `settings`. Errors: those of ComputeBudgetMap.
 [[nodiscard]] StatusOr<std::map<int, std::vector<int>>> RippleMaps(
-    const method::SensitivityProfile& profile, const std::vector<int>& budgets, double ratio,
-    double shrink_z, int64_t min_tokens);
+    const method::SensitivityProfile& profile, const std::vector<int>& budgets,
+    const RippleMapSettings& settings);
 
 // The profile at `path`, checked to be of the model at `model_path` (InvalidArgument naming both
 // hashes otherwise).

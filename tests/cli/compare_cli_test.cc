@@ -214,6 +214,66 @@ TEST(CompareCliTest, InvalidJsonAndRepeatedRecordsAreErrors) {
       << b.err;
 }
 
+// Several comparisons in one call: Holm's correction runs over the rows of all of them. "twin"
+// scores exactly as "ripple", so the six p-values are ThreeRows()' three twice; Holm over
+// (0.125, 0.00195, 0.00195) x 2: the four small ones become 6p = 0.01171875 (then max with 5p,
+// 4p, 3p), the two 0.125s max(0.0117, 2 x 0.125) = 0.25.
+TEST(CompareCliTest, SeveralPairsAreCorrectedTogether) {
+  std::string text = ThreeRows();
+  std::string twin = text;
+  for (size_t at = twin.find("\"ripple\""); at != std::string::npos;
+       at = twin.find("\"ripple\"", at)) {
+    twin.replace(at, 8, "\"twin\"");
+  }
+  for (size_t start = 0; start < twin.size();) {  // twin's records only
+    const size_t end = twin.find('\n', start) + 1;
+    const std::string line = twin.substr(start, end - start);
+    if (line.find("\"twin\"") != std::string::npos) text += line;
+    start = end;
+  }
+  const TempFile file("ripplekv_compare_pairs", text);
+  const CliResult r =
+      RunCli("compare " + file.path() + " --pair ripple,base --pair twin,base --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 6u) << r.out;
+  ASSERT_EQ(j["comparisons"].size(), 2u);
+  EXPECT_FALSE(j.contains("a"));
+  for (int i = 0; i < 6; ++i) {
+    const auto& row = j["rows"][i];
+    EXPECT_EQ(row["a"], i < 3 ? "ripple" : "twin");
+    EXPECT_EQ(row["b"], "base");
+    EXPECT_DOUBLE_EQ(row["p_holm"].get<double>(), i % 3 == 0 ? 0.25 : 0.01171875) << row.dump();
+  }
+  const CliResult md = RunCli("compare " + file.path() + " --pair ripple,base --pair twin,base");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("| a vs b | task | budget | n | mean a | mean b |"), std::string::npos)
+      << md.out;
+  EXPECT_NE(md.out.find("| twin vs base | passkey | 128 | 20 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("adjusted over the 6 rows of 2 comparisons"), std::string::npos) << md.out;
+}
+
+TEST(CompareCliTest, PairsMustBeTwoDistinctNamesAndExcludeAB) {
+  const TempFile file("ripplekv_compare_badpair", ThreeRows());
+  const struct {
+    const char* args;
+    const char* error;
+  } cases[] = {
+      {" --pair ripple", "--pair 'ripple' is not M1,M2"},
+      {" --pair ripple,base,x", "--pair 'ripple,base,x' is not M1,M2"},
+      {" --pair base,base", "--pair base,base names the same method"},
+      {" --pair ripple,base --pair ripple,base", "--pair ripple,base is given twice"},
+      {" --a ripple --b base --pair ripple,base", "give either --a M1 --b M2 or one --pair"},
+      {"", "give either --a M1 --b M2 or one --pair"},
+      {" --a ripple", "--a and --b go together"},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = RunCli("compare " + file.path() + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << c.args << ": " << r.err;
+  }
+}
+
 TEST(CompareCliTest, UnknownMethodIsExit2) {
   const TempFile file("ripplekv_compare_method", ThreeRows());
   const CliResult r = RunCli("compare " + file.path() + " --a ripple --b nosuch");

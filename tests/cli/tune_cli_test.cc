@@ -105,6 +105,49 @@ TEST_F(TuneCliTest, TuningOnTheTestSplitAndEvaluatingTheValidationSplitAreRefuse
   EXPECT_EQ(other_budget.exit_code, 2) << other_budget.err;
   EXPECT_NE(other_budget.err.find("no tuned ratio for budget 64"), std::string::npos)
       << other_budget.err;
+  // A ratio tuned for min-max maps says nothing about rank-normalized ones.
+  const CliResult other_normalization =
+      RunCli(tmp_.path(), "eval-normalization",
+             Small({"eval", "--methods", "ripple+snapkv", "--budgets", "40", "--tuned",
+                    out.string(), "--normalization", "rank"}),
+             std::chrono::seconds(60));
+  EXPECT_EQ(other_normalization.exit_code, 2) << other_normalization.err;
+  EXPECT_NE(other_normalization.err.find("tuned with --normalization minmax"), std::string::npos)
+      << other_normalization.err;
+}
+
+TEST_F(TuneCliTest, NormalizationShapesTheMapsAndIsRecordedWithTheChoice) {
+  const fs::path out = tmp_.path() / "tuned.json";
+  const CliResult tune = RunCli(tmp_.path(), "tune",
+                                Small({"tune", "--budgets", "40", "--ratios", "2,8", "--cake-taus",
+                                       "none", "--normalization", "rank", "--out", out.string()}),
+                                std::chrono::seconds(300));
+  ASSERT_EQ(tune.exit_code, 0) << tune.err;
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(out))["profile"]["normalization"], "rank");
+  // The same examples and ratio, two normalizations: the maps differ, so the scores do.
+  auto kl = [&](const std::string& normalization) {
+    const CliResult eval =
+        RunCli(tmp_.path(), "eval-" + normalization,
+               Small({"eval", "--methods", "ripple+snapkv", "--budgets", "40", "--ratio", "8",
+                      "--normalization", normalization, "--json"}),
+               std::chrono::seconds(300));
+    EXPECT_EQ(eval.exit_code, 0) << eval.err;
+    const nlohmann::json table = nlohmann::json::parse(eval.out);
+    for (const auto& row : table["results"]) {
+      if (row["task"] == "fidelity/kl") return row["mean"].get<double>();
+    }
+    ADD_FAILURE() << "no fidelity/kl row: " << eval.out;
+    return -1.0;
+  };
+  const double minmax = kl("minmax"), rank = kl("rank");
+  EXPECT_GE(minmax, 0.0);
+  EXPECT_GE(rank, 0.0);
+  EXPECT_NE(minmax, rank);
+  const CliResult applied = RunCli(tmp_.path(), "eval-tuned-rank",
+                                   Small({"eval", "--methods", "ripple+snapkv", "--budgets", "40",
+                                          "--tuned", out.string(), "--normalization", "rank"}),
+                                   std::chrono::seconds(300));
+  EXPECT_EQ(applied.exit_code, 0) << applied.err;
 }
 
 }  // namespace
