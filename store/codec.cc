@@ -197,7 +197,7 @@ Status CheckSpecEncodable(const JobSpec& spec) {
 
 Json SpecToJson(const JobSpec& spec) {
   const MethodParams& p = spec.params;
-  return Json{
+  Json j{
       {"model_path", spec.model_path},
       {"model_hash", spec.model_hash},
       {"data_path", spec.data_path},
@@ -216,6 +216,15 @@ Json SpecToJson(const JobSpec& spec) {
       {"priority", spec.priority},
       {"idempotency_key", spec.idempotency_key},
   };
+  // Written only when they differ from their defaults, so a job that uses none of them encodes
+  // as before they existed (and older records decode with the defaults).
+  Json& params = j["params"];
+  if (p.data_seed != 0) params["data_seed"] = p.data_seed;
+  if (p.until_stable) params["until_stable"] = true;
+  if (p.until_stable || p.max_samples != MethodParams().max_samples) {
+    params["max_samples"] = p.max_samples;
+  }
+  return j;
 }
 
 StatusOr<JobSpec> SpecFromJson(const Reader& r) {
@@ -241,8 +250,9 @@ StatusOr<JobSpec> SpecFromJson(const Reader& r) {
   ASSIGN_OR_RETURN(spec.idempotency_key, r.String("idempotency_key"));
 
   ASSIGN_OR_RETURN(Reader p, r.Object("params"));
-  RETURN_IF_ERROR(p.OnlyFields(
-      {"mode", "alpha", "trials", "seed", "samples", "context_len", "probe_len", "layers"}));
+  RETURN_IF_ERROR(
+      p.OnlyFields({"mode", "alpha", "trials", "seed", "samples", "context_len", "probe_len",
+                    "layers", "data_seed", "until_stable", "max_samples"}));
   MethodParams& m = spec.params;
   ASSIGN_OR_RETURN(m.mode, p.Enumerated<CalibrationMode>("mode", &ParseCalibrationMode));
   ASSIGN_OR_RETURN(m.alpha, p.Double("alpha"));
@@ -252,6 +262,16 @@ StatusOr<JobSpec> SpecFromJson(const Reader& r) {
   ASSIGN_OR_RETURN(m.context_len, p.U32("context_len"));
   ASSIGN_OR_RETURN(m.probe_len, p.U32("probe_len"));
   ASSIGN_OR_RETURN(m.layers, p.U32Array("layers"));
+  // Absent (records written before the fields existed, or defaults): the defaults.
+  if (p.Has("data_seed")) {
+    ASSIGN_OR_RETURN(m.data_seed, p.U64("data_seed"));
+  }
+  if (p.Has("until_stable")) {
+    ASSIGN_OR_RETURN(m.until_stable, p.Bool("until_stable"));
+  }
+  if (p.Has("max_samples")) {
+    ASSIGN_OR_RETURN(m.max_samples, p.U32("max_samples"));
+  }
   return spec;
 }
 
@@ -305,16 +325,18 @@ StatusOr<std::string> EncodeJob(const Job& job) {
   };
   if (job.purged_at_ms != 0) j["purged_at_ms"] = job.purged_at_ms;  // absent until purged
   if (job.data_inline_bytes != 0) j["data_inline_bytes"] = job.data_inline_bytes;
+  // Only once rounds were added (Store::ExtendJob); absent means spec.params.samples.
+  if (job.samples_planned != job.spec.params.samples) j["samples_planned"] = job.samples_planned;
   return Dump(j, "job");
 }
 
 StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
   ASSIGN_OR_RETURN(Json j, ParseValue(value));
   const Reader r(j, "");
-  RETURN_IF_ERROR(r.OnlyFields({"v", "spec", "state", "created_at_ms", "updated_at_ms",
-                                "tasks_total", "tasks_done", "results_stored", "duplicate_results",
-                                "conflicting_results", "profile_version", "error",
-                                "data_description", "purged_at_ms", "data_inline_bytes"}));
+  RETURN_IF_ERROR(r.OnlyFields(
+      {"v", "spec", "state", "created_at_ms", "updated_at_ms", "tasks_total", "tasks_done",
+       "results_stored", "duplicate_results", "conflicting_results", "profile_version", "error",
+       "data_description", "purged_at_ms", "data_inline_bytes", "samples_planned"}));
   Job job;
   job.id = id;
   ASSIGN_OR_RETURN(Reader spec, r.Object("spec"));
@@ -337,6 +359,10 @@ StatusOr<Job> DecodeJob(JobId id, std::string_view value) {
   }
   if (r.Has("data_inline_bytes")) {  // only in records of jobs with inline data
     ASSIGN_OR_RETURN(job.data_inline_bytes, r.U64("data_inline_bytes"));
+  }
+  job.samples_planned = job.spec.params.samples;
+  if (r.Has("samples_planned")) {  // only in records of jobs extended by rounds
+    ASSIGN_OR_RETURN(job.samples_planned, r.U32("samples_planned"));
   }
   if (job.tasks_done > job.tasks_total) {
     return Corrupt("tasks_done",

@@ -469,6 +469,7 @@ StatusOr<CreateJobOutcome> RocksStore::CreateJob(const JobSpec& spec,
   job.created_at_ms = job.updated_at_ms = Now();
   job.tasks_total = tasks.size();
   job.data_inline_bytes = spec.data_inline.size();
+  job.samples_planned = spec.params.samples;
 
   rocksdb::WriteBatch batch;
   RETURN_IF_ERROR(PutJob(&batch, job));
@@ -553,6 +554,62 @@ StatusOr<Job> RocksStore::SetDataDescription(JobId id, std::string_view descript
   job.data_description = std::string(description);
   job.updated_at_ms = Now();
   rocksdb::WriteBatch batch;
+  RETURN_IF_ERROR(PutJob(&batch, job));
+  RETURN_IF_ERROR(Write(&batch));
+  return job;
+}
+
+StatusOr<Job> RocksStore::ExtendJob(JobId id, uint32_t samples_planned,
+                                    std::span<const PlannedTask> tasks) {
+  if (tasks.empty()) return absl::InvalidArgumentError("a round needs at least one task");
+  std::lock_guard<std::mutex> lock(write_mu_);
+  ASSIGN_OR_RETURN(Job job, ReadJob(id));
+  auto refuse = [&](std::string_view why) {
+    return absl::FailedPreconditionError(Cat("job ", id, " cannot be extended: ", why));
+  };
+  if (job.purged_at_ms != 0) return refuse("it was purged");
+  if (job.state != JobState::kRunning) return refuse(Cat("it is ", JobStateName(job.state)));
+  if (!job.spec.params.until_stable) return refuse("it is not an until_stable job");
+  if (job.tasks_done != job.tasks_total) {
+    return refuse(Cat(job.tasks_done, " of its ", job.tasks_total, " tasks are done"));
+  }
+  if (samples_planned <= job.samples_planned || samples_planned > job.spec.params.max_samples) {
+    return refuse(Cat("samples ", samples_planned, " is not in (", job.samples_planned, ", ",
+                      job.spec.params.max_samples, "] (samples planned, max_samples]"));
+  }
+  if (job.tasks_total + tasks.size() > options_.max_tasks_per_job) {
+    return absl::InvalidArgumentError(Cat("job ", id, " would have ",
+                                          job.tasks_total + tasks.size(), " tasks; at most ",
+                                          options_.max_tasks_per_job, " allowed"));
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> sorted;
+  sorted.reserve(tasks.size());
+  for (const PlannedTask& t : tasks) {
+    if (t.sample < job.samples_planned || t.sample >= samples_planned) {
+      return absl::InvalidArgumentError(Cat("task (sample ", t.sample, ", layer ", t.layer,
+                                            ") is outside the round's samples [",
+                                            job.samples_planned, ", ", samples_planned, ")"));
+    }
+    sorted.emplace_back(t.sample, t.layer);
+  }
+  std::sort(sorted.begin(), sorted.end());
+  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
+    return absl::InvalidArgumentError(
+        Cat("task (sample ", dup->first, ", layer ", dup->second, ") is listed twice"));
+  }
+  rocksdb::WriteBatch batch;
+  for (const auto& [sample, layer] : sorted) {
+    const Task task{.key = {.job = id, .sample = sample, .layer = layer}};
+    ASSIGN_OR_RETURN(std::optional<std::string> existing, Get(kTasks, TaskKeyBytes(task.key)));
+    if (existing) {
+      return refuse(Cat("task (sample ", sample, ", layer ", layer, ") exists already"));
+    }
+    RETURN_IF_ERROR(PutTask(&batch, task));
+  }
+  job.tasks_total += tasks.size();
+  job.samples_planned = samples_planned;
+  job.data_description.clear();  // it names the sample count: the next round reports its own
+  job.updated_at_ms = Now();
   RETURN_IF_ERROR(PutJob(&batch, job));
   RETURN_IF_ERROR(Write(&batch));
   return job;

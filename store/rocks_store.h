@@ -65,6 +65,8 @@ class RocksStore final : public Store {
   StatusOr<std::vector<Job>> ListJobs(const ListJobsOptions& options) const override;
   StatusOr<Job> UpdateJobState(JobId id, JobState state, const std::string& error) override;
   StatusOr<Job> SetDataDescription(JobId id, std::string_view description) override;
+  StatusOr<Job> ExtendJob(JobId id, uint32_t samples_planned,
+                          std::span<const PlannedTask> tasks) override;
 
   StatusOr<Task> GetTask(const TaskKey& key) const override;
   StatusOr<std::vector<Task>> ListTasks(JobId job) const override;

@@ -151,6 +151,18 @@ class Store {
   [[nodiscard]] virtual StatusOr<Job> SetDataDescription(JobId id,
                                                          std::string_view description) = 0;
 
+  // Begins the next round of an until_stable job (docs/SCHEDULER.md, "Rounds"), in one synced
+  // write: adds `tasks` as pending tasks (each with a sample in [job.samples_planned,
+  // samples_planned), none listed twice), raises tasks_total by their number, sets
+  // samples_planned, and clears data_description (it names the sample count; the next round's
+  // workers describe the data again). Returns the updated job (spec.data_inline left empty).
+  // NotFound: the job; FailedPrecondition: the job is purged, not running, not until_stable, has
+  // tasks not done, samples_planned is not in (job.samples_planned, params.max_samples], or a
+  // task exists already; InvalidArgument: `tasks` empty, a sample outside the round, a task
+  // listed twice, or the job over max_tasks_per_job.
+  [[nodiscard]] virtual StatusOr<Job> ExtendJob(JobId id, uint32_t samples_planned,
+                                                std::span<const PlannedTask> tasks) = 0;
+
   // ---- Tasks and leases ----
 
   // NotFound when the task does not exist; FailedPrecondition when its job was purged.

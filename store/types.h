@@ -48,6 +48,11 @@ struct MethodParams {
   uint32_t context_len = 512;    // tokens of the perturbed context C per sample
   uint32_t probe_len = 32;       // tokens of the probe W per sample
   std::vector<uint32_t> layers;  // layers to measure; empty = every layer of the model
+  uint64_t data_seed = 0;        // seed of the plain-text windows' spread order; JSONL ignores it
+  // Adaptive sampling (docs/SCHEDULER.md, "Rounds"): rounds of `samples` samples until the
+  // profile is stable or `max_samples` is reached; Job::samples_planned counts the rounds begun.
+  bool until_stable = false;
+  uint32_t max_samples = 64;  // the cap of until_stable, samples; meaningful only with it
 
   friend bool operator==(const MethodParams&, const MethodParams&) = default;
 };
@@ -88,7 +93,7 @@ struct Job {
   JobState state = JobState::kPending;
   TimeMs created_at_ms = 0;
   TimeMs updated_at_ms = 0;          // last state or counter change
-  uint64_t tasks_total = 0;          // tasks planned by CreateJob
+  uint64_t tasks_total = 0;          // tasks planned by CreateJob and ExtendJob
   uint64_t tasks_done = 0;           // tasks in state done
   uint64_t results_stored = 0;       // distinct trial results stored (each key once)
   uint64_t duplicate_results = 0;    // results received again and ignored
@@ -104,6 +109,9 @@ struct Job {
   // Size of the inline calibration data, bytes, also where spec.data_inline is left empty
   // (listings, GetJobMeta, purged jobs); 0 when the data is not inline.
   uint64_t data_inline_bytes = 0;
+  // Samples planned so far: spec.params.samples at creation, raised by Store::ExtendJob for each
+  // round of an until_stable job. The job's tasks are these samples x its layers.
+  uint32_t samples_planned = 0;
 
   friend bool operator==(const Job&, const Job&) = default;
 };

@@ -28,7 +28,10 @@ Job FullJob() {
                      .samples = 16,
                      .context_len = 1024,
                      .probe_len = 64,
-                     .layers = {0, 5, 29}};
+                     .layers = {0, 5, 29},
+                     .data_seed = 0xfeedfacecafebeefull,
+                     .until_stable = true,
+                     .max_samples = 48};
   job.spec.priority = -3;
   job.spec.idempotency_key = "req-✓-17";
   job.state = JobState::kFailed;
@@ -42,6 +45,7 @@ Job FullJob() {
   job.profile_version = 0;
   job.error = "worker w3: model hash mismatch";
   job.data_description = "sherlock-holmes@0: 8 samples of 512 + 32 tokens, fingerprint 0123";
+  job.samples_planned = 32;
   return job;
 }
 
@@ -85,6 +89,48 @@ TEST(StoreCodecTest, JobRecordsWrittenBeforeTheDataFieldsReadWithDefaults) {
   StatusOr<Job> bad = DecodeJob(job.id, j.dump());
   ASSERT_TRUE(absl::IsDataLoss(bad.status()));
   EXPECT_NE(bad.status().message().find("spec.data_format"), std::string_view::npos);
+}
+
+TEST(StoreCodecTest, JobRecordsWrittenBeforeTheRoundFieldsReadWithDefaults) {
+  const Job job = FullJob();
+  StatusOr<std::string> encoded = EncodeJob(job);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  nlohmann::json j = nlohmann::json::parse(*encoded);
+  ASSERT_EQ(j["spec"]["params"]["max_samples"], 48);
+  ASSERT_EQ(j["samples_planned"], 32);
+  for (const char* field : {"data_seed", "until_stable", "max_samples"}) {
+    j["spec"]["params"].erase(field);
+  }
+  j.erase("samples_planned");
+  StatusOr<Job> decoded = DecodeJob(job.id, j.dump());
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->spec.params.data_seed, 0u);
+  EXPECT_FALSE(decoded->spec.params.until_stable);
+  EXPECT_EQ(decoded->spec.params.max_samples, MethodParams().max_samples);
+  EXPECT_EQ(decoded->samples_planned, job.spec.params.samples);  // absent: as submitted
+  j["spec"]["params"]["until_stable"] = "yes";
+  StatusOr<Job> bad = DecodeJob(job.id, j.dump());
+  ASSERT_TRUE(absl::IsDataLoss(bad.status()));
+  EXPECT_NE(bad.status().message().find("spec.params.until_stable"), std::string_view::npos);
+}
+
+// A job that uses none of the round fields encodes exactly as before they existed, so a build
+// that predates them still reads it.
+TEST(StoreCodecTest, JobsWithoutRoundsOrADataSeedEncodeWithoutTheNewFields) {
+  Job job = FullJob();
+  job.spec.params.data_seed = 0;
+  job.spec.params.until_stable = false;
+  job.spec.params.max_samples = MethodParams().max_samples;
+  job.samples_planned = job.spec.params.samples;
+  StatusOr<std::string> encoded = EncodeJob(job);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  for (const char* field : {"data_seed", "until_stable", "max_samples", "samples_planned"}) {
+    EXPECT_EQ(encoded->find(field), std::string::npos) << field << " in " << *encoded;
+  }
+  StatusOr<Job> decoded = DecodeJob(job.id, *encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  decoded->spec.data_inline = job.spec.data_inline;
+  EXPECT_EQ(*decoded, job);
 }
 
 TEST(StoreCodecTest, TaskRoundTripsAndKeyFieldsComeFromTheKey) {

@@ -267,6 +267,101 @@ TEST_F(StoreTest, RunningJobSucceedsOnceEveryTaskIsDone) {
   EXPECT_EQ(done->tasks_done, 2u);
 }
 
+// ---- Rounds (until_stable) ----
+
+JobSpec UntilStableSpec(uint32_t samples = 2, uint32_t max_samples = 6) {
+  JobSpec spec = MakeSpec();
+  spec.params.samples = samples;
+  spec.params.until_stable = true;
+  spec.params.max_samples = max_samples;
+  return spec;
+}
+
+std::vector<PlannedTask> Round(uint32_t first, uint32_t end, uint32_t layers) {
+  std::vector<PlannedTask> tasks;
+  for (uint32_t s = first; s < end; ++s) {
+    for (uint32_t l = 0; l < layers; ++l) tasks.push_back({.sample = s, .layer = l});
+  }
+  return tasks;
+}
+
+TEST_F(StoreTest, ExtendJobAddsTheNextRoundAsPendingTasksAndClearsTheDescription) {
+  const Job job = NewJob(2, 3, UntilStableSpec());
+  EXPECT_EQ(job.samples_planned, 2u);
+  for (uint32_t s = 0; s < 2; ++s) {
+    for (uint32_t l = 0; l < 3; ++l) Finish({.job = job.id, .sample = s, .layer = l});
+  }
+  ASSERT_TRUE(store_->SetDataDescription(job.id, "book@0: 2 samples, fp 1").ok());
+  now_ += 5;
+  StatusOr<Job> extended = store_->ExtendJob(job.id, 4, Round(2, 4, 3));
+  ASSERT_TRUE(extended.ok()) << extended.status();
+  EXPECT_EQ(extended->state, JobState::kRunning);
+  EXPECT_EQ(extended->samples_planned, 4u);
+  EXPECT_EQ(extended->tasks_total, 12u);
+  EXPECT_EQ(extended->tasks_done, 6u);
+  EXPECT_EQ(extended->results_stored, 12u);
+  EXPECT_TRUE(extended->data_description.empty());
+  EXPECT_EQ(extended->updated_at_ms, now_);
+  EXPECT_EQ(extended->spec.params.samples, 2u);  // the spec stays as submitted
+
+  Reopen();
+  StatusOr<Job> got = store_->GetJob(job.id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, *extended);
+  StatusOr<std::vector<Task>> tasks = store_->ListTasks(job.id);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 12u);
+  for (const Task& t : *tasks) {
+    EXPECT_EQ(t.state, t.key.sample < 2 ? TaskState::kDone : TaskState::kPending) << t.key.sample;
+  }
+  // The new round's description is recorded afresh; once its tasks are done the job succeeds.
+  ASSERT_EQ(store_->SetDataDescription(job.id, "book@0: 4 samples, fp 2")->data_description,
+            "book@0: 4 samples, fp 2");
+  EXPECT_EQ(store_->UpdateJobState(job.id, JobState::kSucceeded).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  for (uint32_t s = 2; s < 4; ++s) {
+    for (uint32_t l = 0; l < 3; ++l) Finish({.job = job.id, .sample = s, .layer = l});
+  }
+  EXPECT_TRUE(store_->UpdateJobState(job.id, JobState::kSucceeded).ok());
+}
+
+TEST_F(StoreTest, ExtendJobRefusesWhatIsNotTheEndOfARoundAndChangesNothing) {
+  const Job plain = NewJob(2, 1);  // not until_stable
+  const Job job = NewJob(2, 1, UntilStableSpec(2, 5));
+  auto code = [&](JobId id, uint32_t samples, std::vector<PlannedTask> tasks) {
+    return store_->ExtendJob(id, samples, tasks).status().code();
+  };
+  constexpr auto kPrecondition = absl::StatusCode::kFailedPrecondition;
+  constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(code(job.id, 4, Round(2, 4, 1)), kPrecondition);  // pending, nothing done
+  Finish({.job = job.id, .sample = 0, .layer = 0});
+  EXPECT_EQ(code(job.id, 4, Round(2, 4, 1)), kPrecondition);  // a task left
+  Finish({.job = job.id, .sample = 1, .layer = 0});
+  Finish({.job = plain.id, .sample = 0, .layer = 0});
+  Finish({.job = plain.id, .sample = 1, .layer = 0});
+  EXPECT_EQ(code(plain.id, 4, Round(2, 4, 1)), kPrecondition);  // not until_stable
+  EXPECT_EQ(code(job.id, 2, Round(2, 4, 1)), kPrecondition);    // no more samples
+  EXPECT_EQ(code(job.id, 6, Round(2, 6, 1)), kPrecondition);    // past max_samples
+  EXPECT_EQ(code(job.id, 4, {}), kInvalid);
+  EXPECT_EQ(code(job.id, 4, Round(1, 4, 1)), kInvalid);  // a sample of the last round
+  EXPECT_EQ(code(job.id, 4, {{.sample = 2, .layer = 0}, {.sample = 2, .layer = 0}}), kInvalid);
+  EXPECT_EQ(code(job.id + 9, 4, Round(2, 4, 1)), absl::StatusCode::kNotFound);
+  StatusOr<Job> unchanged = store_->GetJob(job.id);
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_EQ(unchanged->samples_planned, 2u);
+  EXPECT_EQ(unchanged->tasks_total, 2u);
+  EXPECT_EQ(store_->ListTasks(job.id)->size(), 2u);
+  // The last round may be shorter than the others: up to max_samples exactly.
+  ASSERT_TRUE(store_->ExtendJob(job.id, 4, Round(2, 4, 1)).ok());
+  Finish({.job = job.id, .sample = 2, .layer = 0});
+  Finish({.job = job.id, .sample = 3, .layer = 0});
+  StatusOr<Job> last = store_->ExtendJob(job.id, 5, Round(4, 5, 1));
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->samples_planned, 5u);
+  ASSERT_TRUE(store_->UpdateJobState(job.id, JobState::kCancelled).ok());
+  EXPECT_EQ(code(job.id, 5, Round(5, 5, 1)), kInvalid);
+}
+
 TEST_F(StoreTest, CancellingReleasesLeasesAndStopsLeasingAndResults) {
   const Job job = NewJob(1, 2);
   const TaskKey key{.job = job.id, .sample = 0, .layer = 1};
