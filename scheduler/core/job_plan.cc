@@ -49,6 +49,16 @@ Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers) {
     return Bad("params.probe_len", absl::StrCat("must be < params.context_len (", p.context_len,
                                                 "), got ", p.probe_len));
   }
+  if (p.until_stable) {
+    if (p.samples < 2) {
+      return Bad("params.samples",
+                 absl::StrCat("until_stable needs rounds of at least 2 samples, got ", p.samples));
+    }
+    if (p.max_samples < p.samples) {
+      return Bad("params.max_samples",
+                 absl::StrCat("must be >= params.samples (", p.samples, "), got ", p.max_samples));
+    }
+  }
   if (model_n_layers <= 0) {
     return Bad("model_n_layers", absl::StrCat("must be > 0, got ", model_n_layers));
   }
@@ -77,11 +87,27 @@ std::vector<uint32_t> JobLayers(const store::JobSpec& spec, int64_t model_n_laye
   return layers;
 }
 
+uint32_t MaxJobSamples(const store::MethodParams& params) {
+  return params.until_stable ? std::max(params.samples, params.max_samples) : params.samples;
+}
+
+uint32_t NextRoundSamples(const store::MethodParams& params, uint32_t planned) {
+  const uint64_t next = static_cast<uint64_t>(planned) + params.samples;
+  return static_cast<uint32_t>(
+      std::max<uint64_t>(planned, std::min<uint64_t>(params.max_samples, next)));
+}
+
 std::vector<store::PlannedTask> PlanTasks(const store::JobSpec& spec, int64_t model_n_layers) {
+  return PlanRound(spec, model_n_layers, 0, spec.params.samples);
+}
+
+std::vector<store::PlannedTask> PlanRound(const store::JobSpec& spec, int64_t model_n_layers,
+                                          uint32_t first_sample, uint32_t end_sample) {
   const std::vector<uint32_t> layers = JobLayers(spec, model_n_layers);
   std::vector<store::PlannedTask> tasks;
-  tasks.reserve(static_cast<size_t>(spec.params.samples) * layers.size());
-  for (uint32_t s = 0; s < spec.params.samples; ++s) {
+  if (end_sample <= first_sample) return tasks;
+  tasks.reserve(static_cast<size_t>(end_sample - first_sample) * layers.size());
+  for (uint32_t s = first_sample; s < end_sample; ++s) {
     for (uint32_t l : layers) tasks.push_back({.sample = s, .layer = l});
   }
   return tasks;

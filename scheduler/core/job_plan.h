@@ -20,14 +20,30 @@ namespace ripplekv::scheduler {
 // empty; data_inline and data_path are both set; params.alpha is not finite or <= 0 (alpha 0
 // measures nothing and a profile requires alpha > 0); params.trials, params.samples,
 // params.context_len or params.probe_len is 0; params.probe_len >= params.context_len;
-// a params.layers entry is >= model_n_layers or repeated; model_n_layers <= 0.
+// a params.layers entry is >= model_n_layers or repeated; model_n_layers <= 0; with
+// params.until_stable, params.samples < 2 (a round needs two samples to resample) or
+// params.max_samples < params.samples.
 [[nodiscard]] Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers);
+
+// The most samples a job may plan: params.max_samples for an until_stable job, else
+// params.samples. What the per-job task and trial limits are checked against at submission.
+uint32_t MaxJobSamples(const store::MethodParams& params);
+
+// The samples planned after the round that follows `planned` samples of an until_stable job:
+// min(params.max_samples, planned + params.samples), the step of
+// worker::CalibrateUntilStable. Equal to `planned` when the cap is reached.
+uint32_t NextRoundSamples(const store::MethodParams& params, uint32_t planned);
 
 // The layers a job measures: params.layers sorted ascending, or 0..model_n_layers-1 when empty.
 std::vector<uint32_t> JobLayers(const store::JobSpec& spec, int64_t model_n_layers);
 
-// One task per (sample, layer) in canonical order (sample-major, layers ascending). Call after
-// ValidateJobSpec() succeeded.
+// One task per (sample, layer) in canonical order (sample-major, layers ascending), for samples
+// 0..params.samples-1 (an until_stable job's first round). Call after ValidateJobSpec()
+// succeeded.
 std::vector<store::PlannedTask> PlanTasks(const store::JobSpec& spec, int64_t model_n_layers);
+
+// As PlanTasks for samples [first_sample, end_sample): the tasks of a later round.
+std::vector<store::PlannedTask> PlanRound(const store::JobSpec& spec, int64_t model_n_layers,
+                                          uint32_t first_sample, uint32_t end_sample);
 
 }  // namespace ripplekv::scheduler

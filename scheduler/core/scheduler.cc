@@ -10,6 +10,7 @@
 #include "kernels/base/strings.h"
 #include "method/calibration_sets.h"
 #include "method/profile_aggregate.h"
+#include "method/profile_stability.h"
 #include "scheduler/core/job_plan.h"
 
 namespace ripplekv::scheduler {
@@ -107,8 +108,12 @@ std::string InvalidTaskResult(const store::TaskKey& key, uint32_t trials,
   return {};
 }
 
-std::string_view DataDomainOf(const store::JobSpec& spec) {
-  if (!spec.data_inline.empty() || !spec.data_path.empty()) return method::kDomainUser;
+std::string_view DataDomainOf(const store::Job& job) {
+  const store::JobSpec& spec = job.spec;
+  // The job record read without its data (GetJobMeta) still has data_inline_bytes.
+  if (job.data_inline_bytes > 0 || !spec.data_inline.empty() || !spec.data_path.empty()) {
+    return method::kDomainUser;
+  }
   return method::BuiltinSetDomain(spec.data_builtin.empty() ? method::kDefaultCalibrationSet
                                                             : spec.data_builtin)
       .value_or("");
@@ -164,19 +169,21 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
   const uint64_t n_layers_used = request.spec.params.layers.empty()
                                      ? static_cast<uint64_t>(n_layers)
                                      : request.spec.params.layers.size();
-  if (static_cast<uint64_t>(request.spec.params.samples) * n_layers_used >
-      options_.max_tasks_per_job) {
+  // An until_stable job is checked at its cap, so no later round can pass a limit.
+  const uint64_t samples = MaxJobSamples(request.spec.params);
+  const std::string_view samples_field =
+      request.spec.params.until_stable ? "params.max_samples" : "params.samples";
+  if (samples * n_layers_used > options_.max_tasks_per_job) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "job spec field params.samples: ", request.spec.params.samples, " samples x ",
-        n_layers_used, " layers exceeds the limit of ", options_.max_tasks_per_job, " tasks"));
+        "job spec field ", Sv(samples_field), ": ", samples, " samples x ", n_layers_used,
+        " layers exceeds the limit of ", options_.max_tasks_per_job, " tasks"));
   }
-  const uint64_t trials_total = static_cast<uint64_t>(request.spec.params.samples) * n_layers_used *
-                                request.spec.params.trials;
+  const uint64_t trials_total = samples * n_layers_used * request.spec.params.trials;
   if (trials_total > options_.max_trials_per_job) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "job spec field params.trials: ", request.spec.params.samples, " samples x ", n_layers_used,
-        " layers x ", request.spec.params.trials, " trials exceeds the limit of ",
-        options_.max_trials_per_job, " trials per job"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job spec field params.trials: ", samples, " samples x ", n_layers_used,
+                     " layers x ", request.spec.params.trials, " trials exceeds the limit of ",
+                     options_.max_trials_per_job, " trials per job"));
   }
   const std::vector<store::PlannedTask> tasks = PlanTasks(request.spec, n_layers);
   // The store decides `created` in the write that creates the job (its writes are serialized),
@@ -471,11 +478,13 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     Changed();
     const bool held = w.held.contains(PrefillKey{key->job, key->sample});
     w.last_sample[job.id] = key->sample;
+    store::MethodParams params = job.spec.params;
+    params.samples = job.samples_planned;  // the worker reads this many samples
     return std::optional<Assignment>(Assignment{.key = *key,
                                                 .lease_deadline_ms = leased.lease_deadline_ms,
                                                 .task_deadline_ms = task_deadline,
                                                 .model_hash = job.spec.model_hash,
-                                                .params = job.spec.params,
+                                                .params = std::move(params),
                                                 .trials = job.spec.params.trials,
                                                 .attempts = leased.attempts,
                                                 .prefill_held = held});
@@ -556,10 +565,12 @@ StatusOr<TaskResultsOutcome> Scheduler::AfterCompletion(const store::TaskKey& ke
   ObserveProgress(job);
   // Under mu_, so of the group's last completions exactly one sees the job running and complete.
   if (job.state == store::JobState::kRunning && job.tasks_done == job.tasks_total) {
-    StatusOr<uint32_t> version = FinishJob(job);
-    if (version.ok()) {
-      outcome.profile_version = *version;
-      outcome.job_succeeded = true;
+    StatusOr<Finished> finished = FinishJob(job);
+    if (finished.ok()) {
+      outcome.profile_version = finished->profile_version;
+      outcome.job_succeeded = !finished->extended;
+      outcome.job_extended = finished->extended;
+      outcome.samples_planned = finished->samples_planned;
     } else {
       unprofiled_.insert(job.id);  // retried by ExpireLeases
     }
@@ -575,7 +586,7 @@ Status Scheduler::FailAttempt(const std::string& worker_id, const LeaseId& lease
   return CountFailure(lease.key, why);
 }
 
-StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
+StatusOr<Scheduler::Finished> Scheduler::FinishJob(const store::Job& job) {
   auto model = models_.find(job.spec.model_hash);
   if (model == models_.end()) {
     return absl::FailedPreconditionError(
@@ -593,15 +604,28 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
       .alpha = p.alpha,
       .trials = p.trials,
       .seed = p.seed,
-      .samples = p.samples,
+      .samples = job.samples_planned,
       .context_len = p.context_len,
       .probe_len = p.probe_len,
       .data_source = job.data_description.empty() ? DescribeDataSource(job) : job.data_description,
-      .data_domain = std::string(DataDomainOf(job.spec))};
+      .data_domain = std::string(DataDomainOf(job))};
   StatusOr<method::SensitivityProfile> profile = method::AssembleProfile(
       model->second, params, trials,
       method::FormatIso8601Utc(
           std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_()))));
+  if (profile.ok() && p.until_stable) {
+    // worker::CalibrateUntilStable's criterion, with the same (default) options.
+    StatusOr<method::ProfileStability> stability = method::ComputeStability(*profile);
+    if (!stability.ok()) {
+      profile = stability.status();
+    } else {
+      profile->stability = *std::move(stability);
+      const uint32_t next = NextRoundSamples(p, job.samples_planned);
+      if (!profile->stability->stable && next > job.samples_planned) {
+        return BeginRound(job, model->second.n_layers, next);
+      }
+    }
+  }
   StatusOr<std::string> json = profile.ok() ? method::ProfileToJson(*profile) : profile.status();
   if (!json.ok()) {
     RETURN_IF_ERROR(EndJob(job.id, store::JobState::kFailed,
@@ -616,7 +640,27 @@ StatusOr<uint32_t> Scheduler::FinishJob(const store::Job& job) {
       {.id = job.id, .model_hash = job.spec.model_hash, .state = store::JobState::kSucceeded});
   any_ended_.store(true, std::memory_order_release);
   Changed();
-  return version.version;
+  return Finished{.profile_version = version.version};
+}
+
+StatusOr<Scheduler::Finished> Scheduler::BeginRound(const store::Job& job, int64_t model_n_layers,
+                                                    uint32_t samples_planned) {
+  const std::vector<store::PlannedTask> tasks =
+      PlanRound(job.spec, model_n_layers, job.samples_planned, samples_planned);
+  ASSIGN_OR_RETURN(store::Job extended, store_->ExtendJob(job.id, samples_planned, tasks));
+  // The new tasks are leasable at once: into the index (when loaded; else it loads them), and the
+  // job record NextTask reads carries the new samples_planned.
+  if (auto it = pending_.find(job.id); it != pending_.end()) {
+    for (const store::PlannedTask& t : tasks) {
+      it->second.insert(store::TaskKey{job.id, t.sample, t.layer});
+    }
+  }
+  active_jobs_.reset();
+  // The store cleared the description, which names the sample count: the round reports anew.
+  data_descriptions_.erase(job.id);
+  unprofiled_.erase(job.id);
+  Changed();
+  return Finished{.extended = true, .samples_planned = extended.samples_planned};
 }
 
 Status Scheduler::FinishReadyJobs(ExpireOutcome& outcome) {
@@ -634,11 +678,13 @@ Status Scheduler::FinishReadyJobs(ExpireOutcome& outcome) {
       unprofiled_.erase(id);
       continue;
     }
-    StatusOr<uint32_t> version = FinishJob(job);
-    if (version.ok()) {
-      outcome.profiles_written.push_back(*version);
+    StatusOr<Finished> finished = FinishJob(job);
+    if (!finished.ok()) {
+      outcome.finish_errors.push_back(absl::StrCat("job ", id, ": ", finished.status().message()));
+    } else if (finished->extended) {
+      outcome.jobs_extended.push_back(id);
     } else {
-      outcome.finish_errors.push_back(absl::StrCat("job ", id, ": ", version.status().message()));
+      outcome.profiles_written.push_back(finished->profile_version);
     }
   }
   return absl::OkStatus();

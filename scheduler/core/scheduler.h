@@ -30,6 +30,13 @@
 // Ended jobs: every job that succeeds, fails or is cancelled through this class is queued for
 // TakeEndedJobs(), so the adapter can tell workers to drop the job's data.
 //
+// Rounds (docs/SCHEDULER.md): an until_stable job is planned one round of params.samples samples
+// at a time. When a round's last task is done the profile of every sample so far is assembled;
+// unless it is stable or params.max_samples is reached, the job is extended by the next round
+// (TaskResultsOutcome::job_extended, ExpireOutcome::jobs_extended) and the adapter offers the new
+// tasks to idle workers. The profile finally written is bit for bit the one of `ripplekv
+// calibrate --until-stable` with the same flags (but for its created_at).
+//
 // Reads for the adapters: filtered, paged listings of jobs and profile versions, typed (parsed)
 // profiles and budget maps computed from them, and the data of an active job, so the gRPC
 // adapters only convert messages and map Status codes (they never read the store).
@@ -114,8 +121,10 @@ struct Assignment {
   store::TaskKey key;
   store::TimeMs lease_deadline_ms = 0;
   store::TimeMs task_deadline_ms = 0;  // heartbeats never move the lease past this
-  std::string model_hash;      // the job's spec.model_hash
-  store::MethodParams params;  // the job's params, as stored (defaults resolved at submit)
+  std::string model_hash;              // the job's spec.model_hash
+  // The job's params, as stored (defaults resolved at submit), except `samples`: the samples
+  // planned so far (Job::samples_planned), which the worker reads its data with.
+  store::MethodParams params;
   uint32_t trials = 0;         // the job's params.trials: the worker runs trials 0..trials-1
   uint32_t attempts = 0;       // times the task has been leased, this one included
   bool prefill_held = false;   // the worker said it holds this sample's prefill
@@ -128,6 +137,10 @@ struct TaskResultsOutcome {
   bool task_completed = false;
   bool job_succeeded = false;    // this call finished the job
   uint32_t profile_version = 0;  // the version written when job_succeeded
+  // This call completed a round of an until_stable job that was not stable yet: the job was
+  // extended by the next round (its tasks are pending now) instead of finished.
+  bool job_extended = false;
+  uint32_t samples_planned = 0;  // the job's samples planned after the call, when job_extended
 };
 
 // A lease the adapter should revoke on the worker (its job ended, or its deadline passed).
@@ -142,6 +155,9 @@ struct ExpireOutcome {
   std::vector<store::TaskKey> released;      // leases returned to pending, canonical order
   std::vector<Revocation> revocations;       // expired leases whose holder is still registered
   std::vector<uint32_t> profiles_written;    // versions of jobs finished by this tick
+  // Until_stable jobs left complete at the end of a round that this tick extended by the next
+  // round (their new tasks are pending).
+  std::vector<store::JobId> jobs_extended;
   // Jobs complete but not yet profiled that this tick could not finish (the model's summary is
   // unknown, or the store failed), one line each; retried on the next tick.
   std::vector<std::string> finish_errors;
@@ -458,8 +474,22 @@ class Scheduler {
   [[nodiscard]] Status EndJob(store::JobId id, store::JobState state, const std::string& why,
                               const std::string& model_hash);
   void ForgetJob(store::JobId id);
-  // Aggregates a complete job (its record without inline data is enough) into its profile.
-  [[nodiscard]] StatusOr<uint32_t> FinishJob(const store::Job& job);
+  // What FinishJob did with a complete job: wrote its profile (version > 0), or, for an
+  // until_stable job not yet stable below its cap, began its next round (samples_planned).
+  struct Finished {
+    uint32_t profile_version = 0;
+    bool extended = false;
+    uint32_t samples_planned = 0;  // when extended
+  };
+  // Aggregates a complete job (its record without inline data is enough) into its profile over
+  // its samples planned. An until_stable job whose profile is not stable (method::ComputeStability
+  // with default options, as worker::CalibrateUntilStable) and that is below max_samples is
+  // extended by the next round (Store::ExtendJob, one write) and its new tasks indexed as
+  // pending; otherwise the profile is written and the job succeeds.
+  [[nodiscard]] StatusOr<Finished> FinishJob(const store::Job& job);
+  // FinishJob's extension of `job` (complete) to `samples_planned` samples.
+  [[nodiscard]] StatusOr<Finished> BeginRound(const store::Job& job, int64_t model_n_layers,
+                                              uint32_t samples_planned);
   // Loads the stored model summaries into models_ once.
   [[nodiscard]] Status LoadModels();
   [[nodiscard]] Status FinishReadyJobs(ExpireOutcome& outcome);
@@ -508,9 +538,10 @@ int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::Pr
 std::string InvalidTaskResult(const store::TaskKey& key, uint32_t trials,
                               const store::TrialResult& r, bool trial_seen);
 
-// The profile's data_domain for a spec (method/calibration_sets.h): "user" for inline data or a
-// path, else the built-in set's domain (the default set's when none is named).
-std::string_view DataDomainOf(const store::JobSpec& spec);
+// The profile's data_domain for a job (method/calibration_sets.h): "user" for inline data (also
+// when the record was read without it: data_inline_bytes) or a path, else the built-in set's
+// domain (the default set's when none is named).
+std::string_view DataDomainOf(const store::Job& job);
 
 // The profile's data_source line for a spec when no worker described the data: "inline data, N
 // bytes", "file PATH" or "built-in calibration text".

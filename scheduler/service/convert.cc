@@ -219,6 +219,24 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
   params.seed = p.seed();
   ASSIGN_OR_RETURN(params.samples, OptionalInRange(p.has_samples(), p.samples(), 1, 65536, 8,
                                                    "spec.params.samples"));
+  params.data_seed = p.data_seed();
+  params.until_stable = p.until_stable();
+  if (p.has_max_samples() && !p.until_stable()) {
+    return absl::InvalidArgumentError(
+        "spec.params.max_samples: only with spec.params.until_stable");
+  }
+  ASSIGN_OR_RETURN(params.max_samples,
+                   OptionalInRange(p.has_max_samples(), p.max_samples(), 1, 65536,
+                                   store::MethodParams().max_samples, "spec.params.max_samples"));
+  if (params.until_stable && params.samples < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.params.samples: until_stable needs rounds of at least 2 samples, got ",
+                     params.samples));
+  }
+  if (params.until_stable && params.max_samples < params.samples) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.params.max_samples: ", params.max_samples,
+                                                   " must be >= samples ", params.samples));
+  }
   ASSIGN_OR_RETURN(params.context_len,
                    OptionalInRange(p.has_context_len(), p.context_len(), 1, kMaxContextLen, 512,
                                    "spec.params.context_len"));
@@ -281,6 +299,9 @@ void MethodParamsToProto(const store::MethodParams& params, v1::CalibrationParam
   out->set_context_len(static_cast<int32_t>(params.context_len));
   out->set_probe_len(static_cast<int32_t>(params.probe_len));
   for (uint32_t layer : params.layers) out->add_layers(static_cast<int32_t>(layer));
+  out->set_data_seed(params.data_seed);
+  out->set_until_stable(params.until_stable);
+  if (params.until_stable) out->set_max_samples(static_cast<int32_t>(params.max_samples));
 }
 
 v1::JobState JobStateToProto(store::JobState state) {
@@ -343,6 +364,7 @@ v1::Job JobToProto(const store::Job& job) {
   progress->set_tasks_total(static_cast<int64_t>(job.tasks_total));
   progress->set_trials_done(static_cast<int64_t>(job.results_stored));
   progress->set_trials_total(static_cast<int64_t>(job.tasks_total * job.spec.params.trials));
+  progress->set_samples_planned(static_cast<int32_t>(job.samples_planned));
   if (job.state == store::JobState::kFailed) {
     // The store keeps the reason only; the code is not recorded.
     out.mutable_error()->set_code(static_cast<int32_t>(absl::StatusCode::kUnknown));

@@ -592,11 +592,14 @@ void WorkerServiceImpl::Tick() {
     for (uint32_t version : outcome->profiles_written) {
       spdlog::info("a job left complete was finished: profile version {}", version);
     }
+    for (store::JobId job : outcome->jobs_extended) {
+      spdlog::info("job {} left at the end of a round: next round planned", job);
+    }
     for (const std::string& error : outcome->finish_errors) {
       spdlog::warn("finishing a complete job (retried on the next tick): {}", error);
     }
     Revoke(outcome->revocations);  // also tells workers about jobs that ended
-    if (freed) RefillWorkers({});
+    if (freed || !outcome->jobs_extended.empty()) RefillWorkers({});
   }
 }
 
@@ -615,10 +618,16 @@ void WorkerServiceImpl::CompletionWritten(const std::string& worker_id, const st
                   outcome->conflicts);
   } else if (outcome->job_succeeded) {
     spdlog::info("job {} succeeded: profile version {}", job, outcome->profile_version);
+  } else if (outcome->job_extended) {
+    spdlog::info("job {} not stable yet: next round, {} samples planned", job,
+                 outcome->samples_planned);
   }
   // The job may have ended with this write. Only a written completion can end one; an error may
   // be answered on the submitting thread itself (the committer stopped), which holds its stream.
   if (outcome.ok()) BroadcastEndedJobs();
+  // A new round's tasks go to idle workers now, not at their next heartbeat. This thread holds no
+  // stream, so it takes the service and then each stream, as Tick does.
+  if (outcome.ok() && outcome->job_extended) RefillWorkers({});
 }
 
 WorkerServiceStats WorkerServiceImpl::Stats() const {

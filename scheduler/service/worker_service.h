@@ -103,8 +103,9 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
   // returned to pending by a departed worker or by expiry reach idle workers at once.
   void RefillWorkers(const std::string& model_hash);
   // On the scheduler's committer thread: a task_done's results were written (or not); logs the
-  // outcome and sends the job-level cancellations of a job it finished. Uses no stream (the one
-  // that sent the task_done may be gone).
+  // outcome, sends the job-level cancellations of a job it finished, and offers a new round's
+  // tasks of a job it extended to every stream (RefillWorkers). Uses no stream of its own (the
+  // one that sent the task_done may be gone).
   void CompletionWritten(const std::string& worker_id, const std::string& task_id, store::JobId job,
                          const StatusOr<TaskResultsOutcome>& outcome);
 

@@ -101,5 +101,44 @@ TEST(JobPlanTest, DataFieldsMustFitTheSource) {
   EXPECT_TRUE(ValidateJobSpec(s, 30).ok());
 }
 
+TEST(JobPlanTest, UntilStableNeedsRoundsOfTwoSamplesAndACapNotBelowThem) {
+  store::JobSpec s = GoodSpec();
+  s.params.until_stable = true;
+  s.params.samples = 4;
+  s.params.max_samples = 4;
+  EXPECT_TRUE(ValidateJobSpec(s, 30).ok());
+  s.params.max_samples = 3;
+  ExpectBadField(s, 30, "params.max_samples");
+  s.params.samples = 1;
+  s.params.max_samples = 64;
+  ExpectBadField(s, 30, "params.samples");
+  // Without until_stable the cap means nothing and one sample is a job.
+  s.params.until_stable = false;
+  s.params.max_samples = 0;
+  EXPECT_TRUE(ValidateJobSpec(s, 30).ok());
+}
+
+TEST(JobPlanTest, RoundsStepBySamplesUpToTheCapAndPlanOnlyTheirOwnSamples) {
+  store::JobSpec s = GoodSpec();
+  s.params.until_stable = true;
+  s.params.samples = 4;
+  s.params.max_samples = 10;
+  s.params.layers = {3, 1};
+  EXPECT_EQ(MaxJobSamples(s.params), 10u);
+  EXPECT_EQ(NextRoundSamples(s.params, 4), 8u);
+  EXPECT_EQ(NextRoundSamples(s.params, 8), 10u);   // the last round is cut at the cap
+  EXPECT_EQ(NextRoundSamples(s.params, 10), 10u);  // capped: no further round
+  std::vector<store::PlannedTask> round = PlanRound(s, 30, 8, 10);
+  ASSERT_EQ(round.size(), 4u);
+  EXPECT_EQ(round[0].sample, 8u);
+  EXPECT_EQ(round[0].layer, 1u);
+  EXPECT_EQ(round[1].layer, 3u);
+  EXPECT_EQ(round[3].sample, 9u);
+  EXPECT_TRUE(PlanRound(s, 30, 10, 10).empty());
+  EXPECT_EQ(PlanTasks(s, 30).size(), 8u);  // the first round only
+  s.params.until_stable = false;
+  EXPECT_EQ(MaxJobSamples(s.params), 4u);
+}
+
 }  // namespace
 }  // namespace ripplekv::scheduler
