@@ -130,9 +130,10 @@ std::optional<TaskRefusal> TaskRunner::Check(const TaskSpec& spec) const {
   return std::nullopt;
 }
 
-bool TaskRunner::HasJob(const std::string& job_id) const {
+bool TaskRunner::HasJob(const std::string& job_id, int min_samples) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return jobs_.contains(job_id);
+  auto it = jobs_.find(job_id);
+  return it != jobs_.end() && static_cast<int64_t>(it->second->samples.size()) >= min_samples;
 }
 
 Status TaskRunner::LoadJob(const std::string& job_id, const JobData& data,

@@ -49,7 +49,8 @@ struct TaskSpec {
   int layer = 0;           // layer to perturb
   PerturbMode mode = PerturbMode::kCache;
   TrialOptions trials;  // alpha, trials, seed
-  DataOptions data;     // samples, context_len, probe_len (strict/format come from JobData)
+  // samples (planned so far), context_len, probe_len, data_seed (strict/format come from JobData)
+  DataOptions data;
 };
 
 // Why a task is not run (mirrors ripplekv.v1.RefusalReason).
@@ -117,12 +118,16 @@ class TaskRunner {
   // parameters, a job whose estimated memory exceeds the limit), or nullopt. Cheap; needs no data.
   std::optional<TaskRefusal> Check(const TaskSpec& spec) const;
 
-  // True when the samples of `job_id` are known (no GetJobData needed).
-  bool HasJob(const std::string& job_id) const;
+  // True when at least `min_samples` samples of `job_id` are known (no GetJobData needed). A job
+  // of rounds (until_stable) asks for more samples with each round; its first ones stay the same
+  // (the data's nested order), so a worker holding fewer loads the job again.
+  bool HasJob(const std::string& job_id, int min_samples = 0) const;
   // Derives the job's samples from `data` with the task's DataOptions (same functions and
   // options as `ripplekv calibrate`, so sample i is the same everywhere) and keeps them for the
-  // job. Path data is read through the options' data_dirs (see BuildCalibrationSet). Errors: those
-  // of BuildCalibrationSet; FailedPrecondition without a tokenizer.
+  // job, replacing samples loaded before (prepared samples stay cached: sample i of a larger set
+  // is sample i of the smaller one). Path data is read through the options' data_dirs (see
+  // BuildCalibrationSet). Errors: those of BuildCalibrationSet; FailedPrecondition without a
+  // tokenizer.
   [[nodiscard]] Status LoadJob(const std::string& job_id, const JobData& data,
                                const DataOptions& options);
   // Installs already derived samples for a job (tests, or a caller that loaded them itself),

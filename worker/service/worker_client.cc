@@ -61,6 +61,7 @@ TaskSpec SpecFromProto(const pb::TaskAssignment& a) {
   if (p.has_samples()) spec.data.samples = p.samples();
   if (p.has_context_len()) spec.data.context_len = p.context_len();
   if (p.has_probe_len()) spec.data.probe_len = p.probe_len();
+  spec.data.data_seed = p.data_seed();
   return spec;
 }
 
@@ -319,7 +320,9 @@ struct WorkerClient::Impl {
                  spec.sample, spec.layer, spec.trials.trials);
     if (std::optional<TaskRefusal> r = runner->Check(spec)) return Refuse(s, spec.task_id, *r);
     const auto t0 = Clock::now();
-    if (!runner->HasJob(spec.job_id)) {
+    // A job's next round asks for more samples than were loaded: load them (LoadJob mirrors the
+    // new set to a tensor-parallel group's other ranks).
+    if (!runner->HasJob(spec.job_id, spec.data.samples)) {
       if (Status st = LoadJobData(spec); !st.ok()) {
         const Refusal reason = st.code() == absl::StatusCode::kUnavailable ||
                                        st.code() == absl::StatusCode::kDeadlineExceeded
