@@ -2,6 +2,7 @@
 //   ripplekv submit --scheduler ADDR --model PATH [--model-hash H]
 //     [--data F [--data-on-workers] | --builtin NAME] [--samples N] [--context-len C] [--probe W]
 //     [--alpha A] [--trials T] [--seed S]
+//     [--data-seed S] [--until-stable [--max-samples N]]
 //     [--mode cache|prefill] [--layers LIST] [--strict] [--priority P] [--idempotency-key K]
 //     [--wait [--json]]
 //   --data F is read here and sent inline (cli/inline_data.h); with --data-on-workers the job
@@ -59,6 +60,8 @@ struct SubmitArgs {
   std::string idempotency_key;
   bool wait = false;
   bool json = false;  // with --wait: print the profile JSON instead of the table
+  bool until_stable = false;  // rounds of --samples samples until stable, as `calibrate`
+  int max_samples = 64;       // the cap of --until-stable
 };
 
 struct JobArgs {
@@ -117,13 +120,22 @@ bool IsTerminal(v1::JobState state) {
 // Follows the job with WatchJob until it is terminal, with a progress bar on stderr. Reconnects
 // on UNAVAILABLE with exponential backoff (100 ms doubling to 5 s, at most 10 tries in a row).
 // Returns the final Job (GetJob after the stream ends).
+// A job of rounds (--until-stable) grows its trials_total with each round: the bar starts again
+// over the new total, labelled with the samples planned.
 StatusOr<v1::Job> WaitForJob(RemoteClient& client, const std::string& job_id) {
   std::unique_ptr<Progress> progress;
-  int64_t shown = -1;  // trials_done last shown
+  int64_t shown = -1;        // trials_done last shown
+  int64_t shown_total = -1;  // trials_total of the bar
   auto update = [&](const v1::JobProgress& p) {
-    if (p.trials_total() <= 0 || p.trials_done() == shown) return;
-    if (!progress)
-      progress = std::make_unique<Progress>("job " + job_id, p.trials_total(), "trials");
+    if (p.trials_total() <= 0) return;
+    if (p.trials_done() == shown && p.trials_total() == shown_total) return;
+    if (!progress || p.trials_total() != shown_total) {
+      progress.reset();
+      progress = std::make_unique<Progress>(
+          absl::StrCat("job ", job_id, " (", p.samples_planned(), " samples)"), p.trials_total(),
+          "trials");
+      shown_total = p.trials_total();
+    }
     progress->Update(p.trials_done());
     shown = p.trials_done();
   };
@@ -171,11 +183,14 @@ int ReportJobEnd(const v1::Job& job) {
 int RunSubmit(const SubmitArgs& args) {
   auto layers = ParseLayerList(args.method.layers);
   if (!layers.ok()) return ReportError(layers.status());
-  if (args.method.data_seed != 0) {
-    return ReportError(absl::InvalidArgumentError(
-        absl::StrCat("--data-seed ", args.method.data_seed,
-                     ": a job carries no data seed yet (workers use 0); leave it out, or "
-                     "calibrate locally with `ripplekv calibrate`")));
+  if (args.until_stable && args.method.samples < 2) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat(
+        "--until-stable needs at least 2 samples per round, got ", args.method.samples)));
+  }
+  if (args.until_stable && args.max_samples < args.method.samples) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat("--max-samples ", args.max_samples,
+                                                               " is below the first round's ",
+                                                               args.method.samples, " samples")));
   }
   auto builtin = BuiltinFromFlags(args.method);
   if (!builtin.ok()) return ReportError(builtin.status());
@@ -233,6 +248,11 @@ int RunSubmit(const SubmitArgs& args) {
   params->set_samples(args.method.samples);
   params->set_context_len(args.method.context_len);
   params->set_probe_len(args.method.probe);
+  params->set_data_seed(args.method.data_seed);
+  if (args.until_stable) {
+    params->set_until_stable(true);
+    params->set_max_samples(args.max_samples);
+  }
   for (int l : *layers) params->add_layers(l);
   spec->set_priority(args.priority);
 
@@ -266,14 +286,21 @@ int RunJobs(const JobArgs& args) {
     std::printf("%s\n", ToJson(all).c_str());
     return kExitOk;
   }
-  std::printf("%-24s  %-10s  %-12s  %15s  %8s\n", "job", "state", "model", "trials", "priority");
+  // samples: planned so far; "4/64" for a job of rounds (--until-stable), up to its cap.
+  std::printf("%-24s  %-10s  %-12s  %9s  %15s  %8s\n", "job", "state", "model", "samples", "trials",
+              "priority");
   for (const v1::Job& job : *jobs) {
     const std::string trials =
         absl::StrCat(job.progress().trials_done(), "/", job.progress().trials_total());
-    std::printf("%-24s  %-10s  %-12s  %15s  %8d\n", job.job_id().c_str(),
+    const v1::CalibrationParams& params = job.spec().params();
+    const std::string samples =
+        params.until_stable()
+            ? absl::StrCat(job.progress().samples_planned(), "/", params.max_samples())
+            : absl::StrCat(job.progress().samples_planned());
+    std::printf("%-24s  %-10s  %-12s  %9s  %15s  %8d\n", job.job_id().c_str(),
                 JobStateName(job.state()).c_str(),
-                job.spec().model().model_hash().substr(0, 12).c_str(), trials.c_str(),
-                job.spec().priority());
+                job.spec().model().model_hash().substr(0, 12).c_str(), samples.c_str(),
+                trials.c_str(), job.spec().priority());
   }
   return kExitOk;
 }
@@ -284,6 +311,9 @@ int RunWatch(const JobArgs& args) {
   auto job = WaitForJob(*client, args.job_id);
   if (!job.ok()) return ReportError(job.status());
   std::printf("%s %s", job->job_id().c_str(), JobStateName(job->state()).c_str());
+  if (job->spec().params().until_stable()) {
+    std::printf(" samples %d", job->progress().samples_planned());
+  }
   if (job->state() == v1::JOB_STATE_SUCCEEDED) {
     std::printf(" profile %s version %lld", job->spec().model().model_hash().c_str(),
                 static_cast<long long>(job->profile_version()));
@@ -351,6 +381,14 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
     cmd->add_option("--priority", a->priority, "-1000..1000, higher first")->capture_default_str();
     cmd->add_option("--idempotency-key", a->idempotency_key,
                     "Resubmitting with the same key returns the first job");
+    cmd->add_flag("--until-stable", a->until_stable,
+                  "Rounds of --samples samples until every layer's budget share at ratio 2 has "
+                  "a 90% bootstrap interval within +-5% (or --max-samples is reached), as "
+                  "`calibrate --until-stable`");
+    cmd->add_option("--max-samples", a->max_samples, "The cap of --until-stable")
+        ->capture_default_str()
+        ->check(CLI::Range(2, 65536))
+        ->needs(cmd->get_option("--until-stable"));
     cmd->add_flag("--wait", a->wait, "Wait for the job (progress on stderr), print the profile");
     cmd->add_flag("--json", a->json, "With --wait: print the profile JSON instead of the table");
     cmd->callback([a, &run] { run = [a] { return RunSubmit(*a); }; });

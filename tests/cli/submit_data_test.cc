@@ -36,10 +36,10 @@ class SubmitDataTest : public ::testing::Test {
     std::ofstream(p, std::ios::binary) << bytes;
     return p.string();
   }
-  CliResult Submit(const std::vector<std::string>& extra) {
+  CliResult Submit(const std::vector<std::string>& extra, const std::string& samples = "1") {
     std::vector<std::string> args = {"submit",  "--scheduler", cluster_->address(),
                                      "--model", model_,        "--model-hash",
-                                     kHash,     "--samples",   "1"};
+                                     kHash,     "--samples",   samples};
     args.insert(args.end(), extra.begin(), extra.end());
     return RunCli(tmp_.path(), "submit", args, std::chrono::seconds(60));
   }
@@ -89,9 +89,9 @@ TEST_F(SubmitDataTest, AnUnreadableDataFileFailsBeforeSubmittingNamingTheFile) {
 }
 
 // --builtin NAME names the job's built-in set; without it the job names none and the scheduler
-// gives workers its default ("mixed"). An unknown name and a --data-seed (jobs carry none yet)
-// fail before anything is sent.
-TEST_F(SubmitDataTest, BuiltinNamesTheSetAndUnknownNamesOrADataSeedFailBeforeSubmitting) {
+// gives workers its default ("mixed"). An unknown name fails before anything is sent. The job
+// carries --data-seed and --until-stable with its --max-samples; --max-samples alone is refused.
+TEST_F(SubmitDataTest, BuiltinDataSeedAndUntilStableGoIntoTheJobAndUnknownNamesFailEarly) {
   const CliResult code = Submit({"--builtin", "code"});
   ASSERT_EQ(code.exit_code, 0) << code.err << cluster_->Logs();
   const CliResult plain = Submit({});
@@ -103,9 +103,15 @@ TEST_F(SubmitDataTest, BuiltinNamesTheSetAndUnknownNamesOrADataSeedFailBeforeSub
       << unknown.err;
   EXPECT_TRUE(unknown.out.empty()) << "a job was submitted: " << unknown.out;
   const CliResult seeded = Submit({"--data-seed", "3"});
-  EXPECT_EQ(seeded.exit_code, 2);
-  EXPECT_NE(seeded.err.find("--data-seed 3"), std::string::npos) << seeded.err;
-  EXPECT_TRUE(seeded.out.empty()) << "a job was submitted: " << seeded.out;
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.err;
+  const CliResult rounds = Submit({"--until-stable", "--max-samples", "6"}, "2");
+  ASSERT_EQ(rounds.exit_code, 0) << rounds.err;
+  const CliResult cap_alone = Submit({"--max-samples", "6"});
+  EXPECT_NE(cap_alone.exit_code, 0);
+  EXPECT_TRUE(cap_alone.out.empty()) << "a job was submitted: " << cap_alone.out;
+  const CliResult one_sample = Submit({"--until-stable"}, "1");
+  EXPECT_EQ(one_sample.exit_code, 2);
+  EXPECT_NE(one_sample.err.find("at least 2 samples"), std::string::npos) << one_sample.err;
 
   cluster_->StopAll();
   auto db = store::OpenStore(cluster_->db().string(), {});
@@ -116,6 +122,18 @@ TEST_F(SubmitDataTest, BuiltinNamesTheSetAndUnknownNamesOrADataSeedFailBeforeSub
   auto without = (*db)->GetJob(std::stoull(plain.out));
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_TRUE(without->spec.data_builtin.empty());
+  EXPECT_EQ(without->spec.params.data_seed, 0u);
+  EXPECT_FALSE(without->spec.params.until_stable);
+  auto with_seed = (*db)->GetJob(std::stoull(seeded.out));
+  ASSERT_TRUE(with_seed.ok()) << with_seed.status();
+  EXPECT_EQ(with_seed->spec.params.data_seed, 3u);
+  auto with_rounds = (*db)->GetJob(std::stoull(rounds.out));
+  ASSERT_TRUE(with_rounds.ok()) << with_rounds.status();
+  EXPECT_TRUE(with_rounds->spec.params.until_stable);
+  EXPECT_EQ(with_rounds->spec.params.samples, 2u);
+  EXPECT_EQ(with_rounds->spec.params.max_samples, 6u);
+  EXPECT_EQ(with_rounds->samples_planned, 2u);
+  EXPECT_EQ(with_rounds->tasks_total % 2, 0u);
 }
 
 }  // namespace
