@@ -6,7 +6,9 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kernels/base/strings.h"
 #include "method/calibration_sets.h"
 #include "method/profile_aggregate.h"
@@ -20,6 +22,36 @@ bool SameModel(const method::ProfileModel& a, const method::ProfileModel& b) {
   return a.hash == b.hash && a.architecture == b.architecture && a.name == b.name &&
          a.n_layers == b.n_layers && a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim &&
          a.d_model == b.d_model && a.vocab_size == b.vocab_size;
+}
+
+std::string Quoted(std::string_view text) {
+  constexpr size_t kMaxBytes = 96;
+  std::string out = absl::StrCat(
+      "\"", absl::CEscape(absl::string_view(text.data(), std::min(text.size(), kMaxBytes))), "\"");
+  if (text.size() > kMaxBytes) out += "...";
+  return out;
+}
+
+// Each field where `reported` differs from `recorded`, with both values: `name: "x" (recorded
+// "y"), n_layers: 31 (recorded 30)`.
+std::string ModelDifferences(const method::ProfileModel& reported,
+                             const method::ProfileModel& recorded) {
+  std::vector<std::string> fields;
+  auto text = [&](std::string_view field, const std::string& a, const std::string& b) {
+    if (a != b)
+      fields.push_back(absl::StrCat(Sv(field), ": ", Quoted(a), " (recorded ", Quoted(b), ")"));
+  };
+  auto count = [&](std::string_view field, int64_t a, int64_t b) {
+    if (a != b) fields.push_back(absl::StrCat(Sv(field), ": ", a, " (recorded ", b, ")"));
+  };
+  text("architecture", reported.architecture, recorded.architecture);
+  text("name", reported.name, recorded.name);
+  count("n_layers", reported.n_layers, recorded.n_layers);
+  count("n_kv_heads", reported.n_kv_heads, recorded.n_kv_heads);
+  count("head_dim", reported.head_dim, recorded.head_dim);
+  count("d_model", reported.d_model, recorded.d_model);
+  count("vocab_size", reported.vocab_size, recorded.vocab_size);
+  return absl::StrJoin(fields, ", ");
 }
 
 Status ValidateModel(const method::ProfileModel& m) {
@@ -154,12 +186,33 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
   int64_t n_layers = request.model_n_layers;
   auto known = models_.find(request.spec.model_hash);
   if (n_layers == 0) {
-    if (known == models_.end()) {
+    if (known != models_.end()) {
+      n_layers = known->second.n_layers;
+    } else {
+      // Without a recorded summary: the count most registered workers of the model (with the
+      // submitter's name, when given) report, if one count is the most.
+      std::map<int64_t, int> counts;
+      for (const auto& [id, w] : workers_) {
+        if (w.model.hash == request.spec.model_hash &&
+            (request.model_name.empty() || w.model.name == request.model_name)) {
+          ++counts[w.model.n_layers];
+        }
+      }
+      int most = 0;
+      for (const auto& [count, workers] : counts) {
+        if (workers > most) {
+          most = workers;
+          n_layers = count;
+        } else if (workers == most) {
+          n_layers = 0;
+        }
+      }
+    }
+    if (n_layers == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "job spec field model.n_layers: not given, and no registered worker holds model ",
-          request.spec.model_hash));
+          request.spec.model_hash, " with an agreed layer count"));
     }
-    n_layers = known->second.n_layers;
   } else if (known != models_.end() && known->second.n_layers != n_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("job spec field model.n_layers: ", n_layers, ", but workers holding model ",
@@ -191,6 +244,14 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
   ASSIGN_OR_RETURN(store::CreateJobOutcome outcome, store_->CreateJob(request.spec, tasks));
   active_jobs_.reset();
   Changed();
+  if (outcome.created) {
+    const ModelRef ref{.n_layers = n_layers, .name = request.model_name};
+    job_refs_.insert_or_assign(outcome.job.id, ref);
+    first_refs_.try_emplace(request.spec.model_hash, ref);
+    // A failed store write leaves the summary unrecorded: the next registration of the model, or
+    // the job's completion (FinishJob), tries again. The job exists either way.
+    RecordModel(request.spec.model_hash).IgnoreError();
+  }
   return SubmitOutcome{.job = std::move(outcome.job), .created = outcome.created};
 }
 
@@ -204,42 +265,122 @@ Status Scheduler::RegisterWorker(const WorkerRegistration& registration) {
   }
   RETURN_IF_ERROR(ValidateModel(registration.model));
   RETURN_IF_ERROR(LoadModels());
-  auto known = models_.find(registration.model.hash);
+  const std::string& hash = registration.model.hash;
+  auto known = models_.find(hash);
   if (known != models_.end() && !SameModel(known->second, registration.model)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("worker ", registration.worker_id, " reports a model summary for hash ",
-                     registration.model.hash, " that differs from the one registered before"));
+        absl::StrCat("worker ", registration.worker_id, " reports a model summary for hash ", hash,
+                     " that differs from the one recorded: ",
+                     ModelDifferences(registration.model, known->second)));
   }
   if (workers_.contains(registration.worker_id)) {
     RETURN_IF_ERROR(DropWorker(registration.worker_id,
                                absl::StrCat("worker ", registration.worker_id, " restarted")));
   }
-  if (known == models_.end()) {
-    // Durable, so that a job left complete by a crash can be profiled before any worker of its
-    // model registers again. The store keeps the first report; a concurrent scheduler cannot
-    // exist (the store is locked), so it is this one.
-    RETURN_IF_ERROR(store_
-                        ->PutModelSummary(registration.model.hash,
-                                          method::ProfileModelToJson(registration.model))
-                        .status());
-    models_.emplace(registration.model.hash, registration.model);
-  }
+  evicted_.erase(registration.worker_id);
   WorkerState& w = workers_[registration.worker_id];
   w.model = registration.model;
   w.capacity = registration.capacity;
   w.last_seen_ms = clock_();
+  // Durable once recorded, so that a job left complete by a crash can be profiled before any
+  // worker of its model registers again.
+  RETURN_IF_ERROR(RecordModel(hash));
+  if (!workers_.contains(registration.worker_id)) {
+    // The summary this registration completed is another group's.
+    return absl::FailedPreconditionError(evicted_.at(registration.worker_id));
+  }
   // Jobs left complete without a profile are finished by the next ExpireLeases tick, never here:
   // a failing aggregation or store write must not fail a registration.
   return absl::OkStatus();
+}
+
+const Scheduler::ModelRef& Scheduler::JobRef(const store::Job& job) {
+  auto it = job_refs_.find(job.id);
+  if (it != job_refs_.end()) return it->second;
+  // Submitted before a restart: the name was not stored; the layer count is in the plan.
+  ModelRef ref;
+  if (job.spec.params.layers.empty() && job.samples_planned > 0) {
+    ref.n_layers = static_cast<int64_t>(job.tasks_total / job.samples_planned);
+  }
+  return job_refs_.emplace(job.id, std::move(ref)).first->second;
+}
+
+Status Scheduler::RecordModel(const std::string& hash) {
+  if (models_.contains(hash)) return absl::OkStatus();
+  auto ref = first_refs_.find(hash);
+  if (ref == first_refs_.end()) {
+    // After a restart: the oldest active job of the model, if any, stands for its first job.
+    if (!active_jobs_) {
+      ASSIGN_OR_RETURN(active_jobs_, store_->ListJobs({.active_only = true}));
+    }
+    const store::Job* oldest = nullptr;
+    for (const store::Job& job : *active_jobs_) {
+      if (job.spec.model_hash == hash && (oldest == nullptr || job.id < oldest->id)) oldest = &job;
+    }
+    if (oldest != nullptr) ref = first_refs_.emplace(hash, JobRef(*oldest)).first;
+  }
+  auto agrees = [&](const method::ProfileModel& m) {
+    if (ref == first_refs_.end()) return true;
+    return (ref->second.n_layers == 0 || m.n_layers == ref->second.n_layers) &&
+           (ref->second.name.empty() || m.name == ref->second.name);
+  };
+  // Identical summaries among the candidates, with how many workers report each.
+  std::vector<std::pair<const method::ProfileModel*, int>> groups;
+  for (const auto& [id, w] : workers_) {
+    if (w.model.hash != hash || !agrees(w.model)) continue;
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const auto& group) { return SameModel(*group.first, w.model); });
+    if (g == groups.end()) {
+      groups.push_back({&w.model, 1});
+    } else {
+      ++g->second;
+    }
+  }
+  // With a job's ModelRef one agreeing worker suffices; without one, two must agree.
+  const int needed = ref == first_refs_.end() ? 2 : 1;
+  const method::ProfileModel* chosen = nullptr;
+  int most = 0;
+  for (const auto& [model, workers] : groups) {
+    if (workers > most) {
+      most = workers;
+      chosen = model;
+    } else if (workers == most) {
+      chosen = nullptr;  // a tie: wait for a worker or a job that decides it
+    }
+  }
+  if (chosen == nullptr || most < needed) return absl::OkStatus();
+  const method::ProfileModel recorded = *chosen;
+  RETURN_IF_ERROR(store_->PutModelSummary(hash, method::ProfileModelToJson(recorded)).status());
+  models_.emplace(hash, recorded);
+  first_refs_.erase(hash);
+  std::vector<std::pair<std::string, std::string>> differing;
+  for (const auto& [id, w] : workers_) {
+    if (w.model.hash == hash && !SameModel(w.model, recorded)) {
+      differing.push_back(
+          {id,
+           absl::StrCat("worker ", id, " was dropped: its model summary for hash ", hash,
+                        " differs from the one recorded: ", ModelDifferences(w.model, recorded))});
+    }
+  }
+  for (const auto& [id, why] : differing) {
+    RETURN_IF_ERROR(DropWorker(id, why));
+    evicted_.insert_or_assign(id, why);
+  }
+  return absl::OkStatus();
+}
+
+Status Scheduler::UnknownWorker(const std::string& worker_id) const {
+  if (auto it = evicted_.find(worker_id); it != evicted_.end()) {
+    return absl::FailedPreconditionError(it->second);
+  }
+  return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
 }
 
 Status Scheduler::Heartbeat(const std::string& worker_id, std::span<const PrefillKey> held,
                             std::span<const LeaseId> leases) {
   std::lock_guard lock(mu_);
   auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
-  }
+  if (it == workers_.end()) return UnknownWorker(worker_id);
   WorkerState& w = it->second;
   const int64_t now = clock_();
   w.last_seen_ms = now;
@@ -291,9 +432,7 @@ Status Scheduler::DropWorker(const std::string& worker_id, const std::string& wh
 StatusOr<Scheduler::WorkerState*> Scheduler::HeldLease(const std::string& worker_id,
                                                        const LeaseId& lease) {
   auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
-  }
+  if (it == workers_.end()) return UnknownWorker(worker_id);
   auto held = it->second.leased.find(lease.key);
   if (held == it->second.leased.end() || held->second.attempt != lease.attempt) {
     return absl::FailedPreconditionError(absl::StrCat(TaskName(lease.key), " attempt ",
@@ -348,6 +487,7 @@ void Scheduler::ForgetJob(store::JobId id) {
   pending_.erase(id);
   data_descriptions_.erase(id);
   unprofiled_.erase(id);
+  job_refs_.erase(id);
   failures_.erase(failures_.lower_bound(store::TaskKey{id, 0, 0}),
                   failures_.lower_bound(store::TaskKey{id + 1, 0, 0}));
   // The store released the job's leases with its state change.
@@ -453,9 +593,7 @@ std::optional<store::TaskKey> Scheduler::Choose(const std::string& worker_id,
 StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worker_id) {
   std::lock_guard lock(mu_);
   auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
-  }
+  if (it == workers_.end()) return UnknownWorker(worker_id);
   WorkerState& w = it->second;
   if (w.leased.size() >= w.capacity) return std::optional<Assignment>();
   if (!active_jobs_) {
@@ -463,6 +601,14 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   }
   for (const store::Job& job : *active_jobs_) {  // priority, then age
     if (job.spec.model_hash != w.model.hash || w.refused_jobs.contains(job.id)) continue;
+    if (!models_.contains(job.spec.model_hash)) {
+      // Before the summary is recorded, only workers agreeing with the submitter's ModelRef.
+      const ModelRef& ref = JobRef(job);
+      if ((ref.n_layers != 0 && w.model.n_layers != ref.n_layers) ||
+          (!ref.name.empty() && w.model.name != ref.name)) {
+        continue;
+      }
+    }
     ASSIGN_OR_RETURN(PendingSet * pending, Pending(job.id));
     std::optional<store::TaskKey> key = Choose(worker_id, w, job.id, *pending);
     if (!key) continue;
@@ -588,6 +734,10 @@ Status Scheduler::FailAttempt(const std::string& worker_id, const LeaseId& lease
 
 StatusOr<Scheduler::Finished> Scheduler::FinishJob(const store::Job& job) {
   auto model = models_.find(job.spec.model_hash);
+  if (model == models_.end()) {
+    RETURN_IF_ERROR(RecordModel(job.spec.model_hash));
+    model = models_.find(job.spec.model_hash);
+  }
   if (model == models_.end()) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job.id, " is complete but no worker holding model ",
@@ -872,9 +1022,7 @@ StatusOr<store::JobSpec> Scheduler::JobData(const std::string& worker_id, store:
   }
   std::lock_guard lock(mu_);
   auto it = workers_.find(worker_id);
-  if (it == workers_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown worker ", worker_id, "; register again"));
-  }
+  if (it == workers_.end()) return UnknownWorker(worker_id);
   auto lease = it->second.leased.lower_bound(store::TaskKey{id, 0, 0});
   if (lease == it->second.leased.end() || lease->first.job != id) {
     return absl::PermissionDeniedError(

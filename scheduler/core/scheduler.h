@@ -41,10 +41,22 @@
 // profiles and budget maps computed from them, and the data of an active job, so the gRPC
 // adapters only convert messages and map Status codes (they never read the store).
 //
-// Model summary: workers report their model (hash, architecture, name, n_layers, n_kv_heads,
-// head_dim, d_model, vocab_size) at registration; the first report per hash is kept, in the store
-// too (Store::PutModelSummary), so a restarted scheduler knows every model seen before. SubmitJob
-// needs the model's layer count: given in the request, or known from a registered worker.
+// Model summary (docs/SCHEDULER.md, "The recorded model summary"): workers report their model
+// (hash, architecture, name, n_layers, n_kv_heads, head_dim, d_model, vocab_size) at
+// registration, and each keeps its own. One summary per hash is *recorded*, durably
+// (Store::PutModelSummary), and goes into the hash's profiles; it is never taken from a single
+// registration, so no worker can lock the others of its hash out:
+//   - from the first job's model (its ModelRef: n_layers, and name when the submitter gave one):
+//     the summary of the most registered workers that agree with it (a tie records nothing), or
+//   - without such a job, from agreement: the summary that at least two registered workers report
+//     (the most workers; a tie records nothing).
+// Until then workers with differing summaries all register. Once recorded, a registration that
+// differs is refused (FailedPrecondition naming each differing field with both values), and a
+// registered worker that differs is dropped: its leases return to pending and its next call gets
+// FailedPrecondition saying why. Until a hash's summary is recorded, a job's tasks go only to
+// workers agreeing with the job's ModelRef. A restarted scheduler takes a job's ModelRef from the
+// job (its layer count from its tasks; the name is not stored). SubmitJob needs the model's layer
+// count: given in the request, or known from the recorded summary or the registered workers.
 //
 // Thread-safety: every method may be called from any thread; calls are serialized by one mutex,
 // except the store write of a completion, which runs on the CompletionCommitter's thread so that
@@ -74,17 +86,17 @@
 namespace ripplekv::scheduler {
 
 struct SchedulerOptions {
-  int64_t lease_duration_ms = 120'000;          // a lease's deadline is now + this, ms, capped by
-                                                // the task deadline; heartbeats listing it move it
-  int64_t heartbeat_timeout_ms = 30'000;        // a worker silent for longer is dropped, ms
-  uint64_t max_tasks_per_job = 1u << 20;        // most (sample, layer) tasks one job may plan
-  uint64_t max_trials_per_job = 1u << 24;       // most tasks x trials one job may plan
+  int64_t lease_duration_ms = 120'000;     // a lease's deadline is now + this, ms, capped by
+                                           // the task deadline; heartbeats listing it move it
+  int64_t heartbeat_timeout_ms = 30'000;   // a worker silent for longer is dropped, ms
+  uint64_t max_tasks_per_job = 1u << 20;   // most (sample, layer) tasks one job may plan
+  uint64_t max_trials_per_job = 1u << 24;  // most tasks x trials one job may plan
   // The longest one lease of a task may last, however often its holder heartbeats, ms; 0: derived
   // from the job's size and the model (DeriveTaskDeadlineMs).
   int64_t task_deadline_ms = 0;
-  uint32_t max_attempts = 4;                    // failed attempts of one task that fail its job
-  bool prefill_affinity = true;                 // false: always hand out the lowest (sample, layer)
-                                                // (the baseline that docs/SCHEDULER.md measures)
+  uint32_t max_attempts = 4;     // failed attempts of one task that fail its job
+  bool prefill_affinity = true;  // false: always hand out the lowest (sample, layer)
+                                 // (the baseline that docs/SCHEDULER.md measures)
 };
 
 // Milliseconds since the Unix epoch; injected so tests drive time.
@@ -95,6 +107,10 @@ struct SubmitRequest {
   // The model's layer count L. 0: take it from a registered worker holding spec.model_hash
   // (InvalidArgument naming "model_n_layers" when none has registered).
   int64_t model_n_layers = 0;
+  // The submitter's name of the model (ModelRef.name); empty: not given. Until the hash's summary
+  // is recorded, only workers reporting this name (when given) run the job, and the first job's
+  // name and layer count choose the summary recorded.
+  std::string model_name;
 };
 
 struct WorkerRegistration {
@@ -125,9 +141,9 @@ struct Assignment {
   // The job's params, as stored (defaults resolved at submit), except `samples`: the samples
   // planned so far (Job::samples_planned), which the worker reads its data with.
   store::MethodParams params;
-  uint32_t trials = 0;         // the job's params.trials: the worker runs trials 0..trials-1
-  uint32_t attempts = 0;       // times the task has been leased, this one included
-  bool prefill_held = false;   // the worker said it holds this sample's prefill
+  uint32_t trials = 0;        // the job's params.trials: the worker runs trials 0..trials-1
+  uint32_t attempts = 0;      // times the task has been leased, this one included
+  bool prefill_held = false;  // the worker said it holds this sample's prefill
 };
 
 struct TaskResultsOutcome {
@@ -264,16 +280,19 @@ class Scheduler {
   [[nodiscard]] StatusOr<SubmitOutcome> SubmitJob(const SubmitRequest& request);
 
   // Registers (or re-registers, releasing the leases of the previous registration) a worker,
-  // starting its heartbeat clock. InvalidArgument: empty id, capacity 0, empty or invalid
-  // model summary (hash empty, any count <= 0). FailedPrecondition: another worker reported
-  // a different summary for the same hash. Finishes jobs of this model that were left complete
-  // but unprofiled by a crash.
+  // starting its heartbeat clock, and records the hash's summary when this registration makes it
+  // known (see "Model summary" above; that may drop registered workers that differ).
+  // InvalidArgument: empty id, capacity 0, empty or invalid model summary (hash empty, any count
+  // <= 0). FailedPrecondition: the summary differs from the one recorded for its hash (the message
+  // names each differing field, with the recorded value); nothing changes for other workers.
   [[nodiscard]] Status RegisterWorker(const WorkerRegistration& registration);
 
   // Records that the worker is alive and holds the prefills `held`; moves the deadline of each
   // lease in `leases` that it holds to min(now + lease_duration_ms, the task deadline). Leases it
   // holds but does not list keep their deadline (an assignment may still be in flight); listed
-  // leases it does not hold are ignored. NotFound: unknown worker (it must register again).
+  // leases it does not hold are ignored. NotFound: unknown worker (it must register again);
+  // FailedPrecondition, saying why, for a worker dropped because its model summary differs from
+  // the recorded one (so do the other calls naming a worker).
   [[nodiscard]] Status Heartbeat(const std::string& worker_id, std::span<const PrefillKey> held,
                                  std::span<const LeaseId> leases);
 
@@ -284,7 +303,8 @@ class Scheduler {
   // its model has a pending task. Jobs by priority (highest) then age; within the job: a task of
   // a sample whose prefill the worker holds (the sample it was given last first), else a task of
   // the sample it was given last, else the lowest task of a sample no other worker holds or
-  // works on, else the lowest (sample, layer). NotFound: unknown worker.
+  // works on, else the lowest (sample, layer). Until the model's summary is recorded, only jobs
+  // whose ModelRef the worker's summary agrees with. NotFound: unknown worker.
   [[nodiscard]] StatusOr<std::optional<Assignment>> NextTask(const std::string& worker_id);
 
   // Completes the worker's lease `lease` with every result of its task, without waiting for the
@@ -492,6 +512,19 @@ class Scheduler {
                                               uint32_t samples_planned);
   // Loads the stored model summaries into models_ once.
   [[nodiscard]] Status LoadModels();
+  // What a job's submitter said of its model: 0 / empty when not given.
+  struct ModelRef {
+    int64_t n_layers = 0;
+    std::string name;
+  };
+  // The ModelRef of an active job: as submitted to this process, else derived from the job.
+  const ModelRef& JobRef(const store::Job& job);
+  // Records the summary of `hash` when none is recorded and the registered workers establish one
+  // ("Model summary" above), then drops every registered worker of the hash that differs.
+  [[nodiscard]] Status RecordModel(const std::string& hash);
+  // The error for a call naming a worker that is not registered: FailedPrecondition with the
+  // reason when it was dropped for its model summary, else NotFound.
+  Status UnknownWorker(const std::string& worker_id) const;
   [[nodiscard]] Status FinishReadyJobs(ExpireOutcome& outcome);
   void ObserveProgress(const store::Job& job);
   int64_t TaskDeadline(const store::JobSpec& spec, const method::ProfileModel& model,
@@ -508,8 +541,14 @@ class Scheduler {
   std::condition_variable changed_;  // with mu_; signalled by Changed()
   uint64_t changes_ = 0;             // guarded by mu_
   std::map<std::string, WorkerState> workers_;
-  std::map<std::string, method::ProfileModel> models_;  // by hash, first report kept (durable)
+  std::map<std::string, method::ProfileModel> models_;  // by hash, the recorded ones (durable)
   bool models_loaded_ = false;                          // the stored ones are in models_
+  // By hash without a recorded summary: the ModelRef of its first job (RecordModel).
+  std::map<std::string, ModelRef> first_refs_;
+  std::map<store::JobId, ModelRef> job_refs_;  // active jobs' ModelRefs; dropped when a job ends
+  // Workers dropped because their summary differs from the recorded one, with why; an entry goes
+  // when the worker registers again.
+  std::map<std::string, std::string> evicted_;
   std::map<store::JobId, RateObservation> rates_;
   std::map<store::JobId, PendingSet> pending_;  // loaded jobs only; dropped when a job ends
   // The store's active jobs (priority, then age) for NextTask; read again after a job is created
@@ -517,7 +556,7 @@ class Scheduler {
   std::optional<std::vector<store::Job>> active_jobs_;
   std::map<store::JobId, std::string> data_descriptions_;  // as stored; dropped when a job ends
   std::map<store::TaskKey, FailureCount> failures_;        // dropped when the job ends
-  std::map<store::TaskKey, Completing> completing_;       // results submitted, write pending
+  std::map<store::TaskKey, Completing> completing_;        // results submitted, write pending
   std::vector<EndedJob> ended_;                            // until TakeEndedJobs
   // !ended_.empty(), readable without mu_ (TakeEndedJobs runs after every worker message).
   std::atomic<bool> any_ended_{false};

@@ -124,6 +124,7 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
         "spec.params.layers: ", in.params().layers_size(), " entries, at most ", kMaxLayers));
   }
   out.model_n_layers = in.model().n_layers();
+  out.model_name = in.model().name();
   spec.priority = in.priority();
   spec.idempotency_key = key;
 
