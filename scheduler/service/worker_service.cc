@@ -315,11 +315,19 @@ class WorkerServiceImpl::ConnectReactor final
   }
 
   // Requires mu_. The task this stream holds under `task_id`, or nullptr after counting and
-  // logging the message as rejected (a task id it was never given, or one it no longer holds).
+  // logging the message as rejected (a task id it was never given, or one it no longer holds) and
+  // telling the worker: a TaskCancellation of that task id with the reason, so a worker that lost
+  // a lease stops the task and one that names made-up tasks learns why nothing happens. The
+  // notices are not queued past kMaxQueuedNotices, so a worker that does not read cannot grow
+  // this stream's queue.
   HeldTask* Held(const std::string& task_id, std::string_view what) {
     auto it = leases_.find(task_id);
     if (it != leases_.end()) return &it->second;
-    Reject(Cat(what, " for task \"", EscapeForLog(task_id), "\", which this stream does not hold"));
+    const std::string why =
+        Cat(what, " for task \"", EscapeForLog(task_id), "\", which this stream does not hold");
+    Reject(why);
+    constexpr size_t kMaxQueuedNotices = 256;
+    if (out_.size() < kMaxQueuedNotices) EnqueueCancellation(task_id, Cat("rejected: ", why));
     return nullptr;
   }
 
