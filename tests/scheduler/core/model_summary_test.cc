@@ -10,6 +10,7 @@
 #include "method/profile.h"
 #include "scheduler/core/scheduler.h"
 #include "store/store.h"
+#include "tests/store/store_test_util.h"
 
 namespace ripplekv::scheduler {
 namespace {
@@ -17,23 +18,7 @@ namespace {
 constexpr char kHash[] = "b179c9";
 constexpr char kName[] = "SmolLM2 135M Instruct";
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/ripplekv_model_XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed for " << pattern;
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string db() const { return path_ + "/db"; }
-
- private:
-  std::string path_;
-};
+using store::testing::TempDir;  // removed with its database at scope exit
 
 method::ProfileModel Genuine() {
   return {.hash = kHash,

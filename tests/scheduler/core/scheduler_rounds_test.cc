@@ -19,6 +19,7 @@
 #include "method/profile_stability.h"
 #include "scheduler/core/scheduler.h"
 #include "store/store.h"
+#include "tests/store/store_test_util.h"
 
 namespace ripplekv::scheduler {
 namespace {
@@ -27,23 +28,7 @@ constexpr char kHash[] = "5a6b7c";
 constexpr int64_t kLayers = 4;
 constexpr uint32_t kTrials = 2;
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/ripplekv_rounds_XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed for " << pattern;
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string db() const { return path_ + "/db"; }
-
- private:
-  std::string path_;
-};
+using store::testing::TempDir;  // removed with its database at scope exit
 
 method::ProfileModel Model() {
   return {.hash = kHash,

@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "method/profile_aggregate.h"
+#include "tests/store/store_test_util.h"
 
 namespace ripplekv::scheduler {
 namespace {
@@ -20,23 +21,7 @@ namespace {
 constexpr char kHash[] = "5a6b7c";
 constexpr char kOtherHash[] = "ffff00";
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/ripplekv_sched_XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed for " << pattern;
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string db() const { return path_ + "/db"; }
-
- private:
-  std::string path_;
-};
+using store::testing::TempDir;  // removed with its database at scope exit
 
 method::ProfileModel Model(const std::string& hash = kHash, int64_t n_layers = 30) {
   return {.hash = hash,
