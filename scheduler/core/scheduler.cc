@@ -4,6 +4,8 @@
 #include <chrono>
 #include <future>
 #include <limits>
+#include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -22,6 +24,25 @@ bool SameModel(const method::ProfileModel& a, const method::ProfileModel& b) {
   return a.hash == b.hash && a.architecture == b.architecture && a.name == b.name &&
          a.n_layers == b.n_layers && a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim &&
          a.d_model == b.d_model && a.vocab_size == b.vocab_size;
+}
+
+// The (key, count) of `counts` with the largest count when exactly one key has it; nullopt when
+// `counts` is empty or the largest count is tied. `counts`: a range of (key, count) pairs.
+template <typename Counts>
+auto UniqueMost(const Counts& counts)
+    -> std::optional<std::pair<std::decay_t<decltype(counts.begin()->first)>, int>> {
+  std::optional<std::pair<std::decay_t<decltype(counts.begin()->first)>, int>> best;
+  bool tied = false;
+  for (const auto& [key, count] : counts) {
+    if (!best || count > best->second) {
+      best.emplace(key, count);
+      tied = false;
+    } else if (count == best->second) {
+      tied = true;
+    }
+  }
+  if (tied) return std::nullopt;
+  return best;
 }
 
 std::string Quoted(std::string_view text) {
@@ -191,22 +212,14 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
     } else {
       // Without a recorded summary: the count most registered workers of the model (with the
       // submitter's name, when given) report, if one count is the most.
+      const ModelRef named{.name = request.model_name};
       std::map<int64_t, int> counts;
       for (const auto& [id, w] : workers_) {
-        if (w.model.hash == request.spec.model_hash &&
-            (request.model_name.empty() || w.model.name == request.model_name)) {
+        if (w.model.hash == request.spec.model_hash && named.Admits(w.model)) {
           ++counts[w.model.n_layers];
         }
       }
-      int most = 0;
-      for (const auto& [count, workers] : counts) {
-        if (workers > most) {
-          most = workers;
-          n_layers = count;
-        } else if (workers == most) {
-          n_layers = 0;
-        }
-      }
+      if (auto most = UniqueMost(counts)) n_layers = most->first;
     }
     if (n_layers == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -319,15 +332,11 @@ Status Scheduler::RecordModel(const std::string& hash) {
     }
     if (oldest != nullptr) ref = first_refs_.emplace(hash, JobRef(*oldest)).first;
   }
-  auto agrees = [&](const method::ProfileModel& m) {
-    if (ref == first_refs_.end()) return true;
-    return (ref->second.n_layers == 0 || m.n_layers == ref->second.n_layers) &&
-           (ref->second.name.empty() || m.name == ref->second.name);
-  };
+  const bool has_ref = ref != first_refs_.end();
   // Identical summaries among the candidates, with how many workers report each.
   std::vector<std::pair<const method::ProfileModel*, int>> groups;
   for (const auto& [id, w] : workers_) {
-    if (w.model.hash != hash || !agrees(w.model)) continue;
+    if (w.model.hash != hash || (has_ref && !ref->second.Admits(w.model))) continue;
     auto g = std::find_if(groups.begin(), groups.end(),
                           [&](const auto& group) { return SameModel(*group.first, w.model); });
     if (g == groups.end()) {
@@ -336,20 +345,12 @@ Status Scheduler::RecordModel(const std::string& hash) {
       ++g->second;
     }
   }
-  // With a job's ModelRef one agreeing worker suffices; without one, two must agree.
-  const int needed = ref == first_refs_.end() ? 2 : 1;
-  const method::ProfileModel* chosen = nullptr;
-  int most = 0;
-  for (const auto& [model, workers] : groups) {
-    if (workers > most) {
-      most = workers;
-      chosen = model;
-    } else if (workers == most) {
-      chosen = nullptr;  // a tie: wait for a worker or a job that decides it
-    }
-  }
-  if (chosen == nullptr || most < needed) return absl::OkStatus();
-  const method::ProfileModel recorded = *chosen;
+  // With a job's ModelRef one agreeing worker suffices; without one, two must agree. A tie waits
+  // for a worker or a job that decides it.
+  const int needed = has_ref ? 1 : 2;
+  const auto most = UniqueMost(groups);
+  if (!most || most->second < needed) return absl::OkStatus();
+  const method::ProfileModel recorded = *most->first;
   RETURN_IF_ERROR(store_->PutModelSummary(hash, method::ProfileModelToJson(recorded)).status());
   models_.emplace(hash, recorded);
   first_refs_.erase(hash);
@@ -603,11 +604,7 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     if (job.spec.model_hash != w.model.hash || w.refused_jobs.contains(job.id)) continue;
     if (!models_.contains(job.spec.model_hash)) {
       // Before the summary is recorded, only workers agreeing with the submitter's ModelRef.
-      const ModelRef& ref = JobRef(job);
-      if ((ref.n_layers != 0 && w.model.n_layers != ref.n_layers) ||
-          (!ref.name.empty() && w.model.name != ref.name)) {
-        continue;
-      }
+      if (!JobRef(job).Admits(w.model)) continue;
     }
     ASSIGN_OR_RETURN(PendingSet * pending, Pending(job.id));
     std::optional<store::TaskKey> key = Choose(worker_id, w, job.id, *pending);

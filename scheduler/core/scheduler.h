@@ -516,6 +516,10 @@ class Scheduler {
   struct ModelRef {
     int64_t n_layers = 0;
     std::string name;
+    // Whether a worker's summary agrees with what was given (fields not given agree).
+    bool Admits(const method::ProfileModel& m) const {
+      return (n_layers == 0 || m.n_layers == n_layers) && (name.empty() || m.name == name);
+    }
   };
   // The ModelRef of an active job: as submitted to this process, else derived from the job.
   const ModelRef& JobRef(const store::Job& job);

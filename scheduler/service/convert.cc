@@ -229,15 +229,6 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
   ASSIGN_OR_RETURN(params.max_samples,
                    OptionalInRange(p.has_max_samples(), p.max_samples(), 1, 65536,
                                    store::MethodParams().max_samples, "spec.params.max_samples"));
-  if (params.until_stable && params.samples < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec.params.samples: until_stable needs rounds of at least 2 samples, got ",
-                     params.samples));
-  }
-  if (params.until_stable && params.max_samples < params.samples) {
-    return absl::InvalidArgumentError(absl::StrCat("spec.params.max_samples: ", params.max_samples,
-                                                   " must be >= samples ", params.samples));
-  }
   ASSIGN_OR_RETURN(params.context_len,
                    OptionalInRange(p.has_context_len(), p.context_len(), 1, kMaxContextLen, 512,
                                    "spec.params.context_len"));
