@@ -11,12 +11,12 @@
 
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "tests/cli/cluster_expect.h"
+#include "tests/cli/fake_worker.h"
 #include "tests/cli/process_harness.h"
 #include "tests/proto/worker_messages.h"
 
@@ -38,72 +38,6 @@ pb::WorkerMessage Done(const std::string& task_id) {
   return TaskDoneMessage(task);
 }
 
-// The lying worker: registered with the model's true summary, one Connect stream.
-class Liar {
- public:
-  Liar(const std::string& address, const nlohmann::json& model)
-      : stub_(pb::WorkerService::NewStub(
-            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
-    pb::RegisterRequest request;
-    request.set_worker_id("liar");
-    request.set_capacity(1);
-    pb::ModelInfo* m = request.mutable_model();
-    m->set_model_hash(model["hash"].get<std::string>());
-    m->set_architecture(model["architecture"].get<std::string>());
-    m->set_name(model["name"].get<std::string>());
-    m->set_n_layers(model["n_layers"].get<int32_t>());
-    m->set_n_kv_heads(model["n_kv_heads"].get<int32_t>());
-    m->set_head_dim(model["head_dim"].get<int32_t>());
-    m->set_d_model(model["d_model"].get<int32_t>());
-    m->set_vocab_size(model["vocab_size"].get<int32_t>());
-    pb::RegisterResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    const grpc::Status status = stub_->Register(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    stream_ = stub_->Connect(&context_);
-    pb::WorkerMessage hello;
-    hello.mutable_hello()->set_worker_id("liar");
-    hello.mutable_hello()->set_session_id(response.session_id());
-    EXPECT_TRUE(stream_->Write(hello));
-  }
-
-  bool Send(const pb::WorkerMessage& message) { return stream_->Write(message); }
-
-  // Heartbeats until the next assignment arrives; false when the stream ended.
-  bool NextTask(pb::TaskAssignment* task) {
-    pb::WorkerMessage beat;
-    beat.mutable_heartbeat()->set_sequence(++sequence_);
-    if (!stream_->Write(beat)) return false;
-    pb::SchedulerMessage message;
-    while (stream_->Read(&message)) {
-      if (message.has_task_assignment()) {
-        *task = message.task_assignment();
-        return true;
-      }
-      if (message.has_heartbeat_ack()) {  // nothing yet: ask again shortly
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        beat.mutable_heartbeat()->set_sequence(++sequence_);
-        if (!stream_->Write(beat)) return false;
-      }
-    }
-    return false;
-  }
-
-  // Disappears without a word, as a killed process would.
-  void Vanish() {
-    context_.TryCancel();
-    (void)stream_->Finish();
-  }
-
- private:
-  std::unique_ptr<pb::WorkerService::Stub> stub_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<pb::WorkerMessage, pb::SchedulerMessage>> stream_;
-  uint64_t sequence_ = 0;
-};
-
 TEST(ClusterHostileTest, ALyingWorkerLeavesTheProfileEqualToLocalCalibrate) {
   const std::string model = TestModelPath();
   if (model.empty()) {
@@ -117,7 +51,11 @@ TEST(ClusterHostileTest, ALyingWorkerLeavesTheProfileEqualToLocalCalibrate) {
   cluster.StartScheduler();
   ASSERT_TRUE(cluster.SchedulerAnswers(std::chrono::seconds(10))) << cluster.Logs();
 
-  Liar liar(cluster.address(), local["model"]);
+  // The lying worker: registered with the model's true summary, one Connect stream.
+  FakeWorker liar(cluster.address(), "liar");
+  const grpc::Status registered = liar.Register(ModelOf(local["model"]));
+  ASSERT_TRUE(registered.ok()) << registered.error_message();
+  ASSERT_TRUE(liar.Connect());
   std::vector<std::string> submit = {"submit", "--scheduler", cluster.address(), "--model", model};
   submit.insert(submit.end(), kParams.begin(), kParams.end());
   const CliResult submitted = RunCli(tmp.path(), "submit", submit, std::chrono::seconds(60));
