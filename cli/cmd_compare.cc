@@ -465,22 +465,21 @@ int RunCompare(const CompareArgs& args) {
   const bool by_budget = args.by != "task";
   auto records = ReadRecords(args.records);
   if (!records.ok()) return ReportError(records.status());
-  std::vector<Row> all_rows;
+  std::vector<Row> rows;  // every pair's, in the order the pairs were given
   for (const Comparison& pair : *pairs) {
-    auto rows = BuildRows(*records, args, pair, by_task, by_budget);
-    if (!rows.ok()) return ReportError(rows.status());
-    for (Row& row : *rows) all_rows.push_back(std::move(row));
+    auto built = BuildRows(*records, args, pair, by_task, by_budget);
+    if (!built.ok()) return ReportError(built.status());
+    for (Row& row : *built) rows.push_back(std::move(row));
   }
-  std::vector<Row>* rows = &all_rows;
   std::vector<double> p_values;
-  for (Row& row : *rows) {
+  for (Row& row : rows) {
     if (Status st = ComputeRow(row, args); !st.ok()) return ReportError(st);
     p_values.push_back(row.p_value);
   }
   auto adjusted = method::HolmAdjust(p_values);
   if (!adjusted.ok()) return ReportError(adjusted.status());
-  for (size_t i = 0; i < rows->size(); ++i) {
-    Row& row = (*rows)[i];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Row& row = rows[i];
     row.p_holm = (*adjusted)[i];
     // The direction of the test that was run: the sign counts, or the rank sums.
     const double favour_a = row.binary ? static_cast<double>(row.wins - row.losses)
@@ -491,9 +490,9 @@ int RunCompare(const CompareArgs& args) {
                                            : "no difference";
   }
   if (args.json) {
-    PrintJson(*rows, *pairs, args);
+    PrintJson(rows, *pairs, args);
   } else {
-    PrintMarkdown(*rows, *pairs, args, by_task, by_budget);
+    PrintMarkdown(rows, *pairs, args, by_task, by_budget);
   }
   return kExitOk;
 }
