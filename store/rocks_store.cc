@@ -339,22 +339,39 @@ StatusOr<std::vector<Job>> RocksStore::ScanActiveJobs() const {
 Status RocksStore::Write(rocksdb::WriteBatch* batch) {
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync_writes;
-  return FromRocks(db_->Write(write_options, batch), "writing a batch");
+  return ObservedWrite(write_options, batch, "writing a batch");
 }
 
 Status RocksStore::WriteLeases(rocksdb::WriteBatch* batch) {
   rocksdb::WriteOptions write_options;
   write_options.sync = false;  // see the header: nothing a reopen keeps depends on it
-  return FromRocks(db_->Write(write_options, batch), "writing a lease batch");
+  return ObservedWrite(write_options, batch, "writing a lease batch");
 }
 
 Status RocksStore::WriteUnsynced(rocksdb::WriteBatch* batch) {
-  return FromRocks(db_->Write(rocksdb::WriteOptions(), batch), "writing a batch");
+  return ObservedWrite(rocksdb::WriteOptions(), batch, "writing a batch");
+}
+
+Status RocksStore::ObservedWrite(const rocksdb::WriteOptions& write_options,
+                                 rocksdb::WriteBatch* batch, std::string_view what) {
+  const auto start = std::chrono::steady_clock::now();
+  const rocksdb::Status s = db_->Write(write_options, batch);
+  if (options_.write_observer) {
+    options_.write_observer(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return FromRocks(s, what);
 }
 
 Status RocksStore::SyncLog() {
   if (!options_.sync_writes) return absl::OkStatus();
-  return FromRocks(db_->SyncWAL(), "syncing the write-ahead log");
+  const auto start = std::chrono::steady_clock::now();
+  const rocksdb::Status s = db_->SyncWAL();
+  if (options_.write_observer) {
+    options_.write_observer(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return FromRocks(s, "syncing the write-ahead log");
 }
 
 Status RocksStore::PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view key,

@@ -194,6 +194,9 @@ class RocksStore final : public Store {
   // see it before it is durable; the log being sequential, a power cut loses it only together
   // with everything written after it, so what a reopen finds is still a prefix of the history.
   Status WriteUnsynced(rocksdb::WriteBatch* batch);
+  // Every write goes through here: db_->Write timed for StoreOptions::write_observer.
+  Status ObservedWrite(const rocksdb::WriteOptions& write_options, rocksdb::WriteBatch* batch,
+                       std::string_view what);
   // With sync_writes: fsyncs the log, making every write made so far durable. Without write_mu_.
   Status SyncLog();
   Status PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view key,

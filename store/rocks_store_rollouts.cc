@@ -74,7 +74,7 @@ Status RocksStore::WriteRollout(uint64_t id, const std::optional<std::string>& v
   // Never synced: a process crash keeps it (the log is in the OS), a power cut may not.
   rocksdb::WriteOptions write_options;
   write_options.sync = false;
-  return FromRocks(db_->Write(write_options, &batch), "writing an unsynced rollout batch");
+  return ObservedWrite(write_options, &batch, "writing an unsynced rollout batch");
 }
 
 StatusOr<RolloutRecord> RocksStore::GetRollout(uint64_t id) const { return ReadRollout(id); }

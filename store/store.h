@@ -59,6 +59,10 @@ struct StoreOptions {
   // Wall clock for created/updated times, ms since the epoch; null = the system clock. Lease
   // deadlines are always passed in by the caller.
   std::function<TimeMs()> clock;
+  // Called after every database write (a batch, synced or not, successful or not) and every
+  // deferred log sync, with its duration in seconds, on the writing thread; null = not observed. For the scheduler's
+  // write-latency metric (docs/OPERATIONS.md); it must be cheap and must not call the store.
+  std::function<void(double seconds)> write_observer;
 };
 
 // One (sample, layer) of a job, as planned by the scheduler.
