@@ -2,8 +2,8 @@
 // The RocksDB implementation of Store (store/store.h). Internal to store/: callers use
 // OpenStore(). Its methods are defined in rocks_store.cc (open, recovery, jobs),
 // rocks_store_tasks.cc (leases, results), rocks_store_versions.cc (profiles, budget maps),
-// rocks_store_rollouts.cc (rollouts), rocks_store_migrate.cc (older schema versions) and
-// rocks_store_purge.cc (retention).
+// rocks_store_rollouts.cc (rollouts), rocks_store_migrate.cc (older schema versions),
+// rocks_store_purge.cc (retention) and rocks_store_checkpoint.cc (backup).
 
 #include <array>
 #include <atomic>
@@ -111,6 +111,7 @@ class RocksStore final : public Store {
   StatusOr<std::string> PutModelSummary(const std::string& model_hash,
                                         const std::string& summary_json) override;
   StatusOr<std::vector<std::pair<std::string, std::string>>> ListModelSummaries() const override;
+  StatusOr<CheckpointInfo> Checkpoint(const std::string& dir) override;
 
  private:
   // Column families, in the order of kCfNames in rocks_store.cc.

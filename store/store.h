@@ -99,6 +99,15 @@ struct BudgetMapPut {
   bool created = false;  // false: the same map was stored before; nothing was written
 };
 
+// What one Checkpoint call made.
+struct CheckpointInfo {
+  std::string dir;             // the checkpoint's directory, as given
+  uint64_t bytes = 0;          // total size of its files, hard-linked ones counted in full (what
+                               // copying it elsewhere takes), bytes
+  TimeMs created_at_ms = 0;    // when it was taken (StoreOptions::clock), ms since the epoch
+  std::string schema_version;  // the schema version of the copy (store/keys.h; docs/STORE.md)
+};
+
 // What one PurgeFinishedJobs call did.
 struct PurgeOutcome {
   uint64_t purged = 0;  // jobs purged by this call (<= max_jobs)
@@ -332,6 +341,19 @@ class Store {
   // index, not a scan). InvalidArgument when max_jobs is 0.
   [[nodiscard]] virtual StatusOr<PurgeOutcome> PurgeFinishedJobs(TimeMs finished_before_ms,
                                                                  size_t max_jobs) = 0;
+
+  // ---- Backup ----
+
+  // Writes a consistent copy of the whole database (every change that returned before the call
+  // began, and each change entirely or not at all) to the new directory `dir`, with RocksDB's
+  // checkpoint: table files are hard-linked when `dir` is on the database's file system (copied
+  // otherwise), the write-ahead log is copied. The copy is a database OpenStore opens like the
+  // original (docs/STORE.md, "Backup and restore"). Runs beside other calls without holding the
+  // write lock; it flushes the memtables first, so it may take a moment under load.
+  // InvalidArgument: `dir` empty, relative, or its parent is not an existing directory;
+  // AlreadyExists: `dir` exists; ResourceExhausted: disk full; Internal: other RocksDB or file
+  // system failures (nothing is left at `dir`). Every message names `dir`.
+  [[nodiscard]] virtual StatusOr<CheckpointInfo> Checkpoint(const std::string& dir) = 0;
 };
 
 // Opens (or with options.create_if_missing creates) the store in directory `path`, migrates a

@@ -1,0 +1,73 @@
+// Store::Checkpoint: a consistent copy of the database through RocksDB's checkpoint
+// (docs/STORE.md, "Backup and restore").
+
+#include <filesystem>
+#include <memory>
+#include <system_error>
+
+#include "kernels/base/strings.h"
+#include "rocksdb/utilities/checkpoint.h"
+#include "store/keys.h"
+#include "store/rocks_store.h"
+
+namespace ripplekv::store {
+namespace {
+
+// Total size of the regular files under `dir`, bytes.
+StatusOr<uint64_t> DirectoryBytes(const std::filesystem::path& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const uintmax_t size = it->file_size(ec);
+    if (ec) break;
+    bytes += size;
+  }
+  if (ec) return absl::InternalError(Cat("checkpoint ", dir.string(), ": ", ec.message()));
+  return bytes;
+}
+
+}  // namespace
+
+StatusOr<CheckpointInfo> RocksStore::Checkpoint(const std::string& dir) {
+  const std::string context = Cat("checkpoint ", dir);
+  if (dir.empty()) return absl::InvalidArgumentError("checkpoint: the directory is empty");
+  const std::filesystem::path path(dir);
+  if (!path.is_absolute()) {
+    return absl::InvalidArgumentError(Cat(context, ": not an absolute path"));
+  }
+  std::error_code ec;
+  if (std::filesystem::symlink_status(path, ec).type() != std::filesystem::file_type::not_found) {
+    if (ec) return absl::InternalError(Cat(context, ": ", ec.message()));
+    return absl::AlreadyExistsError(Cat(context, ": exists; a checkpoint makes a new directory"));
+  }
+  const std::filesystem::path parent = path.lexically_normal().parent_path();
+  if (!std::filesystem::is_directory(parent, ec)) {
+    return absl::InvalidArgumentError(
+        Cat(context, ": its parent ", parent.string(), " is not an existing directory"));
+  }
+  // Read before the checkpoint; Initialize() wrote it and nothing changes it while open.
+  ASSIGN_OR_RETURN(std::optional<std::string> schema, Get(kMeta, kSchemaVersionKey));
+
+  rocksdb::Checkpoint* raw = nullptr;
+  RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw), context));
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // log_size_for_flush 0: flush the memtables first, so the copy holds table files (hard links)
+  // and only a short log to replay.
+  const rocksdb::Status s = checkpoint->CreateCheckpoint(dir, /*log_size_for_flush=*/0);
+  if (!s.ok()) {
+    // RocksDB builds the copy in "<dir>.tmp" and renames it to `dir` last: a failure leaves at
+    // most the temporary directory.
+    std::filesystem::remove_all(Cat(dir, ".tmp"), ec);
+    return FromRocks(s, context);
+  }
+  CheckpointInfo info;
+  info.dir = dir;
+  info.created_at_ms = Now();
+  info.schema_version = schema.value_or(std::string(kSchemaVersion));
+  ASSIGN_OR_RETURN(info.bytes, DirectoryBytes(path));
+  return info;
+}
+
+}  // namespace ripplekv::store
