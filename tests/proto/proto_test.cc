@@ -22,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
+#include "ripplekv/v1/admin.grpc.pb.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "ripplekv/v1/calibration.pb.h"
 #include "ripplekv/v1/rollout.pb.h"
@@ -183,6 +184,9 @@ const google::protobuf::FileDescriptor* WorkerFile() {
   return v1::WorkerMessage::descriptor()->file();
 }
 const google::protobuf::FileDescriptor* RolloutFile() { return v1::Rollout::descriptor()->file(); }
+const google::protobuf::FileDescriptor* AdminFile() {
+  return v1::CreateCheckpointRequest::descriptor()->file();
+}
 
 TEST(ProtoSchemaTest, FilesAreInPackageRipplekvV1) {
   EXPECT_EQ(CalibrationFile()->name(), "ripplekv/v1/calibration.proto");
@@ -191,6 +195,8 @@ TEST(ProtoSchemaTest, FilesAreInPackageRipplekvV1) {
   EXPECT_EQ(CalibrationFile()->package(), "ripplekv.v1");
   EXPECT_EQ(WorkerFile()->package(), "ripplekv.v1");
   EXPECT_EQ(RolloutFile()->package(), "ripplekv.v1");
+  EXPECT_EQ(AdminFile()->name(), "ripplekv/v1/admin.proto");
+  EXPECT_EQ(AdminFile()->package(), "ripplekv.v1");
 }
 
 // AIP-126: the zero value of every enum is <ENUM_NAME>_UNSPECIFIED, and every value carries the
@@ -247,6 +253,8 @@ TEST(ProtoSchemaTest, ServicesHaveTheDocumentedMethodsAndStreamingShapes) {
   check(CalibrationFile()->FindServiceByName("CalibrationService"), calibration);
   check(WorkerFile()->FindServiceByName("WorkerService"), worker);
   check(RolloutFile()->FindServiceByName("RolloutService"), rollout);
+  const Expected admin[] = {{"CreateCheckpoint", false, false}};
+  check(AdminFile()->FindServiceByName("AdminService"), admin);
 }
 
 // --- A real server on loopback ------------------------------------------------------------------
