@@ -57,6 +57,8 @@ constexpr TableRow kTable[] = {
     {"/ripplekv.v1.WorkerService/Register", kWorkers},
     {"/ripplekv.v1.WorkerService/Connect", kWorkers},
     {"/ripplekv.v1.WorkerService/GetJobData", kWorkers},
+    // Writes a copy of the whole database to a path on the scheduler's machine.
+    {"/ripplekv.v1.AdminService/CreateCheckpoint", kAdmin},
     // Probes need no token.
     {"/grpc.health.v1.Health/Check", kPublicMethod},
     {"/grpc.health.v1.Health/Watch", kPublicMethod},

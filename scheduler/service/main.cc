@@ -3,20 +3,27 @@
 //   ripplekv-scheduler --listen ADDR --db PATH (--tls-cert F --tls-key F [--tls-client-ca F] |
 //     --insecure) [--token-file F] [--reflection] [--lease-ms N] [--heartbeat-timeout-ms N]
 //     [--task-deadline-ms N] [--max-attempts N] [--max-watchers N] [--retention-ms N]
+//   ripplekv-scheduler --db PATH --checkpoint DIR
 //
-// Serves ripplekv.v1.CalibrationService, WorkerService and RolloutService and the gRPC health
-// service (server reflection only with --reflection) on ADDR, with its state in the RocksDB
-// database at PATH. Security (docs/SECURITY.md): TLS with --tls-cert/--tls-key (client certificates
-// required when
+// Serves ripplekv.v1.CalibrationService, WorkerService, RolloutService and AdminService and the
+// gRPC health service (server reflection only with --reflection) on ADDR, with its state in the
+// RocksDB database at PATH. Security (docs/SECURITY.md): TLS with --tls-cert/--tls-key (client
+// certificates required when
 // --tls-client-ca is given), or plaintext with --insecure on a loopback address only; one of the
 // two must be chosen. --token-file: every call needs a bearer token whose role may make it.
 // Logs go to stderr; the bound address is logged once serving. SIGTERM / SIGINT: health goes
 // NOT_SERVING, streams end with UNAVAILABLE, the server stops and the process exits 0. Exit codes:
 // 0 after a clean shutdown, 1 when it cannot start (message on stderr), 2 on bad flags.
+//
+// --checkpoint DIR: instead of serving, writes a checkpoint of the (existing) database at PATH to
+// the new directory DIR (docs/STORE.md, "Backup and restore"), prints "checkpoint DIR BYTES bytes"
+// on stdout and exits 0; 1 when it cannot (the database is held by a running scheduler: use
+// `ripplekv admin checkpoint` against it instead; DIR exists; no database at PATH).
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -28,12 +35,47 @@
 
 namespace {
 
+// --checkpoint: the offline backup of a database no scheduler holds.
+int WriteCheckpoint(const std::string& db_path, const std::string& dir) {
+  ripplekv::store::StoreOptions store_options;
+  store_options.create_if_missing = false;
+  auto store = ripplekv::store::OpenStore(db_path, store_options);
+  if (!store.ok()) {
+    if (store.status().code() == absl::StatusCode::kUnavailable) {
+      std::fprintf(stderr,
+                   "ripplekv-scheduler: error: another process holds the database %s (a running "
+                   "scheduler? checkpoint it online with `ripplekv admin checkpoint`)\n",
+                   db_path.c_str());
+    } else {
+      std::fprintf(stderr, "ripplekv-scheduler: error: %s\n",
+                   std::string(store.status().message()).c_str());
+    }
+    return 1;
+  }
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(dir, ec);
+  auto info = (*store)->Checkpoint(ec ? dir : absolute.string());
+  if (!info.ok()) {
+    std::fprintf(stderr, "ripplekv-scheduler: error: %s\n",
+                 std::string(info.status().message()).c_str());
+    return 1;
+  }
+  std::printf("checkpoint %s %llu bytes\n", info->dir.c_str(),
+              static_cast<unsigned long long>(info->bytes));
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   ripplekv::scheduler::service::SchedulerServerOptions options;
   options.listen.clear();
   CLI::App app{"ripplekv-scheduler: the distributed calibration scheduler"};
-  app.add_option("--listen", options.listen, "address to serve on, host:port")->required();
+  app.add_option("--listen", options.listen,
+                 "address to serve on, host:port (required unless --checkpoint)");
   app.add_option("--db", options.db_path, "RocksDB directory (created if missing)")->required();
+  std::string checkpoint_dir;
+  app.add_option("--checkpoint", checkpoint_dir,
+                 "write a checkpoint of the database to this new directory and exit, without "
+                 "serving (docs/STORE.md, \"Backup and restore\")");
   app.add_option("--lease-ms", options.lease_ms, "task lease duration, ms")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -74,6 +116,11 @@ int Run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!checkpoint_dir.empty()) return WriteCheckpoint(options.db_path, checkpoint_dir);
+  if (options.listen.empty()) {
+    std::fprintf(stderr, "ripplekv-scheduler: error: --listen is required (unless --checkpoint)\n");
+    return 2;
   }
   const bool tls = !security.tls_cert_file.empty() || !security.tls_key_file.empty();
   if (!tls && !insecure) {

@@ -13,7 +13,7 @@ namespace ripplekv::scheduler::service {
 namespace {
 
 constexpr const char* kServices[] = {"ripplekv.v1.CalibrationService", "ripplekv.v1.WorkerService",
-                                     "ripplekv.v1.RolloutService"};
+                                     "ripplekv.v1.RolloutService", "ripplekv.v1.AdminService"};
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -85,6 +85,8 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
                             .engine = server->rollout_engine_.get(),
                             .pool = server->pool_.get(),
                             .tokens = server->tokens_.get()});
+  server->admin_service_ = std::make_unique<AdminServiceImpl>(
+      AdminServiceOptions{.store = server->store_.get(), .pool = server->pool_.get()});
 
   grpc::EnableDefaultHealthCheckService(true);
   if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -93,6 +95,7 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.RegisterService(server->calibration_service_.get());
   builder.RegisterService(server->worker_service_.get());
   builder.RegisterService(server->rollout_service_.get());
+  builder.RegisterService(server->admin_service_.get());
   // The largest SubmitJob; every other method checks kMaxRequestBytes itself (docs/API.md).
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxSubmitBytes));
   // Bounds what clients can make the server hold: streams per connection, and the memory of

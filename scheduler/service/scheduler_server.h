@@ -1,7 +1,7 @@
 #pragma once
 // The scheduler daemon's server (docs/DESIGN.md §3, docs/API.md): opens the store, builds the
-// scheduler core and the rollout engine, serves CalibrationService, WorkerService and
-// RolloutService (docs/ROLLOUTS.md) with the health service (and
+// scheduler core and the rollout engine, serves CalibrationService, WorkerService,
+// RolloutService (docs/ROLLOUTS.md) and AdminService with the health service (and
 // reflection when asked) on one address, secured as docs/SECURITY.md describes, with the
 // documented keepalive settings, and runs a timer that calls Scheduler::ExpireLeases.
 // `ripplekv-scheduler` (main.cc) and the integration tests use it.
@@ -19,6 +19,7 @@
 
 #include "kernels/base/status.h"
 #include "scheduler/core/scheduler.h"
+#include "scheduler/service/admin_service.h"
 #include "scheduler/service/calibration_service.h"
 #include "scheduler/service/rollout_engine.h"
 #include "scheduler/service/rollout_service.h"
@@ -100,6 +101,7 @@ class SchedulerServer {
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<CalibrationServiceImpl> calibration_service_;
   std::unique_ptr<RolloutServiceImpl> rollout_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
   std::shared_ptr<const TokenTable> tokens_;
   std::unique_ptr<grpc::Server> server_;  // last: destroyed first
   int port_ = 0;

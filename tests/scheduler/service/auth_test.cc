@@ -24,6 +24,7 @@
 
 #include "kernels/base/file_io.h"
 #include "proto/client_channel.h"
+#include "ripplekv/v1/admin.grpc.pb.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "ripplekv/v1/rollout.grpc.pb.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
@@ -67,7 +68,7 @@ std::string Read(const fs::path& path) {
   return text.value_or("");
 }
 
-// Every RPC of the two services, by full name.
+// Every RPC of the scheduler's services, by full name.
 const std::vector<std::string> kAllMethods = {
     "/ripplekv.v1.CalibrationService/GetJob",       "/ripplekv.v1.CalibrationService/ListJobs",
     "/ripplekv.v1.CalibrationService/WatchJob",     "/ripplekv.v1.CalibrationService/GetProfile",
@@ -80,6 +81,7 @@ const std::vector<std::string> kAllMethods = {
     "/ripplekv.v1.RolloutService/CreateRollout",    "/ripplekv.v1.RolloutService/PauseRollout",
     "/ripplekv.v1.RolloutService/ResumeRollout",    "/ripplekv.v1.RolloutService/RollbackRollout",
     "/ripplekv.v1.RolloutService/WatchBudgets",     "/ripplekv.v1.RolloutService/ReportBudget",
+    "/ripplekv.v1.AdminService/CreateCheckpoint",
 };
 
 // The node id make-tls binds its agent token to.
@@ -121,6 +123,7 @@ struct Stubs {
   std::unique_ptr<v1::CalibrationService::Stub> calibration;
   std::unique_ptr<v1::WorkerService::Stub> workers;
   std::unique_ptr<v1::RolloutService::Stub> rollouts;
+  std::unique_ptr<v1::AdminService::Stub> admin;
 };
 
 Stubs MakeStubs(const std::string& address, const v1::ClientChannelOptions& options) {
@@ -129,6 +132,7 @@ Stubs MakeStubs(const std::string& address, const v1::ClientChannelOptions& opti
   stubs.calibration = v1::CalibrationService::NewStub(stubs.channel);
   stubs.workers = v1::WorkerService::NewStub(stubs.channel);
   stubs.rollouts = v1::RolloutService::NewStub(stubs.channel);
+  stubs.admin = v1::AdminService::NewStub(stubs.channel);
   return stubs;
 }
 
@@ -270,6 +274,11 @@ grpc::Status Call(Stubs& s, const std::string& method) {
     request.set_model_hash(std::string(64, 'f'));
     v1::ReportBudgetResponse response;
     return s.rollouts->ReportBudget(&context, request, &response);
+  }
+  if (name == "CreateCheckpoint") {
+    // An empty directory: a call past the auth check is INVALID_ARGUMENT and writes nothing.
+    v1::CreateCheckpointResponse response;
+    return s.admin->CreateCheckpoint(&context, v1::CreateCheckpointRequest(), &response);
   }
   ADD_FAILURE() << "no call for " << method;
   return grpc::Status(grpc::StatusCode::INTERNAL, "test bug");
