@@ -56,12 +56,12 @@ StatusOr<Allocator*> DeviceAllocator(const DeviceSpec& spec) {
   if (spec.device == Device::kCpu) return &HostAllocator();
   const int count = DeviceCount(spec.device);
   if (count == 0) {
-    return absl::FailedPreconditionError(Cat(
-        "no usable ", DeviceName(spec.device), " device: ", DeviceUnavailableReason(spec.device)));
+    return absl::FailedPreconditionError(Cat("no usable ", DeviceName(spec.device),
+                                             " device: ", DeviceUnavailableReason(spec.device)));
   }
   if (spec.ordinal < 0 || spec.ordinal >= count) {
-    return absl::OutOfRangeError(Cat(DeviceSpecName(spec), ": this machine has ", count,
-                                              " ", DeviceName(spec.device), " device(s)"));
+    return absl::OutOfRangeError(Cat(DeviceSpecName(spec), ": this machine has ", count, " ",
+                                     DeviceName(spec.device), " device(s)"));
   }
 #if RIPPLEKV_WITH_CUDA
   return cuda::DeviceAllocatorFor(spec.ordinal);
@@ -135,6 +135,21 @@ Status DeviceSession::Synchronize() const {
   }
 #endif
   return absl::OkStatus();
+}
+
+StatusOr<DeviceSession::Memory> DeviceSession::DeviceMemory() const {
+#if RIPPLEKV_WITH_CUDA
+  if (ctx_.device == Device::kCuda) {
+    size_t free_bytes = 0, total_bytes = 0;
+    std::string why;
+    if (!cuda::MemoryInfo(ctx_.ordinal, &free_bytes, &total_bytes, &why)) {
+      return absl::InternalError(Cat(DeviceSpecName(spec_), ": ", why));
+    }
+    return Memory{.used_bytes = static_cast<int64_t>(total_bytes - free_bytes),
+                  .total_bytes = static_cast<int64_t>(total_bytes)};
+  }
+#endif
+  return absl::NotFoundError(Cat(DeviceSpecName(spec_), " has no device memory of its own"));
 }
 
 }  // namespace ripplekv::kernels

@@ -51,8 +51,8 @@ class DeviceSession {
   // FailedPrecondition naming the reason when the device is unusable (no backend, no driver, no
   // GPU, cuBLAS missing), OutOfRange for an ordinal past the device count. num_threads >= 1 (CPU
   // threads of the CPU ops; host-side work of a device session).
-  [[nodiscard]] static StatusOr<DeviceSession> Open(const DeviceSpec& spec, int num_threads,
-                                                    size_t workspace_bytes = kDefaultWorkspaceBytes);
+  [[nodiscard]] static StatusOr<DeviceSession> Open(
+      const DeviceSpec& spec, int num_threads, size_t workspace_bytes = kDefaultWorkspaceBytes);
 
   DeviceSession(DeviceSession&& other) noexcept;
   DeviceSession& operator=(DeviceSession&& other) noexcept;
@@ -67,13 +67,21 @@ class DeviceSession {
   // faulting kernel), which leaves the device unusable for this process.
   [[nodiscard]] Status Synchronize() const;
 
+  // The device's memory, bytes: in use (by every process on it) and total. NotFound for the CPU,
+  // whose memory the process measures itself; Internal with the runtime's message otherwise.
+  struct Memory {
+    int64_t used_bytes = 0;
+    int64_t total_bytes = 0;
+  };
+  [[nodiscard]] StatusOr<Memory> DeviceMemory() const;
+
  private:
   DeviceSession() = default;
   void Release() noexcept;
 
   DeviceSpec spec_;
   OpContext ctx_;
-  Allocator* allocator_ = nullptr;           // owned_allocator_, or a process-wide one
+  Allocator* allocator_ = nullptr;  // owned_allocator_, or a process-wide one
   std::unique_ptr<Allocator> owned_allocator_;
 };
 

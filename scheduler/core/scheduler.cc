@@ -180,8 +180,67 @@ std::string DescribeDataSource(const store::Job& job) {
   return "built-in calibration text";
 }
 
+namespace {
+
+telemetry::MetricsRegistry& RegistryOf(const SchedulerOptions& options,
+                                       std::unique_ptr<telemetry::MetricsRegistry>& own) {
+  if (options.metrics != nullptr) return *options.metrics;
+  own = std::make_unique<telemetry::MetricsRegistry>();
+  return *own;
+}
+
+telemetry::Counter& JobsFinished(telemetry::MetricsRegistry& registry, const char* state) {
+  return registry.GetCounter("ripplekv_scheduler_jobs_finished_total",
+                             "Jobs that reached a final state since the scheduler started.",
+                             {"state"}, {state});
+}
+
+}  // namespace
+
+Scheduler::Metrics::Metrics(telemetry::MetricsRegistry& r)
+    : tasks_leased(r.GetCounter("ripplekv_scheduler_tasks_leased_total",
+                                "Task leases handed to workers (every attempt).")),
+      tasks_completed(r.GetCounter("ripplekv_scheduler_tasks_completed_total",
+                                   "Tasks whose results were accepted and stored.")),
+      tasks_retried(r.GetCounter("ripplekv_scheduler_tasks_retried_total",
+                                 "Failed task attempts put back for another worker (deadline "
+                                 "passed, worker lost, invalid results) below max attempts.")),
+      lease_expiries(r.GetCounter("ripplekv_scheduler_lease_expiries_total",
+                                  "Leases taken back because they expired (no heartbeat "
+                                  "renewed them, or the task deadline passed).")),
+      workers_lost(r.GetCounter("ripplekv_scheduler_workers_lost_total",
+                                "Workers dropped for silence past the heartbeat timeout.")),
+      jobs_succeeded(JobsFinished(r, "succeeded")),
+      jobs_failed(JobsFinished(r, "failed")),
+      jobs_cancelled(JobsFinished(r, "cancelled")),
+      result_latency(r.GetHistogram("ripplekv_scheduler_task_result_latency_seconds",
+                                    "From a task's lease to its results being stored, seconds.",
+                                    telemetry::LatencyBuckets())) {}
+
 Scheduler::Scheduler(store::Store* store, SchedulerOptions options, Clock clock)
-    : store_(store), options_(std::move(options)), clock_(std::move(clock)), committer_(store) {}
+    : store_(store),
+      options_(std::move(options)),
+      clock_(std::move(clock)),
+      committer_(store),
+      metrics_(RegistryOf(options_, own_metrics_)) {}
+
+void Scheduler::NoteEnded(EndedJob ended) {
+  switch (ended.state) {
+    case store::JobState::kSucceeded:
+      metrics_.jobs_succeeded.Add();
+      break;
+    case store::JobState::kFailed:
+      metrics_.jobs_failed.Add();
+      break;
+    case store::JobState::kCancelled:
+      metrics_.jobs_cancelled.Add();
+      break;
+    default:
+      break;
+  }
+  ended_.push_back(std::move(ended));
+  any_ended_.store(true, std::memory_order_release);
+}
 
 // The committer's callbacks use this object: they finish before any member goes.
 Scheduler::~Scheduler() { StopCompletions(); }
@@ -460,7 +519,10 @@ Status Scheduler::CountFailure(const store::TaskKey& key, const std::string& why
   FailureCount& count = failures_[key];
   ++count.failures;
   count.last_reason = why;
-  if (count.failures < options_.max_attempts) return absl::OkStatus();
+  if (count.failures < options_.max_attempts) {
+    metrics_.tasks_retried.Add();
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(key.job));
   if (store::IsTerminal(job.state)) return absl::OkStatus();
   return EndJob(key.job, store::JobState::kFailed,
@@ -476,8 +538,7 @@ Status Scheduler::EndJob(store::JobId id, store::JobState state, const std::stri
     w.last_sample.erase(id);
   }
   ForgetJob(id);
-  ended_.push_back({.id = id, .model_hash = model_hash, .state = state});
-  any_ended_.store(true, std::memory_order_release);
+  NoteEnded({.id = id, .model_hash = model_hash, .state = state});
   Changed();
   return absl::OkStatus();
 }
@@ -614,10 +675,12 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     const int64_t deadline = std::min(now + options_.lease_duration_ms, task_deadline);
     ASSIGN_OR_RETURN(store::Task leased, store_->LeaseTask(*key, worker_id, deadline));
     pending->erase(*key);
+    metrics_.tasks_leased.Add();
     w.leased[*key] = Lease{.attempt = leased.attempts,
                            .lease_deadline_ms = leased.lease_deadline_ms,
                            .task_deadline_ms = task_deadline,
-                           .trials = job.spec.params.trials};
+                           .trials = job.spec.params.trials,
+                           .leased_ms = now};
     Changed();
     const bool held = w.held.contains(PrefillKey{key->job, key->sample});
     w.last_sample[job.id] = key->sample;
@@ -690,11 +753,17 @@ StatusOr<TaskResultsOutcome> Scheduler::AfterCompletion(const store::TaskKey& ke
                                                         const store::ResultWriteOutcome& written) {
   std::lock_guard lock(mu_);
   // The write cleared the lease (or found the task done already).
+  int64_t leased_ms = -1;
   if (auto c = completing_.find(key);
       c != completing_.end() && c->second.lease.attempt == attempt) {
+    leased_ms = c->second.lease.leased_ms;
     completing_.erase(c);
   }
   if (written.task_completed) {
+    metrics_.tasks_completed.Add();
+    if (leased_ms >= 0) {
+      metrics_.result_latency.Observe(static_cast<double>(clock_() - leased_ms) / 1000.0);
+    }
     // An expiry during the write may have put the task back in the index.
     if (auto p = pending_.find(key.job); p != pending_.end()) p->second.erase(key);
   }
@@ -783,9 +852,8 @@ StatusOr<Scheduler::Finished> Scheduler::FinishJob(const store::Job& job) {
   ASSIGN_OR_RETURN(store::ProfileVersion version,
                    store_->PutProfileVersion(job.spec.model_hash, *json, job.id));
   ForgetJob(job.id);
-  ended_.push_back(
+  NoteEnded(
       {.id = job.id, .model_hash = job.spec.model_hash, .state = store::JobState::kSucceeded});
-  any_ended_.store(true, std::memory_order_release);
   Changed();
   return Finished{.profile_version = version.version};
 }
@@ -902,6 +970,7 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
   for (const std::string& id : silent) {
     for (const auto& [key, lease] : workers_[id].leased) outcome.released.push_back(key);
     RETURN_IF_ERROR(DropWorker(id, absl::StrCat("worker ", id, " went silent")));
+    metrics_.workers_lost.Add();
     outcome.dropped_workers.push_back(id);
   }
   // Every lease in the store is in memory (a worker's, or completing_): expiry reads no tasks.
@@ -931,6 +1000,7 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
     RETURN_IF_ERROR(t.status());
     Changed();
     MarkPending(e.key);
+    metrics_.lease_expiries.Add();
     outcome.released.push_back(e.key);
     const bool at_task_deadline = e.lease.task_deadline_ms <= now;
     const std::string why =

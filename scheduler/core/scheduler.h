@@ -69,6 +69,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -82,6 +83,7 @@
 #include "scheduler/core/completion_committer.h"
 #include "store/store.h"
 #include "store/types.h"
+#include "telemetry/metrics.h"
 
 namespace ripplekv::scheduler {
 
@@ -97,6 +99,10 @@ struct SchedulerOptions {
   uint32_t max_attempts = 4;     // failed attempts of one task that fail its job
   bool prefill_affinity = true;  // false: always hand out the lowest (sample, layer)
                                  // (the baseline that docs/SCHEDULER.md measures)
+  // Where the scheduler's counters and latency histogram go (docs/OPERATIONS.md, "Metrics"):
+  // tasks leased, completed and retried, lease expiries, workers lost, jobs finished by state,
+  // result latency. Must outlive the scheduler; null: a registry of its own, never scraped.
+  telemetry::MetricsRegistry* metrics = nullptr;
 };
 
 // Milliseconds since the Unix epoch; injected so tests drive time.
@@ -441,6 +447,7 @@ class Scheduler {
     int64_t lease_deadline_ms = 0;  // the store's deadline: renewed by heartbeats
     int64_t task_deadline_ms = 0;   // the lease never extends past this
     uint32_t trials = 0;            // the job's params.trials
+    int64_t leased_ms = 0;          // when it was leased (the result-latency metric)
   };
   // A lease whose task's results were submitted and are being written: no longer the worker's
   // (its slot is free), still leased in the store until the write lands.
@@ -540,6 +547,24 @@ class Scheduler {
   const SchedulerOptions options_;
   const Clock clock_;
   CompletionCommitter committer_;  // completions' store writes, grouped (no lock of this class)
+
+  // The metrics of SchedulerOptions::metrics (each series lives as long as its registry).
+  struct Metrics {
+    explicit Metrics(telemetry::MetricsRegistry& registry);
+    telemetry::Counter& tasks_leased;
+    telemetry::Counter& tasks_completed;
+    telemetry::Counter& tasks_retried;
+    telemetry::Counter& lease_expiries;
+    telemetry::Counter& workers_lost;
+    telemetry::Counter& jobs_succeeded;
+    telemetry::Counter& jobs_failed;
+    telemetry::Counter& jobs_cancelled;
+    telemetry::Histogram& result_latency;
+  };
+  std::unique_ptr<telemetry::MetricsRegistry> own_metrics_;  // when options_.metrics is null
+  Metrics metrics_;
+  // Records that job `ended` reached a final state: for TakeEndedJobs and the metrics.
+  void NoteEnded(EndedJob ended);
 
   mutable std::mutex mu_;
   std::condition_variable changed_;  // with mu_; signalled by Changed()

@@ -3,14 +3,17 @@
 //   ripplekv-scheduler --listen ADDR --db PATH (--tls-cert F --tls-key F [--tls-client-ca F] |
 //     --insecure) [--token-file F] [--reflection] [--lease-ms N] [--heartbeat-timeout-ms N]
 //     [--task-deadline-ms N] [--max-attempts N] [--max-watchers N] [--retention-ms N]
+//     [--metrics-listen ADDR] [--health-listen ADDR] [--log-format text|json]
 //   ripplekv-scheduler --db PATH --checkpoint DIR
 //
 // Serves ripplekv.v1.CalibrationService, WorkerService, RolloutService and AdminService and the
 // gRPC health service (server reflection only with --reflection) on ADDR, with its state in the
 // RocksDB database at PATH. Security (docs/SECURITY.md): TLS with --tls-cert/--tls-key (client
-// certificates required when
-// --tls-client-ca is given), or plaintext with --insecure on a loopback address only; one of the
-// two must be chosen. --token-file: every call needs a bearer token whose role may make it.
+// certificates required when --tls-client-ca is given), or plaintext with --insecure on a loopback
+// address only; one of the two must be chosen. --token-file: every call needs a bearer token whose
+// role may make it.
+// --health-listen ADDR: a second port, always plaintext, serving only the health service (for
+// Kubernetes' gRPC probes); --metrics-listen ADDR: Prometheus metrics (docs/OPERATIONS.md).
 // Logs go to stderr; the bound address is logged once serving. SIGTERM / SIGINT: health goes
 // NOT_SERVING, streams end with UNAVAILABLE, the server stops and the process exits 0. Exit codes:
 // 0 after a clean shutdown, 1 when it cannot start (message on stderr), 2 on bad flags.
@@ -19,6 +22,8 @@
 // the new directory DIR (docs/STORE.md, "Backup and restore"), prints "checkpoint DIR BYTES bytes"
 // on stdout and exits 0; 1 when it cannot (the database is held by a running scheduler: use
 // `ripplekv admin checkpoint` against it instead; DIR exists; no database at PATH).
+
+#include <grpcpp/grpcpp.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -30,8 +35,10 @@
 #include <string>
 
 #include "kernels/base/stop_signals.h"
+#include "kernels/base/version.h"
 #include "scheduler/service/scheduler_server.h"
 #include "spdlog/spdlog.h"
+#include "telemetry/logging.h"
 
 namespace {
 
@@ -112,10 +119,26 @@ int Run(int argc, char** argv) {
                  "Bearer tokens and their roles, one per line (docs/SECURITY.md)");
   app.add_flag("--insecure", insecure, "Serve plaintext (loopback addresses only)");
   app.add_flag("--reflection", options.reflection, "Serve gRPC server reflection");
+  app.add_option("--metrics-listen", options.metrics_listen,
+                 "serve Prometheus metrics over plain HTTP on host:port, path /metrics "
+                 "(docs/OPERATIONS.md)");
+  app.add_option("--health-listen", options.health_listen,
+                 "also serve the gRPC health service alone, plaintext and without tokens, on "
+                 "host:port (for probes that cannot speak TLS; docs/SECURITY.md)");
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format,
+                 "log lines on stderr: text or json (one object a line)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (ripplekv::Status s = ripplekv::telemetry::ConfigureLogging("scheduler", log_format);
+      !s.ok()) {
+    std::fprintf(stderr, "ripplekv-scheduler: error: %s\n", std::string(s.message()).c_str());
+    return 2;
   }
   if (!checkpoint_dir.empty()) return WriteCheckpoint(options.db_path, checkpoint_dir);
   if (options.listen.empty()) {

@@ -11,6 +11,7 @@
 #include "scheduler/service/budget_versions.h"
 #include "scheduler/service/node_order.h"
 #include "spdlog/spdlog.h"
+#include "telemetry/logging.h"
 
 namespace ripplekv::scheduler::rollout {
 namespace {
@@ -317,6 +318,7 @@ StatusOr<v1::Rollout> RolloutEngine::CreateLocked(const v1::CreateRolloutRequest
 void RolloutEngine::Step(Run& run) {
   Model& model = models_[run.state.model_hash()];
   v1::Rollout& r = run.state;
+  const telemetry::ScopedLogIds ids({.rollout = r.rollout_id()});
   const int64_t now = Now();
   bool moved = false;
   while (r.state() == v1::ROLLOUT_STATE_RUNNING) {

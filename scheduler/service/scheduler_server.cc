@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/service/convert.h"
+#include "scheduler/service/scheduler_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace ripplekv::scheduler::service {
@@ -46,8 +47,15 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   ASSIGN_OR_RETURN(ServerSecurity security, MakeServerSecurity(options.security, options.listen));
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
   server->tokens_ = security.tokens;
+  server->metrics_ = std::make_unique<telemetry::MetricsRegistry>();
+  telemetry::AddBuildInfo(*server->metrics_, "scheduler");
   store::StoreOptions store_options;
   store_options.sync_writes = options.sync_writes;
+  store_options.write_observer =
+      [latency = &server->metrics_->GetHistogram(
+           "ripplekv_scheduler_store_write_latency_seconds",
+           "Duration of one RocksDB write (a batch) or write-ahead-log sync, seconds.",
+           telemetry::StoreWriteBuckets())](double seconds) { latency->Observe(seconds); };
   ASSIGN_OR_RETURN(server->store_, store::OpenStore(options.db_path, store_options));
   if (server->store_->RecoveredLeases() > 0) {
     spdlog::info("recovered {} leased tasks to pending", server->store_->RecoveredLeases());
@@ -57,6 +65,7 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   scheduler_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
   scheduler_options.task_deadline_ms = options.task_deadline_ms;
   scheduler_options.max_attempts = options.max_attempts;
+  scheduler_options.metrics = server->metrics_.get();
   server->scheduler_ = std::make_unique<Scheduler>(server->store_.get(), scheduler_options, &NowMs);
   ASSIGN_OR_RETURN(server->rollout_engine_,
                    rollout::RolloutEngine::Load(server->store_.get(), {.now_ms = &NowMs}));
@@ -115,9 +124,30 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
   spdlog::info("serving {} ({})", options.listen, security.description);
-  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
-  if (health != nullptr) {
-    for (const char* service : kServices) health->SetServingStatus(service, true);
+  if (!options.health_listen.empty()) {
+    // No service of ours: the builder adds only the default health service.
+    grpc::ServerBuilder health_builder;
+    health_builder.AddListeningPort(options.health_listen, grpc::InsecureServerCredentials(),
+                                    &server->health_port_);
+    health_builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 16);
+    server->health_server_ = health_builder.BuildAndStart();
+    if (server->health_server_ == nullptr || server->health_port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", options.health_listen, " (--health-listen)"));
+    }
+    spdlog::info("health on {} (port {}, plaintext, grpc.health.v1.Health only)",
+                 options.health_listen, server->health_port_);
+  }
+  server->SetServing(true);
+  AddSchedulerCollectors(*server->metrics_, {.store = server->store_.get(),
+                                             .scheduler = server->scheduler_.get(),
+                                             .rollouts = server->rollout_engine_.get(),
+                                             .db_path = options.db_path});
+  if (!options.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(server->metrics_server_, telemetry::MetricsServer::Start(
+                                                  options.metrics_listen, server->metrics_.get()));
+    spdlog::info("metrics on {} (port {}), path /metrics", options.metrics_listen,
+                 server->metrics_server_->port());
   }
   server->timer_ =
       std::thread(&SchedulerServer::TimerLoop, server.get(), options.expire_interval_ms);
@@ -177,6 +207,15 @@ void SchedulerServer::RetentionLoop(int64_t retention_ms, int64_t interval_ms) {
   }
 }
 
+void SchedulerServer::SetServing(bool serving) {
+  for (grpc::Server* s : {server_.get(), health_server_.get()}) {
+    grpc::HealthCheckServiceInterface* health = s ? s->GetHealthCheckService() : nullptr;
+    if (health == nullptr) continue;
+    health->SetServingStatus(serving);
+    for (const char* service : kServices) health->SetServingStatus(service, serving);
+  }
+}
+
 void SchedulerServer::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -184,10 +223,8 @@ void SchedulerServer::Shutdown() {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (server_ != nullptr) {
-    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-    if (health != nullptr) health->SetServingStatus(false);
-  }
+  SetServing(false);
+  if (metrics_server_ != nullptr) metrics_server_->Stop();
   if (timer_.joinable()) timer_.join();
   if (retention_.joinable()) retention_.join();
   if (rollout_timer_.joinable()) rollout_timer_.join();
@@ -197,6 +234,11 @@ void SchedulerServer::Shutdown() {
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
+  }
+  // Last to go: probes see NOT_SERVING while the main port drains.
+  if (health_server_ != nullptr) {
+    health_server_->Shutdown(std::chrono::system_clock::now());
+    health_server_->Wait();
   }
   pool_.reset();  // runs what is still queued (streams' last messages), then joins
   // Completions still queued are written; their callbacks use the worker service.

@@ -26,6 +26,8 @@
 #include "scheduler/service/server_security.h"
 #include "scheduler/service/worker_service.h"
 #include "store/store.h"
+#include "telemetry/metrics.h"
+#include "telemetry/metrics_server.h"
 
 namespace ripplekv::scheduler::service {
 
@@ -56,6 +58,12 @@ struct SchedulerServerOptions {
   bool reflection = false;  // serve gRPC server reflection (process-wide once enabled)
   // How often rollouts check soak times and stage deadlines, ms (docs/ROLLOUTS.md).
   int64_t rollout_tick_ms = 100;
+  // Prometheus metrics over plain HTTP on this host:port (docs/OPERATIONS.md); "": none.
+  std::string metrics_listen;
+  // A second, plaintext port serving only grpc.health.v1.Health (no token), for probes that
+  // cannot speak TLS, such as Kubernetes' native gRPC probes (docs/SECURITY.md); "": none. It
+  // reports what the main port's health service reports.
+  std::string health_listen;
 };
 
 class SchedulerServer {
@@ -73,6 +81,12 @@ class SchedulerServer {
 
   // The bound port (useful with port 0).
   int port() const { return port_; }
+  // The metrics endpoint's bound port; 0 without metrics_listen.
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+  // The health-only port; 0 without health_listen.
+  int health_port() const { return health_port_; }
+  // Every metric of this server (scraped through metrics_listen, readable in tests).
+  const telemetry::MetricsRegistry& metrics() const { return *metrics_; }
 
   // Health NOT_SERVING first, then stops the timer, ends the streams (UNAVAILABLE) and stops
   // the server, giving unary calls in flight up to 2 s. Idempotent.
@@ -93,7 +107,11 @@ class SchedulerServer {
   void RolloutLoop(int64_t interval_ms);
   // Purges what retention_ms lets go, in bounded calls, until nothing is left or stopping.
   void RetentionLoop(int64_t retention_ms, int64_t interval_ms);
+  // Sets the status of the whole server and of each service, on both health services.
+  void SetServing(bool serving);
 
+  // First: the store's write observer and the scheduler count into it until they are gone.
+  std::unique_ptr<telemetry::MetricsRegistry> metrics_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<rollout::RolloutEngine> rollout_engine_;
@@ -103,8 +121,11 @@ class SchedulerServer {
   std::unique_ptr<RolloutServiceImpl> rollout_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
   std::shared_ptr<const TokenTable> tokens_;
-  std::unique_ptr<grpc::Server> server_;  // last: destroyed first
+  std::unique_ptr<telemetry::MetricsServer> metrics_server_;  // stopped by Shutdown
+  std::unique_ptr<grpc::Server> health_server_;               // health_listen; may be null
+  std::unique_ptr<grpc::Server> server_;                      // last: destroyed first
   int port_ = 0;
+  int health_port_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -9,6 +9,7 @@
 #include "kernels/base/strings.h"
 #include "scheduler/service/convert.h"
 #include "spdlog/spdlog.h"
+#include "telemetry/logging.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
@@ -23,6 +24,27 @@ bool FailsJob(int32_t code) {
   const auto c = static_cast<absl::StatusCode>(code);
   return c == absl::StatusCode::kInvalidArgument || c == absl::StatusCode::kFailedPrecondition ||
          c == absl::StatusCode::kDataLoss;
+}
+
+// The ids the log lines about `m` from `worker_id` carry (docs/OPERATIONS.md, "Logs").
+telemetry::LogIds IdsOf(const std::string& worker_id, const v1::WorkerMessage& m) {
+  telemetry::LogIds ids{.worker = worker_id};
+  switch (m.kind_case()) {
+    case v1::WorkerMessage::kTaskRefused:
+      ids.task = m.task_refused().task_id();
+      break;
+    case v1::WorkerMessage::kTrialResult:
+      ids.task = m.trial_result().task_id();
+      ids.job = m.trial_result().job_id();
+      break;
+    case v1::WorkerMessage::kTaskDone:
+      ids.task = m.task_done().task_id();
+      ids.job = m.task_done().job_id();
+      break;
+    default:
+      break;
+  }
+  return ids;
 }
 
 }  // namespace
@@ -248,6 +270,7 @@ class WorkerServiceImpl::ConnectReactor final
 
   // Requires mu_. Non-OK ends the stream with that status.
   Status Handle(const v1::WorkerMessage& message) {
+    const telemetry::ScopedLogIds ids(IdsOf(worker_id_, message));
     switch (message.kind_case()) {
       case v1::WorkerMessage::kHello:
         return absl::FailedPreconditionError("hello sent twice on one stream");
@@ -614,6 +637,8 @@ void WorkerServiceImpl::Tick() {
 void WorkerServiceImpl::CompletionWritten(const std::string& worker_id, const std::string& task_id,
                                           store::JobId job,
                                           const StatusOr<TaskResultsOutcome>& outcome) {
+  const telemetry::ScopedLogIds ids(
+      {.job = std::to_string(job), .task = task_id, .worker = worker_id});
   if (!outcome.ok()) {
     // FailedPrecondition: the job ended or another attempt completed the task meanwhile.
     if (absl::IsFailedPrecondition(outcome.status())) {

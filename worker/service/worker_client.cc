@@ -15,6 +15,7 @@
 #include "proto/client_channel.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "spdlog/spdlog.h"
+#include "telemetry/logging.h"
 
 namespace ripplekv::worker {
 namespace {
@@ -302,6 +303,7 @@ struct WorkerClient::Impl {
 
   // Runs one assignment and reports it on the stream.
   void Handle(Session& s, const pb::TaskAssignment& a) {
+    const telemetry::ScopedLogIds ids({.job = a.job_id(), .task = a.task_id()});
     const auto start = Clock::now();
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -410,6 +412,10 @@ struct WorkerClient::Impl {
       return;
     }
     const auto session_start = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stats.connected = true;
+    }
     std::thread reader([&] { ReaderLoop(s); });
     bool stop_heartbeats = false;
     std::thread heartbeats([&] { HeartbeatLoop(s, heartbeat, &stop_heartbeats); });
@@ -461,6 +467,7 @@ struct WorkerClient::Impl {
       std::lock_guard<std::mutex> lock(mu);
       stats.connected_seconds +=
           std::chrono::duration<double>(Clock::now() - session_start).count();
+      stats.connected = false;
     }
     if (!drained) {
       spdlog::warn("scheduler stream ended: {} {}", static_cast<int>(st.error_code()),

@@ -73,6 +73,7 @@ struct WorkerClientStats {
   // data, running, sending results); connected - busy is time waiting for work. Seconds.
   double connected_seconds = 0;
   double busy_seconds = 0;
+  bool connected = false;  // a Connect stream is open now
   // Hand-out latency: from a task_done sent with nothing queued to the next assignment's arrival,
   // ms (the scheduler's storing of the results and choosing the next task, plus the network).
   // At most the last 65536 samples; percentiles over them, 0 when there are none. `handouts`

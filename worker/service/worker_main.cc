@@ -1,7 +1,8 @@
 // ripplekv-worker --scheduler ADDR --model PATH [--threads N] [--weights stored|f32]
 // [--device cpu|cuda:N] [--device-weights bf16|f32] [--prefill-cache-mb M] [--memory-limit-mb M]
 // [--id NAME] [--prefetch N] [--tp N] [--tls-ca F [--tls-cert F --tls-key F]
-// [--tls-server-name N]] [--token-file F] [--data-dir DIR]...
+// [--tls-server-name N]] [--token-file F] [--data-dir DIR]... [--metrics-listen ADDR]
+// [--log-format text|json]
 //
 // Security (docs/SECURITY.md): --tls-ca verifies the scheduler's TLS certificate (without it the
 // worker speaks plaintext, which a scheduler serves on loopback only); --tls-cert/--tls-key
@@ -30,6 +31,7 @@
 // exceeds the limit is refused (REFUSAL_REASON_INSUFFICIENT_MEMORY) rather than run into the OOM
 // killer.
 
+#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +48,8 @@
 #include "proto/client_channel.h"
 #include "proto/client_security_flags.h"
 #include "spdlog/spdlog.h"
+#include "telemetry/logging.h"
+#include "telemetry/metrics_server.h"
 #include "worker/calibration/calibration_run.h"
 #include "worker/calibration/memory_estimate.h"
 #include "worker/engine/device_model.h"
@@ -57,6 +61,7 @@
 #include "worker/service/task_group.h"
 #include "worker/service/task_runner.h"
 #include "worker/service/worker_client.h"
+#include "worker/service/worker_metrics.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace ripplekv::worker {
@@ -135,6 +140,14 @@ int Main(int argc, char** argv) {
   app.add_option("--data-dir", data_dirs,
                  "Directory whose files jobs may name as calibration data (repeatable; without "
                  "it, jobs with path data are refused; inline and built-in data always work)");
+  std::string metrics_listen, log_format = "text";
+  app.add_option("--metrics-listen", metrics_listen,
+                 "Serve Prometheus metrics over plain HTTP on host:port, path /metrics "
+                 "(docs/OPERATIONS.md; from when the model is loaded)");
+  app.add_option("--log-format", log_format,
+                 "Log lines on stderr: text or json (one object a line)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
   app.add_flag("--no-compute", no_compute,
                "Benchmark mode: report synthetic KL without running the model (never for real "
                "jobs; bench/scheduler_overhead.py)");
@@ -142,6 +155,9 @@ int Main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
+  }
+  if (Status configured = telemetry::ConfigureLogging("worker", log_format); !configured.ok()) {
+    return Fail(configured);
   }
 
   // SIGTERM / SIGINT drain the worker, on a normal thread outside the handler. A signal that
@@ -273,6 +289,16 @@ int Main(int argc, char** argv) {
                     .process_bytes = reserve.process_bytes + reserve.tokenizer_bytes};
   // As `ripplekv calibrate` describes it, so profiles agree.
   WorkerClient client(options, ProfileModelOf(c, *hash), &runner);
+  telemetry::MetricsRegistry metrics;  // scraped only while metrics_server lives
+  std::unique_ptr<telemetry::MetricsServer> metrics_server;
+  if (!metrics_listen.empty()) {
+    telemetry::AddBuildInfo(metrics, "worker");
+    AddWorkerCollectors(metrics, &client, &runner, &*session);
+    auto started = telemetry::MetricsServer::Start(metrics_listen, &metrics);
+    if (!started.ok()) return Fail(started.status());
+    metrics_server = std::move(*started);
+    spdlog::info("metrics on {} (port {}), path /metrics", metrics_listen, metrics_server->port());
+  }
   {
     std::lock_guard<std::mutex> lock(stop_mu);
     draining_client = &client;
@@ -287,6 +313,7 @@ int Main(int argc, char** argv) {
     draining_client = nullptr;
   }
   signals->reset();
+  metrics_server.reset();
   if (leader) {
     if (const Status dismissed = leader->Dismiss(); !dismissed.ok()) return Fail(dismissed);
   }

@@ -35,6 +35,8 @@ void CloseSession(OpContext* ctx);
 // never waits for the device, and a block freed while kernels still read it stays valid until
 // they ran. Copies to the host wait for the stream. Must be destroyed before the session closes.
 Allocator* NewStreamAllocator(const OpContext& ctx);
+// Free and total memory of device `ordinal` (cudaMemGetInfo); false with the reason in *why.
+bool MemoryInfo(int ordinal, size_t* free_bytes, size_t* total_bytes, std::string* why);
 // Waits for ctx.stream; false with the first asynchronous error's text in *why.
 bool Synchronize(const OpContext& ctx, std::string* why);
 // Makes ctx.ordinal the calling thread's device and returns ctx.stream (a cudaStream_t).
@@ -42,18 +44,21 @@ void* Activate(const OpContext& ctx);
 
 // The ops of kernels/ops/*.h, same contracts, fp32 on the device; every pointer (int32 ones too)
 // is device memory.
-void RmsNorm(const OpContext& ctx, const float* x, const float* weight, float eps, float* y, int64_t m, int64_t d);
+void RmsNorm(const OpContext& ctx, const float* x, const float* weight, float eps, float* y,
+             int64_t m, int64_t d);
 void SwiGlu(const OpContext& ctx, const float* gate, const float* up, float* out, int64_t n);
 void AddTo(const OpContext& ctx, const float* x, float* y, int64_t n);
 // RoPE with the table's frequencies (host memory, at most kMaxRopePairs: head_dim <= 512).
 inline constexpr int64_t kMaxRopePairs = 256;
-void ApplyRope(const OpContext& ctx, const float* inv_freq, int64_t pairs, bool interleaved, const int32_t* positions,
-               float* x, int64_t m, int64_t n_heads, int64_t head_dim);
+void ApplyRope(const OpContext& ctx, const float* inv_freq, int64_t pairs, bool interleaved,
+               const int32_t* positions, float* x, int64_t m, int64_t n_heads, int64_t head_dim);
 // KL per row of device logits, written to host memory (host_out: m floats); synchronous.
-void KlDivergenceRows(const OpContext& ctx, const float* p_logits, const float* q_logits, int64_t m, int64_t v,
-                      float* host_out);
-void GatherRows(const OpContext& ctx, const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out);
-void CopyRows(const OpContext& ctx, const float* src, int64_t d, int64_t first, int64_t n_rows, float* out);
+void KlDivergenceRows(const OpContext& ctx, const float* p_logits, const float* q_logits, int64_t m,
+                      int64_t v, float* host_out);
+void GatherRows(const OpContext& ctx, const float* src, int64_t d, const int32_t* rows,
+                int64_t n_rows, float* out);
+void CopyRows(const OpContext& ctx, const float* src, int64_t d, int64_t first, int64_t n_rows,
+              float* out);
 // One cache layer's device memory (KvLayerRef's fields; this header stays free of Abseil, which
 // nvcc does not compile).
 struct CacheLayer {
@@ -72,11 +77,11 @@ struct CacheSegment {
   const int32_t* positions;
   int n_kv_heads, capacity, length, head_dim;
 };
-void CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m, int64_t n_heads,
-                     int64_t head_dim, const CacheSegment* segments, int n_segments, float scale,
-                     float* out);
-void KvAppend(const OpContext& ctx, const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
-              const CacheLayer& layer);
+void CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m,
+                     int64_t n_heads, int64_t head_dim, const CacheSegment* segments,
+                     int n_segments, float scale, float* out);
+void KvAppend(const OpContext& ctx, const float* k_rows, const float* v_rows,
+              const int32_t* positions, int64_t n, const CacheLayer& layer);
 void KvRetain(const OpContext& ctx, const int32_t* keep, int count, const CacheLayer& layer);
 
 // y [m, n] (fp32) = x [m, k] (fp32) * w [n, k]^T (+ y when accumulate) + bias [n] (fp32, or null),
@@ -97,9 +102,8 @@ bool DequantizeRows(const OpContext& ctx, uint32_t ggml_type, const void* blocks
 // Box-Muller floats from CUDA's logf/sinf/cosf). values: [n, n_kv_heads * head_dim], positions:
 // [n], both device memory.
 void AddNormAdaptiveNoiseToRows(const OpContext& ctx, uint64_t seed, int sample, int layer,
-                                int trial, const int32_t* positions, int64_t n,
-                                int first_kv_head, int n_kv_heads,
-                                int head_dim, float alpha, float* values);
+                                int trial, const int32_t* positions, int64_t n, int first_kv_head,
+                                int n_kv_heads, int head_dim, float alpha, float* values);
 // The standard normals of DrawNormals for one KV head: out [n, head_dim] (device memory).
 void DrawNormals(const OpContext& ctx, uint64_t seed, int sample, int layer, int trial,
                  const int32_t* positions, int64_t n, int kv_head, int head_dim, float* out);
@@ -123,8 +127,8 @@ void KlRowMaxima(const OpContext& ctx, const float* p, const float* q, int64_t m
 void KlPartialSums(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
                    const double* host_maxima, double* host_sums);
 void RowMaxima(const OpContext& ctx, const float* x, int64_t m, int64_t v, double* host_maxima);
-void ExpSums(const OpContext& ctx, const float* x, int64_t m, int64_t v,
-             const double* host_maxima, double* host_sums);
+void ExpSums(const OpContext& ctx, const float* x, int64_t m, int64_t v, const double* host_maxima,
+             double* host_sums);
 // y = x - logsumexp(x) per row; x, y [m, v] (v >= 1) device memory, y may be x.
 void LogSoftmax(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* y);
 

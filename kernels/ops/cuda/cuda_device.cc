@@ -12,8 +12,8 @@
 #include <new>
 #include <vector>
 
-#include "kernels/ops/cuda/cuda_backend.h"
 #include "kernels/ops/cuda/cublas_api.h"
+#include "kernels/ops/cuda/cuda_backend.h"
 
 namespace ripplekv::kernels::cuda {
 
@@ -113,7 +113,8 @@ Devices& Discovered() {
     if (err != cudaSuccess) {
       d->count = 0;
       d->why = std::string("the CUDA runtime finds no usable driver or GPU (") +
-               cudaGetErrorString(err) + "): no NVIDIA driver, no GPU, or a driver older than "
+               cudaGetErrorString(err) +
+               "): no NVIDIA driver, no GPU, or a driver older than "
                "this build's CUDA runtime";
       cudaGetLastError();
     } else if (d->count == 0) {
@@ -134,6 +135,19 @@ int DeviceCount(std::string* why) {
 }
 
 Allocator* DeviceAllocatorFor(int ordinal) { return Discovered().allocators.at(ordinal).get(); }
+
+bool MemoryInfo(int ordinal, size_t* free_bytes, size_t* total_bytes, std::string* why) {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current != ordinal) cudaSetDevice(ordinal);
+  const cudaError_t err = cudaMemGetInfo(free_bytes, total_bytes);
+  if (current >= 0 && current != ordinal) cudaSetDevice(current);
+  if (err != cudaSuccess) {
+    *why = std::string("cudaMemGetInfo: ") + cudaGetErrorString(err);
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
 
 void* Activate(const OpContext& ctx) {
   int current = -1;

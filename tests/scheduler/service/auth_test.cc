@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "kernels/base/file_io.h"
 #include "proto/client_channel.h"
 #include "ripplekv/v1/admin.grpc.pb.h"
@@ -312,8 +313,9 @@ class AuthTest : public testing::Test {
   fs::path B(const std::string& file) const { return dir_->path() / "b" / file; }
 
   // A server with TLS (CA a), client certificates of CA a required, and CA a's token file.
-  void StartTls() {
+  void StartTls(const std::string& health_listen = "") {
     SchedulerServerOptions options;
+    options.health_listen = health_listen;
     options.db_path = (server_dir_->path() / "db").string();
     options.sync_writes = false;
     options.security.tls_cert_file = A("server.pem").string();
@@ -464,6 +466,30 @@ TEST_F(AuthTest, HealthNeedsNoToken) {
   EXPECT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST_F(AuthTest, HealthPortServesOnlyHealthInPlaintextWithoutToken) {
+  StartTls("127.0.0.1:0");
+  ASSERT_GT(server_->health_port(), 0);
+  ASSERT_NE(server_->health_port(), server_->port());
+  const std::shared_ptr<grpc::Channel> plain = grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server_->health_port()), grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(plain);
+  for (const std::string& service : {std::string(""), std::string("ripplekv.v1.WorkerService")}) {
+    grpc::ClientContext context;
+    SetDeadline(context);
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    const grpc::Status status = health->Check(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << service << ": " << status.error_message();
+    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+  // Nothing else is served there.
+  Stubs stubs = MakeStubs("127.0.0.1:" + std::to_string(server_->health_port()), {});
+  for (const std::string& method : kAllMethods) {
+    EXPECT_EQ(Call(stubs, method).error_code(), grpc::StatusCode::UNIMPLEMENTED) << method;
   }
 }
 
