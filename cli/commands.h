@@ -28,5 +28,9 @@ void AddRemoteCommands(CLI::App& app, Action& run);
 void AddMapCommands(CLI::App& app, Action& run);
 // rollout {start,status,pause,resume,rollback,list}: moving a map version to serving nodes.
 void AddRolloutCommands(CLI::App& app, Action& run);
+// admin checkpoint: the scheduler's AdminService.
+void AddAdminCommands(CLI::App& app, Action& run);
+// health: the scheduler's gRPC health check, for probes.
+void AddHealthCommand(CLI::App& app, Action& run);
 
 }  // namespace ripplekv::cli

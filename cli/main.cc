@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   ripplekv::cli::AddRemoteCommands(app, run);
   ripplekv::cli::AddMapCommands(app, run);
   ripplekv::cli::AddRolloutCommands(app, run);
+  ripplekv::cli::AddAdminCommands(app, run);
+  ripplekv::cli::AddHealthCommand(app, run);
 
   try {
     app.parse(argc, argv);

@@ -175,13 +175,14 @@ class LocalCluster {
   const fs::path& dir() const { return dir_; }
   fs::path db() const { return dir_ / "db"; }
 
-  // Starts (or restarts, after Kill) the scheduler on the same port and database, plaintext on
-  // loopback without tokens (--insecure). The log of start k is scheduler-k.{out,err}.
-  void StartScheduler() {
+  // Starts (or restarts, after Kill) the scheduler on the same port and database (`db` when
+  // given, e.g. a checkpoint), plaintext on loopback without tokens (--insecure). The log of
+  // start k is scheduler-k.{out,err}.
+  void StartScheduler(const fs::path& db = {}) {
     const std::string name = "scheduler-" + std::to_string(scheduler_starts_++);
     scheduler_ = std::make_unique<Process>(
-        std::vector<std::string>{RIPPLEKV_SCHEDULER, "--listen", address(), "--db", db().string(),
-                                 "--insecure"},
+        std::vector<std::string>{RIPPLEKV_SCHEDULER, "--listen", address(), "--db",
+                                 (db.empty() ? this->db() : db).string(), "--insecure"},
         dir_ / (name + ".out"), dir_ / (name + ".err"));
   }
   Process& scheduler() { return *scheduler_; }
@@ -202,14 +203,13 @@ class LocalCluster {
                        const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = launcher;
     for (const std::string& a : {std::string(RIPPLEKV_WORKER), std::string("--scheduler"),
-                                 address(), std::string("--model"), model,
-                                 std::string("--threads"), std::string("1"), std::string("--id"),
-                                 id}) {
+                                 address(), std::string("--model"), model, std::string("--threads"),
+                                 std::string("1"), std::string("--id"), id}) {
       argv.push_back(a);
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
-    workers_.emplace_back(id, std::make_unique<Process>(argv, dir_ / (id + ".out"),
-                                                        dir_ / (id + ".err")));
+    workers_.emplace_back(
+        id, std::make_unique<Process>(argv, dir_ / (id + ".out"), dir_ / (id + ".err")));
     return *workers_.back().second;
   }
 
