@@ -24,7 +24,8 @@ std::string MpiError(int code) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout) : comm_(comm), timeout_(timeout) {
+  MpiCommunicator(MPI_Comm comm, std::chrono::milliseconds timeout)
+      : comm_(comm), timeout_(timeout) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
   }
@@ -101,8 +102,8 @@ class MpiCommunicator final : public Communicator {
   Status Gather(const char* op, const void* mine, void* all, size_t n, MPI_Datatype type) {
     RETURN_IF_ERROR(Usable(op));
     MPI_Request request;
-    const int code = MPI_Iallgather(mine, static_cast<int>(n), type, all, static_cast<int>(n),
-                                    type, comm_, &request);
+    const int code = MPI_Iallgather(mine, static_cast<int>(n), type, all, static_cast<int>(n), type,
+                                    comm_, &request);
     if (code != MPI_SUCCESS) return absl::InternalError(Cat(op, ": ", MpiError(code)));
     return Wait(op, request);
   }
@@ -157,7 +158,9 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 bool MpiRuntime::Launched() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+  // OpenMPI's mpirun; PMI-1/2 launchers; PMIx servers (Slurm's `srun --mpi=pmix`, prterun).
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
 }
 
 StatusOr<MpiRuntime*> MpiRuntime::Init(int* argc, char*** argv) {

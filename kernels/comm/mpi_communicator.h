@@ -20,8 +20,9 @@ class MpiRuntime {
   // Initializes MPI (argc/argv as main received them; may be null). Internal when MPI cannot
   // start. Once per process; later calls return the same runtime.
   [[nodiscard]] static StatusOr<MpiRuntime*> Init(int* argc, char*** argv);
-  // Whether this process was started by an MPI launcher (mpirun sets OMPI_COMM_WORLD_SIZE or
-  // PMI_SIZE) — without one, a process is a world of one.
+  // Whether this process was started by an MPI launcher (mpirun sets OMPI_COMM_WORLD_SIZE, a PMI
+  // launcher PMI_SIZE, a PMIx one such as `srun --mpi=pmix` PMIX_RANK) — without one, a process
+  // is a world of one.
   static bool Launched();
 
   int world_rank() const { return world_rank_; }
