@@ -13,6 +13,8 @@
 // missing, the write log not writable); 2 the scheduler refused the agent (PERMISSION_DENIED,
 // UNAUTHENTICATED or INVALID_ARGUMENT from WatchBudgets: a wrong token or node id).
 
+#include <grpcpp/grpcpp.h>
+
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -21,6 +23,7 @@
 #include "CLI/CLI.hpp"
 #include "agent/agent.h"
 #include "kernels/base/stop_signals.h"
+#include "kernels/base/version.h"
 #include "method/budget_format.h"
 #include "proto/client_channel.h"
 #include "proto/client_security_flags.h"
@@ -38,6 +41,9 @@ int Fail(const Status& s) {
 int Main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("ripplekv-agent"));  // stdout stays clean
   CLI::App app{"RippleKV serving-node agent: writes the budget map the scheduler assigns"};
+  app.set_version_flag("--version", [] {
+    return VersionText("ripplekv-agent", {{"grpc", grpc::Version()}});
+  });
   std::string scheduler, format = "native";
   AgentOptions options;
   double apply_timeout_s = 60;

@@ -385,24 +385,36 @@ StatusOr<std::string> DecodeJobData(std::string_view value) {
 
 StatusOr<std::string> EncodeTask(const Task& task) {
   RETURN_IF_ERROR(CheckUtf8(task.lease_owner, "lease_owner"));
-  const Json j = {
+  RETURN_IF_ERROR(CheckUtf8(task.completed_by, "completed_by"));
+  RETURN_IF_ERROR(CheckUtf8(task.completed_by_version, "completed_by_version"));
+  Json j = {
       {"v", kValueFormatVersion},        {"state", TaskStateName(task.state)},
       {"lease_owner", task.lease_owner}, {"lease_deadline_ms", task.lease_deadline_ms},
       {"attempts", task.attempts},
   };
+  // Only when recorded: a task without them encodes as before they existed.
+  if (!task.completed_by.empty()) j["completed_by"] = task.completed_by;
+  if (!task.completed_by_version.empty()) j["completed_by_version"] = task.completed_by_version;
   return Dump(j, "task");
 }
 
 StatusOr<Task> DecodeTask(const TaskKey& key, std::string_view value) {
   ASSIGN_OR_RETURN(Json j, ParseValue(value));
   const Reader r(j, "");
-  RETURN_IF_ERROR(r.OnlyFields({"v", "state", "lease_owner", "lease_deadline_ms", "attempts"}));
+  RETURN_IF_ERROR(r.OnlyFields({"v", "state", "lease_owner", "lease_deadline_ms", "attempts",
+                                "completed_by", "completed_by_version"}));
   Task task;
   task.key = key;
   ASSIGN_OR_RETURN(task.state, r.Enumerated<TaskState>("state", &ParseTaskState));
   ASSIGN_OR_RETURN(task.lease_owner, r.String("lease_owner"));
   ASSIGN_OR_RETURN(task.lease_deadline_ms, r.I64("lease_deadline_ms"));
   ASSIGN_OR_RETURN(task.attempts, r.U32("attempts"));
+  if (r.Has("completed_by")) {
+    ASSIGN_OR_RETURN(task.completed_by, r.String("completed_by"));
+  }
+  if (r.Has("completed_by_version")) {
+    ASSIGN_OR_RETURN(task.completed_by_version, r.String("completed_by_version"));
+  }
   if ((task.state == TaskState::kLeased) == task.lease_owner.empty()) {
     return Corrupt("lease_owner", Cat("is '", task.lease_owner, "' for a task in state ",
                                       TaskStateName(task.state)));

@@ -6,6 +6,7 @@
 
 #include "kernels/base/strings.h"
 #include "rocksdb/options.h"
+#include "rocksdb/version.h"
 #include "store/codec.h"
 #include "store/keys.h"
 
@@ -71,6 +72,8 @@ Status FromRocks(const rocksdb::Status& status, std::string_view context) {
   }
   return absl::InternalError(message);
 }
+
+std::string RocksDbVersion() { return rocksdb::GetRocksVersionAsString(); }
 
 StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path, const StoreOptions& options) {
   return OpenRocksStore(path, options, nullptr);

@@ -287,6 +287,8 @@ std::vector<StatusOr<ResultWriteOutcome>> RocksStore::CompleteTasks(
     if (task.state != TaskState::kDone) {
       ClearLease(&task);
       task.state = TaskState::kDone;
+      task.completed_by = c.worker_id;
+      task.completed_by_version = c.worker_version;
       RETURN_IF_ERROR(PutTask(&batch, task));
       ++job.tasks_done;
       outcome.task_completed = true;

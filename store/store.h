@@ -60,8 +60,9 @@ struct StoreOptions {
   // deadlines are always passed in by the caller.
   std::function<TimeMs()> clock;
   // Called after every database write (a batch, synced or not, successful or not) and every
-  // deferred log sync, with its duration in seconds, on the writing thread; null = not observed. For the scheduler's
-  // write-latency metric (docs/OPERATIONS.md); it must be cheap and must not call the store.
+  // deferred log sync, with its duration in seconds, on the writing thread; null = not observed.
+  // For the scheduler's write-latency metric (docs/OPERATIONS.md); it must be cheap and must not
+  // call the store.
   std::function<void(double seconds)> write_observer;
 };
 
@@ -235,6 +236,9 @@ class Store {
   struct Completion {
     TaskKey key;
     std::span<const TrialResult> results;
+    // Recorded in the task when this completion moves it to done (Task::completed_by*).
+    std::string worker_id;
+    std::string worker_version;
   };
   [[nodiscard]] virtual std::vector<StatusOr<ResultWriteOutcome>> CompleteTasks(
       std::span<const Completion> completions) = 0;
@@ -364,5 +368,8 @@ class Store {
 // DataLoss (a damaged record met during recovery, named), Internal (other RocksDB failures).
 [[nodiscard]] StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
                                                          const StoreOptions& options = {});
+
+// The RocksDB library this process runs with, "7.8.3" (for --version).
+std::string RocksDbVersion();
 
 }  // namespace ripplekv::store

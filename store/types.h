@@ -1,7 +1,7 @@
 #pragma once
-// Domain types of the scheduler's durable state (docs/DESIGN.md §3): jobs, their tasks, trial results,
-// profile versions and budget maps. Plain structs, no protobuf and no RocksDB: the gRPC adapters
-// in scheduler/service/ convert to and from these, and store/store.h keeps them.
+// Domain types of the scheduler's durable state (docs/DESIGN.md §3): jobs, their tasks, trial
+// results, profile versions and budget maps. Plain structs, no protobuf and no RocksDB: the gRPC
+// adapters in scheduler/service/ convert to and from these, and store/store.h keeps them.
 //
 // Units: times are milliseconds since the Unix epoch (UTC) in an int64 (`TimeMs`); token counts
 // are tokens; KL divergences are nats.
@@ -138,6 +138,11 @@ struct Task {
   std::string lease_owner;       // worker id while leased; empty otherwise
   TimeMs lease_deadline_ms = 0;  // while leased; 0 otherwise
   uint32_t attempts = 0;         // times the task was leased
+  // Once done: the worker whose results completed it and the version it reported at registration
+  // ("ripplekv 0.1.0 (REVISION)"); empty when not recorded (completed without a worker named, or
+  // before these fields existed).
+  std::string completed_by;
+  std::string completed_by_version;
 
   friend bool operator==(const Task&, const Task&) = default;
 };

@@ -10,11 +10,14 @@ CompletionCommitter::CompletionCommitter(store::Store* store)
 CompletionCommitter::~CompletionCommitter() { Stop(); }
 
 void CompletionCommitter::Submit(store::TaskKey key, std::vector<store::TrialResult> results,
-                                 Done done) {
+                                 Worker worker, Done done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {
-      queue_.push_back({.key = key, .results = std::move(results), .done = std::move(done)});
+      queue_.push_back({.key = key,
+                        .results = std::move(results),
+                        .worker = std::move(worker),
+                        .done = std::move(done)});
       if (queue_.size() == 1) cv_.notify_one();  // otherwise the thread is awake already
       return;
     }
@@ -42,7 +45,12 @@ void CompletionCommitter::Loop() {
     lock.unlock();
     std::vector<store::Store::Completion> completions;
     completions.reserve(group.size());
-    for (const Queued& q : group) completions.push_back({.key = q.key, .results = q.results});
+    for (const Queued& q : group) {
+      completions.push_back({.key = q.key,
+                             .results = q.results,
+                             .worker_id = q.worker.id,
+                             .worker_version = q.worker.version});
+    }
     std::vector<StatusOr<store::ResultWriteOutcome>> outcomes = store_->CompleteTasks(completions);
     lock.lock();
     counts_.completions += group.size();

@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -30,9 +31,16 @@ class CompletionCommitter {
   CompletionCommitter(const CompletionCommitter&) = delete;
   CompletionCommitter& operator=(const CompletionCommitter&) = delete;
 
-  // Queues Store::CompleteTask(key, results); `done` gets its outcome once the group holding it
-  // is written. After Stop(), `done` runs at once, on this thread, with Unavailable.
-  void Submit(store::TaskKey key, std::vector<store::TrialResult> results, Done done);
+  // The worker a completion is recorded with (store::Task::completed_by, completed_by_version).
+  struct Worker {
+    std::string id;
+    std::string version;
+  };
+
+  // Queues Store::CompleteTask(key, results) by `worker`; `done` gets its outcome once the group
+  // holding it is written. After Stop(), `done` runs at once, on this thread, with Unavailable.
+  void Submit(store::TaskKey key, std::vector<store::TrialResult> results, Worker worker,
+              Done done);
 
   // Writes what is queued, runs its callbacks, then ends the thread. Idempotent.
   void Stop();
@@ -49,6 +57,7 @@ class CompletionCommitter {
   struct Queued {
     store::TaskKey key;
     std::vector<store::TrialResult> results;
+    Worker worker;
     Done done;
   };
   void Loop();

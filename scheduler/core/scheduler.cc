@@ -353,6 +353,7 @@ Status Scheduler::RegisterWorker(const WorkerRegistration& registration) {
   WorkerState& w = workers_[registration.worker_id];
   w.model = registration.model;
   w.capacity = registration.capacity;
+  w.version = registration.version;
   w.last_seen_ms = clock_();
   // Durable once recorded, so that a job left complete by a crash can be profiled before any
   // worker of its model registers again.
@@ -701,9 +702,11 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
 Status Scheduler::SubmitTaskResults(const std::string& worker_id, const LeaseId& lease,
                                     std::vector<store::TrialResult> results, CompletionDone done) {
   const store::TaskKey key = lease.key;
+  std::string worker_version;
   {
     std::lock_guard lock(mu_);
     ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
+    worker_version = worker->version;
     const auto held = worker->leased.find(key);
     // Exactly trials 0..trials-1 of this task, each once, each passing the aggregation's rule.
     const uint32_t trials = held->second.trials;
@@ -731,7 +734,7 @@ Status Scheduler::SubmitTaskResults(const std::string& worker_id, const LeaseId&
     Changed();
   }
   committer_.Submit(
-      key, std::move(results),
+      key, std::move(results), {.id = worker_id, .version = std::move(worker_version)},
       [this, key, attempt = lease.attempt,
        done = std::move(done)](StatusOr<store::ResultWriteOutcome> written) {
         done(written.ok() ? AfterCompletion(key, attempt, *written) : written.status());

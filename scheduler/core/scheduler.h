@@ -123,6 +123,7 @@ struct WorkerRegistration {
   std::string worker_id;       // 1..256 bytes, unique per live worker
   method::ProfileModel model;  // the model the worker loaded; model.hash identifies it
   uint32_t capacity = 1;       // tasks it runs at once (leases it may hold), >= 1
+  std::string version;         // what it reported ("ripplekv 0.1.0 (REVISION)"); may be empty
 };
 
 // A prepared sample a worker holds in its PreparedSampleCache.
@@ -458,6 +459,7 @@ class Scheduler {
   struct WorkerState {
     method::ProfileModel model;
     uint32_t capacity = 1;
+    std::string version;  // recorded with the tasks it completes (store::Task::completed_by*)
     int64_t last_seen_ms = 0;
     std::set<PrefillKey> held;
     std::map<store::JobId, uint32_t> last_sample;  // affinity: sample given last, per job

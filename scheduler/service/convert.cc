@@ -565,6 +565,12 @@ StatusOr<WorkerRegistration> RegistrationFromProto(const v1::RegisterRequest& re
   WorkerRegistration out;
   out.worker_id = id;
   out.capacity = static_cast<uint32_t>(request.capacity());
+  // Stored with the tasks it completes: bounded, and text (empty: not reported).
+  if (request.version().size() > 256 ||
+      (!request.version().empty() && !IsPrintableAscii(request.version()))) {
+    return absl::InvalidArgumentError("version: must be at most 256 printable ASCII characters");
+  }
+  out.version = request.version();
   const v1::ModelInfo& m = request.model();
   out.model.hash = m.model_hash();
   out.model.architecture = m.architecture();

@@ -76,6 +76,11 @@ int Run(int argc, char** argv) {
   ripplekv::scheduler::service::SchedulerServerOptions options;
   options.listen.clear();
   CLI::App app{"ripplekv-scheduler: the distributed calibration scheduler"};
+  app.set_version_flag("--version", [] {
+    return ripplekv::VersionText(
+        "ripplekv-scheduler",
+        {{"grpc", grpc::Version()}, {"rocksdb", ripplekv::store::RocksDbVersion()}});
+  });
   app.add_option("--listen", options.listen,
                  "address to serve on, host:port (required unless --checkpoint)");
   app.add_option("--db", options.db_path, "RocksDB directory (created if missing)")->required();

@@ -687,7 +687,8 @@ Status WorkerServiceImpl::DoRegister(const v1::RegisterRequest& request,
   response->set_session_id(session.session_id);
   MsToDuration(options_.heartbeat_interval_ms, response->mutable_heartbeat_interval());
   MsToDuration(options_.lease_timeout_ms, response->mutable_lease_timeout());
-  spdlog::info("worker {} registered (capacity {}, model {}, {}{})", registration.worker_id,
+  spdlog::info("worker {} registered ({}, capacity {}, model {}, {}{})", registration.worker_id,
+               request.version().empty() ? "version not reported" : EscapeForLog(request.version()),
                registration.capacity, registration.model.hash,
                request.device().empty() ? "device not reported" : request.device(),
                request.tensor_parallel() > 1

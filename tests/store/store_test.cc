@@ -542,6 +542,29 @@ TEST_F(StoreTest, CompleteTasksWritesAGroupAndAnswersEachAsAlone) {
   EXPECT_EQ(store_->GetJob(second.id)->tasks_done, 1u);
 }
 
+TEST_F(StoreTest, ACompletionRecordsItsWorkerAndVersionInTheTask) {
+  const Job job = NewJob(1, 2, MakeSpec("ab", 2));
+  const TaskKey named{job.id, 0, 0}, anonymous{job.id, 0, 1};
+  for (const TaskKey& key : {named, anonymous}) ASSERT_TRUE(store_->LeaseTask(key, "w", 5000).ok());
+  const std::vector<TrialResult> rn = Trials(named, 0, 2), ra = Trials(anonymous, 0, 2);
+  const std::vector<Store::Completion> group = {
+      {.key = named, .results = rn, .worker_id = "w", .worker_version = "ripplekv 9.9.9 (abc)"},
+      {.key = anonymous, .results = ra}};
+  for (const auto& outcome : store_->CompleteTasks(group)) ASSERT_TRUE(outcome.ok());
+  // A second completion of a done task changes nothing about who completed it.
+  const std::vector<Store::Completion> again = {
+      {.key = named, .results = rn, .worker_id = "other", .worker_version = "ripplekv 0.0.1"}};
+  ASSERT_TRUE(store_->CompleteTasks(again).front().ok());
+  Reopen();
+  const Task done = *store_->GetTask(named);
+  EXPECT_EQ(done.completed_by, "w");
+  EXPECT_EQ(done.completed_by_version, "ripplekv 9.9.9 (abc)");
+  const Task unnamed = *store_->GetTask(anonymous);  // encoded as before the fields existed
+  EXPECT_EQ(unnamed.state, TaskState::kDone);
+  EXPECT_EQ(unnamed.completed_by, "");
+  EXPECT_EQ(unnamed.completed_by_version, "");
+}
+
 TEST_F(StoreTest, CompleteTaskWithAMissingTrialWritesNothing) {
   const Job job = NewJob(1, 1, MakeSpec("ab", 4));
   const TaskKey key{.job = job.id, .sample = 0, .layer = 0};

@@ -187,7 +187,7 @@ struct WorkerClient::Impl {
     req.set_device(options.device);
     req.set_thread_scratch_bytes(options.memory.thread_scratch_bytes);
     req.set_process_bytes(options.memory.process_bytes);
-    req.set_version(std::string(ToolVersion()));
+    req.set_version(std::string(BuildVersion()));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options.register_deadline);
     pb::RegisterResponse resp;

@@ -45,6 +45,8 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "kernels/base/stop_signals.h"
+#include "kernels/base/version.h"
+#include "kernels/ops/cpu/openblas_version.h"
 #include "proto/client_channel.h"
 #include "proto/client_security_flags.h"
 #include "spdlog/spdlog.h"
@@ -99,6 +101,10 @@ int Fail(const Status& s) {
 
 int Main(int argc, char** argv) {
   CLI::App app{"RippleKV calibration worker"};
+  app.set_version_flag("--version", [] {
+    return VersionText("ripplekv-worker",
+                       {{"grpc", grpc::Version()}, {"openblas", kernels::OpenBlasVersion()}});
+  });
   std::string scheduler, model_path, id = HostName();
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int64_t cache_mb = 1024;

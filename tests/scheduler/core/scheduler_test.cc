@@ -429,6 +429,23 @@ TEST_F(SchedulerTest, CancelledJobHandsOutNothingAndIgnoresResults) {
   EXPECT_TRUE(absl::IsNotFound(scheduler_->CancelJob(999).status()));
 }
 
+TEST_F(SchedulerTest, EveryTaskRecordsTheWorkerAndTheVersionItRegisteredWith) {
+  store::Job job = Submit(Spec(1, 2));
+  ASSERT_TRUE(scheduler_
+                  ->RegisterWorker({.worker_id = "w1",
+                                    .model = Model(kHash),
+                                    .capacity = 1,
+                                    .version = "ripplekv 0.1.0 (0123456789ab)"})
+                  .ok());
+  ASSERT_TRUE(Drain("w1", 2).job_succeeded);
+  const std::vector<store::Task> tasks = *store_->ListTasks(job.id);
+  ASSERT_EQ(tasks.size(), 30u);
+  for (const store::Task& task : tasks) {
+    EXPECT_EQ(task.completed_by, "w1");
+    EXPECT_EQ(task.completed_by_version, "ripplekv 0.1.0 (0123456789ab)");
+  }
+}
+
 TEST_F(SchedulerTest, CompletionWritesProfileEqualToAggregateOfTheResults) {
   store::Job job = Submit(Spec(4, 3));
   Register("w1");
