@@ -1,10 +1,14 @@
 // ripplekv: measure per-layer KV-cache sensitivity and turn it into budget maps.
 // Results go to stdout; progress and logs to stderr. Exit codes: cli/exit_codes.h.
 
+#include <grpcpp/grpcpp.h>
+
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
+#include "cli/completion.h"
 #include "cli/exit_codes.h"
 #include "kernels/base/version.h"
+#include "kernels/ops/cpu/openblas_version.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -13,7 +17,10 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S.%e] %^%l%$ %v");
 
   CLI::App app{"RippleKV: per-layer KV-cache budgets by measurement"};
-  app.set_version_flag("--version", std::string(ripplekv::ToolVersion()));
+  app.set_version_flag("--version", [] {
+    return ripplekv::VersionText("ripplekv", {{"grpc", grpc::Version()},
+                                              {"openblas", ripplekv::kernels::OpenBlasVersion()}});
+  });
   app.require_subcommand(1);
   app.fallthrough();  // -v / -q also work after the subcommand
   bool verbose = false;
@@ -37,6 +44,7 @@ int main(int argc, char** argv) {
   ripplekv::cli::AddRolloutCommands(app, run);
   ripplekv::cli::AddAdminCommands(app, run);
   ripplekv::cli::AddHealthCommand(app, run);
+  ripplekv::cli::AddCompletionCommand(app, run);  // last: it walks every command above
 
   try {
     app.parse(argc, argv);
