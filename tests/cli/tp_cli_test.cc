@@ -58,7 +58,10 @@ TEST_F(TpCliTest, CalibrateOnTwoRanksMatchesOneRank) {
   ASSERT_EQ(b["layers"].size(), 30u);
   for (size_t l = 0; l < 30; ++l) {
     const double want = a["layers"][l]["mean_kl"], got = b["layers"][l]["mean_kl"];
-    EXPECT_NEAR(got, want, 1e-4 * want) << "layer " << l;
+    // Ranks sum their shards' partial products in another order than one process: fp32 rounding
+    // that the KL, a small difference of log-probabilities, amplifies most where it is smallest
+    // (layer 0: 1.3e-4 relative on a Zen CPU, a thousandth of that layer's standard error).
+    EXPECT_NEAR(got, want, 1e-3 * want) << "layer " << l;
   }
   EXPECT_EQ(a["model"], b["model"]);  // the whole model's shape and hash, not a shard's
 }
