@@ -14,6 +14,7 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/cli/cluster_expect.h"
+#include "tests/cli/model_cluster_test.h"
 #include "tests/cli/process_harness.h"
 
 namespace ripplekv::testing {
@@ -30,26 +31,8 @@ const std::vector<std::string> kParams = {"--samples", "2", "--context-len", "64
 constexpr int kSamples = 2, kLayers = 30, kTrials = 2;
 constexpr int kTasks = kSamples * kLayers;
 
-// A proto JSON int64 is a string; an int32 a number.
-int64_t JsonInt(const nlohmann::json& j) {
-  if (j.is_string()) return std::stoll(j.get<std::string>());
-  return j.is_number() ? j.get<int64_t>() : 0;
-}
-
-class ClusterCheckpointTest : public ::testing::Test {
+class ClusterCheckpointTest : public ModelClusterTest {
  protected:
-  void SetUp() override {
-    model_ = TestModelPath();
-    if (model_.empty()) {
-      GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF is not set (path of SmolLM2-135M-Instruct.Q4_1.gguf)";
-    }
-    ASSERT_FALSE(tmp_.path().empty());
-    cluster_ = std::make_unique<LocalCluster>(tmp_.path());
-  }
-  void TearDown() override {
-    if (cluster_) cluster_->StopAll();
-  }
-
   // The job as `ripplekv jobs --json` prints it; null when the scheduler does not answer.
   nlohmann::json Job(const std::string& id) {
     const CliResult r = RunCli(tmp_.path(), "jobs",
@@ -62,10 +45,6 @@ class ClusterCheckpointTest : public ::testing::Test {
     }
     return nullptr;
   }
-
-  std::string model_;
-  TempDir tmp_;
-  std::unique_ptr<LocalCluster> cluster_;
 };
 
 TEST_F(ClusterCheckpointTest, JobResumedFromACheckpointEqualsLocalCalibrateBitForBit) {

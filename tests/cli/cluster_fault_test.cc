@@ -24,6 +24,7 @@
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "store/store.h"
 #include "tests/cli/cluster_expect.h"
+#include "tests/cli/model_cluster_test.h"
 #include "tests/cli/process_harness.h"
 
 namespace ripplekv::testing {
@@ -53,26 +54,8 @@ std::vector<TaskId> StartedTasks(const std::string& log, size_t from = 0) {
   return out;
 }
 
-// A proto JSON int64 is a string; an int32 a number.
-int64_t JsonInt(const nlohmann::json& j) {
-  if (j.is_string()) return std::stoll(j.get<std::string>());
-  return j.is_number() ? j.get<int64_t>() : 0;
-}
-
-class ClusterFaultTest : public ::testing::Test {
+class ClusterFaultTest : public ModelClusterTest {
  protected:
-  void SetUp() override {
-    model_ = TestModelPath();
-    if (model_.empty()) {
-      GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF is not set (path of SmolLM2-135M-Instruct.Q4_1.gguf)";
-    }
-    ASSERT_FALSE(tmp_.path().empty());
-    cluster_ = std::make_unique<LocalCluster>(tmp_.path());
-  }
-  void TearDown() override {
-    if (cluster_) cluster_->StopAll();
-  }
-
   void StartWorkers(const std::vector<std::string>& ids) {
     for (const std::string& id : ids) cluster_->StartWorker(id, model_);
     for (const std::string& id : ids) {
@@ -124,10 +107,6 @@ class ClusterFaultTest : public ::testing::Test {
       EXPECT_EQ(layer["count"], kSamples * kTrials);  // every trial once, none twice
     }
   }
-
-  std::string model_;
-  TempDir tmp_;
-  std::unique_ptr<LocalCluster> cluster_;
 };
 
 TEST_F(ClusterFaultTest, WorkerKilledMidTaskJobCompletesWithTheSameProfile) {

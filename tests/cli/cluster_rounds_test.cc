@@ -12,6 +12,7 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/cli/cluster_expect.h"
+#include "tests/cli/model_cluster_test.h"
 #include "tests/cli/process_harness.h"
 
 namespace ripplekv::testing {
@@ -21,23 +22,16 @@ namespace {
 const std::vector<std::string> kShape = {
     "--context-len", "64", "--probe", "8", "--trials", "2", "--seed", "3", "--layers", "0,7,15,29"};
 
-class ClusterRoundsTest : public ::testing::Test {
+class ClusterRoundsTest : public ModelClusterTest {
  protected:
   void SetUp() override {
-    model_ = TestModelPath();
-    if (model_.empty()) {
-      GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF is not set (path of SmolLM2-135M-Instruct.Q4_1.gguf)";
-    }
-    ASSERT_FALSE(tmp_.path().empty());
-    cluster_ = std::make_unique<LocalCluster>(tmp_.path());
+    ModelClusterTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     cluster_->StartScheduler();
     cluster_->StartWorker("worker-1", model_);
     ASSERT_TRUE(cluster_->SchedulerAnswers(std::chrono::seconds(10))) << cluster_->Logs();
     ASSERT_TRUE(cluster_->Registered("worker-1", std::chrono::seconds(40)))
         << "the worker did not register" << cluster_->Logs();
-  }
-  void TearDown() override {
-    if (cluster_) cluster_->StopAll();
   }
 
   // `ripplekv submit --wait` with `flags`; the job's profile as `profile get --json` prints it.
@@ -58,10 +52,6 @@ class ClusterRoundsTest : public ::testing::Test {
     local.erase("created_at");
     EXPECT_EQ(remote.dump(), local.dump());
   }
-
-  std::string model_;
-  TempDir tmp_;
-  std::unique_ptr<LocalCluster> cluster_;
 };
 
 TEST_F(ClusterRoundsTest, UntilStableJobEqualsLocalUntilStableBitForBit) {
