@@ -17,14 +17,16 @@ start_time() { local s; s="$(cat "/proc/$1/stat")"; s="${s##*) }"; awk '{print $
 sleep 300 &
 victim=$!
 echo "$victim 1" >"$dir/worker-1.pid"
-"$cluster" status --dir "$dir" | grep -q "worker-1 dead" || fail "a reused pid reads as running"
+status="$("$cluster" status --dir "$dir")"  # captured: under pipefail, cmd | grep -q can fail on SIGPIPE
+[[ "$status" == *"worker-1 dead"* ]] || fail "a reused pid reads as running: $status"
 "$cluster" stop --dir "$dir" --timeout 2
 kill -0 "$victim" 2>/dev/null || fail "stop signalled a process that is not the cluster's"
 [[ ! -e "$dir/worker-1.pid" ]] || fail "stop left the stale pid file"
 
 # The same process under a pid file that records it: running, and stopped by SIGTERM.
 echo "$victim $(start_time "$victim")" >"$dir/worker-1.pid"
-"$cluster" status --dir "$dir" | grep -q "worker-1 running pid $victim" || fail "own pid reads as dead"
+status="$("$cluster" status --dir "$dir")"
+[[ "$status" == *"worker-1 running pid $victim"* ]] || fail "own pid reads as dead: $status"
 "$cluster" stop --dir "$dir" --timeout 5
 wait "$victim" 2>/dev/null || true
 kill -0 "$victim" 2>/dev/null && fail "stop left its own process running"

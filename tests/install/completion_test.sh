@@ -20,14 +20,16 @@ complete_words() {
 }
 expect() {  # expect "WANTED" WORDS...: WANTED is one of the completions
   local want="$1"; shift
-  if ! complete_words "$@" | grep -qx -- "$want"; then
-    echo "FAIL: completing '$*' does not offer '$want'; got: $(complete_words "$@" | tr '\n' ' ')"
+  local got; got="$(complete_words "$@")"  # captured: under pipefail an early-exiting grep -q fails
+  if ! grep -qx -- "$want" <<<"$got"; then
+    echo "FAIL: completing '$*' does not offer '$want'; got: $(tr '\n' ' ' <<<"$got")"
     exit 1
   fi
 }
 refuse() {  # refuse "UNWANTED" WORDS...
   local unwanted="$1"; shift
-  if complete_words "$@" | grep -qx -- "$unwanted"; then
+  local got; got="$(complete_words "$@")"
+  if grep -qx -- "$unwanted" <<<"$got"; then
     echo "FAIL: completing '$*' offers '$unwanted'"
     exit 1
   fi

@@ -25,7 +25,7 @@ for f in share/doc/ripplekv/README.md share/doc/ripplekv/docs/INSTALL.md \
   [[ -f "$work/first/$f" ]] || fail "$f is not installed"
 done
 # Everything lands in the documented places, nothing else.
-unexpected="$(cd "$work/first" && find . -type f | grep -Ev '^\./(bin|share/doc/ripplekv|share/doc/ripplekv-worker|share/bash-completion/completions|lib/systemd/system|etc/ripplekv)/' || true)"
+unexpected="$(cd "$work/first" && find . -type f | { grep -Ev '^\./(bin|share/doc/ripplekv|share/doc/ripplekv-worker|share/bash-completion/completions|lib/systemd/system|etc/ripplekv)/' || true; })"
 [[ -z "$unexpected" ]] || fail "files outside the documented places: $unexpected"
 # No installed file refers to the build tree (an RPATH, a data path).
 if grep -rlF "$build" "$work/first" >"$work/hits"; then
@@ -34,7 +34,8 @@ fi
 
 mv "$work/first" "$work/moved"
 bin="$work/moved/bin"
-"$bin/ripplekv" --version | head -1 | grep -q '^ripplekv ' || fail "the moved ripplekv --version"
+version="$("$bin/ripplekv" --version)" || fail "the moved ripplekv --version failed"
+[[ "$version" == "ripplekv "* ]] || fail "the moved ripplekv --version printed: $version"
 "$bin/ripplekv" info "$model" >"$work/info.txt" || fail "the moved ripplekv info failed"
 grep -q 'layers' "$work/info.txt" || fail "ripplekv info printed no layer count: $(cat "$work/info.txt")"
 OMP_NUM_THREADS=1 "$bin/ripplekv" calibrate --model "$model" --samples 1 --layers 0,1 --trials 1 \

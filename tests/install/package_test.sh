@@ -16,7 +16,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 command -v dpkg >/dev/null || skip "no dpkg"
 [[ -n "$model" && -f "$model" ]] || skip "RIPPLEKV_SMOLLM2_GGUF is not set (scripts/fetch-model)"
 for p in ripplekv ripplekv-worker ripplekv-cuda ripplekv-worker-cuda; do
-  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+  if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == *"install ok installed"* ]]; then
     skip "$p is already installed on this machine"
   fi
 done
@@ -49,15 +49,20 @@ done
 
 installed=("$main" "$worker")  # from here on, the cleanup removes them whatever happens
 dpkg -i "${debs[@]}" >"$out/dpkg.log" 2>&1 || fail "dpkg -i failed: $(cat "$out/dpkg.log")"
-/usr/bin/ripplekv --version | head -1 | grep -q '^ripplekv ' || fail "/usr/bin/ripplekv --version"
-/usr/bin/ripplekv info "$model" | grep -q layers || fail "/usr/bin/ripplekv info"
-/usr/bin/ripplekv-worker --version | head -1 | grep -q '^ripplekv-worker ' ||
-  fail "/usr/bin/ripplekv-worker --version"
+# Outputs are captured before they are matched: under pipefail, `cmd | grep -q` fails whenever grep
+# stops reading early and cmd dies of SIGPIPE.
+version="$(/usr/bin/ripplekv --version)" || fail "/usr/bin/ripplekv --version failed"
+[[ "$version" == "ripplekv "* ]] || fail "/usr/bin/ripplekv --version printed: $version"
+info="$(/usr/bin/ripplekv info "$model")" || fail "/usr/bin/ripplekv info failed"
+[[ "$info" == *layers* ]] || fail "/usr/bin/ripplekv info printed no layer count: $info"
+version="$(/usr/bin/ripplekv-worker --version)" || fail "/usr/bin/ripplekv-worker --version failed"
+[[ "$version" == "ripplekv-worker "* ]] || fail "/usr/bin/ripplekv-worker --version printed: $version"
 for f in /usr/bin/ripplekv-scheduler /usr/bin/ripplekv-agent /usr/share/doc/ripplekv/README.md \
          /usr/share/bash-completion/completions/ripplekv; do
   [[ -e "$f" ]] || fail "$f is not installed by the package"
 done
-dpkg -L "$main" | grep -qx /usr/bin/ripplekv || fail "dpkg -L $main does not list /usr/bin/ripplekv"
+listed="$(dpkg -L "$main")"
+grep -qx /usr/bin/ripplekv <<<"$listed" || fail "dpkg -L $main does not list /usr/bin/ripplekv"
 
 [[ -f /etc/ripplekv/scheduler.env ]] || fail "/etc/ripplekv/scheduler.env is not installed"
 getent passwd ripplekv >/dev/null || fail "the postinst did not create the ripplekv user"
