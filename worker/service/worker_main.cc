@@ -25,7 +25,8 @@
 // the stream). Exit codes: 0 drained normally, 1 a startup error (bad flag, model unreadable, the
 // device not usable).
 //
-// Memory (docs/MEMORY.md): the process stays under --memory-limit-mb (default: physical memory).
+// Memory (docs/MEMORY.md): the process stays under --memory-limit-mb (default: physical memory, or
+// the cgroup's limit when lower: worker/service/memory_limit.h).
 // The prepared-sample cache gets min(--prefill-cache-mb, limit - weights - thread scratch -
 // process - one task of calibrate's default shape), never negative; a job whose own estimate
 // exceeds the limit is refused (REFUSAL_REASON_INSUFFICIENT_MEMORY) rather than run into the OOM
@@ -60,6 +61,7 @@
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model_hash.h"
 #include "worker/model/model_loader.h"
+#include "worker/service/memory_limit.h"
 #include "worker/service/task_group.h"
 #include "worker/service/task_runner.h"
 #include "worker/service/worker_client.h"
@@ -84,14 +86,6 @@ std::string HostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "worker";
   return buf;
-}
-
-// Physical memory of the machine, MiB (sysconf); 0 when unknown.
-int64_t PhysicalMemoryMb() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_size <= 0) return 0;
-  return static_cast<int64_t>(pages) * page_size / (int64_t{1} << 20);
 }
 
 int Fail(const Status& s) {
@@ -129,10 +123,12 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--prefill-cache-mb", cache_mb, "Prepared-sample cache limit, MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  int64_t memory_limit_mb = PhysicalMemoryMb();
+  const MemoryLimit default_limit = DefaultMemoryLimit();
+  int64_t memory_limit_mb = default_limit.bytes >> 20;
   app.add_option("--memory-limit-mb", memory_limit_mb,
-                 "Memory limit of the whole process, MiB (default: physical memory); jobs whose "
-                 "estimate exceeds it are refused")
+                 "Memory limit of the whole process, MiB (default: physical memory, or the "
+                 "cgroup's memory limit when lower, as in a container); jobs whose estimate "
+                 "exceeds it are refused")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--id", id, "Stable worker id (default: host name)");
   int prefetch = 1;
@@ -261,9 +257,11 @@ int Main(int argc, char** argv) {
   const int64_t cache_bytes =
       std::max<int64_t>(0, std::min(cache_mb * kMiB, limit_bytes - reserve.total_bytes()));
   spdlog::info(
-      "memory limit {}: estimate {} for one task of calibrate's default shape (C 512, W 32, T "
-      "2); prepared-sample cache {} (--prefill-cache-mb {})",
-      FormatBytes(limit_bytes), DescribeEstimate(reserve), FormatBytes(cache_bytes), cache_mb);
+      "memory limit {} ({}): estimate {} for one task of calibrate's default shape (C 512, W 32, "
+      "T 2); prepared-sample cache {} (--prefill-cache-mb {})",
+      FormatBytes(limit_bytes),
+      app.count("--memory-limit-mb") > 0 ? std::string("--memory-limit-mb") : default_limit.source,
+      DescribeEstimate(reserve), FormatBytes(cache_bytes), cache_mb);
   if (cache_bytes == 0) {
     spdlog::warn(
         "no memory left under the limit for the prepared-sample cache: every task "
