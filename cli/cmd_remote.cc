@@ -8,6 +8,7 @@
 //   --data F is read here and sent inline (cli/inline_data.h); with --data-on-workers the job
 //   carries F's absolute path instead, which workers read only under their --data-dir.
 //   ripplekv jobs --scheduler ADDR [--json]
+//   ripplekv tasks --scheduler ADDR JOB [--json]
 //   ripplekv watch --scheduler ADDR JOB
 //   ripplekv cancel --scheduler ADDR JOB
 //   ripplekv profile get --scheduler ADDR --model-hash H [--version V] [--json] [--plot F.svg]
@@ -21,10 +22,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -305,6 +309,42 @@ int RunJobs(const JobArgs& args) {
   return kExitOk;
 }
 
+// One line per task, then how many tasks each (worker, version) completed: a profile's values
+// traced to the workers and builds that measured them.
+int RunTasks(const JobArgs& args) {
+  auto client = RemoteClient::Connect(args.scheduler, args.security);
+  if (!client.ok()) return ReportError(client.status());
+  auto tasks = client->ListJobTasks(args.job_id);
+  if (!tasks.ok()) return ReportError(tasks.status());
+  if (args.json) {
+    v1::ListJobTasksResponse all;
+    for (const v1::JobTask& task : *tasks) *all.add_tasks() = task;
+    std::printf("%s\n", ToJson(all).c_str());
+    return kExitOk;
+  }
+  std::printf("%6s  %5s  %-7s  %8s  %-24s  %s\n", "sample", "layer", "state", "attempts", "worker",
+              "version");
+  std::map<std::pair<std::string, std::string>, int> done_by;
+  for (const v1::JobTask& task : *tasks) {
+    std::string state = v1::TaskState_Name(task.state());
+    if (state.starts_with("TASK_STATE_")) state = state.substr(std::strlen("TASK_STATE_"));
+    const std::string& worker =
+        task.state() == v1::TASK_STATE_LEASED ? task.lease_owner() : task.completed_by();
+    std::printf("%6d  %5d  %-7s  %8d  %-24s  %s\n", task.sample(), task.layer(), state.c_str(),
+                task.attempts(), worker.empty() ? "-" : worker.c_str(),
+                task.completed_by_version().empty() ? "-" : task.completed_by_version().c_str());
+    if (task.state() == v1::TASK_STATE_DONE) {
+      ++done_by[{task.completed_by(), task.completed_by_version()}];
+    }
+  }
+  for (const auto& [who, count] : done_by) {
+    std::printf("done by %s (%s): %d task%s\n", who.first.empty() ? "unrecorded" : who.first.c_str(),
+                who.second.empty() ? "version unrecorded" : who.second.c_str(), count,
+                count == 1 ? "" : "s");
+  }
+  return kExitOk;
+}
+
 int RunWatch(const JobArgs& args) {
   auto client = RemoteClient::Connect(args.scheduler, args.security);
   if (!client.ok()) return ReportError(client.status());
@@ -399,6 +439,15 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
     AddSchedulerOption(cmd, a->scheduler, a->security);
     cmd->add_flag("--json", a->json, "Print JSON instead of the table");
     cmd->callback([a, &run] { run = [a] { return RunJobs(*a); }; });
+  }
+  {
+    auto a = std::make_shared<JobArgs>();
+    CLI::App* cmd = app.add_subcommand(
+        "tasks", "List a job's tasks: state, attempts, the worker and version that completed each");
+    AddSchedulerOption(cmd, a->scheduler, a->security);
+    cmd->add_option("job", a->job_id, "Job id")->required();
+    cmd->add_flag("--json", a->json, "Print JSON instead of the table");
+    cmd->callback([a, &run] { run = [a] { return RunTasks(*a); }; });
   }
   {
     auto a = std::make_shared<JobArgs>();

@@ -14,6 +14,24 @@ void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline) {
   context.set_deadline(std::chrono::system_clock::now() + deadline);
 }
 
+// Every page of a listing: `call(context, request, response)` is the stub's method; `request`
+// is the first page's request (page_size set here); `items(response)` the page's repeated field.
+template <typename Request, typename Response, typename Item, typename Call, typename Items>
+StatusOr<std::vector<Item>> AllPages(const std::string& address, Request request, Call call,
+                                     Items items) {
+  std::vector<Item> out;
+  request.set_page_size(1000);
+  do {
+    grpc::ClientContext context;
+    SetDeadline(context, kUnaryDeadline);
+    Response response;
+    RETURN_IF_ERROR(FromGrpc(call(&context, request, &response), address));
+    for (Item& item : *items(response)) out.push_back(std::move(item));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return out;
+}
+
 }  // namespace
 
 Status FromGrpc(const grpc::Status& status, const std::string& address) {
@@ -55,20 +73,23 @@ StatusOr<v1::Job> RemoteClient::GetJob(const std::string& job_id) {
 }
 
 StatusOr<std::vector<v1::Job>> RemoteClient::ListJobs() {
-  std::vector<v1::Job> jobs;
-  std::string token;
-  do {
-    grpc::ClientContext context;
-    SetDeadline(context, kUnaryDeadline);
-    v1::ListJobsRequest request;
-    request.set_page_size(1000);
-    request.set_page_token(token);
-    v1::ListJobsResponse response;
-    RETURN_IF_ERROR(FromGrpc(stub_->ListJobs(&context, request, &response), address_));
-    for (auto& job : *response.mutable_jobs()) jobs.push_back(std::move(job));
-    token = response.next_page_token();
-  } while (!token.empty());
-  return jobs;
+  return AllPages<v1::ListJobsRequest, v1::ListJobsResponse, v1::Job>(
+      address_, v1::ListJobsRequest(),
+      [&](auto* ctx, const auto& req, auto* resp) {
+        return stub_->ListJobs(ctx, req, resp);
+      },
+      [](v1::ListJobsResponse& response) { return response.mutable_jobs(); });
+}
+
+StatusOr<std::vector<v1::JobTask>> RemoteClient::ListJobTasks(const std::string& job_id) {
+  v1::ListJobTasksRequest request;
+  request.set_job_id(job_id);
+  return AllPages<v1::ListJobTasksRequest, v1::ListJobTasksResponse, v1::JobTask>(
+      address_, request,
+      [&](auto* ctx, const auto& req, auto* resp) {
+        return stub_->ListJobTasks(ctx, req, resp);
+      },
+      [](v1::ListJobTasksResponse& response) { return response.mutable_tasks(); });
 }
 
 StatusOr<v1::Job> RemoteClient::CancelJob(const std::string& job_id) {
@@ -93,21 +114,14 @@ StatusOr<v1::Profile> RemoteClient::GetProfile(const std::string& model_hash, in
 }
 
 StatusOr<std::vector<v1::Profile>> RemoteClient::ListProfiles(const std::string& model_hash) {
-  std::vector<v1::Profile> profiles;
-  std::string token;
-  do {
-    grpc::ClientContext context;
-    SetDeadline(context, kUnaryDeadline);
-    v1::ListProfilesRequest request;
-    request.set_model_hash(model_hash);
-    request.set_page_size(1000);
-    request.set_page_token(token);
-    v1::ListProfilesResponse response;
-    RETURN_IF_ERROR(FromGrpc(stub_->ListProfiles(&context, request, &response), address_));
-    for (auto& p : *response.mutable_profiles()) profiles.push_back(std::move(p));
-    token = response.next_page_token();
-  } while (!token.empty());
-  return profiles;
+  v1::ListProfilesRequest request;
+  request.set_model_hash(model_hash);
+  return AllPages<v1::ListProfilesRequest, v1::ListProfilesResponse, v1::Profile>(
+      address_, request,
+      [&](auto* ctx, const auto& req, auto* resp) {
+        return stub_->ListProfiles(ctx, req, resp);
+      },
+      [](v1::ListProfilesResponse& response) { return response.mutable_profiles(); });
 }
 
 StatusOr<v1::BudgetMap> RemoteClient::GetBudgetMap(const v1::GetBudgetMapRequest& request) {

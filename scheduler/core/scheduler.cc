@@ -1126,6 +1126,17 @@ StatusOr<JobPage> Scheduler::ListJobs(const JobFilter& filter) const {
   return page;
 }
 
+StatusOr<TaskPage> Scheduler::ListTasks(store::JobId id, const PageRequest& page) const {
+  RETURN_IF_ERROR(Page(page, 0).status());
+  ASSIGN_OR_RETURN(std::vector<store::Task> tasks, store_->ListTasks(id));
+  ASSIGN_OR_RETURN(PageRange range, Page(page, tasks.size()));
+  TaskPage out;
+  out.tasks.assign(std::make_move_iterator(tasks.begin() + static_cast<ptrdiff_t>(range.begin)),
+                   std::make_move_iterator(tasks.begin() + static_cast<ptrdiff_t>(range.end)));
+  out.next_page_token = NextPageToken(range, tasks.size());
+  return out;
+}
+
 StatusOr<StoredProfile> Scheduler::GetProfile(const std::string& model_hash,
                                               uint32_t version) const {
   ASSIGN_OR_RETURN(store::ProfileVersion record, store_->GetProfile(model_hash, version));

@@ -242,6 +242,13 @@ struct JobPage {
   std::string next_page_token;  // empty on the last page
 };
 
+struct TaskPage {
+  // In (sample, layer) order; lease fields as stored (a lease past its deadline that ExpireLeases
+  // has not returned yet still reads as leased).
+  std::vector<store::Task> tasks;
+  std::string next_page_token;  // empty on the last page
+};
+
 // A stored profile version, parsed (method/profile.h), with the store's record of it.
 struct StoredProfile {
   std::string model_hash;
@@ -412,6 +419,11 @@ class Scheduler {
   // One page of the jobs that pass `filter`, newest first. InvalidArgument naming page_size or
   // page_token (see PageRequest); store errors pass through. O(jobs) per call.
   [[nodiscard]] StatusOr<JobPage> ListJobs(const JobFilter& filter) const;
+
+  // One page of a job's tasks, in (sample, layer) order, with who completed each (for
+  // CalibrationService.ListJobTasks). InvalidArgument as ListJobs; NotFound for an unknown job;
+  // FailedPrecondition for a purged one. O(tasks of the job) per call.
+  [[nodiscard]] StatusOr<TaskPage> ListTasks(store::JobId id, const PageRequest& page) const;
 
   // Version `version` of the model's profile (kLatestVersion: the latest), parsed. NotFound
   // when there is no such version; DataLoss ("stored profile H version V: ...") when the stored

@@ -37,6 +37,7 @@ struct TableRow {
 constexpr TableRow kTable[] = {
     {"/ripplekv.v1.CalibrationService/GetJob", kReaders},
     {"/ripplekv.v1.CalibrationService/ListJobs", kReaders},
+    {"/ripplekv.v1.CalibrationService/ListJobTasks", kReaders},
     {"/ripplekv.v1.CalibrationService/WatchJob", kReaders},
     {"/ripplekv.v1.CalibrationService/GetProfile", kReaders},
     {"/ripplekv.v1.CalibrationService/ListProfiles", kReaders},

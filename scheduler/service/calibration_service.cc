@@ -76,6 +76,18 @@ Status CalibrationServiceImpl::DoListJobs(const v1::ListJobsRequest& request,
   return absl::OkStatus();
 }
 
+Status CalibrationServiceImpl::DoListJobTasks(const v1::ListJobTasksRequest& request,
+                                              v1::ListJobTasksResponse* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "ListJobTasks"));
+  ASSIGN_OR_RETURN(store::JobId id, ParseJobId(request.job_id(), "job_id"));
+  ASSIGN_OR_RETURN(TaskPage page,
+                   scheduler_->ListTasks(id, {.page_size = request.page_size(),
+                                              .page_token = request.page_token()}));
+  for (const store::Task& task : page.tasks) *response->add_tasks() = TaskToProto(task);
+  response->set_next_page_token(page.next_page_token);
+  return absl::OkStatus();
+}
+
 Status CalibrationServiceImpl::DoCancelJob(const v1::CancelJobRequest& request, v1::Job* response) {
   RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "CancelJob"));
   ASSIGN_OR_RETURN(store::JobId id, ParseJobId(request.job_id(), "job_id"));
@@ -146,6 +158,13 @@ grpc::ServerUnaryReactor* CalibrationServiceImpl::ListJobs(grpc::CallbackServerC
                                                            const v1::ListJobsRequest* request,
                                                            v1::ListJobsResponse* response) {
   return AnswerOnPool(options_.pool, context, [=, this] { return DoListJobs(*request, response); });
+}
+
+grpc::ServerUnaryReactor* CalibrationServiceImpl::ListJobTasks(
+    grpc::CallbackServerContext* context, const v1::ListJobTasksRequest* request,
+    v1::ListJobTasksResponse* response) {
+  return AnswerOnPool(options_.pool, context,
+                      [=, this] { return DoListJobTasks(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::CancelJob(grpc::CallbackServerContext* context,

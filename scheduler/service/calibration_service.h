@@ -48,6 +48,9 @@ class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const v1::ListJobsRequest* request,
                                      v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* ListJobTasks(grpc::CallbackServerContext* context,
+                                         const v1::ListJobTasksRequest* request,
+                                         v1::ListJobTasksResponse* response) override;
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
                                       const v1::CancelJobRequest* request,
                                       v1::Job* response) override;
@@ -69,6 +72,8 @@ class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::
   [[nodiscard]] Status DoGetJob(const v1::GetJobRequest& request, v1::Job* response);
   [[nodiscard]] Status DoListJobs(const v1::ListJobsRequest& request,
                                   v1::ListJobsResponse* response);
+  [[nodiscard]] Status DoListJobTasks(const v1::ListJobTasksRequest& request,
+                                      v1::ListJobTasksResponse* response);
   [[nodiscard]] Status DoCancelJob(const v1::CancelJobRequest& request, v1::Job* response);
   [[nodiscard]] Status DoGetProfile(const v1::GetProfileRequest& request, v1::Profile* response);
   [[nodiscard]] Status DoListProfiles(const v1::ListProfilesRequest& request,

@@ -340,6 +340,25 @@ void TimeMsToProto(store::TimeMs ms, google::protobuf::Timestamp* out) {
   out->set_nanos(static_cast<int32_t>(millis * 1'000'000));
 }
 
+v1::JobTask TaskToProto(const store::Task& task) {
+  v1::JobTask out;
+  out.set_sample(static_cast<int32_t>(task.key.sample));
+  out.set_layer(static_cast<int32_t>(task.key.layer));
+  switch (task.state) {
+    case store::TaskState::kPending: out.set_state(v1::TASK_STATE_PENDING); break;
+    case store::TaskState::kLeased:
+      out.set_state(v1::TASK_STATE_LEASED);
+      out.set_lease_owner(task.lease_owner);
+      TimeMsToProto(task.lease_deadline_ms, out.mutable_lease_deadline());
+      break;
+    case store::TaskState::kDone: out.set_state(v1::TASK_STATE_DONE); break;
+  }
+  out.set_attempts(static_cast<int32_t>(task.attempts));
+  out.set_completed_by(task.completed_by);
+  out.set_completed_by_version(task.completed_by_version);
+  return out;
+}
+
 v1::Job JobToProto(const store::Job& job) {
   v1::Job out;
   out.set_job_id(FormatJobId(job.id));

@@ -80,6 +80,8 @@ v1::Job JobToProto(const store::Job& job);
 // Job plus the live progress the scheduler knows (workers, ETA).
 v1::Job JobToProto(const JobProgress& progress);
 void TimeMsToProto(store::TimeMs ms, google::protobuf::Timestamp* out);
+// A stored task -> message (the lease fields only while leased).
+v1::JobTask TaskToProto(const store::Task& task);
 
 // A stored profile version -> message. `with_layers` false leaves `layers` empty.
 v1::Profile ProfileToProto(const StoredProfile& stored, bool with_layers);

@@ -1,6 +1,7 @@
 // End to end through real processes on loopback: ripplekv-scheduler + 2 ripplekv-worker, a job
 // submitted with `ripplekv submit --wait`, the profile fetched with `ripplekv profile get --json`,
-// must equal local `ripplekv calibrate --json` bit for bit (docs/DESIGN.md §2, canonical aggregation).
+// must equal local `ripplekv calibrate --json` bit for bit (docs/DESIGN.md §2, canonical aggregation);
+// `ripplekv tasks` then names, for every task, a worker of the cluster and the version it runs.
 // Needs RIPPLEKV_SMOLLM2_GGUF; skipped without it. Every process is killed on every path.
 
 #include <gtest/gtest.h>
@@ -49,6 +50,48 @@ TEST(ClusterE2eTest, TwoWorkerJobEqualsLocalCalibrateBitForBit) {
       FetchProfileJson(tmp.path(), cluster.address(), local["model"]["hash"].get<std::string>());
   ASSERT_FALSE(remote.is_null()) << cluster.Logs();
   ExpectSameProfile(remote, local, /*layers=*/3);
+
+  // Who measured what: every task done by one of the two workers, at this build's version.
+  const CliResult version = RunCli(tmp.path(), "version", {"--version"}, std::chrono::seconds(10));
+  ASSERT_EQ(version.exit_code, 0) << version.err;
+  const std::string first_line = version.out.substr(0, version.out.find('\n'));  // ripplekv V
+  const size_t revision_at = version.out.find("revision ") + std::string("revision ").size();
+  const std::string revision =
+      version.out.substr(revision_at, version.out.find(',', revision_at) - revision_at);
+  const std::string worker_version = first_line + " (" + revision + ")";
+  const CliResult jobs = RunCli(tmp.path(), "jobs", {"jobs", "--scheduler", cluster.address(),
+                                                     "--json"}, std::chrono::seconds(10));
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  const nlohmann::json all_jobs = nlohmann::json::parse(jobs.out, nullptr, false);
+  ASSERT_TRUE(!all_jobs.is_discarded() && all_jobs["jobs"].size() == 1) << jobs.out;
+  const std::string job_id = all_jobs["jobs"][0]["job_id"].get<std::string>();
+  const CliResult tasks_json =
+      RunCli(tmp.path(), "tasks", {"tasks", "--scheduler", cluster.address(), job_id, "--json"},
+             std::chrono::seconds(10));
+  ASSERT_EQ(tasks_json.exit_code, 0) << tasks_json.err;
+  const nlohmann::json tasks = nlohmann::json::parse(tasks_json.out, nullptr, false);
+  ASSERT_FALSE(tasks.is_discarded()) << tasks_json.out;
+  ASSERT_EQ(tasks["tasks"].size(), 6u) << "2 samples x 3 layers: " << tasks_json.out;
+  for (const nlohmann::json& task : tasks["tasks"]) {
+    EXPECT_EQ(task["state"], "TASK_STATE_DONE") << task.dump();
+    const std::string by = task.value("completed_by", "");
+    EXPECT_TRUE(by == "worker-1" || by == "worker-2") << task.dump();
+    EXPECT_EQ(task.value("completed_by_version", ""), worker_version) << task.dump();
+  }
+  const CliResult table = RunCli(tmp.path(), "tasks-table",
+                                 {"tasks", "--scheduler", cluster.address(), job_id},
+                                 std::chrono::seconds(10));
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  int counted = 0;
+  for (size_t at = table.out.find("done by "); at != std::string::npos;
+       at = table.out.find("done by ", at + 1)) {
+    const size_t colon = table.out.find("): ", at);
+    ASSERT_NE(colon, std::string::npos) << table.out;
+    EXPECT_NE(table.out.substr(at, colon - at).find(worker_version), std::string::npos)
+        << table.out;
+    counted += std::stoi(table.out.substr(colon + 3));
+  }
+  EXPECT_EQ(counted, 6) << table.out;
 
   cluster.StopAll();
   EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(90));

@@ -230,7 +230,7 @@ TEST(ProtoSchemaTest, ServicesHaveTheDocumentedMethodsAndStreamingShapes) {
   const Expected calibration[] = {
       {"SubmitJob", false, false},    {"GetJob", false, false},       {"ListJobs", false, false},
       {"CancelJob", false, false},    {"WatchJob", false, true},      {"GetProfile", false, false},
-      {"ListProfiles", false, false}, {"GetBudgetMap", false, false},
+      {"ListProfiles", false, false}, {"GetBudgetMap", false, false}, {"ListJobTasks", false, false},
   };
   const Expected worker[] = {
       {"Register", false, false}, {"Connect", true, true}, {"GetJobData", false, false}};

@@ -74,7 +74,8 @@ const std::vector<std::string> kAllMethods = {
     "/ripplekv.v1.CalibrationService/GetJob",       "/ripplekv.v1.CalibrationService/ListJobs",
     "/ripplekv.v1.CalibrationService/WatchJob",     "/ripplekv.v1.CalibrationService/GetProfile",
     "/ripplekv.v1.CalibrationService/ListProfiles", "/ripplekv.v1.CalibrationService/GetBudgetMap",
-    "/ripplekv.v1.CalibrationService/SubmitJob",    "/ripplekv.v1.CalibrationService/CancelJob",
+    "/ripplekv.v1.CalibrationService/ListJobTasks", "/ripplekv.v1.CalibrationService/SubmitJob",
+    "/ripplekv.v1.CalibrationService/CancelJob",
     "/ripplekv.v1.WorkerService/Register",          "/ripplekv.v1.WorkerService/Connect",
     "/ripplekv.v1.WorkerService/GetJobData",        "/ripplekv.v1.RolloutService/GetBudgetMap",
     "/ripplekv.v1.RolloutService/ListBudgetMaps",   "/ripplekv.v1.RolloutService/GetRollout",
@@ -89,7 +90,7 @@ const std::vector<std::string> kAllMethods = {
 const std::string kAgentNode = "local-node-1";
 
 std::set<std::string> ReaderCalls() {
-  std::set<std::string> calls(kAllMethods.begin(), kAllMethods.begin() + 6);
+  std::set<std::string> calls(kAllMethods.begin(), kAllMethods.begin() + 7);
   calls.insert(
       {"/ripplekv.v1.RolloutService/GetBudgetMap", "/ripplekv.v1.RolloutService/ListBudgetMaps",
        "/ripplekv.v1.RolloutService/GetRollout", "/ripplekv.v1.RolloutService/ListRollouts"});
@@ -156,6 +157,12 @@ grpc::Status Call(Stubs& s, const std::string& method) {
   if (name == "ListJobs") {
     v1::ListJobsResponse response;
     return s.calibration->ListJobs(&context, v1::ListJobsRequest(), &response);
+  }
+  if (name == "ListJobTasks") {
+    v1::ListJobTasksRequest request;
+    request.set_job_id("no-such-job");
+    v1::ListJobTasksResponse response;
+    return s.calibration->ListJobTasks(&context, request, &response);
   }
   if (name == "WatchJob") {
     v1::WatchJobRequest request;

@@ -416,6 +416,81 @@ TEST_F(SchedulerServiceTest, FakeWorkerCompletesAJobAndTheProfileIsServed) {
   EXPECT_TRUE(worker.End().ok());
 }
 
+TEST_F(SchedulerServiceTest, ListJobTasksShowsLeasesThenTheWorkerAndVersionThatCompletedEach) {
+  const std::string version = "ripplekv 9.8.7 (abcdefabcdef)";
+  const std::string session = Register("w1", /*n_layers=*/2, /*capacity=*/2, version);
+  const std::string job_id = SubmitOne();
+  auto list = [&](const std::string& id, int32_t page_size, const std::string& token,
+                  v1::ListJobTasksResponse* out) {
+    v1::ListJobTasksRequest request;
+    request.set_job_id(id);
+    request.set_page_size(page_size);
+    request.set_page_token(token);
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    out->Clear();
+    return calibration_->ListJobTasks(&context, request, out);
+  };
+
+  FakeWorker worker(workers_.get(), "w1", session);
+  std::vector<v1::TaskAssignment> tasks = worker.ReadAssignments(2);
+  ASSERT_EQ(tasks.size(), 2u);
+  v1::ListJobTasksResponse page;
+  ASSERT_TRUE(list(job_id, 0, "", &page).ok());
+  ASSERT_EQ(page.tasks_size(), 2);
+  EXPECT_TRUE(page.next_page_token().empty());
+  for (int i = 0; i < 2; ++i) {
+    const v1::JobTask& t = page.tasks(i);
+    EXPECT_EQ(t.sample(), 0);
+    EXPECT_EQ(t.layer(), i) << "in (sample, layer) order";
+    EXPECT_EQ(t.state(), v1::TASK_STATE_LEASED);
+    EXPECT_EQ(t.lease_owner(), "w1");
+    EXPECT_GT(t.lease_deadline().seconds(), 0);
+    EXPECT_EQ(t.attempts(), 1);
+    EXPECT_TRUE(t.completed_by().empty());
+  }
+
+  for (const v1::TaskAssignment& task : tasks) {
+    for (int trial = 0; trial < 2; ++trial) {
+      ASSERT_TRUE(worker.Send(TrialResultMessage(task, trial, 0.5 + task.layer())));
+    }
+    ASSERT_TRUE(worker.Send(TaskDoneMessage(task)));
+  }
+  v1::Job job;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    ASSERT_TRUE(GetJob(job_id, &job).ok());
+    if (job.state() == v1::JOB_STATE_SUCCEEDED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < give_up);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.DebugString();
+
+  // One task a page: two pages, then the end.
+  std::string token;
+  for (int layer = 0; layer < 2; ++layer) {
+    ASSERT_TRUE(list(job_id, 1, token, &page).ok());
+    ASSERT_EQ(page.tasks_size(), 1);
+    const v1::JobTask& t = page.tasks(0);
+    EXPECT_EQ(t.layer(), layer);
+    EXPECT_EQ(t.state(), v1::TASK_STATE_DONE);
+    EXPECT_TRUE(t.lease_owner().empty());
+    EXPECT_FALSE(t.has_lease_deadline());
+    EXPECT_EQ(t.attempts(), 1);
+    EXPECT_EQ(t.completed_by(), "w1");
+    EXPECT_EQ(t.completed_by_version(), version);
+    token = page.next_page_token();
+    EXPECT_EQ(token.empty(), layer == 1);
+  }
+
+  EXPECT_EQ(list("", 0, "", &page).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(list("999999", 0, "", &page).error_code(), grpc::StatusCode::NOT_FOUND);
+  const grpc::Status bad_token = list(job_id, 0, "x1", &page);
+  EXPECT_EQ(bad_token.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad_token.error_message().find("page_token"), std::string::npos)
+      << bad_token.error_message();
+  EXPECT_TRUE(worker.End().ok());
+}
+
 TEST_F(SchedulerServiceTest, BudgetMapOfAProfileMissingALayerIsFailedPrecondition) {
   const std::string session = Register("w1", /*n_layers=*/2, /*capacity=*/1);
   v1::SubmitJobRequest request = OneSampleJob();

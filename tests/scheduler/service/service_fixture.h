@@ -171,9 +171,11 @@ class ServiceFixture : public testing::Test {
   }
 
   // Registers a worker of a `n_layers`-layer model; returns its session id.
-  std::string Register(const std::string& worker_id, int32_t n_layers = 2, int32_t capacity = 2) {
+  std::string Register(const std::string& worker_id, int32_t n_layers = 2, int32_t capacity = 2,
+                       const std::string& version = "") {
     v1::RegisterRequest request;
     request.set_worker_id(worker_id);
+    request.set_version(version);
     *request.mutable_model() = Model(n_layers);
     request.set_capacity(capacity);
     v1::RegisterResponse response;
