@@ -218,24 +218,30 @@ RunResult RunPowerCuts(bool sync_writes, int cuts, uint64_t seed, bool stop_at_l
 }
 
 TEST(StorePowerLossTest, EveryAcknowledgedChangeSurvivesPowerCutsWithSyncedWrites) {
+  // How many cuts land inside the workload depends on RocksDB's background threads (their file
+  // calls count towards the cut too): 9 to 17 of 25 per seed over repeated runs here. So the
+  // floor is on both seeds together, well under the least seen (20 of 50) and far from 0, what a
+  // harness whose cuts never fire mid-workload would give.
+  int cuts_mid_workload = 0;
   for (uint64_t seed : {1u, 2u}) {
     const RunResult result = RunPowerCuts(/*sync_writes=*/true, /*cuts=*/25, seed,
                                           /*stop_at_loss=*/false);
     EXPECT_EQ(result.cuts, 25);
     EXPECT_EQ(result.cuts_with_losses, 0) << "seed " << seed << ", " << result.first_loss;
-    // The workload reached every kind of acknowledged change, and most cuts fell inside it.
+    // The workload reached every kind of acknowledged change.
     const Acknowledged& ack = result.acknowledged;
     EXPECT_GE(ack.jobs.size(), 10u);
     EXPECT_GE(ack.completed.size(), 20u);
     EXPECT_GE(ack.profiles.size(), 2u);
     EXPECT_GE(ack.final_states.size(), 4u);
-    EXPECT_GE(result.cuts_mid_workload, 10);
+    cuts_mid_workload += result.cuts_mid_workload;
     std::printf(
         "seed %lu: %d cuts (%d inside the workload); acknowledged %zu jobs, %zu task "
         "completions, %zu profiles, %zu final states\n",
         static_cast<unsigned long>(seed), result.cuts, result.cuts_mid_workload, ack.jobs.size(),
         ack.completed.size(), ack.profiles.size(), ack.final_states.size());
   }
+  EXPECT_GE(cuts_mid_workload, 12) << "of 50 cuts, over both seeds";
 }
 
 TEST(StorePowerLossTest, UnsyncedWritesAreLostWhichTheHarnessDetects) {
