@@ -1,6 +1,8 @@
 #pragma once
-// A test's scratch directory: made fresh under the system temp dir (mkdtemp), removed with
-// everything in it on destruction. Header-only.
+// A test's scratch directory: made fresh under the system temp dir (mkdtemp, $TMPDIR honoured),
+// removed with everything in it on destruction. Header-only. The process tests of tests/cli keep
+// their own (process_harness.h, path() an std::filesystem::path); a file including both fails to
+// compile rather than mixing them.
 
 #include <stdlib.h>
 

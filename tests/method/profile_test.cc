@@ -20,6 +20,7 @@
 #include "kernels/base/version.h"
 #include "method/profile_aggregate.h"
 #include "nlohmann/json.hpp"
+#include "tests/common/temp_dir.h"
 
 namespace ripplekv::method {
 namespace {
@@ -27,23 +28,7 @@ namespace {
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
-// A fresh directory under the test temp dir, removed at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "ripplekv_profile_XXXXXX";
-    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ripplekv::testing::TempDir;
 
 uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
 

@@ -14,31 +14,15 @@
 #include "rocksdb/db.h"
 #include "store/store.h"
 #include "store/types.h"
+#include "tests/common/temp_dir.h"
 
 namespace ripplekv::store::testing {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
-class TempDir {
+// A fresh directory (tests/common/temp_dir.h) with the database path inside it.
+class TempDir : public ripplekv::testing::TempDir {
  public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/ripplekv_store_XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed for " << pattern;
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
   // The database path inside the directory (RocksDB creates it).
-  std::string db() const { return path_ + "/db"; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  std::string db() const { return File("db"); }
 };
 
 // Writes `value` under `key` in column family `cf` of the (closed) database at `path`, bypassing

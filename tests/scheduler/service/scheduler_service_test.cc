@@ -353,13 +353,7 @@ TEST_F(SchedulerServiceTest, FakeWorkerCompletesAJobAndTheProfileIsServed) {
     ASSERT_TRUE(worker.Send(TaskDoneMessage(task)));
   }
 
-  v1::Job job;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  do {
-    ASSERT_TRUE(GetJob(job_id, &job).ok());
-    if (job.state() == v1::JOB_STATE_SUCCEEDED) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  } while (std::chrono::steady_clock::now() < give_up);
+  const v1::Job job = WaitForState(job_id, v1::JOB_STATE_SUCCEEDED);
   ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.DebugString();
   EXPECT_EQ(job.profile_version(), 1);
   EXPECT_EQ(job.progress().tasks_done(), 2);
@@ -456,13 +450,7 @@ TEST_F(SchedulerServiceTest, ListJobTasksShowsLeasesThenTheWorkerAndVersionThatC
     }
     ASSERT_TRUE(worker.Send(TaskDoneMessage(task)));
   }
-  v1::Job job;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  do {
-    ASSERT_TRUE(GetJob(job_id, &job).ok());
-    if (job.state() == v1::JOB_STATE_SUCCEEDED) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  } while (std::chrono::steady_clock::now() < give_up);
+  const v1::Job job = WaitForState(job_id, v1::JOB_STATE_SUCCEEDED);
   ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.DebugString();
 
   // One task a page: two pages, then the end.

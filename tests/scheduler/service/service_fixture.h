@@ -17,6 +17,7 @@
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "scheduler/service/scheduler_server.h"
+#include "tests/common/temp_dir.h"
 #include "tests/proto/worker_messages.h"
 
 namespace ripplekv::scheduler::service {
@@ -25,23 +26,7 @@ inline constexpr auto kCallTimeout = std::chrono::seconds(10);
 inline constexpr auto kStreamTimeout = std::chrono::seconds(30);
 inline const std::string kHash(64, 'a');
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "ripplekv_ssvc_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ripplekv::testing::TempDir;
 
 inline void SetDeadline(grpc::ClientContext* context, std::chrono::seconds timeout = kCallTimeout) {
   context->set_deadline(std::chrono::system_clock::now() + timeout);
@@ -135,7 +120,7 @@ class FakeWorker {
   std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::SchedulerMessage>> stream_;
 };
 
-class ServiceFixture : public testing::Test {
+class ServiceFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     options_.db_path = dir_.path() + "/db";
@@ -216,6 +201,19 @@ class ServiceFixture : public testing::Test {
     grpc::ClientContext context;
     SetDeadline(&context);
     return calibration_->GetJob(&context, request, job);
+  }
+
+  // The job once it is in `state`, or as it is after 10 s (a test failure if GetJob fails).
+  v1::Job WaitForState(const std::string& id, v1::JobState state) {
+    v1::Job job;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    do {
+      const grpc::Status status = GetJob(id, &job);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      if (!status.ok() || job.state() == state) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } while (std::chrono::steady_clock::now() < give_up);
+    return job;
   }
 
   grpc::Status Cancel(const std::string& id, v1::Job* job) {
