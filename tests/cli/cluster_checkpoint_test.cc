@@ -68,7 +68,7 @@ TEST_F(ClusterCheckpointTest, JobResumedFromACheckpointEqualsLocalCalibrateBitFo
   ASSERT_TRUE(WaitFor(
       [&] {
         const nlohmann::json j = Job(job);
-        done_before = j.is_null() ? 0 : JsonInt(j["progress"]["tasks_done"]);
+        done_before = j.is_null() ? 0 : JsonInt(j, {"progress", "tasks_done"});
         return done_before >= 1;
       },
       seconds(60), milliseconds(20)))
@@ -83,8 +83,8 @@ TEST_F(ClusterCheckpointTest, JobResumedFromACheckpointEqualsLocalCalibrateBitFo
   const nlohmann::json response = nlohmann::json::parse(made.out, nullptr, false);
   ASSERT_FALSE(response.is_discarded()) << made.out;
   EXPECT_EQ(response["dir"], checkpoint.string());
-  EXPECT_GT(JsonInt(response["bytes"]), 0);
-  EXPECT_GT(JsonInt(response["created_unix_ms"]), 0);
+  EXPECT_GT(JsonInt(response, {"bytes"}), 0);
+  EXPECT_GT(JsonInt(response, {"created_unix_ms"}), 0);
   EXPECT_EQ(response["schema_version"], "3");
   // A second checkpoint into the same directory is refused with the path named (exit 2).
   const CliResult again =
@@ -103,7 +103,7 @@ TEST_F(ClusterCheckpointTest, JobResumedFromACheckpointEqualsLocalCalibrateBitFo
   ASSERT_TRUE(cluster_->SchedulerAnswers(seconds(10))) << cluster_->Logs();
   const nlohmann::json restored = Job(job);
   ASSERT_FALSE(restored.is_null()) << cluster_->Logs();
-  const int64_t done_restored = JsonInt(restored["progress"]["tasks_done"]);
+  const int64_t done_restored = JsonInt(restored, {"progress", "tasks_done"});
   EXPECT_GE(done_restored, done_before);
   EXPECT_LT(done_restored, kTasks);
   std::cout << "tasks done: " << done_before << " before the checkpoint, " << done_restored
@@ -116,7 +116,7 @@ TEST_F(ClusterCheckpointTest, JobResumedFromACheckpointEqualsLocalCalibrateBitFo
   const nlohmann::json finished = Job(job);
   ASSERT_FALSE(finished.is_null());
   EXPECT_EQ(finished["state"], "JOB_STATE_SUCCEEDED") << finished.dump();
-  EXPECT_EQ(JsonInt(finished["progress"]["trials_done"]), kTasks * kTrials);
+  EXPECT_EQ(JsonInt(finished, {"progress", "trials_done"}), kTasks * kTrials);
 
   const nlohmann::json local = LocalCalibrateJson(tmp_.path(), model_, kParams);
   ASSERT_FALSE(local.is_null());

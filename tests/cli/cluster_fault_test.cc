@@ -149,8 +149,8 @@ TEST_F(ClusterFaultTest, WorkerKilledMidTaskJobCompletesWithTheSameProfile) {
 
   const nlohmann::json final_job = Job(job);
   ASSERT_FALSE(final_job.is_null());
-  EXPECT_EQ(JsonInt(final_job["progress"]["trials_done"]), kTasks * kTrials);
-  EXPECT_EQ(JsonInt(final_job["progress"]["trials_total"]), kTasks * kTrials);
+  EXPECT_EQ(JsonInt(final_job, {"progress", "trials_done"}), kTasks * kTrials);
+  EXPECT_EQ(JsonInt(final_job, {"progress", "trials_total"}), kTasks * kTrials);
   ExpectProfileEqualsLocalCalibrate();
 }
 
@@ -165,7 +165,7 @@ TEST_F(ClusterFaultTest, SchedulerKilledMidJobRestartsAndDoesNotRerunStoredTrial
   ASSERT_TRUE(WaitFor(
       [&] {
         const nlohmann::json j = Job(job);
-        return !j.is_null() && JsonInt(j["progress"]["tasks_done"]) >= kTasks / 4;
+        return !j.is_null() && JsonInt(j, {"progress", "tasks_done"}) >= kTasks / 4;
       },
       seconds(180), milliseconds(20)))
       << cluster_->Logs();
@@ -336,7 +336,7 @@ TEST_F(ClusterFaultTest, WorkerWithAnotherModelHashIsNotGivenTheJob) {
   const nlohmann::json waiting = Job(job);
   ASSERT_FALSE(waiting.is_null());
   EXPECT_EQ(waiting["state"], "JOB_STATE_PENDING");
-  EXPECT_EQ(JsonInt(waiting["progress"]["trials_done"]), 0);
+  EXPECT_EQ(JsonInt(waiting, {"progress", "trials_done"}), 0);
   EXPECT_TRUE(StartedTasks(cluster_->WorkerLog("worker-other")).empty())
       << cluster_->WorkerLog("worker-other");
 

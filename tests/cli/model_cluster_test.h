@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -34,10 +35,17 @@ class ModelClusterTest : public ::testing::Test {
   std::unique_ptr<LocalCluster> cluster_;
 };
 
-// A proto JSON int64 is a string; an int32 a number.
-inline int64_t JsonInt(const nlohmann::json& j) {
-  if (j.is_string()) return std::stoll(j.get<std::string>());
-  return j.is_number() ? j.get<int64_t>() : 0;
+// The integer at `path` of a proto JSON object, e.g. JsonInt(job, {"progress", "tasks_done"}):
+// an int64 is a string, an int32 a number, and a field left out (proto3 JSON omits zeros) is 0.
+// Walks with contains(): operator[] of a const json on a missing key is undefined behaviour.
+inline int64_t JsonInt(const nlohmann::json& j, std::initializer_list<const char*> path) {
+  const nlohmann::json* at = &j;
+  for (const char* key : path) {
+    if (!at->is_object() || !at->contains(key)) return 0;
+    at = &(*at)[key];
+  }
+  if (at->is_string()) return std::stoll(at->get<std::string>());
+  return at->is_number() ? at->get<int64_t>() : 0;
 }
 
 }  // namespace ripplekv::testing
