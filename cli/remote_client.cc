@@ -14,19 +14,21 @@ void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline) {
   context.set_deadline(std::chrono::system_clock::now() + deadline);
 }
 
-// Every page of a listing: `call(context, request, response)` is the stub's method; `request`
-// is the first page's request (page_size set here); `items(response)` the page's repeated field.
-template <typename Request, typename Response, typename Item, typename Call, typename Items>
-StatusOr<std::vector<Item>> AllPages(const std::string& address, Request request, Call call,
-                                     Items items) {
+// Every page of a listing: `call` is the stub's unary method, `request` the first page's request
+// (page_size set here), `items` the response's repeated field of results.
+template <typename Stub, typename Request, typename Response, typename Item>
+StatusOr<std::vector<Item>> AllPages(
+    const std::string& address, Stub* stub,
+    grpc::Status (Stub::*call)(grpc::ClientContext*, const Request&, Response*), Request request,
+    google::protobuf::RepeatedPtrField<Item>* (Response::*items)()) {
   std::vector<Item> out;
   request.set_page_size(1000);
   do {
     grpc::ClientContext context;
     SetDeadline(context, kUnaryDeadline);
     Response response;
-    RETURN_IF_ERROR(FromGrpc(call(&context, request, &response), address));
-    for (Item& item : *items(response)) out.push_back(std::move(item));
+    RETURN_IF_ERROR(FromGrpc((stub->*call)(&context, request, &response), address));
+    for (Item& item : *(response.*items)()) out.push_back(std::move(item));
     request.set_page_token(response.next_page_token());
   } while (!request.page_token().empty());
   return out;
@@ -73,23 +75,15 @@ StatusOr<v1::Job> RemoteClient::GetJob(const std::string& job_id) {
 }
 
 StatusOr<std::vector<v1::Job>> RemoteClient::ListJobs() {
-  return AllPages<v1::ListJobsRequest, v1::ListJobsResponse, v1::Job>(
-      address_, v1::ListJobsRequest(),
-      [&](auto* ctx, const auto& req, auto* resp) {
-        return stub_->ListJobs(ctx, req, resp);
-      },
-      [](v1::ListJobsResponse& response) { return response.mutable_jobs(); });
+  return AllPages(address_, stub_.get(), &v1::CalibrationService::Stub::ListJobs,
+                  v1::ListJobsRequest(), &v1::ListJobsResponse::mutable_jobs);
 }
 
 StatusOr<std::vector<v1::JobTask>> RemoteClient::ListJobTasks(const std::string& job_id) {
   v1::ListJobTasksRequest request;
   request.set_job_id(job_id);
-  return AllPages<v1::ListJobTasksRequest, v1::ListJobTasksResponse, v1::JobTask>(
-      address_, request,
-      [&](auto* ctx, const auto& req, auto* resp) {
-        return stub_->ListJobTasks(ctx, req, resp);
-      },
-      [](v1::ListJobTasksResponse& response) { return response.mutable_tasks(); });
+  return AllPages(address_, stub_.get(), &v1::CalibrationService::Stub::ListJobTasks, request,
+                  &v1::ListJobTasksResponse::mutable_tasks);
 }
 
 StatusOr<v1::Job> RemoteClient::CancelJob(const std::string& job_id) {
@@ -116,12 +110,8 @@ StatusOr<v1::Profile> RemoteClient::GetProfile(const std::string& model_hash, in
 StatusOr<std::vector<v1::Profile>> RemoteClient::ListProfiles(const std::string& model_hash) {
   v1::ListProfilesRequest request;
   request.set_model_hash(model_hash);
-  return AllPages<v1::ListProfilesRequest, v1::ListProfilesResponse, v1::Profile>(
-      address_, request,
-      [&](auto* ctx, const auto& req, auto* resp) {
-        return stub_->ListProfiles(ctx, req, resp);
-      },
-      [](v1::ListProfilesResponse& response) { return response.mutable_profiles(); });
+  return AllPages(address_, stub_.get(), &v1::CalibrationService::Stub::ListProfiles, request,
+                  &v1::ListProfilesResponse::mutable_profiles);
 }
 
 StatusOr<v1::BudgetMap> RemoteClient::GetBudgetMap(const v1::GetBudgetMapRequest& request) {
