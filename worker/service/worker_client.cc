@@ -1,5 +1,7 @@
 #include "worker/service/worker_client.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <deque>
 #include <optional>
@@ -106,6 +108,26 @@ std::chrono::milliseconds FromDuration(const google::protobuf::Duration& d) {
   return std::chrono::milliseconds(d.seconds() * 1000 + d.nanos() / 1000000);
 }
 
+// "2026-12-03T08:10:00Z" (UTC, whole seconds); "an admin lifts it" when unset.
+std::string FormatUntil(const google::protobuf::Timestamp& t) {
+  if (t.seconds() <= 0) return "an admin lifts it";
+  const time_t seconds = static_cast<time_t>(t.seconds());
+  struct tm utc {};
+  char buf[32] = {};
+  if (gmtime_r(&seconds, &utc) == nullptr ||
+      strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &utc) == 0) {
+    return absl::StrCat(t.seconds(), " s since the epoch");
+  }
+  return buf;
+}
+
+// A stream that ended this way may have left this process's own session alive at the scheduler
+// (it has not noticed the broken connection yet), so the next Register takes it over.
+bool ConnectionBroke(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
 }  // namespace
 
 struct WorkerClient::Impl {
@@ -140,6 +162,16 @@ struct WorkerClient::Impl {
     // guarded by Impl::mu.
     std::optional<Clock::time_point> waiting_since;
     std::string running_task;  // guarded by Impl::mu: the task being run, if any
+    // Guarded by Impl::mu: the scheduler quarantined this worker; the session ends, results of
+    // the task in progress are dropped (its lease went back to pending).
+    std::optional<pb::Quarantined> quarantined;
+  };
+
+  // How a session ended.
+  struct SessionEnd {
+    grpc::Status status;  // the stream's
+    bool drained = false;
+    std::optional<pb::Quarantined> quarantined;
   };
 
   // Requires mu.
@@ -167,9 +199,11 @@ struct WorkerClient::Impl {
     return cv.wait_for(lock, d, [&] { return drain; });
   }
 
-  StatusOr<pb::RegisterResponse> Register() {
+  StatusOr<pb::RegisterResponse> Register(bool replace) {
     pb::RegisterRequest req;
     req.set_worker_id(options.worker_id);
+    req.set_replace(replace);
+    req.set_numerics(options.numerics);
     pb::ModelInfo* m = req.mutable_model();
     m->set_model_hash(model.hash);
     m->set_architecture(model.architecture);
@@ -245,6 +279,12 @@ struct WorkerClient::Impl {
         if (!job.empty()) runner->DropJob(job);
         spdlog::info("cancelled {} {}: {}", c.has_task_id() ? "task" : "job",
                      c.has_task_id() ? c.task_id() : c.job_id(), c.reason());
+      } else if (msg.has_quarantined()) {
+        spdlog::warn("quarantined by the scheduler until {}: {}; stopping",
+                     FormatUntil(msg.quarantined().until()), msg.quarantined().reason());
+        std::lock_guard<std::mutex> lock(mu);
+        s.quarantined = msg.quarantined();
+        s.inbox.clear();
       }
       cv.notify_all();
     }
@@ -273,7 +313,8 @@ struct WorkerClient::Impl {
 
   bool Cancelled(Session& s, const TaskSpec& spec) {
     std::lock_guard<std::mutex> lock(mu);
-    return s.cancelled_tasks.contains(spec.task_id) || s.cancelled_jobs.contains(spec.job_id);
+    return s.quarantined.has_value() || s.cancelled_tasks.contains(spec.task_id) ||
+           s.cancelled_jobs.contains(spec.job_id);
   }
 
   void Refuse(Session& s, const std::string& task_id, const TaskRefusal& r) {
@@ -395,8 +436,9 @@ struct WorkerClient::Impl {
     ++(outcome.ok() ? stats.tasks_done : stats.tasks_failed);
   }
 
-  // One Connect stream; returns when it ends or after draining it.
-  void RunSession(const std::string& session_id, std::chrono::milliseconds heartbeat) {
+  // One Connect stream; returns when it ends, after draining it, or when the scheduler
+  // quarantines the worker.
+  SessionEnd RunSession(const std::string& session_id, std::chrono::milliseconds heartbeat) {
     Session s;
     s.stream = stub->Connect(&s.context);
     {
@@ -408,8 +450,7 @@ struct WorkerClient::Impl {
     hello.mutable_hello()->set_session_id(session_id);
     if (!Write(s, hello)) {
       s.context.TryCancel();
-      (void)s.stream->Finish();
-      return;
+      return {.status = s.stream->Finish()};
     }
     const auto session_start = Clock::now();
     {
@@ -424,8 +465,9 @@ struct WorkerClient::Impl {
       std::optional<pb::TaskAssignment> next;
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return drain || s.ended || !s.inbox.empty(); });
-        if (s.ended) break;
+        cv.wait(lock,
+                [&] { return drain || s.ended || s.quarantined.has_value() || !s.inbox.empty(); });
+        if (s.ended || s.quarantined) break;
         if (drain) {
           drained = true;
           break;
@@ -460,21 +502,31 @@ struct WorkerClient::Impl {
       }
     }
     heartbeats.join();
-    s.context.TryCancel();
-    reader.join();
-    grpc::Status st = s.stream->Finish();
+    bool ended;
     {
       std::lock_guard<std::mutex> lock(mu);
-      stats.connected_seconds +=
-          std::chrono::duration<double>(Clock::now() - session_start).count();
-      stats.connected = false;
+      ended = s.ended;
     }
-    if (!drained) {
+    // Only a stream still open is cancelled: cancelling one the scheduler ended would replace its
+    // status (FAILED_PRECONDITION, UNAVAILABLE, ...) with CANCELLED, and the next Register
+    // decides by it.
+    if (!ended) s.context.TryCancel();
+    reader.join();
+    grpc::Status st = s.stream->Finish();
+    std::lock_guard<std::mutex> lock(mu);
+    stats.connected_seconds += std::chrono::duration<double>(Clock::now() - session_start).count();
+    stats.connected = false;
+    if (!drained && !s.quarantined) {
       spdlog::warn("scheduler stream ended: {} {}", static_cast<int>(st.error_code()),
                    st.error_message());
     }
+    return {.status = st, .drained = drained, .quarantined = s.quarantined};
   }
 };
+
+bool IsSchedulerRefusal(const Status& status) {
+  return absl::IsAlreadyExists(status) || absl::IsFailedPrecondition(status);
+}
 
 WorkerClient::WorkerClient(const WorkerClientOptions& options, const WorkerModelInfo& model,
                            TaskRunner* runner)
@@ -525,12 +577,13 @@ Status WorkerClient::Run() {
   im.stub = pb::WorkerService::NewStub(im.channel);
 
   std::chrono::milliseconds backoff = im.options.initial_backoff;
+  bool replace = im.options.replace;  // see "Taking over an id" in the header
   while (true) {
     {
       std::lock_guard<std::mutex> lock(im.mu);
       if (im.drain) return absl::OkStatus();
     }
-    StatusOr<pb::RegisterResponse> reg = im.Register();
+    StatusOr<pb::RegisterResponse> reg = im.Register(replace);
     if (reg.ok()) {
       {
         std::lock_guard<std::mutex> lock(im.mu);
@@ -539,10 +592,28 @@ Status WorkerClient::Run() {
       backoff = im.options.initial_backoff;
       std::chrono::milliseconds hb = FromDuration(reg->heartbeat_interval());
       if (hb.count() <= 0) hb = im.options.default_heartbeat;
-      spdlog::info("registered with {} as {} (session {})", im.options.scheduler_address,
-                   im.options.worker_id, reg->session_id());
-      im.RunSession(reg->session_id(), hb);
+      spdlog::info("registered with {} as {} (session {}{})", im.options.scheduler_address,
+                   im.options.worker_id, reg->session_id(),
+                   replace ? ", taking the id over from any live session" : "");
+      const Impl::SessionEnd end = im.RunSession(reg->session_id(), hb);
+      if (end.quarantined) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("worker ", im.options.worker_id, " quarantined by the scheduler at ",
+                         im.options.scheduler_address, " until ",
+                         FormatUntil(end.quarantined->until()), ": ", end.quarantined->reason()));
+      }
+      replace = ConnectionBroke(end.status);
       // Tasks leased to the old session return to pending at the scheduler; forget nothing else.
+    } else if (absl::IsAlreadyExists(reg.status())) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "the scheduler at ", im.options.scheduler_address, " refused worker id \"",
+          im.options.worker_id, "\": ", reg.status().message(),
+          "; give each worker a distinct --id, or pass --replace to take the id over (e.g. "
+          "right after a crash)"));
+    } else if (absl::IsFailedPrecondition(reg.status())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the scheduler at ", im.options.scheduler_address, " refused worker \"",
+                       im.options.worker_id, "\": ", reg.status().message()));
     } else {
       spdlog::warn("register with {} failed: {}", im.options.scheduler_address,
                    reg.status().ToString());

@@ -9,6 +9,18 @@
 // max_backoff, +/-20 % jitter). RequestDrain() (SIGTERM) finishes the task in progress, sends its
 // results and `draining`, closes the stream and makes Run() return OK.
 //
+// Refusals end Run() with an error instead of a retry (the daemon exits non-zero, so a supervisor
+// restarts it or pages): Register answered ALREADY_EXISTS (another live session holds the id) or
+// FAILED_PRECONDITION (quarantined, or the model summary refused), or a `quarantined` message on
+// the stream. Other Register errors (UNAVAILABLE, ...) are retried with backoff.
+//
+// Taking over an id: the first Register of the process sends `replace` as the options say; a
+// Register after a stream that ended because the connection broke (UNAVAILABLE or
+// DEADLINE_EXCEEDED) sends replace = true, since the session the scheduler may still think alive is
+// this process's own; after a stream the scheduler ended itself (e.g. FAILED_PRECONDITION: another
+// process took the id over with --replace) it sends false, so two processes never take one id
+// back and forth.
+//
 // Implementation: a synchronous ClientReaderWriter per session; one reader thread, one heartbeat
 // thread and the Run() thread share it, writes serialized by a mutex.
 
@@ -35,6 +47,11 @@ struct WorkerClientOptions {
   // TLS and the bearer token (docs/SECURITY.md); keepalive_without_calls is always set.
   v1::ClientChannelOptions channel;
   std::string worker_id;  // stable worker name, 1..128 printable ASCII
+  // Take the id over from a session the scheduler still thinks alive (RegisterRequest.replace),
+  // on the first registration; see "Taking over an id" above.
+  bool replace = false;
+  // RegisterRequest.numerics (worker/service/worker_numerics.h); "" = not reported.
+  std::string numerics;
   // Tasks held queued beyond the one running, 0..kMaxPrefetch: the scheduler's choice and the
   // network round trip overlap the running task instead of following it. Queued tasks are listed
   // in heartbeats (their leases stay renewed) and refused with DRAINING on a drain.
@@ -83,6 +100,10 @@ struct WorkerClientStats {
   double handout_p99_ms = 0;
 };
 
+// Whether a Run() error is the scheduler refusing this worker (AlreadyExists, FailedPrecondition),
+// which no retry of the same process fixes.
+bool IsSchedulerRefusal(const Status& status);
+
 class WorkerClient {
  public:
   // `runner` must outlive the client.
@@ -93,7 +114,11 @@ class WorkerClient {
   WorkerClient& operator=(const WorkerClient&) = delete;
 
   // Serves until RequestDrain() (returns OK once drained). Errors: InvalidArgument for options
-  // that can never work (empty address or worker id).
+  // that can never work (empty address or worker id); AlreadyExists when the scheduler refuses
+  // the registration because another live session holds the id (the message names it and says
+  // to use a distinct --id or --replace); FailedPrecondition when the scheduler refuses this
+  // worker (quarantined, model summary refused: its message) or quarantines it while connected
+  // ("quarantined until T: reason"). IsSchedulerRefusal() tells these two from the others.
   [[nodiscard]] Status Run();
 
   // Async-signal-unsafe; call from a normal thread (the daemon's signal-watching thread).

@@ -1,8 +1,16 @@
 // ripplekv-worker --scheduler ADDR --model PATH [--threads N] [--weights stored|f32]
 // [--device cpu|cuda:N] [--device-weights bf16|f32] [--prefill-cache-mb M] [--memory-limit-mb M]
-// [--id NAME] [--prefetch N] [--tp N] [--tls-ca F [--tls-cert F --tls-key F]
-// [--tls-server-name N]] [--token-file F] [--data-dir DIR]... [--metrics-listen ADDR]
+// [--id NAME | --state-dir DIR] [--replace] [--prefetch N] [--tp N] [--tls-ca F [--tls-cert F
+// --tls-key F] [--tls-server-name N]] [--token-file F] [--data-dir DIR]... [--metrics-listen ADDR]
 // [--log-format text|json]
+//
+// Identity (worker/service/worker_identity.h): without --id the worker registers as
+// HOST-DEVICE-N ("myhost-cpu-0", "myhost-cuda-1-0"), N the lowest slot whose lock file in
+// --state-dir (default $RIPPLEKV_HOME/worker, else $XDG_STATE_HOME/ripplekv, else
+// ~/.local/state/ripplekv) it can lock for its whole life: unique per process on a host, and the
+// same after a restart. A state directory it cannot use gives HOST-DEVICE-pidPID and a warning.
+// The scheduler refuses a second live registration of an id; --replace takes the id over (a
+// restart right after a crash, before the scheduler noticed the old session end).
 //
 // Security (docs/SECURITY.md): --tls-ca verifies the scheduler's TLS certificate (without it the
 // worker speaks plaintext, which a scheduler serves on loopback only); --tls-cert/--tls-key
@@ -23,7 +31,10 @@
 // Loads the model once, hashes it, registers with the scheduler and serves calibration tasks
 // until SIGTERM or SIGINT, then drains (finishes the task in progress, sends its results, closes
 // the stream). Exit codes: 0 drained normally, 1 a startup error (bad flag, model unreadable, the
-// device not usable).
+// device not usable), 3 refused by the scheduler: its id is held by another live session (use a
+// distinct --id, or --replace), it is quarantined (at registration or while connected), or its
+// model summary differs from the one recorded for its hash. Restarting does not help with 3 until
+// the cause is gone; a supervisor should back off or page.
 //
 // Memory (docs/MEMORY.md): the process stays under --memory-limit-mb (default: physical memory, or
 // the cgroup's limit when lower: worker/service/memory_limit.h).
@@ -33,7 +44,6 @@
 // killer.
 
 #include <grpcpp/grpcpp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -65,7 +75,9 @@
 #include "worker/service/task_group.h"
 #include "worker/service/task_runner.h"
 #include "worker/service/worker_client.h"
+#include "worker/service/worker_identity.h"
 #include "worker/service/worker_metrics.h"
+#include "worker/service/worker_numerics.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace ripplekv::worker {
@@ -82,16 +94,13 @@ StatusOr<std::unique_ptr<Tokenizer>> OpenTokenizer(const std::string& path) {
                              (dir / "tokenizer_config.json").string());
 }
 
-std::string HostName() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "worker";
-  return buf;
-}
-
 int Fail(const Status& s) {
   spdlog::error("{}", s.ToString());
   return 1;
 }
+
+// Exit code: the scheduler refused this worker (IsSchedulerRefusal).
+constexpr int kExitRefused = 3;
 
 int Main(int argc, char** argv) {
   CLI::App app{"RippleKV calibration worker"};
@@ -99,7 +108,8 @@ int Main(int argc, char** argv) {
     return VersionText("ripplekv-worker",
                        {{"grpc", grpc::Version()}, {"openblas", kernels::OpenBlasVersion()}});
   });
-  std::string scheduler, model_path, id = HostName();
+  std::string scheduler, model_path, id, state_dir;
+  bool replace = false;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int64_t cache_mb = 1024;
   bool no_compute = false;
@@ -130,7 +140,16 @@ int Main(int argc, char** argv) {
                  "cgroup's memory limit when lower, as in a container); jobs whose estimate "
                  "exceeds it are refused")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  app.add_option("--id", id, "Stable worker id (default: host name)");
+  app.add_option("--id", id,
+                 "Worker id at the scheduler (default: HOST-DEVICE-N, N a slot locked in "
+                 "--state-dir: unique per process on a host, stable across restarts)");
+  app.add_option("--state-dir", state_dir,
+                 "Directory of the default id's lock files, created 0700 (default: "
+                 "$RIPPLEKV_HOME/worker, else $XDG_STATE_HOME/ripplekv, else "
+                 "~/.local/state/ripplekv)");
+  app.add_flag("--replace", replace,
+               "Take over the id from a session the scheduler still thinks is alive (e.g. right "
+               "after a crash); without it a live session's id is refused and the worker exits 3");
   int prefetch = 1;
   app.add_option("--prefetch", prefetch,
                  "Tasks held queued beyond the running one, so the next is at hand when one ends")
@@ -211,7 +230,7 @@ int Main(int argc, char** argv) {
     auto joined = JoinTpGroup(tp, *session, *model, /*commands=*/true);
     if (!joined.ok()) return Fail(joined.status());
     group = std::move(*joined);
-    if (group->groups > 1) id = absl::StrCat(id, "-g", group->group);
+    if (group->groups > 1 && !id.empty()) id = absl::StrCat(id, "-g", group->group);
   }
 #endif
   const Model& held = group ? group->shard : *model;  // this rank's weights
@@ -229,6 +248,23 @@ int Main(int argc, char** argv) {
     if (!followed.ok()) return Fail(followed);
     return 0;
   }
+  // The registering rank's id; the lock (when one is taken) is held until the process ends.
+  std::string id_device = kernels::DeviceSpecName(*device_spec);
+  if (group && group->groups > 1) id_device = absl::StrCat(id_device, "-g", group->group);
+  ChosenIdentity identity = ChooseWorkerIdentity(
+      id, {.host = HostName(),
+           .device = id_device,
+           .state_dir = state_dir.empty() ? DefaultStateDir(StateDirEnvironment::FromProcess())
+                                          : state_dir});
+  if (!identity.fallback_reason.empty()) {
+    spdlog::warn(
+        "worker id {} ({}): the state directory is unusable, so the id will differ after a "
+        "restart (give --id, or a writable --state-dir): {}",
+        identity.identity.id(), identity.identity.source(), identity.fallback_reason);
+  } else {
+    spdlog::info("worker id {} ({})", identity.identity.id(), identity.identity.source());
+  }
+  id = identity.identity.id();
   auto hash = ModelHash(model_path);
   if (!hash.ok()) return Fail(hash.status());
   const ModelConfig& c = model->config;
@@ -285,6 +321,9 @@ int Main(int argc, char** argv) {
   options.scheduler_address = scheduler;
   options.channel = channel;
   options.worker_id = id;
+  options.replace = replace;
+  options.numerics = WorkerNumerics(device_spec->device, *device_weights_type);
+  spdlog::info("numerics {}", options.numerics);
   options.prefetch = prefetch;
   options.memory_limit_bytes = cache_bytes;
   options.memory = {.limit_bytes = limit_bytes,
@@ -320,6 +359,11 @@ int Main(int argc, char** argv) {
   metrics_server.reset();
   if (leader) {
     if (const Status dismissed = leader->Dismiss(); !dismissed.ok()) return Fail(dismissed);
+  }
+  if (IsSchedulerRefusal(s)) {
+    spdlog::error("refused by the scheduler, exiting {}: {}", kExitRefused,
+                  std::string(s.message()));
+    return kExitRefused;
   }
   if (!s.ok()) return Fail(s);
   const WorkerClientStats st = client.stats();

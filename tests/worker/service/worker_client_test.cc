@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -40,6 +41,13 @@ class FakeScheduler final : public pb::WorkerService::Service {
   grpc::Status Register(grpc::ServerContext*, const pb::RegisterRequest* req,
                         pb::RegisterResponse* resp) override {
     std::lock_guard<std::mutex> lock(mu_);
+    registers_.push_back(*req);
+    cv_.notify_all();
+    if (!register_errors_.empty()) {
+      const grpc::Status error = register_errors_.front();
+      register_errors_.pop_front();
+      return error;
+    }
     ++registrations_;
     last_register_ = *req;
     resp->set_session_id("session-" + std::to_string(registrations_));
@@ -56,11 +64,17 @@ class FakeScheduler final : public pb::WorkerService::Service {
     if (!stream->Read(&msg) || !msg.has_hello()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "hello first");
     }
+    std::optional<grpc::Status> end;
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++connects_;
       cv_.notify_all();
+      if (!stream_ends_.empty()) {
+        end = stream_ends_.front();
+        stream_ends_.pop_front();
+      }
     }
+    if (end) return *end;
     std::vector<pb::TaskAssignment> assignments;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -70,6 +84,17 @@ class FakeScheduler final : public pb::WorkerService::Service {
       pb::SchedulerMessage out;
       *out.mutable_task_assignment() = assignment;
       stream->Write(out);
+    }
+    std::optional<pb::Quarantined> quarantine;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::swap(quarantine, quarantine_);
+    }
+    if (quarantine) {  // as the scheduler does: the message, then the end of the stream
+      pb::SchedulerMessage out;
+      *out.mutable_quarantined() = *quarantine;
+      stream->Write(out);
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "quarantined");
     }
     while (stream->Read(&msg)) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -121,6 +146,10 @@ class FakeScheduler final : public pb::WorkerService::Service {
   int heartbeats_ = 0;
   int job_data_calls_ = 0;
   pb::RegisterRequest last_register_;
+  std::vector<pb::RegisterRequest> registers_;  // every Register, refused ones included
+  std::deque<grpc::Status> register_errors_;    // answered to the next Registers, in order
+  std::deque<grpc::Status> stream_ends_;        // the next streams end with these after hello
+  std::optional<pb::Quarantined> quarantine_;   // sent on the next stream, which then ends
   pb::Heartbeat last_heartbeat_;
   std::vector<pb::WorkerMessage> received_;
   std::vector<pb::TaskAssignment> assignments_;
@@ -161,8 +190,10 @@ struct Worker {
   // memory_limit_bytes: the worker's limit (0: none), also reported at registration.
   // data_dirs: where path data may be read (none: path data refused).
   // prefetch: WorkerClientOptions::prefetch.
+  // configure: changes the client's options last.
   explicit Worker(int port, int64_t memory_limit_bytes = 0, DataDirs data_dirs = DataDirs(),
-                  int prefetch = 1) {
+                  int prefetch = 1,
+                  const std::function<void(WorkerClientOptions&)>& configure = nullptr) {
     model = testing::MakeTinyModel({.n_layers = 3, .vocab = 256});
     transformer = std::make_unique<Transformer>(Transformer::Create(model, {}).value());
     tokenizer = CreateTokenizer(testing::ByteLevelSpec({})).value();
@@ -177,6 +208,7 @@ struct Worker {
     options.prefetch = prefetch;
     options.register_deadline = 2000ms;
     options.job_data_deadline = 2000ms;
+    if (configure) configure(options);
     WorkerModelInfo info{.hash = kHash, .architecture = "llama", .n_layers = 3};
     client = std::make_unique<WorkerClient>(options, info, runner.get());
     thread = std::thread([this] { result = client->Run(); });
@@ -410,6 +442,108 @@ TEST(WorkerClientTest, RegistersAgainAfterTheSchedulerRestarts) {
   EXPECT_GE(worker.client->stats().registrations, 2);
   worker.Drain();
   EXPECT_TRUE(worker.result.ok()) << worker.result;
+}
+
+TEST(WorkerClientTest, AnIdHeldByAnotherLiveSessionEndsRunAtOnceNamingTheWayOut) {
+  FakeScheduler service;
+  service.register_errors_.push_back(grpc::Status(
+      grpc::StatusCode::ALREADY_EXISTS, "worker test-worker is held by a live session on host b"));
+  RunningServer server = Start(&service, 0);
+  Worker worker(server.port);
+  worker.thread.join();  // Run returns by itself: no drain
+  EXPECT_TRUE(absl::IsAlreadyExists(worker.result)) << worker.result;
+  EXPECT_TRUE(IsSchedulerRefusal(worker.result));
+  EXPECT_NE(worker.result.message().find("live session on host b"), std::string::npos);
+  EXPECT_NE(worker.result.message().find("--id"), std::string::npos);
+  EXPECT_NE(worker.result.message().find("--replace"), std::string::npos);
+  std::lock_guard<std::mutex> lock(service.mu_);
+  EXPECT_EQ(service.registers_.size(), 1u) << "a refused id is not retried";
+  EXPECT_EQ(service.connects_, 0);
+}
+
+TEST(WorkerClientTest, ARefusedRegistrationEndsRunWithTheSchedulersReason) {
+  FakeScheduler service;
+  service.register_errors_.push_back(
+      grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                   "worker test-worker is quarantined until 2026-12-03T08:40:00Z: 3 failures"));
+  RunningServer server = Start(&service, 0);
+  Worker worker(server.port);
+  worker.thread.join();
+  EXPECT_TRUE(absl::IsFailedPrecondition(worker.result)) << worker.result;
+  EXPECT_TRUE(IsSchedulerRefusal(worker.result));
+  EXPECT_NE(worker.result.message().find("quarantined until 2026-12-03T08:40:00Z: 3 failures"),
+            std::string::npos)
+      << worker.result;
+}
+
+TEST(WorkerClientTest, AnUnavailableSchedulerIsRetriedUntilItAnswers) {
+  FakeScheduler service;
+  service.register_errors_.push_back(grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting"));
+  service.register_errors_.push_back(grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting"));
+  RunningServer server = Start(&service, 0);
+  Worker worker(server.port, 0, DataDirs(), 1,
+                [](WorkerClientOptions& o) { o.initial_backoff = 10ms; });
+  ASSERT_TRUE(service.WaitFor(10s, [&] { return service.connects_ == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(service.mu_);
+    EXPECT_EQ(service.registers_.size(), 3u);
+  }
+  worker.Drain();
+  EXPECT_TRUE(worker.result.ok()) << worker.result;
+}
+
+TEST(WorkerClientTest, AQuarantineOnTheStreamEndsRunWithItsReasonAndEnd) {
+  FakeScheduler service;
+  pb::Quarantined q;
+  q.set_reason("3 failed attempts in 600 s");
+  q.mutable_until()->set_seconds(1796287200);  // 2026-12-03T08:40:00Z
+  service.quarantine_ = q;
+  RunningServer server = Start(&service, 0);
+  Worker worker(server.port);
+  worker.thread.join();
+  EXPECT_TRUE(absl::IsFailedPrecondition(worker.result)) << worker.result;
+  EXPECT_TRUE(IsSchedulerRefusal(worker.result));
+  EXPECT_NE(worker.result.message().find("until 2026-12-03T08:40:00Z: 3 failed attempts in 600 s"),
+            std::string::npos)
+      << worker.result;
+  std::lock_guard<std::mutex> lock(service.mu_);
+  EXPECT_EQ(service.registers_.size(), 1u) << "a quarantined worker does not register again";
+}
+
+TEST(WorkerClientTest, ReplaceIsAskedFirstAndAfterABrokenConnectionButNotAfterATakeover) {
+  FakeScheduler service;
+  // Stream 1 ends as a takeover by another process would; stream 2 as a broken connection.
+  service.stream_ends_.push_back(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                              "session superseded by a newer Register"));
+  service.stream_ends_.push_back(grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection lost"));
+  RunningServer server = Start(&service, 0);
+  Worker worker(server.port, 0, DataDirs(), 1, [](WorkerClientOptions& o) {
+    o.replace = true;
+    o.numerics = "cpu-fp32/ripplekv test x86-64-v3 openblas-test";
+    o.initial_backoff = 10ms;
+  });
+  ASSERT_TRUE(service.WaitFor(10s, [&] { return service.connects_ == 3; }));
+  worker.Drain();
+  EXPECT_TRUE(worker.result.ok()) << worker.result;
+  std::lock_guard<std::mutex> lock(service.mu_);
+  ASSERT_GE(service.registers_.size(), 3u);
+  EXPECT_TRUE(service.registers_[0].replace()) << "--replace asks on the first Register";
+  EXPECT_FALSE(service.registers_[1].replace()) << "never taken back after a takeover";
+  EXPECT_TRUE(service.registers_[2].replace()) << "its own session may still look alive";
+  for (const pb::RegisterRequest& r : service.registers_) {
+    EXPECT_EQ(r.numerics(), "cpu-fp32/ripplekv test x86-64-v3 openblas-test");
+  }
+}
+
+TEST(WorkerClientTest, WithoutReplaceTheFirstRegisterDoesNotAskToTakeOver) {
+  FakeScheduler service;
+  RunningServer server = Start(&service, 0);
+  Worker worker(server.port);
+  ASSERT_TRUE(service.WaitFor(10s, [&] { return service.connects_ == 1; }));
+  worker.Drain();
+  std::lock_guard<std::mutex> lock(service.mu_);
+  ASSERT_EQ(service.registers_.size(), 1u);
+  EXPECT_FALSE(service.registers_[0].replace());
 }
 
 }  // namespace
