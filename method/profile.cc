@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -172,6 +173,53 @@ StatusOr<ProfileStability> StabilityFromJson(const Json& j) {
   return st;
 }
 
+// A uint32 member `key` of `object` at `path` (a task's sample or layer index).
+StatusOr<uint32_t> GetUint32(const Json& object, const std::string& path, std::string_view key) {
+  ASSIGN_OR_RETURN(const Json* v, Member(object, kWhat, path, key));
+  ASSIGN_OR_RETURN(uint64_t value, AsUint(*v, kWhat, Child(path, key)));
+  if (value > std::numeric_limits<uint32_t>::max()) {
+    return Bad(Child(path, key), absl::StrCat("must be < 2^32, got ", value));
+  }
+  return static_cast<uint32_t>(value);
+}
+
+StatusOr<ProfileVerification::Disagreement> DisagreementFromJson(const Json& j,
+                                                                 const std::string& path) {
+  RETURN_IF_ERROR(json_fields::ExpectObject(
+      j, kWhat, path, {"sample", "layer", "outvoted_worker", "agreeing_workers"}));
+  ProfileVerification::Disagreement d;
+  ASSIGN_OR_RETURN(d.sample, GetUint32(j, path, "sample"));
+  ASSIGN_OR_RETURN(d.layer, GetUint32(j, path, "layer"));
+  ASSIGN_OR_RETURN(d.outvoted_worker, GetString(j, path, "outvoted_worker"));
+  ASSIGN_OR_RETURN(const Json* agreeing, GetArray(j, path, "agreeing_workers"));
+  const std::string agreeing_path = Child(path, "agreeing_workers");
+  for (size_t i = 0; i < agreeing->size(); ++i) {
+    ASSIGN_OR_RETURN(std::string worker, AsString((*agreeing)[i], kWhat, Index(agreeing_path, i)));
+    d.agreeing_workers.push_back(std::move(worker));
+  }
+  return d;
+}
+
+StatusOr<ProfileVerification> VerificationFromJson(const Json& j) {
+  const std::string path = "verification";
+  RETURN_IF_ERROR(json_fields::ExpectObject(
+      j, kWhat, path, {"fraction", "tasks_verified", "tasks_recomputed", "disagreements"}));
+  ProfileVerification v;
+  ASSIGN_OR_RETURN(v.fraction, GetDouble(j, path, "fraction"));
+  ASSIGN_OR_RETURN(const Json* verified, Member(j, kWhat, path, "tasks_verified"));
+  ASSIGN_OR_RETURN(v.tasks_verified, AsUint(*verified, kWhat, Child(path, "tasks_verified")));
+  ASSIGN_OR_RETURN(const Json* recomputed, Member(j, kWhat, path, "tasks_recomputed"));
+  ASSIGN_OR_RETURN(v.tasks_recomputed, AsUint(*recomputed, kWhat, Child(path, "tasks_recomputed")));
+  ASSIGN_OR_RETURN(const Json* disagreements, GetArray(j, path, "disagreements"));
+  const std::string disagreements_path = Child(path, "disagreements");
+  for (size_t i = 0; i < disagreements->size(); ++i) {
+    ASSIGN_OR_RETURN(ProfileVerification::Disagreement d,
+                     DisagreementFromJson((*disagreements)[i], Index(disagreements_path, i)));
+    v.disagreements.push_back(std::move(d));
+  }
+  return v;
+}
+
 Status CheckInUnit(double value, const std::string& path, bool open) {
   const bool ok = open ? value > 0.0 && value < 1.0 : value >= 0.0 && value <= 1.0;
   if (!ok) {
@@ -238,6 +286,41 @@ Status ValidateStability(const ProfileStability& st, const SensitivityProfile& p
     return Bad("stability.stable", absl::StrCat("is ", st.stable ? "true" : "false",
                                                 " but max_share_deviation ", st.max_share_deviation,
                                                 " vs tolerance ", st.tolerance, " says otherwise"));
+  }
+  return absl::OkStatus();
+}
+
+Status ValidateVerification(const ProfileVerification& v, const SensitivityProfile& profile) {
+  // A NaN fails the range check too.
+  RETURN_IF_ERROR(CheckInUnit(v.fraction, "verification.fraction", /*open=*/false));
+  for (size_t i = 0; i < v.disagreements.size(); ++i) {
+    const ProfileVerification::Disagreement& d = v.disagreements[i];
+    const std::string path = Index("verification.disagreements", i);
+    if (d.sample >= profile.params.samples) {
+      return Bad(Child(path, "sample"),
+                 absl::StrCat("is ", d.sample, " but params.samples is ", profile.params.samples));
+    }
+    const std::vector<int64_t>& layers = profile.params.layers;
+    if (std::find(layers.begin(), layers.end(), static_cast<int64_t>(d.layer)) == layers.end()) {
+      return Bad(Child(path, "layer"), absl::StrCat("layer ", d.layer, " is not in params.layers"));
+    }
+    if (d.outvoted_worker.empty()) return Bad(Child(path, "outvoted_worker"), "must not be empty");
+    const std::string agreeing_path = Child(path, "agreeing_workers");
+    if (d.agreeing_workers.size() < 2) {
+      return Bad(agreeing_path,
+                 absl::StrCat("must name at least 2 workers, got ", d.agreeing_workers.size()));
+    }
+    for (size_t w = 0; w < d.agreeing_workers.size(); ++w) {
+      const std::string& worker = d.agreeing_workers[w];
+      if (worker.empty()) return Bad(Index(agreeing_path, w), "must not be empty");
+      if (worker == d.outvoted_worker) {
+        return Bad(Index(agreeing_path, w), Cat("\"", worker, "\" is the outvoted worker"));
+      }
+      if (std::find(d.agreeing_workers.begin(), d.agreeing_workers.begin() + w, worker) !=
+          d.agreeing_workers.begin() + w) {
+        return Bad(Index(agreeing_path, w), Cat("\"", worker, "\" is named twice"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -344,6 +427,9 @@ Status ValidateProfile(const SensitivityProfile& profile) {
     }
   }
   if (profile.stability) RETURN_IF_ERROR(ValidateStability(*profile.stability, profile));
+  if (profile.verification) {
+    RETURN_IF_ERROR(ValidateVerification(*profile.verification, profile));
+  }
   if (!IsIso8601DateTime(profile.created_at)) {
     return Bad("created_at",
                absl::StrCat("\"", profile.created_at, "\" is not an ISO-8601 date-time"));
@@ -385,6 +471,24 @@ OrderedJson StabilityToJson(const ProfileStability& st) {
                      {"stable", st.stable}};
 }
 
+namespace {
+
+OrderedJson VerificationToJson(const ProfileVerification& v) {
+  OrderedJson disagreements = OrderedJson::array();
+  for (const ProfileVerification::Disagreement& d : v.disagreements) {
+    disagreements.push_back(OrderedJson{{"sample", d.sample},
+                                        {"layer", d.layer},
+                                        {"outvoted_worker", d.outvoted_worker},
+                                        {"agreeing_workers", d.agreeing_workers}});
+  }
+  return OrderedJson{{"fraction", v.fraction},
+                     {"tasks_verified", v.tasks_verified},
+                     {"tasks_recomputed", v.tasks_recomputed},
+                     {"disagreements", std::move(disagreements)}};
+}
+
+}  // namespace
+
 std::string ProfileModelToJson(const ProfileModel& model) { return ModelToJson(model).dump(); }
 
 StatusOr<ProfileModel> ProfileModelFromJson(std::string_view json_text) {
@@ -421,6 +525,7 @@ StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile) {
                       {"created_at", profile.created_at},
                       {"tool_version", profile.tool_version}};
   if (profile.stability) root["stability"] = StabilityToJson(*profile.stability);
+  if (profile.verification) root["verification"] = VerificationToJson(*profile.verification);
   return json_fields::Dump(root, kWhat);
 }
 
@@ -434,9 +539,10 @@ StatusOr<SensitivityProfile> ProfileFromJson(std::string_view json_text) {
         absl::StrCat("profile: schema_version ", version,
                      " is not supported (this build reads version ", kProfileSchemaVersion, ")"));
   }
-  RETURN_IF_ERROR(json_fields::ExpectObject(
-      root, kWhat, "",
-      {"schema_version", "model", "params", "layers", "created_at", "tool_version", "stability"}));
+  RETURN_IF_ERROR(
+      json_fields::ExpectObject(root, kWhat, "",
+                                {"schema_version", "model", "params", "layers", "created_at",
+                                 "tool_version", "stability", "verification"}));
   SensitivityProfile profile;
   profile.schema_version = static_cast<int>(version);
   ASSIGN_OR_RETURN(const Json* model, Member(root, kWhat, "", "model"));
@@ -453,6 +559,9 @@ StatusOr<SensitivityProfile> ProfileFromJson(std::string_view json_text) {
   ASSIGN_OR_RETURN(profile.tool_version, GetString(root, "", "tool_version"));
   if (root.contains("stability")) {
     ASSIGN_OR_RETURN(profile.stability, StabilityFromJson(root["stability"]));
+  }
+  if (root.contains("verification")) {
+    ASSIGN_OR_RETURN(profile.verification, VerificationFromJson(root["verification"]));
   }
   RETURN_IF_ERROR(ValidateProfile(profile));
   return profile;

@@ -107,6 +107,29 @@ struct ProfileStability {
   bool stable = false;  // max_share_deviation <= tolerance
 };
 
+// How the scheduler verified a job's results (docs/SCHEDULER.md, "Verified results"): a seeded
+// fraction of the tasks ran again on a second, distinct worker, and the task counted only when the
+// two results agreed; on a disagreement a third worker decided, the outvoted worker was
+// quarantined and every task it had completed in the job was run again.
+struct ProfileVerification {
+  double fraction = 0;          // the job's verify fraction, finite, in [0, 1]
+  uint64_t tasks_verified = 0;  // tasks whose results two distinct workers agreed on
+  // Tasks drawn for verification that completed unverified: no second worker registered within
+  // the scheduler's verify wait.
+  uint64_t tasks_unverified = 0;
+  // Tasks run again because the worker that completed them was outvoted.
+  uint64_t tasks_recomputed = 0;
+  // One verification in which a worker was outvoted.
+  struct Disagreement {
+    uint32_t sample = 0;          // the task's sample, < params.samples
+    uint32_t layer = 0;           // the task's layer, one of params.layers
+    std::string outvoted_worker;  // its id, non-empty; quarantined
+    // The distinct workers whose results agreed: at least two, none of them outvoted_worker.
+    std::vector<std::string> agreeing_workers;
+  };
+  std::vector<Disagreement> disagreements;  // in the order they were decided
+};
+
 struct SensitivityProfile {
   int schema_version = kProfileSchemaVersion;
   ProfileModel model;
@@ -117,12 +140,18 @@ struct SensitivityProfile {
   std::optional<ProfileStability> stability;
   std::string created_at;    // ISO-8601, e.g. "2025-01-31T12:00:00Z"
   std::string tool_version;  // e.g. "ripplekv 0.1.0"
+  // How the scheduler verified the job's results (docs/SCHEDULER.md, "Verified results"); absent
+  // for profiles computed locally and for jobs with verification off. JSON: "verification",
+  // omitted when absent.
+  std::optional<ProfileVerification> verification;
 };
 
 // Checks the invariants documented on the fields above, and that `layers` matches params.layers
 // one to one, every per_sample_mean has params.samples finite non-negative entries, and count ==
 // params.samples * params.trials; a stability block, when present, must match the profile's layers
-// one to one with finite ordered intervals and parameters in range. Errors: FailedPrecondition
+// one to one with finite ordered intervals and parameters in range; a verification block, when
+// present, must have its fraction in [0, 1] and each disagreement a (sample, layer) of the profile,
+// an outvoted worker and at least two distinct other agreeing workers. Errors: FailedPrecondition
 // (schema_version other than kProfileSchemaVersion), InvalidArgument naming the JSON path of the
 // first bad field.
 [[nodiscard]] Status ValidateProfile(const SensitivityProfile& profile);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -271,6 +272,181 @@ TEST(ProfileJsonTest, InvalidProfileIsNotWritten) {
 
   p = SampleProfile();
   p.model.name = "bad \xff utf-8";
+  text = ProfileToJson(p);
+  ASSERT_FALSE(text.ok());
+  EXPECT_THAT(text.status().message(), HasSubstr("UTF-8"));
+}
+
+// --- Verification block ------------------------------------------------------------------------
+
+// The sample profile as a job verified by the scheduler left it: one disagreement on (2, 3),
+// decided against "w-bad", and one on (0, 0) decided by three agreeing workers.
+SensitivityProfile VerifiedProfile() {
+  SensitivityProfile p = SampleProfile();
+  p.verification =
+      ProfileVerification{.fraction = 0.05,
+                          .tasks_verified = 7,
+                          .tasks_recomputed = 4,
+                          .disagreements = {{.sample = 2,
+                                             .layer = 3,
+                                             .outvoted_worker = "w-bad",
+                                             .agreeing_workers = {"host-a/cuda:0", "host-b/cpu"}},
+                                            {.sample = 0,
+                                             .layer = 0,
+                                             .outvoted_worker = "w-other",
+                                             .agreeing_workers = {"x", "y", "z"}}}};
+  return p;
+}
+
+void ExpectSameVerification(const ProfileVerification& a, const ProfileVerification& b) {
+  EXPECT_EQ(Bits(a.fraction), Bits(b.fraction));
+  EXPECT_EQ(a.tasks_verified, b.tasks_verified);
+  EXPECT_EQ(a.tasks_recomputed, b.tasks_recomputed);
+  ASSERT_EQ(a.disagreements.size(), b.disagreements.size());
+  for (size_t i = 0; i < a.disagreements.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(a.disagreements[i].sample, b.disagreements[i].sample);
+    EXPECT_EQ(a.disagreements[i].layer, b.disagreements[i].layer);
+    EXPECT_EQ(a.disagreements[i].outvoted_worker, b.disagreements[i].outvoted_worker);
+    EXPECT_EQ(a.disagreements[i].agreeing_workers, b.disagreements[i].agreeing_workers);
+  }
+}
+
+TEST(ProfileVerificationTest, JsonRoundTripIsExact) {
+  SensitivityProfile p = VerifiedProfile();
+  for (double fraction : {0.05, 0.0, 1.0, 1.0 / 3.0, 5e-324}) {
+    SCOPED_TRACE(fraction);
+    p.verification->fraction = fraction;
+    StatusOr<std::string> text = ProfileToJson(p);
+    ASSERT_TRUE(text.ok()) << text.status();
+    StatusOr<SensitivityProfile> back = ProfileFromJson(*text);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectSameProfile(p, *back);
+    ASSERT_TRUE(back->verification.has_value());
+    ExpectSameVerification(*p.verification, *back->verification);
+    EXPECT_EQ(*ProfileToJson(*back), *text);
+  }
+  p.verification->tasks_verified = std::numeric_limits<uint64_t>::max();
+  p.verification->disagreements.clear();  // a verified job without disagreements
+  StatusOr<SensitivityProfile> back = ProfileFromJson(*ProfileToJson(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameVerification(*p.verification, *back->verification);
+}
+
+TEST(ProfileVerificationTest, WritesTheDocumentedSchemaAfterEverythingElse) {
+  const std::string text = *ProfileToJson(VerifiedProfile());
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+  EXPECT_EQ(j.back(), j["verification"]);  // the last key: a profile without it is a prefix
+  EXPECT_EQ(j["verification"], nlohmann::ordered_json::parse(R"({
+    "fraction": 0.05, "tasks_verified": 7, "tasks_recomputed": 4,
+    "disagreements": [
+      {"sample": 2, "layer": 3, "outvoted_worker": "w-bad",
+       "agreeing_workers": ["host-a/cuda:0", "host-b/cpu"]},
+      {"sample": 0, "layer": 0, "outvoted_worker": "w-other", "agreeing_workers": ["x", "y", "z"]}
+    ]})"));
+}
+
+TEST(ProfileVerificationTest, AbsentBlockIsNotWrittenAndNotInvented) {
+  const std::string text = *ProfileToJson(SampleProfile());
+  EXPECT_EQ(text.find("verification"), std::string::npos);
+  StatusOr<SensitivityProfile> back = ProfileFromJson(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->verification.has_value());
+  EXPECT_EQ(*ProfileToJson(*back), text);
+}
+
+// The committed profiles (docs/, written by `ripplekv calibrate`) predate the block: they still
+// read, and write back byte for byte.
+TEST(ProfileVerificationTest, CommittedProfilesWriteBackByteIdentical) {
+  const std::filesystem::path source(RIPPLEKV_SOURCE_DIR);
+  std::vector<std::filesystem::path> paths = {source / "docs" / "smollm2_profile.json"};
+  for (const auto& entry : std::filesystem::directory_iterator(source / "docs" / "results")) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("profile") && name.ends_with(".json")) paths.push_back(entry.path());
+  }
+  ASSERT_GE(paths.size(), 2u);
+  for (const std::filesystem::path& path : paths) {
+    SCOPED_TRACE(path.string());
+    std::ifstream in(path, std::ios::binary);
+    ASSERT_TRUE(in);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    StatusOr<SensitivityProfile> profile = ProfileFromJson(text);
+    ASSERT_TRUE(profile.ok()) << profile.status();
+    EXPECT_FALSE(profile->verification.has_value());
+    StatusOr<std::string> written = ProfileToJson(*profile);
+    ASSERT_TRUE(written.ok()) << written.status();
+    EXPECT_TRUE(*written == text) << "written differently";
+  }
+}
+
+// The error of ProfileFromJson() on VerifiedProfile() after `edit`.
+void ExpectVerificationInvalid(const std::function<void(Json&)>& edit, const std::string& message) {
+  Json j = Json::parse(*ProfileToJson(VerifiedProfile()));
+  edit(j);
+  StatusOr<SensitivityProfile> p = ProfileFromJson(j.dump());
+  ASSERT_FALSE(p.ok()) << message;
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+  EXPECT_THAT(p.status().message(), HasSubstr(message));
+}
+
+TEST(ProfileVerificationTest, ReadingIsStrictAndNamesThePath) {
+  ExpectVerificationInvalid([](Json& j) { j["verification"].erase("tasks_recomputed"); },
+                            "profile: verification.tasks_recomputed: missing");
+  ExpectVerificationInvalid([](Json& j) { j["verification"].erase("disagreements"); },
+                            "verification.disagreements: missing");
+  ExpectVerificationInvalid([](Json& j) { j["verification"]["checked"] = 1; },
+                            "verification.checked: unknown field");
+  ExpectVerificationInvalid([](Json& j) { j["verification"]["disagreements"][1]["why"] = "x"; },
+                            "verification.disagreements[1].why: unknown field");
+  ExpectVerificationInvalid([](Json& j) { j["verification"] = 0.05; },
+                            "verification: expected an object");
+  ExpectVerificationInvalid([](Json& j) { j["verification"]["fraction"] = "5%"; },
+                            "verification.fraction: expected a number, got string");
+  ExpectVerificationInvalid([](Json& j) { j["verification"]["tasks_verified"] = -1; },
+                            "verification.tasks_verified: integer -1 is negative");
+  ExpectVerificationInvalid(
+      [](Json& j) { j["verification"]["disagreements"][0]["sample"] = 0.5; },
+      "verification.disagreements[0].sample: expected a non-negative integer");
+  ExpectVerificationInvalid(
+      [](Json& j) { j["verification"]["disagreements"][0]["layer"] = 4294967296ull; },
+      "verification.disagreements[0].layer: must be < 2^32, got 4294967296");
+  ExpectVerificationInvalid(
+      [](Json& j) { j["verification"]["disagreements"][0]["agreeing_workers"][1] = 7; },
+      "verification.disagreements[0].agreeing_workers[1]: expected a string, got number");
+}
+
+TEST(ProfileVerificationTest, InconsistentValuesAreRejected) {
+  ExpectVerificationInvalid([](Json& j) { j["verification"]["fraction"] = 1.5; },
+                            "verification.fraction: must be in [0, 1], got 1.5");
+  ExpectVerificationInvalid([](Json& j) { j["verification"]["fraction"] = -0.01; },
+                            "verification.fraction: must be in [0, 1], got -0.01");
+  ExpectVerificationInvalid([](Json& j) { j["verification"]["disagreements"][0]["sample"] = 3; },
+                            "verification.disagreements[0].sample: is 3 but params.samples is 3");
+  ExpectVerificationInvalid([](Json& j) { j["verification"]["disagreements"][1]["layer"] = 2; },
+                            "verification.disagreements[1].layer: layer 2 is not in params.layers");
+  ExpectVerificationInvalid(
+      [](Json& j) { j["verification"]["disagreements"][0]["outvoted_worker"] = ""; },
+      "verification.disagreements[0].outvoted_worker: must not be empty");
+  ExpectVerificationInvalid(
+      [](Json& j) { j["verification"]["disagreements"][0]["agreeing_workers"].erase(1); },
+      "verification.disagreements[0].agreeing_workers: must name at least 2 workers, got 1");
+  ExpectVerificationInvalid(
+      [](Json& j) { j["verification"]["disagreements"][1]["agreeing_workers"][2] = "w-other"; },
+      "verification.disagreements[1].agreeing_workers[2]: \"w-other\" is the outvoted worker");
+  ExpectVerificationInvalid(
+      [](Json& j) { j["verification"]["disagreements"][1]["agreeing_workers"][2] = "x"; },
+      "verification.disagreements[1].agreeing_workers[2]: \"x\" is named twice");
+}
+
+TEST(ProfileVerificationTest, InvalidBlockIsNotWritten) {
+  SensitivityProfile p = VerifiedProfile();
+  p.verification->fraction = std::nan("");
+  StatusOr<std::string> text = ProfileToJson(p);
+  ASSERT_FALSE(text.ok());
+  EXPECT_THAT(text.status().message(), HasSubstr("verification.fraction: must be in [0, 1]"));
+
+  p = VerifiedProfile();
+  p.verification->disagreements[0].agreeing_workers[0] = "bad \xff utf-8";
   text = ProfileToJson(p);
   ASSERT_FALSE(text.ok());
   EXPECT_THAT(text.status().message(), HasSubstr("UTF-8"));
