@@ -4,12 +4,17 @@
 //     scheduler's database to the new directory DIR on the scheduler's machine (an absolute
 //     path there; docs/STORE.md, "Backup and restore"). stdout: "checkpoint DIR BYTES bytes";
 //     --json: the CreateCheckpointResponse.
+//   ripplekv admin unquarantine --scheduler ADDR WORKER_ID [--json]
+//     AdminService.LiftQuarantine (admin role): lifts the worker's quarantine before its
+//     cool-down ends and forgets the failures charged to it (docs/SCHEDULER.md, "Faulty
+//     workers"). stdout: "worker ID: quarantine lifted (was: REASON)"; --json: the
+//     LiftQuarantineResponse. A worker that is not quarantined is NOT_FOUND (exit 2).
 //   ripplekv health --scheduler ADDR [--service NAME] [--timeout-ms N]
 //     grpc.health.v1.Health/Check (no token needed): stdout is the status, SERVING, NOT_SERVING
 //     or UNKNOWN; exit 0 only for SERVING (1 otherwise), 3 when the scheduler cannot be reached
 //     or does not answer within --timeout-ms, 2 for a service it does not know. For container
 //     health checks and Kubernetes exec probes, with TLS as any client.
-// Both take the security flags of proto/client_security_flags.h. Errors: one line
+// All take the security flags of proto/client_security_flags.h. Errors: one line
 // "ripplekv: error: ..." on stderr, a server's starting with its code. Exit codes:
 // cli/exit_codes.h.
 
@@ -36,7 +41,8 @@ constexpr std::chrono::minutes kCheckpointDeadline{10};
 struct AdminArgs {
   std::string scheduler;
   v1::ClientSecurityFiles security;
-  std::string dir;  // checkpoint
+  std::string dir;        // checkpoint
+  std::string worker_id;  // unquarantine
   bool json = false;
   std::string service;        // health: empty = the server as a whole
   int64_t timeout_ms = 5000;  // health
@@ -65,6 +71,30 @@ int RunCheckpoint(const AdminArgs& args) {
   } else {
     std::printf("checkpoint %s %llu bytes\n", response.dir().c_str(),
                 static_cast<unsigned long long>(response.bytes()));
+  }
+  return kExitOk;
+}
+
+int RunUnquarantine(const AdminArgs& args) {
+  if (args.worker_id.empty()) {
+    return ReportError(absl::InvalidArgumentError("the worker id must not be empty"));
+  }
+  StatusOr<std::shared_ptr<grpc::Channel>> channel = Channel(args);
+  if (!channel.ok()) return ReportError(channel.status());
+  std::unique_ptr<v1::AdminService::Stub> stub = v1::AdminService::NewStub(*channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kUnaryDeadline);
+  v1::LiftQuarantineRequest request;
+  request.set_worker_id(args.worker_id);
+  v1::LiftQuarantineResponse response;
+  const Status status =
+      FromGrpc(stub->LiftQuarantine(&context, request, &response), args.scheduler);
+  if (!status.ok()) return ReportError(ServerError(status));
+  if (args.json) {
+    std::printf("%s\n", ProtoToJson(response).c_str());
+  } else {
+    std::printf("worker %s: quarantine lifted (was: %s)\n", args.worker_id.c_str(),
+                response.reason().c_str());
   }
   return kExitOk;
 }
@@ -105,18 +135,35 @@ void AddConnectionFlags(CLI::App* cmd, AdminArgs& a) {
 void AddAdminCommands(CLI::App& app, Action& run) {
   CLI::App* admin = app.add_subcommand("admin", "Administer a running scheduler (admin role)");
   admin->require_subcommand(1);
-  auto a = std::make_shared<AdminArgs>();
-  CLI::App* cmd = admin->add_subcommand(
-      "checkpoint", "Write a consistent checkpoint of the scheduler's database (a backup)");
-  AddConnectionFlags(cmd, *a);
-  cmd->add_option("dir", a->dir,
-                  "New directory for the checkpoint, an absolute path on the scheduler's machine")
-      ->required();
-  cmd->add_flag("--json", a->json, "Print the CreateCheckpointResponse as JSON");
-  cmd->footer(
-      "stdout: \"checkpoint DIR BYTES bytes\". Restore: start a scheduler with --db DIR (or a "
-      "copy of it).");
-  cmd->callback([a, &run] { run = [a] { return RunCheckpoint(*a); }; });
+  {
+    auto a = std::make_shared<AdminArgs>();
+    CLI::App* cmd = admin->add_subcommand(
+        "checkpoint", "Write a consistent checkpoint of the scheduler's database (a backup)");
+    AddConnectionFlags(cmd, *a);
+    cmd->add_option("dir", a->dir,
+                    "New directory for the checkpoint, an absolute path on the scheduler's machine")
+        ->required();
+    cmd->add_flag("--json", a->json, "Print the CreateCheckpointResponse as JSON");
+    cmd->footer(
+        "stdout: \"checkpoint DIR BYTES bytes\". Restore: start a scheduler with --db DIR (or a "
+        "copy of it).");
+    cmd->callback([a, &run] { run = [a] { return RunCheckpoint(*a); }; });
+  }
+  {
+    auto a = std::make_shared<AdminArgs>();
+    CLI::App* cmd = admin->add_subcommand(
+        "unquarantine",
+        "Lift a worker's quarantine now and forget the failures charged to it (`ripplekv "
+        "workers` lists quarantined workers)");
+    AddConnectionFlags(cmd, *a);
+    cmd->add_option("worker", a->worker_id, "Worker id, as `ripplekv workers` lists it")
+        ->required();
+    cmd->add_flag("--json", a->json, "Print the LiftQuarantineResponse as JSON");
+    cmd->footer(
+        "stdout: \"worker ID: quarantine lifted (was: REASON)\". A worker that is not "
+        "quarantined is an error (NOT_FOUND, exit 2).");
+    cmd->callback([a, &run] { run = [a] { return RunUnquarantine(*a); }; });
+  }
 }
 
 void AddHealthCommand(CLI::App& app, Action& run) {

@@ -4,11 +4,15 @@
 //     [--alpha A] [--trials T] [--seed S]
 //     [--data-seed S] [--until-stable [--max-samples N]]
 //     [--mode cache|prefill] [--layers LIST] [--strict] [--priority P] [--idempotency-key K]
-//     [--wait [--json]]
+//     [--verify F] [--wait [--json]]
 //   --data F is read here and sent inline (cli/inline_data.h); with --data-on-workers the job
 //   carries F's absolute path instead, which workers read only under their --data-dir.
+//   --verify F (0..1) is the fraction of tasks the scheduler runs again on a second, distinct
+//   worker (JobSpec.verify; docs/SCHEDULER.md, "Verified results"); unset: the scheduler's
+//   default, 0.05.
 //   ripplekv jobs --scheduler ADDR [--json]
 //   ripplekv tasks --scheduler ADDR JOB [--json]
+//   ripplekv workers --scheduler ADDR [--json]
 //   ripplekv watch --scheduler ADDR JOB
 //   ripplekv cancel --scheduler ADDR JOB
 //   ripplekv profile get --scheduler ADDR --model-hash H [--version V] [--json] [--plot F.svg]
@@ -33,6 +37,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -41,10 +46,10 @@
 #include "cli/profile_view.h"
 #include "cli/progress.h"
 #include "cli/remote_client.h"
-#include "proto/client_security_flags.h"
 #include "google/protobuf/util/json_util.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
+#include "proto/client_security_flags.h"
 #include "spdlog/spdlog.h"
 #include "worker/model/model_hash.h"
 #include "worker/model/model_loader.h"
@@ -66,6 +71,16 @@ struct SubmitArgs {
   bool json = false;  // with --wait: print the profile JSON instead of the table
   bool until_stable = false;  // rounds of --samples samples until stable, as `calibrate`
   int max_samples = 64;       // the cap of --until-stable
+  // --verify: the fraction of tasks verified on a second worker, checked in [0, 1] before any
+  // call; unset (verify_set false) leaves JobSpec.verify unset, so the scheduler's default holds.
+  double verify = 0.0;
+  bool verify_set = false;
+};
+
+struct WorkersArgs {
+  std::string scheduler;
+  v1::ClientSecurityFiles security;  // --tls-ca, --tls-cert, --tls-key, --token-file
+  bool json = false;
 };
 
 struct JobArgs {
@@ -116,6 +131,22 @@ int PrintProfile(const v1::Profile& message, bool json, double ratio = 4.0,
   return kExitOk;
 }
 
+// What a job's progress says beyond its counts: tasks verified, disagreements, and why it waits;
+// empty while none of them is set.
+std::vector<std::string> ProgressNotes(const v1::JobProgress& p) {
+  std::vector<std::string> notes;
+  if (p.tasks_verified() > 0) notes.push_back(absl::StrCat("verified ", p.tasks_verified()));
+  if (p.disagreements() > 0) notes.push_back(absl::StrCat("disagreements ", p.disagreements()));
+  if (!p.waiting_reason().empty()) notes.push_back(absl::StrCat("waiting: ", p.waiting_reason()));
+  return notes;
+}
+
+// A Timestamp as "YYYY-MM-DDTHH:MM:SSZ" (seconds precision).
+std::string TimestampText(const google::protobuf::Timestamp& t) {
+  return method::FormatIso8601Utc(
+      std::chrono::system_clock::time_point(std::chrono::seconds(t.seconds())));
+}
+
 bool IsTerminal(v1::JobState state) {
   return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
          state == v1::JOB_STATE_CANCELLED;
@@ -128,9 +159,26 @@ bool IsTerminal(v1::JobState state) {
 // over the new total, labelled with the samples planned.
 StatusOr<v1::Job> WaitForJob(RemoteClient& client, const std::string& job_id) {
   std::unique_ptr<Progress> progress;
-  int64_t shown = -1;        // trials_done last shown
-  int64_t shown_total = -1;  // trials_total of the bar
+  int64_t shown = -1;         // trials_done last shown
+  int64_t shown_total = -1;   // trials_total of the bar
+  std::string waiting;        // waiting_reason last reported
+  int32_t disagreements = 0;  // disagreements last reported
   auto update = [&](const v1::JobProgress& p) {
+    if (p.waiting_reason() != waiting) {
+      if (!p.waiting_reason().empty()) {
+        spdlog::warn("job {} waiting: {}", job_id, p.waiting_reason());
+      } else {
+        spdlog::info("job {} no longer waiting", job_id);
+      }
+      waiting = p.waiting_reason();
+    }
+    if (p.disagreements() > disagreements) {
+      spdlog::warn(
+          "job {}: {} verification disagreement{} so far; the outvoted worker is quarantined and "
+          "every task it completed is run again",
+          job_id, p.disagreements(), p.disagreements() == 1 ? "" : "s");
+      disagreements = p.disagreements();
+    }
     if (p.trials_total() <= 0) return;
     if (p.trials_done() == shown && p.trials_total() == shown_total) return;
     if (!progress || p.trials_total() != shown_total) {
@@ -185,6 +233,11 @@ int ReportJobEnd(const v1::Job& job) {
 }
 
 int RunSubmit(const SubmitArgs& args) {
+  // Written so that NaN fails too.
+  if (args.verify_set && !(args.verify >= 0.0 && args.verify <= 1.0)) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat(
+        "--verify must be a fraction of the tasks in [0, 1] (1: every task), got ", args.verify)));
+  }
   auto layers = ParseLayerList(args.method.layers);
   if (!layers.ok()) return ReportError(layers.status());
   if (args.until_stable && args.method.samples < 2) {
@@ -259,6 +312,7 @@ int RunSubmit(const SubmitArgs& args) {
   }
   for (int l : *layers) params->add_layers(l);
   spec->set_priority(args.priority);
+  if (args.verify_set) spec->set_verify(args.verify);
 
   auto client = RemoteClient::Connect(args.scheduler, args.security);
   if (!client.ok()) return ReportError(client.status());
@@ -305,6 +359,40 @@ int RunJobs(const JobArgs& args) {
                 JobStateName(job.state()).c_str(),
                 job.spec().model().model_hash().substr(0, 12).c_str(), samples.c_str(),
                 trials.c_str(), job.spec().priority());
+    // Verification counts and why the job waits, on a line of their own under the job's.
+    const std::vector<std::string> notes = ProgressNotes(job.progress());
+    if (!notes.empty()) std::printf("  %s\n", absl::StrJoin(notes, ", ").c_str());
+  }
+  return kExitOk;
+}
+
+// One line per worker the scheduler knows: connected or not, its model, device and build, its
+// leases, the failures charged to it recently, the tasks it completed and any quarantine.
+int RunWorkers(const WorkersArgs& args) {
+  auto client = RemoteClient::Connect(args.scheduler, args.security);
+  if (!client.ok()) return ReportError(client.status());
+  auto workers = client->ListWorkers();
+  if (!workers.ok()) return ReportError(workers.status());
+  if (args.json) {
+    v1::ListWorkersResponse all;
+    for (const v1::WorkerStatus& worker : *workers) *all.add_workers() = worker;
+    std::printf("%s\n", ToJson(all).c_str());
+    return kExitOk;
+  }
+  std::printf("%-24s  %-9s  %-12s  %-8s  %7s  %8s  %6s  %-30s  %s\n", "worker", "connected",
+              "model", "device", "leases", "failures", "done", "version", "quarantined");
+  for (const v1::WorkerStatus& w : *workers) {
+    const std::string leases = absl::StrCat(w.leases(), "/", w.capacity());
+    const std::string quarantine =
+        w.quarantined() ? absl::StrCat("until ", TimestampText(w.quarantined_until()), ": ",
+                                       w.quarantine_reason())
+                        : "-";
+    auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+    std::printf("%-24s  %-9s  %-12s  %-8s  %7s  %8d  %6lld  %-30s  %s\n", w.worker_id().c_str(),
+                w.connected() ? "yes" : "no", or_dash(w.model_hash().substr(0, 12)).c_str(),
+                or_dash(w.device()).c_str(), leases.c_str(), w.recent_failures(),
+                static_cast<long long>(w.tasks_completed()), or_dash(w.version()).c_str(),
+                quarantine.c_str());
   }
   return kExitOk;
 }
@@ -358,6 +446,7 @@ int RunWatch(const JobArgs& args) {
     std::printf(" profile %s version %lld", job->spec().model().model_hash().c_str(),
                 static_cast<long long>(job->profile_version()));
   }
+  for (const std::string& note : ProgressNotes(job->progress())) std::printf(" %s", note.c_str());
   std::printf("\n");
   return ReportJobEnd(*job);
 }
@@ -388,9 +477,7 @@ int RunProfileList(const ProfileArgs& args) {
   for (const v1::Profile& p : *profiles) {
     std::printf("%-64s  %7lld  %-24s  %s\n", p.model_hash().c_str(),
                 static_cast<long long>(p.version()), p.job_id().c_str(),
-                method::FormatIso8601Utc(std::chrono::system_clock::time_point(
-                                                std::chrono::seconds(p.create_time().seconds())))
-                    .c_str());
+                TimestampText(p.create_time()).c_str());
   }
   return kExitOk;
 }
@@ -429,9 +516,16 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
         ->capture_default_str()
         ->check(CLI::Range(2, 65536))
         ->needs(cmd->get_option("--until-stable"));
+    CLI::Option* verify = cmd->add_option(
+        "--verify", a->verify,
+        "Fraction of the tasks run again on a second, distinct worker whose results must agree, "
+        "0..1 (1: every task; 0: none) (default: the scheduler's, 0.05)");
     cmd->add_flag("--wait", a->wait, "Wait for the job (progress on stderr), print the profile");
     cmd->add_flag("--json", a->json, "With --wait: print the profile JSON instead of the table");
-    cmd->callback([a, &run] { run = [a] { return RunSubmit(*a); }; });
+    cmd->callback([a, verify, &run] {
+      a->verify_set = verify->count() > 0;
+      run = [a] { return RunSubmit(*a); };
+    });
   }
   {
     auto a = std::make_shared<JobArgs>();
@@ -448,6 +542,16 @@ void AddRemoteCommands(CLI::App& app, Action& run) {
     cmd->add_option("job", a->job_id, "Job id")->required();
     cmd->add_flag("--json", a->json, "Print JSON instead of the table");
     cmd->callback([a, &run] { run = [a] { return RunTasks(*a); }; });
+  }
+  {
+    auto a = std::make_shared<WorkersArgs>();
+    CLI::App* cmd = app.add_subcommand(
+        "workers",
+        "List the workers a scheduler knows: model, device, build, leases, recent failures, "
+        "tasks completed, quarantine");
+    AddSchedulerOption(cmd, a->scheduler, a->security);
+    cmd->add_flag("--json", a->json, "Print JSON instead of the table");
+    cmd->callback([a, &run] { run = [a] { return RunWorkers(*a); }; });
   }
   {
     auto a = std::make_shared<JobArgs>();

@@ -22,13 +22,14 @@ void AddTuneCommand(CLI::App& app, Action& run);
 // compare: paired statistics of two methods from `eval --records-out` records.
 void AddCompareCommand(CLI::App& app, Action& run);
 void AddTokenizeCommand(CLI::App& app, Action& run);
-// submit, jobs, watch, cancel, profile {get,list}: the scheduler's CalibrationService.
+// submit, jobs, tasks, workers, watch, cancel, profile {get,list}: the scheduler's
+// CalibrationService.
 void AddRemoteCommands(CLI::App& app, Action& run);
 // map {create,get,list}: frozen budget-map versions on a scheduler (RolloutService).
 void AddMapCommands(CLI::App& app, Action& run);
 // rollout {start,status,pause,resume,rollback,list}: moving a map version to serving nodes.
 void AddRolloutCommands(CLI::App& app, Action& run);
-// admin checkpoint: the scheduler's AdminService.
+// admin {checkpoint,unquarantine}: the scheduler's AdminService.
 void AddAdminCommands(CLI::App& app, Action& run);
 // health: the scheduler's gRPC health check, for probes.
 void AddHealthCommand(CLI::App& app, Action& run);

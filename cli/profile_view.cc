@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/profile_plot.h"
 #include "method/budget_map.h"
@@ -30,6 +31,37 @@ StatusOr<std::vector<int>> ParseLayerList(const std::string& text) {
   }
   return layers;
 }
+
+namespace {
+
+// The stability block's summary line.
+void PrintStability(const method::SensitivityProfile& profile, const method::ProfileStability& st) {
+  std::printf(
+      "stability (bootstrap over %lld samples, %lld resamples, seed %llu): top layer %lld in "
+      "%.0f%% of replicates; rank correlation median %.3f (%.0f%% above %.3f); budget shares "
+      "within +-%.1f%% at %.0f%%: %s (target +-%.0f%%)\n",
+      static_cast<long long>(profile.params.samples), static_cast<long long>(st.resamples),
+      static_cast<unsigned long long>(st.seed), static_cast<long long>(st.top_layer),
+      100 * st.top_layer_frequency, st.rank_correlation_median, 100 * (1 - (1 - st.level) / 2),
+      st.rank_correlation_low, 100 * st.max_share_deviation, 100 * st.level,
+      st.stable ? "stable" : "not stable", 100 * st.tolerance);
+}
+
+// The verification block: one summary line, then one line per disagreement.
+void PrintVerification(const method::ProfileVerification& v) {
+  std::printf(
+      "verification (%g%% of tasks run again on a second worker): %llu tasks verified, %llu "
+      "recomputed, %zu disagreement%s\n",
+      100 * v.fraction, static_cast<unsigned long long>(v.tasks_verified),
+      static_cast<unsigned long long>(v.tasks_recomputed), v.disagreements.size(),
+      v.disagreements.size() == 1 ? "" : "s");
+  for (const method::ProfileVerification::Disagreement& d : v.disagreements) {
+    std::printf("  sample %u layer %u: %s outvoted by %s (quarantined)\n", d.sample, d.layer,
+                d.outvoted_worker.c_str(), absl::StrJoin(d.agreeing_workers, ", ").c_str());
+  }
+}
+
+}  // namespace
 
 void PrintProfileTable(const method::SensitivityProfile& profile, double ratio) {
   std::vector<double> sens;
@@ -60,16 +92,8 @@ void PrintProfileTable(const method::SensitivityProfile& profile, double ratio) 
     }
     std::printf("  %s\n", std::string(bar, '#').c_str());
   }
-  if (!st) return;
-  std::printf(
-      "stability (bootstrap over %lld samples, %lld resamples, seed %llu): top layer %lld in "
-      "%.0f%% of replicates; rank correlation median %.3f (%.0f%% above %.3f); budget shares "
-      "within +-%.1f%% at %.0f%%: %s (target +-%.0f%%)\n",
-      static_cast<long long>(profile.params.samples), static_cast<long long>(st->resamples),
-      static_cast<unsigned long long>(st->seed), static_cast<long long>(st->top_layer),
-      100 * st->top_layer_frequency, st->rank_correlation_median, 100 * (1 - (1 - st->level) / 2),
-      st->rank_correlation_low, 100 * st->max_share_deviation, 100 * st->level,
-      st->stable ? "stable" : "not stable", 100 * st->tolerance);
+  if (st) PrintStability(profile, *st);
+  if (profile.verification) PrintVerification(*profile.verification);
 }
 
 Status WriteProfilePlot(const method::SensitivityProfile& profile, double ratio,

@@ -86,6 +86,11 @@ StatusOr<std::vector<v1::JobTask>> RemoteClient::ListJobTasks(const std::string&
                   &v1::ListJobTasksResponse::mutable_tasks);
 }
 
+StatusOr<std::vector<v1::WorkerStatus>> RemoteClient::ListWorkers() {
+  return AllPages(address_, stub_.get(), &v1::CalibrationService::Stub::ListWorkers,
+                  v1::ListWorkersRequest(), &v1::ListWorkersResponse::mutable_workers);
+}
+
 StatusOr<v1::Job> RemoteClient::CancelJob(const std::string& job_id) {
   grpc::ClientContext context;
   SetDeadline(context, kUnaryDeadline);

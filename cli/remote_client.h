@@ -38,6 +38,9 @@ class RemoteClient {
   [[nodiscard]] StatusOr<v1::Job> CancelJob(const std::string& job_id);
   // Every page of the job's tasks, by sample then layer.
   [[nodiscard]] StatusOr<std::vector<v1::JobTask>> ListJobTasks(const std::string& job_id);
+  // Every page of the workers the scheduler knows (connected, or remembered for a quarantine),
+  // by worker id.
+  [[nodiscard]] StatusOr<std::vector<v1::WorkerStatus>> ListWorkers();
   [[nodiscard]] StatusOr<v1::Profile> GetProfile(const std::string& model_hash, int64_t version);
   // Every page; `model_hash` empty: every model.
   [[nodiscard]] StatusOr<std::vector<v1::Profile>> ListProfiles(const std::string& model_hash);

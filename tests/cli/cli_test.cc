@@ -413,4 +413,86 @@ TEST(CliTest, AnUnusableDeviceIsAOneLineErrorNamingIt) {
   EXPECT_NE(bad.err.find("device 'gpu' is not cpu, cuda or cuda:N"), std::string::npos) << bad.err;
 }
 
+// --- The scheduler commands' checks, with no scheduler running --------------------------------
+
+// Nothing listens on loopback port 1 (binding it needs root): every call is UNAVAILABLE.
+const std::string kNoScheduler = "--scheduler 127.0.0.1:1";
+
+size_t Lines(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
+
+// --verify is checked before the model is read and before any call, so a bad value is the error
+// even with a model that does not exist and no scheduler.
+TEST(CliTest, SubmitRejectsVerifyOutsideZeroToOneNamingTheFlag) {
+  for (const char* bad : {"1.5", "-0.1", "nan", "inf"}) {
+    const CliResult r =
+        RunCli("submit " + kNoScheduler + " --model /nonexistent/model.gguf --verify=" + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << bad << ": " << r.out;
+    EXPECT_NE(r.err.find("ripplekv: error: --verify must be a fraction of the tasks in [0, 1]"),
+              std::string::npos)
+        << bad << ": " << r.err;
+    EXPECT_EQ(r.err.find("nonexistent"), std::string::npos) << bad << ": " << r.err;
+    EXPECT_EQ(Lines(r.err), 1u) << bad << ": " << r.err;
+  }
+  // In range (the bounds included) the check passes and the missing model is the error.
+  for (const char* good : {"0", "1", "0.05"}) {
+    const CliResult r =
+        RunCli("submit " + kNoScheduler + " --model /nonexistent/model.gguf --verify " + good);
+    EXPECT_EQ(r.exit_code, 2) << good << ": " << r.err;
+    EXPECT_EQ(r.err.find("--verify"), std::string::npos) << good << ": " << r.err;
+    EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << good << ": " << r.err;
+  }
+  const CliResult word =
+      RunCli("submit " + kNoScheduler + " --model /nonexistent/model.gguf --verify most");
+  EXPECT_EQ(word.exit_code, 2) << word.err;
+  EXPECT_NE(word.err.find("--verify"), std::string::npos) << word.err;
+}
+
+TEST(CliTest, WorkersWithoutASchedulerIsOneUnavailableLine) {
+  for (const char* json : {"", " --json"}) {
+    const CliResult r = RunCli("workers " + kNoScheduler + json);
+    EXPECT_EQ(r.exit_code, 3) << json << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << json << ": " << r.out;
+    EXPECT_EQ(r.err.rfind("ripplekv: error: scheduler 127.0.0.1:1: ", 0), 0u) << json << r.err;
+    EXPECT_EQ(Lines(r.err), 1u) << r.err;
+  }
+  const CliResult no_address = RunCli("workers");
+  EXPECT_EQ(no_address.exit_code, 2) << no_address.err;
+  EXPECT_NE(no_address.err.find("--scheduler"), std::string::npos) << no_address.err;
+}
+
+TEST(CliTest, UnquarantineNeedsAWorkerIdAndFailsCleanlyWithoutAScheduler) {
+  const CliResult r = RunCli("admin unquarantine " + kNoScheduler + " worker-7");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("ripplekv: error: UNAVAILABLE: scheduler 127.0.0.1:1: "), std::string::npos)
+      << r.err;
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+
+  const CliResult empty = RunCli("admin unquarantine " + kNoScheduler + " ''");
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_NE(empty.err.find("ripplekv: error: the worker id must not be empty"), std::string::npos)
+      << empty.err;
+  const CliResult missing = RunCli("admin unquarantine " + kNoScheduler);
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("worker"), std::string::npos) << missing.err;
+}
+
+// The completion script is generated from the command definitions: the new commands and the
+// new flag are in it.
+TEST(CliTest, CompletionOffersWorkersUnquarantineAndVerify) {
+  const CliResult r = RunCli("completion bash");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::regex root("\n    \"\"\\) echo \"[^\"]*\\bworkers\\b[^\"]*\" ;;");
+  EXPECT_TRUE(std::regex_search(r.out, root)) << r.out;
+  const std::regex admin("\n    \"admin\"\\) echo \"[^\"]*\\bunquarantine\\b[^\"]*\" ;;");
+  EXPECT_TRUE(std::regex_search(r.out, admin)) << r.out;
+  EXPECT_NE(r.out.find("\"submit|--verify\") echo \"\"; return 0 ;;"), std::string::npos);
+  const std::regex workers_flags("\n    \"workers\"\\) echo \"[^\"]*--scheduler[^\"]*--json");
+  const std::regex workers_flags_other("\n    \"workers\"\\) echo \"[^\"]*--json[^\"]*--scheduler");
+  EXPECT_TRUE(std::regex_search(r.out, workers_flags) ||
+              std::regex_search(r.out, workers_flags_other))
+      << r.out;
+}
+
 }  // namespace

@@ -1,0 +1,74 @@
+// The profile table of `ripplekv profile get`, `submit --wait` and `calibrate`: a profile with a
+// verification block shows its counts and every disagreement; one without shows no such line.
+
+#include "cli/profile_view.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "method/profile.h"
+
+namespace ripplekv::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Two layers, two samples, no stability block.
+method::SensitivityProfile TwoLayerProfile() {
+  method::SensitivityProfile p;
+  p.model = {.hash = "ab12",
+             .architecture = "llama",
+             .n_layers = 2,
+             .n_kv_heads = 1,
+             .head_dim = 8,
+             .d_model = 8,
+             .vocab_size = 10};
+  p.params = {.alpha = 0.1,
+              .trials = 1,
+              .samples = 2,
+              .context_len = 8,
+              .probe_len = 2,
+              .layers = {0, 1},
+              .data_source = "test"};
+  p.layers = {{.layer = 0, .mean_kl = 0.5, .count = 2, .per_sample_mean = {0.5, 0.5}},
+              {.layer = 1, .mean_kl = 1.0, .count = 2, .per_sample_mean = {1.0, 1.0}}};
+  p.created_at = "2025-01-31T12:00:00Z";
+  return p;
+}
+
+std::string Table(const method::SensitivityProfile& profile) {
+  ::testing::internal::CaptureStdout();
+  PrintProfileTable(profile, 4.0);
+  return ::testing::internal::GetCapturedStdout();
+}
+
+TEST(ProfileViewTest, VerificationBlockShowsItsCountsAndEveryDisagreement) {
+  method::SensitivityProfile p = TwoLayerProfile();
+  ASSERT_TRUE(method::ValidateProfile(p).ok());
+  EXPECT_THAT(Table(p), Not(HasSubstr("verification")));
+
+  p.verification =
+      method::ProfileVerification{.fraction = 0.05,
+                                  .tasks_verified = 3,
+                                  .tasks_recomputed = 2,
+                                  .disagreements = {{.sample = 1,
+                                                     .layer = 0,
+                                                     .outvoted_worker = "bad-host/cuda:0",
+                                                     .agreeing_workers = {"a/cpu", "b/cpu"}}}};
+  ASSERT_TRUE(method::ValidateProfile(p).ok());
+  const std::string table = Table(p);
+  EXPECT_THAT(table, HasSubstr("verification (5% of tasks run again on a second worker): 3 tasks "
+                               "verified, 2 recomputed, 1 disagreement\n"));
+  EXPECT_THAT(table, HasSubstr("  sample 1 layer 0: bad-host/cuda:0 outvoted by a/cpu, b/cpu "
+                               "(quarantined)\n"));
+
+  p.verification->fraction = 1.0;
+  p.verification->disagreements.clear();
+  EXPECT_THAT(Table(p), HasSubstr("verification (100% of tasks run again on a second worker): 3 "
+                                  "tasks verified, 2 recomputed, 0 disagreements\n"));
+}
+
+}  // namespace
+}  // namespace ripplekv::cli
