@@ -231,6 +231,7 @@ TEST(ProtoSchemaTest, ServicesHaveTheDocumentedMethodsAndStreamingShapes) {
       {"SubmitJob", false, false},    {"GetJob", false, false},       {"ListJobs", false, false},
       {"CancelJob", false, false},    {"WatchJob", false, true},      {"GetProfile", false, false},
       {"ListProfiles", false, false}, {"GetBudgetMap", false, false}, {"ListJobTasks", false, false},
+      {"ListWorkers", false, false},
   };
   const Expected worker[] = {
       {"Register", false, false}, {"Connect", true, true}, {"GetJobData", false, false}};
@@ -253,7 +254,7 @@ TEST(ProtoSchemaTest, ServicesHaveTheDocumentedMethodsAndStreamingShapes) {
   check(CalibrationFile()->FindServiceByName("CalibrationService"), calibration);
   check(WorkerFile()->FindServiceByName("WorkerService"), worker);
   check(RolloutFile()->FindServiceByName("RolloutService"), rollout);
-  const Expected admin[] = {{"CreateCheckpoint", false, false}};
+  const Expected admin[] = {{"CreateCheckpoint", false, false}, {"LiftQuarantine", false, false}};
   check(AdminFile()->FindServiceByName("AdminService"), admin);
 }
 
