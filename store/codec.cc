@@ -188,6 +188,9 @@ Status CheckSpecEncodable(const JobSpec& spec) {
   if (!std::isfinite(spec.params.alpha)) {
     return absl::InvalidArgumentError("spec.params.alpha is not finite");
   }
+  if (!(spec.verify_fraction >= 0 && spec.verify_fraction <= 1)) {
+    return absl::InvalidArgumentError("spec.verify_fraction is not in [0, 1]");
+  }
   RETURN_IF_ERROR(CheckUtf8(spec.model_path, "spec.model_path"));
   RETURN_IF_ERROR(CheckUtf8(spec.model_hash, "spec.model_hash"));
   RETURN_IF_ERROR(CheckUtf8(spec.data_path, "spec.data_path"));
@@ -224,13 +227,14 @@ Json SpecToJson(const JobSpec& spec) {
   if (p.until_stable || p.max_samples != MethodParams().max_samples) {
     params["max_samples"] = p.max_samples;
   }
+  if (spec.verify_fraction != 0) j["verify_fraction"] = spec.verify_fraction;
   return j;
 }
 
 StatusOr<JobSpec> SpecFromJson(const Reader& r) {
   RETURN_IF_ERROR(
       r.OnlyFields({"model_path", "model_hash", "data_path", "data_format", "data_strict",
-                    "data_builtin", "params", "priority", "idempotency_key"}));
+                    "data_builtin", "params", "priority", "idempotency_key", "verify_fraction"}));
   JobSpec spec;
   ASSIGN_OR_RETURN(spec.model_path, r.String("model_path"));
   ASSIGN_OR_RETURN(spec.model_hash, r.String("model_hash"));
@@ -248,6 +252,12 @@ StatusOr<JobSpec> SpecFromJson(const Reader& r) {
   ASSIGN_OR_RETURN(int64_t priority, r.I64("priority", INT32_MIN, INT32_MAX));
   spec.priority = static_cast<int32_t>(priority);
   ASSIGN_OR_RETURN(spec.idempotency_key, r.String("idempotency_key"));
+  if (r.Has("verify_fraction")) {  // absent: 0, no verification (every record from before it)
+    ASSIGN_OR_RETURN(spec.verify_fraction, r.Double("verify_fraction"));
+    if (!(spec.verify_fraction >= 0 && spec.verify_fraction <= 1)) {
+      return absl::InvalidArgumentError("verify_fraction: not in [0, 1]");
+    }
+  }
 
   ASSIGN_OR_RETURN(Reader p, r.Object("params"));
   RETURN_IF_ERROR(

@@ -76,6 +76,7 @@ class RocksStore final : public Store {
                              TimeMs deadline_ms) override;
   StatusOr<Task> ReleaseLease(const TaskKey& key, const std::string& worker_id) override;
   StatusOr<std::vector<TaskKey>> ReleaseExpiredLeases(TimeMs now_ms) override;
+  StatusOr<std::vector<TaskKey>> ReopenTasks(JobId job, std::span<const TaskKey> keys) override;
 
   StatusOr<ResultWriteOutcome> PutResults(std::span<const TrialResult> results) override;
   std::vector<StatusOr<ResultWriteOutcome>> CompleteTasks(

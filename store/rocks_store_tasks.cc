@@ -162,6 +162,42 @@ StatusOr<std::vector<TaskKey>> RocksStore::ReleaseExpiredLeases(TimeMs now_ms) {
   return released;
 }
 
+StatusOr<std::vector<TaskKey>> RocksStore::ReopenTasks(JobId job_id,
+                                                      std::span<const TaskKey> keys) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  ASSIGN_OR_RETURN(Job job, ReadJob(job_id));
+  RETURN_IF_ERROR(CheckRunning(job));
+  std::set<TaskKey> unique;
+  for (const TaskKey& key : keys) {
+    if (key.job != job_id) {
+      return absl::InvalidArgumentError(Cat(TaskName(key), " is not of job ", job_id));
+    }
+    unique.insert(key);
+  }
+  std::vector<TaskKey> reopened;
+  rocksdb::WriteBatch batch;
+  for (const TaskKey& key : unique) {
+    ASSIGN_OR_RETURN(Task task, ReadTask(key));
+    if (task.state != TaskState::kDone) continue;
+    ASSIGN_OR_RETURN(std::vector<TrialResult> results, ScanResults(TaskKeyBytes(key)));
+    for (const TrialResult& r : results) {
+      RETURN_IF_ERROR(Delete(&batch, kResults, ResultKeyBytes(r)));
+    }
+    task.state = TaskState::kPending;
+    task.completed_by.clear();
+    task.completed_by_version.clear();
+    RETURN_IF_ERROR(PutTask(&batch, task));
+    --job.tasks_done;
+    job.results_stored -= std::min<uint64_t>(job.results_stored, results.size());
+    reopened.push_back(key);
+  }
+  if (reopened.empty()) return reopened;
+  job.updated_at_ms = Now();
+  RETURN_IF_ERROR(PutJob(&batch, job));
+  RETURN_IF_ERROR(Write(&batch));
+  return reopened;
+}
+
 // ---- Results ----
 
 StatusOr<ResultWriteOutcome> RocksStore::PutResults(std::span<const TrialResult> results) {

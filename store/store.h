@@ -207,6 +207,15 @@ class Store {
   // them in canonical order. Reads the tasks of active jobs only.
   [[nodiscard]] virtual StatusOr<std::vector<TaskKey>> ReleaseExpiredLeases(TimeMs now_ms) = 0;
 
+  // Returns done tasks of a running job to pending and deletes their results, in one write
+  // (synced with sync_writes): the scheduler recomputes what a worker found faulty produced
+  // (docs/SCHEDULER.md, "Verified results"). The job's tasks_done and results_stored drop by what
+  // was removed; completed_by is cleared; attempts stay. Keys of tasks that are not done are
+  // skipped. Returns the keys reopened, in canonical order. NotFound: the job or a task;
+  // InvalidArgument: a key of another job; FailedPrecondition: the job is not running.
+  [[nodiscard]] virtual StatusOr<std::vector<TaskKey>> ReopenTasks(
+      JobId job, std::span<const TaskKey> keys) = 0;
+
   // ---- Trial results ----
 
   // Stores results of one running job as they stream in, before their task completes (a task's

@@ -73,6 +73,11 @@ struct JobSpec {
   MethodParams params;
   int32_t priority = 0;         // higher runs first
   std::string idempotency_key;  // empty = none; else a resubmission returns the existing job
+  // The fraction of the job's tasks the scheduler runs again on a second, distinct worker whose
+  // results must agree (docs/SCHEDULER.md, "Verified results"), 0..1; not a method parameter:
+  // it never changes the profile's numbers. 0 (the default here, and what records from before
+  // it decode as): nothing verified; the scheduler resolves a submitted job's default.
+  double verify_fraction = 0;
 
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 };

@@ -34,6 +34,7 @@ Job FullJob() {
                      .max_samples = 48};
   job.spec.priority = -3;
   job.spec.idempotency_key = "req-✓-17";
+  job.spec.verify_fraction = 0.25;
   job.state = JobState::kFailed;
   job.created_at_ms = 1'700'000'000'123;
   job.updated_at_ms = 1'700'000'999'999;
@@ -121,10 +122,12 @@ TEST(StoreCodecTest, JobsWithoutRoundsOrADataSeedEncodeWithoutTheNewFields) {
   job.spec.params.data_seed = 0;
   job.spec.params.until_stable = false;
   job.spec.params.max_samples = MethodParams().max_samples;
+  job.spec.verify_fraction = 0;
   job.samples_planned = job.spec.params.samples;
   StatusOr<std::string> encoded = EncodeJob(job);
   ASSERT_TRUE(encoded.ok()) << encoded.status();
-  for (const char* field : {"data_seed", "until_stable", "max_samples", "samples_planned"}) {
+  for (const char* field :
+       {"data_seed", "until_stable", "max_samples", "samples_planned", "verify_fraction"}) {
     EXPECT_EQ(encoded->find(field), std::string::npos) << field << " in " << *encoded;
   }
   StatusOr<Job> decoded = DecodeJob(job.id, *encoded);

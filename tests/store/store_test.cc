@@ -565,6 +565,40 @@ TEST_F(StoreTest, ACompletionRecordsItsWorkerAndVersionInTheTask) {
   EXPECT_EQ(unnamed.completed_by_version, "");
 }
 
+TEST_F(StoreTest, ReopenTasksDeletesTheResultsOfDoneTasksAndMakesThemPendingInOneWrite) {
+  const Job job = NewJob(1, 3, MakeSpec("ab", 2));
+  const TaskKey a{job.id, 0, 0}, b{job.id, 0, 1}, c{job.id, 0, 2};
+  Finish(a);
+  Finish(b);
+  ASSERT_TRUE(store_->LeaseTask(c, "w", now_ + 1000).ok());
+  // c is leased, not done: skipped; a named twice counts once.
+  const std::vector<TaskKey> keys = {b, a, c, a};
+  StatusOr<std::vector<TaskKey>> reopened = store_->ReopenTasks(job.id, keys);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ(*reopened, (std::vector<TaskKey>{a, b}));
+  Reopen();  // durable, and a reopened store agrees with the counters
+  const Job after = *store_->GetJob(job.id);
+  EXPECT_EQ(after.tasks_done, 0u);
+  EXPECT_EQ(after.results_stored, 0u);
+  EXPECT_EQ(*store_->CountResults(job.id), 0u);
+  for (const TaskKey& key : {a, b}) {
+    const Task t = *store_->GetTask(key);
+    EXPECT_EQ(t.state, TaskState::kPending);
+    EXPECT_EQ(t.completed_by, "");
+    EXPECT_EQ(t.attempts, 1u) << "attempts stay";
+  }
+  // Recomputed, they complete again with their results stored once.
+  Finish(a);
+  EXPECT_EQ(store_->GetJob(job.id)->tasks_done, 1u);
+  EXPECT_EQ(*store_->CountResults(job.id), 2u);
+  // Another job's key, or a job that is not running, is refused and changes nothing.
+  const std::vector<TaskKey> foreign = {{job.id + 1, 0, 0}};
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->ReopenTasks(job.id, foreign).status()));
+  const Job idle = NewJob(1, 1);
+  const std::vector<TaskKey> idle_keys = {{idle.id, 0, 0}};
+  EXPECT_TRUE(absl::IsFailedPrecondition(store_->ReopenTasks(idle.id, idle_keys).status()));
+}
+
 TEST_F(StoreTest, CompleteTaskWithAMissingTrialWritesNothing) {
   const Job job = NewJob(1, 1, MakeSpec("ab", 4));
   const TaskKey key{.job = job.id, .sample = 0, .layer = 0};
