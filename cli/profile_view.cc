@@ -51,8 +51,9 @@ void PrintStability(const method::SensitivityProfile& profile, const method::Pro
 void PrintVerification(const method::ProfileVerification& v) {
   std::printf(
       "verification (%g%% of tasks run again on a second worker): %llu tasks verified, %llu "
-      "recomputed, %zu disagreement%s\n",
+      "unverified (no second worker), %llu recomputed, %zu disagreement%s\n",
       100 * v.fraction, static_cast<unsigned long long>(v.tasks_verified),
+      static_cast<unsigned long long>(v.tasks_unverified),
       static_cast<unsigned long long>(v.tasks_recomputed), v.disagreements.size(),
       v.disagreements.size() == 1 ? "" : "s");
   for (const method::ProfileVerification::Disagreement& d : v.disagreements) {

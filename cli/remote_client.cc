@@ -196,6 +196,22 @@ method::SensitivityProfile ProfileFromProto(const v1::Profile& p) {
     st.stable = s.stable();
     out.stability = std::move(st);
   }
+  if (p.has_verification()) {
+    const v1::ProfileVerification& v = p.verification();
+    method::ProfileVerification pv{
+        .fraction = v.fraction(),
+        .tasks_verified = static_cast<uint64_t>(v.tasks_verified()),
+        .tasks_unverified = static_cast<uint64_t>(v.tasks_unverified()),
+        .tasks_recomputed = static_cast<uint64_t>(v.tasks_recomputed())};
+    for (const v1::ProfileVerification::Disagreement& d : v.disagreements()) {
+      pv.disagreements.push_back(
+          {.sample = static_cast<uint32_t>(d.sample()),
+           .layer = static_cast<uint32_t>(d.layer()),
+           .outvoted_worker = d.outvoted_worker(),
+           .agreeing_workers = {d.agreeing_workers().begin(), d.agreeing_workers().end()}});
+    }
+    out.verification = std::move(pv);
+  }
   return out;
 }
 

@@ -203,11 +203,15 @@ StatusOr<ProfileVerification::Disagreement> DisagreementFromJson(const Json& j,
 StatusOr<ProfileVerification> VerificationFromJson(const Json& j) {
   const std::string path = "verification";
   RETURN_IF_ERROR(json_fields::ExpectObject(
-      j, kWhat, path, {"fraction", "tasks_verified", "tasks_recomputed", "disagreements"}));
+      j, kWhat, path,
+      {"fraction", "tasks_verified", "tasks_unverified", "tasks_recomputed", "disagreements"}));
   ProfileVerification v;
   ASSIGN_OR_RETURN(v.fraction, GetDouble(j, path, "fraction"));
   ASSIGN_OR_RETURN(const Json* verified, Member(j, kWhat, path, "tasks_verified"));
   ASSIGN_OR_RETURN(v.tasks_verified, AsUint(*verified, kWhat, Child(path, "tasks_verified")));
+  ASSIGN_OR_RETURN(const Json* unverified, Member(j, kWhat, path, "tasks_unverified"));
+  ASSIGN_OR_RETURN(v.tasks_unverified,
+                   AsUint(*unverified, kWhat, Child(path, "tasks_unverified")));
   ASSIGN_OR_RETURN(const Json* recomputed, Member(j, kWhat, path, "tasks_recomputed"));
   ASSIGN_OR_RETURN(v.tasks_recomputed, AsUint(*recomputed, kWhat, Child(path, "tasks_recomputed")));
   ASSIGN_OR_RETURN(const Json* disagreements, GetArray(j, path, "disagreements"));
@@ -483,6 +487,7 @@ OrderedJson VerificationToJson(const ProfileVerification& v) {
   }
   return OrderedJson{{"fraction", v.fraction},
                      {"tasks_verified", v.tasks_verified},
+                     {"tasks_unverified", v.tasks_unverified},
                      {"tasks_recomputed", v.tasks_recomputed},
                      {"disagreements", std::move(disagreements)}};
 }

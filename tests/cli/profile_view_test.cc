@@ -52,6 +52,7 @@ TEST(ProfileViewTest, VerificationBlockShowsItsCountsAndEveryDisagreement) {
   p.verification =
       method::ProfileVerification{.fraction = 0.05,
                                   .tasks_verified = 3,
+                                  .tasks_unverified = 1,
                                   .tasks_recomputed = 2,
                                   .disagreements = {{.sample = 1,
                                                      .layer = 0,
@@ -60,14 +61,16 @@ TEST(ProfileViewTest, VerificationBlockShowsItsCountsAndEveryDisagreement) {
   ASSERT_TRUE(method::ValidateProfile(p).ok());
   const std::string table = Table(p);
   EXPECT_THAT(table, HasSubstr("verification (5% of tasks run again on a second worker): 3 tasks "
-                               "verified, 2 recomputed, 1 disagreement\n"));
+                               "verified, 1 unverified (no second worker), 2 recomputed, 1 "
+                               "disagreement\n"));
   EXPECT_THAT(table, HasSubstr("  sample 1 layer 0: bad-host/cuda:0 outvoted by a/cpu, b/cpu "
                                "(quarantined)\n"));
 
   p.verification->fraction = 1.0;
   p.verification->disagreements.clear();
   EXPECT_THAT(Table(p), HasSubstr("verification (100% of tasks run again on a second worker): 3 "
-                                  "tasks verified, 2 recomputed, 0 disagreements\n"));
+                                  "tasks verified, 1 unverified (no second worker), 2 recomputed, "
+                                  "0 disagreements\n"));
 }
 
 }  // namespace

@@ -286,6 +286,7 @@ SensitivityProfile VerifiedProfile() {
   p.verification =
       ProfileVerification{.fraction = 0.05,
                           .tasks_verified = 7,
+                          .tasks_unverified = 2,
                           .tasks_recomputed = 4,
                           .disagreements = {{.sample = 2,
                                              .layer = 3,
@@ -301,6 +302,7 @@ SensitivityProfile VerifiedProfile() {
 void ExpectSameVerification(const ProfileVerification& a, const ProfileVerification& b) {
   EXPECT_EQ(Bits(a.fraction), Bits(b.fraction));
   EXPECT_EQ(a.tasks_verified, b.tasks_verified);
+  EXPECT_EQ(a.tasks_unverified, b.tasks_unverified);
   EXPECT_EQ(a.tasks_recomputed, b.tasks_recomputed);
   ASSERT_EQ(a.disagreements.size(), b.disagreements.size());
   for (size_t i = 0; i < a.disagreements.size(); ++i) {
@@ -338,7 +340,7 @@ TEST(ProfileVerificationTest, WritesTheDocumentedSchemaAfterEverythingElse) {
   const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
   EXPECT_EQ(j.back(), j["verification"]);  // the last key: a profile without it is a prefix
   EXPECT_EQ(j["verification"], nlohmann::ordered_json::parse(R"({
-    "fraction": 0.05, "tasks_verified": 7, "tasks_recomputed": 4,
+    "fraction": 0.05, "tasks_verified": 7, "tasks_unverified": 2, "tasks_recomputed": 4,
     "disagreements": [
       {"sample": 2, "layer": 3, "outvoted_worker": "w-bad",
        "agreeing_workers": ["host-a/cuda:0", "host-b/cpu"]},
