@@ -1,10 +1,13 @@
 #include "scheduler/core/scheduler.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cmath>
 #include <future>
 #include <limits>
 #include <optional>
+#include <random>
 #include <type_traits>
 #include <utility>
 
@@ -161,6 +164,51 @@ std::string InvalidTaskResult(const store::TaskKey& key, uint32_t trials,
   return {};
 }
 
+namespace {
+
+// SplitMix64's finalizer: a bijection of 64-bit words whose outputs pass as independent.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::string_view DeviceClass(std::string_view numerics) {
+  return numerics.substr(0, numerics.find('/'));
+}
+
+}  // namespace
+
+bool VerificationSelected(uint64_t verify_key, const store::TaskKey& key, double fraction) {
+  if (!(fraction > 0)) return false;
+  if (fraction >= 1) return true;
+  const uint64_t h = Mix(Mix(Mix(verify_key ^ key.job) ^ key.sample) ^ key.layer);
+  // The top 53 bits as a uniform double in [0, 1).
+  return static_cast<double>(h >> 11) * 0x1.0p-53 < fraction;
+}
+
+bool ResultsAgree(std::span<const store::TrialResult> a, std::span<const store::TrialResult> b,
+                  bool same_numerics, double rel_tolerance) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i].kl;
+    const double y = b[i].kl;
+    if (a[i].trial != b[i].trial) return false;
+    if (same_numerics) {
+      if (std::bit_cast<uint64_t>(x) != std::bit_cast<uint64_t>(y)) return false;
+    } else if (!(std::abs(x - y) <= rel_tolerance * std::max(std::abs(x), std::abs(y)) + 1e-12)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+double NumericsTolerance(std::string_view a, std::string_view b) {
+  if (DeviceClass(a) == "cpu-fp32" && DeviceClass(b) == "cpu-fp32") return 1e-2;
+  return 5e-2;
+}
+
 std::string_view DataDomainOf(const store::Job& job) {
   const store::JobSpec& spec = job.spec;
   // The job record read without its data (GetJobMeta) still has data_inline_bytes.
@@ -189,6 +237,12 @@ telemetry::MetricsRegistry& RegistryOf(const SchedulerOptions& options,
   return *own;
 }
 
+// A key no worker can predict (the verification sample must not be guessable).
+uint64_t RandomKey() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device() ^ 1;
+}
+
 telemetry::Counter& JobsFinished(telemetry::MetricsRegistry& registry, const char* state) {
   return registry.GetCounter("ripplekv_scheduler_jobs_finished_total",
                              "Jobs that reached a final state since the scheduler started.",
@@ -215,14 +269,30 @@ Scheduler::Metrics::Metrics(telemetry::MetricsRegistry& r)
       jobs_cancelled(JobsFinished(r, "cancelled")),
       result_latency(r.GetHistogram("ripplekv_scheduler_task_result_latency_seconds",
                                     "From a task's lease to its results being stored, seconds.",
-                                    telemetry::LatencyBuckets())) {}
+                                    telemetry::LatencyBuckets())),
+      quarantines(r.GetCounter("ripplekv_scheduler_quarantines_total",
+                               "Workers quarantined: repeated failed attempts, or outvoted in a "
+                               "verification.")),
+      workers_quarantined(r.GetGauge("ripplekv_scheduler_workers_quarantined",
+                                     "Worker ids under quarantine now.")),
+      tasks_verified(r.GetCounter("ripplekv_scheduler_tasks_verified_total",
+                                  "Tasks whose results two distinct workers agreed on.")),
+      verification_disagreements(
+          r.GetCounter("ripplekv_scheduler_verification_disagreements_total",
+                       "Verification runs outvoted by two agreeing workers.")),
+      tasks_recomputed(r.GetCounter("ripplekv_scheduler_tasks_recomputed_total",
+                                    "Done tasks reopened because their worker was outvoted.")),
+      tasks_unverified(r.GetCounter("ripplekv_scheduler_tasks_unverified_total",
+                                    "Tasks selected for verification that completed unverified: "
+                                    "no second worker registered within the verify wait.")) {}
 
 Scheduler::Scheduler(store::Store* store, SchedulerOptions options, Clock clock)
     : store_(store),
       options_(std::move(options)),
       clock_(std::move(clock)),
       committer_(store),
-      metrics_(RegistryOf(options_, own_metrics_)) {}
+      metrics_(RegistryOf(options_, own_metrics_)),
+      verify_key_(options_.faults.verify_key != 0 ? options_.faults.verify_key : RandomKey()) {}
 
 void Scheduler::NoteEnded(EndedJob ended) {
   switch (ended.state) {
@@ -290,7 +360,15 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
         absl::StrCat("job spec field model.n_layers: ", n_layers, ", but workers holding model ",
                      request.spec.model_hash, " report ", known->second.n_layers, " layers"));
   }
-  RETURN_IF_ERROR(ValidateJobSpec(request.spec, n_layers));
+  const double verify =
+      request.verify_fraction.value_or(options_.faults.default_verify_fraction);
+  if (!(verify >= 0 && verify <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job spec field verify: ", verify, " is not in [0, 1]"));
+  }
+  store::JobSpec spec = request.spec;
+  spec.verify_fraction = verify;
+  RETURN_IF_ERROR(ValidateJobSpec(spec, n_layers));
   const uint64_t n_layers_used = request.spec.params.layers.empty()
                                      ? static_cast<uint64_t>(n_layers)
                                      : request.spec.params.layers.size();
@@ -310,10 +388,10 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
                      " layers x ", request.spec.params.trials, " trials exceeds the limit of ",
                      options_.max_trials_per_job, " trials per job"));
   }
-  const std::vector<store::PlannedTask> tasks = PlanTasks(request.spec, n_layers);
+  const std::vector<store::PlannedTask> tasks = PlanTasks(spec, n_layers);
   // The store decides `created` in the write that creates the job (its writes are serialized),
   // so no separate lookup of the idempotency key can race another submit.
-  ASSIGN_OR_RETURN(store::CreateJobOutcome outcome, store_->CreateJob(request.spec, tasks));
+  ASSIGN_OR_RETURN(store::CreateJobOutcome outcome, store_->CreateJob(spec, tasks));
   active_jobs_.reset();
   Changed();
   if (outcome.created) {
@@ -345,16 +423,43 @@ Status Scheduler::RegisterWorker(const WorkerRegistration& registration) {
                      " that differs from the one recorded: ",
                      ModelDifferences(registration.model, known->second)));
   }
-  if (workers_.contains(registration.worker_id)) {
-    RETURN_IF_ERROR(DropWorker(registration.worker_id,
-                               absl::StrCat("worker ", registration.worker_id, " restarted")));
+  const std::string& id = registration.worker_id;
+  const int64_t now = clock_();
+  if (Quarantined(id, now)) {
+    const WorkerHealth& h = health_.at(id);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", id, " is quarantined until ",
+        method::FormatIso8601Utc(
+            std::chrono::system_clock::time_point(std::chrono::milliseconds(h.quarantined_until))),
+        ": ", h.quarantine_reason, " (an admin lifts it with `ripplekv admin unquarantine ", id,
+        "`)"));
   }
-  evicted_.erase(registration.worker_id);
-  WorkerState& w = workers_[registration.worker_id];
+  if (auto held = workers_.find(id); held != workers_.end()) {
+    const WorkerState& old = held->second;
+    const bool same_process = !registration.instance.empty() && old.instance == registration.instance;
+    if (!registration.replace && !same_process &&
+        now - old.last_seen_ms < options_.faults.live_session_ms) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "worker id ", id, " is held by a live session (host ", old.host.empty() ? "?" : old.host,
+          ", ", old.version.empty() ? "version not reported" : old.version, ", device ",
+          old.device.empty() ? "?" : old.device, ", registered ", (now - old.registered_ms) / 1000,
+          " s ago, last heard ", (now - old.last_seen_ms) / 1000,
+          " s ago); give each worker its own --id (the default is unique per process), or pass "
+          "--replace to take it over"));
+    }
+    RETURN_IF_ERROR(DropWorker(id, absl::StrCat("worker ", id, " restarted")));
+  }
+  evicted_.erase(id);
+  WorkerState& w = workers_[id];
   w.model = registration.model;
   w.capacity = registration.capacity;
   w.version = registration.version;
-  w.last_seen_ms = clock_();
+  w.host = registration.host;
+  w.device = registration.device;
+  w.numerics = registration.numerics;
+  w.instance = registration.instance;
+  w.registered_ms = now;
+  w.last_seen_ms = now;
   // Durable once recorded, so that a job left complete by a crash can be profiled before any
   // worker of its model registers again.
   RETURN_IF_ERROR(RecordModel(hash));
@@ -476,13 +581,16 @@ Status Scheduler::DropWorker(const std::string& worker_id, const std::string& wh
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return absl::OkStatus();
   const std::map<store::TaskKey, Lease> leased = std::move(it->second.leased);
+  if (auto h = health_.find(worker_id); h != health_.end()) h->second.last_seen_ms = clock_();
   workers_.erase(it);
   for (const auto& [key, lease] : leased) {
     StatusOr<store::Task> t = store_->ReleaseLease(key, worker_id);
     if (t.ok()) {
       MarkPending(key);
       Changed();
-      RETURN_IF_ERROR(CountFailure(key, absl::StrCat(why, " holding it")));
+      // Not the worker's fault as far as anyone knows (a crash, a restart): the task's only.
+      RETURN_IF_ERROR(CountFailure(key, worker_id, absl::StrCat(why, " holding it"),
+                                   /*charge=*/false));
     } else if (!LeaseGone(t.status())) {
       return t.status();
     }
@@ -516,19 +624,79 @@ Status Scheduler::Release(const std::string& worker_id, WorkerState& worker,
   return absl::OkStatus();
 }
 
-Status Scheduler::CountFailure(const store::TaskKey& key, const std::string& why) {
-  FailureCount& count = failures_[key];
-  ++count.failures;
+Status Scheduler::CountFailure(const store::TaskKey& key, const std::string& worker_id,
+                               const std::string& why, bool charge) {
+  TaskFailures& count = failures_[key];
+  count.failed_at[worker_id] = clock_();
   count.last_reason = why;
-  if (count.failures < options_.max_attempts) {
+  if (charge) RETURN_IF_ERROR(ChargeWorker(worker_id, why));
+  const size_t workers = count.failed_at.size();
+  if (workers < options_.max_attempts) {
     metrics_.tasks_retried.Add();
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(key.job));
   if (store::IsTerminal(job.state)) return absl::OkStatus();
   return EndJob(key.job, store::JobState::kFailed,
-                absl::StrCat(TaskName(key), " failed ", count.failures, " attempts; last: ", why),
+                absl::StrCat(TaskName(key), " failed ", workers,
+                             " attempts on distinct workers; last: ", why),
                 job.spec.model_hash);
+}
+
+bool Scheduler::Quarantined(const std::string& worker_id, int64_t now) const {
+  auto it = health_.find(worker_id);
+  return it != health_.end() && it->second.quarantined_until > now;
+}
+
+Status Scheduler::ChargeWorker(const std::string& worker_id, const std::string& why) {
+  const int64_t now = clock_();
+  WorkerHealth& h = health_[worker_id];
+  if (auto w = workers_.find(worker_id); w != workers_.end()) {
+    h.model_hash = w->second.model.hash;
+    h.last_seen_ms = w->second.last_seen_ms;
+  }
+  std::erase_if(h.failures,
+                [&](int64_t t) { return now - t >= options_.faults.quarantine_window_ms; });
+  h.failures.push_back(now);
+  if (h.failures.size() < options_.faults.quarantine_failures || Quarantined(worker_id, now)) {
+    return absl::OkStatus();
+  }
+  return Quarantine(worker_id,
+                    absl::StrCat(h.failures.size(), " failed attempts within ",
+                                 options_.faults.quarantine_window_ms / 1000, " s; last: ", why));
+}
+
+Status Scheduler::Quarantine(const std::string& worker_id, const std::string& why) {
+  const int64_t now = clock_();
+  WorkerHealth& h = health_[worker_id];
+  if (auto w = workers_.find(worker_id); w != workers_.end()) {
+    h.model_hash = w->second.model.hash;
+    h.last_seen_ms = w->second.last_seen_ms;
+  }
+  const bool was = h.quarantined_until > now;
+  h.quarantined_until = now + options_.faults.quarantine_ms;
+  h.quarantine_reason = why;
+  h.failures.clear();
+  if (!was) {
+    metrics_.quarantines.Add();
+    metrics_.workers_quarantined.Add(1);
+  }
+  quarantines_.push_back(
+      {.worker_id = worker_id, .reason = why, .until_ms = h.quarantined_until});
+  any_quarantined_.store(true, std::memory_order_release);
+  // Its held runs are suspect: their tasks need runs by others.
+  for (auto v = verifying_.begin(); v != verifying_.end();) {
+    std::erase_if(v->second.runs, [&](const VerifyRun& r) { return r.worker_id == worker_id; });
+    v = v->second.runs.empty() ? verifying_.erase(v) : std::next(v);
+  }
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return absl::OkStatus();
+  WorkerState& w = it->second;
+  std::vector<store::TaskKey> leased;
+  for (const auto& [key, lease] : w.leased) leased.push_back(key);
+  for (const store::TaskKey& key : leased) RETURN_IF_ERROR(Release(worker_id, w, key));
+  Changed();
+  return absl::OkStatus();
 }
 
 Status Scheduler::EndJob(store::JobId id, store::JobState state, const std::string& why,
@@ -556,6 +724,10 @@ void Scheduler::ForgetJob(store::JobId id) {
   // The store released the job's leases with its state change.
   completing_.erase(completing_.lower_bound(store::TaskKey{id, 0, 0}),
                     completing_.lower_bound(store::TaskKey{id + 1, 0, 0}));
+  verifying_.erase(verifying_.lower_bound(store::TaskKey{id, 0, 0}),
+                   verifying_.lower_bound(store::TaskKey{id + 1, 0, 0}));
+  verification_.erase(id);
+  stalled_since_.erase(id);
 }
 
 void Scheduler::Changed() {
@@ -600,26 +772,77 @@ void Scheduler::MarkPending(const store::TaskKey& key) {
   if (it != pending_.end()) it->second.insert(key);
 }
 
+bool Scheduler::OtherEligible(const std::string& worker_id, const std::string& hash,
+                              const store::TaskKey& key) const {
+  const int64_t now = clock_();
+  auto failed = failures_.find(key);
+  auto held = verifying_.find(key);
+  for (const auto& [id, w] : workers_) {
+    if (id == worker_id || w.model.hash != hash || w.refused_jobs.contains(key.job) ||
+        Quarantined(id, now)) {
+      continue;
+    }
+    if (failed != failures_.end() && failed->second.failed_at.contains(id)) continue;
+    if (held != verifying_.end() &&
+        std::any_of(held->second.runs.begin(), held->second.runs.end(),
+                    [&](const VerifyRun& r) { return r.worker_id == id; })) {
+      continue;
+    }
+    return true;
+  }
+  return false;
+}
+
+bool Scheduler::MayLease(const std::string& worker_id, const WorkerState& worker,
+                         const store::TaskKey& key, int64_t now) const {
+  // A verification needs runs by distinct workers: never the same worker twice.
+  if (auto held = verifying_.find(key); held != verifying_.end()) {
+    for (const VerifyRun& r : held->second.runs) {
+      if (r.worker_id == worker_id) return false;
+    }
+  }
+  auto failed = failures_.find(key);
+  if (failed == failures_.end()) return true;
+  auto at = failed->second.failed_at.find(worker_id);
+  if (at == failed->second.failed_at.end()) return true;
+  // It failed here: back to this worker only after the grace, and only when nobody else can.
+  return now - at->second >= options_.faults.exclusion_grace_ms &&
+         !OtherEligible(worker_id, worker.model.hash, key);
+}
+
 std::optional<store::TaskKey> Scheduler::Choose(const std::string& worker_id,
                                                 const WorkerState& worker, store::JobId job,
-                                                const PendingSet& pending) const {
-  // The lowest pending task of sample `s`, if any.
-  auto of_sample = [&](uint32_t s) -> std::optional<store::TaskKey> {
-    auto it = pending.lower_bound(store::TaskKey{job, s, 0});
-    if (it != pending.end() && it->sample == s) return *it;
+                                                const PendingSet& pending, int64_t now) const {
+  // Most tasks were never failed nor held: only those need the eligibility check.
+  const bool check = !failures_.empty() || !verifying_.empty();
+  auto ok = [&](const store::TaskKey& key) {
+    return !check || MayLease(worker_id, worker, key, now);
+  };
+  // The first eligible task at or after `it` within sample `s`, if any.
+  auto first_of = [&](PendingSet::const_iterator it, uint32_t s) -> std::optional<store::TaskKey> {
+    for (; it != pending.end() && it->sample == s; ++it) {
+      if (ok(*it)) return *it;
+    }
     return std::nullopt;
   };
-  // The lowest pending task whose sample satisfies `pred`, visiting each sample once.
+  // The lowest eligible pending task of sample `s`, if any.
+  auto of_sample = [&](uint32_t s) -> std::optional<store::TaskKey> {
+    return first_of(pending.lower_bound(store::TaskKey{job, s, 0}), s);
+  };
+  // The lowest eligible pending task whose sample satisfies `pred`, visiting each sample once.
   auto first_pending = [&](auto&& pred) -> std::optional<store::TaskKey> {
     for (auto it = pending.begin(); it != pending.end();) {
-      if (pred(it->sample)) return *it;
+      if (pred(it->sample)) {
+        if (auto k = first_of(it, it->sample)) return k;
+      }
       if (it->sample == UINT32_MAX) break;
       it = pending.lower_bound(store::TaskKey{job, it->sample + 1, 0});
     }
     return std::nullopt;
   };
+  auto any = [](uint32_t) { return true; };
   if (pending.empty()) return std::nullopt;
-  if (!options_.prefill_affinity) return *pending.begin();
+  if (!options_.prefill_affinity) return first_pending(any);
 
   std::optional<uint32_t> last;
   if (auto it = worker.last_sample.find(job); it != worker.last_sample.end()) last = it->second;
@@ -650,7 +873,7 @@ std::optional<store::TaskKey> Scheduler::Choose(const std::string& worker_id,
   }
   if (auto k = first_pending([&](uint32_t s) { return !claimed.contains(s); })) return k;
   // 4. Anything left (tail of the job: help another worker's sample).
-  return *pending.begin();
+  return first_pending(any);
 }
 
 StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worker_id) {
@@ -659,6 +882,8 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   if (it == workers_.end()) return UnknownWorker(worker_id);
   WorkerState& w = it->second;
   if (w.leased.size() >= w.capacity) return std::optional<Assignment>();
+  const int64_t now = clock_();
+  if (Quarantined(worker_id, now)) return std::optional<Assignment>();
   if (!active_jobs_) {
     ASSIGN_OR_RETURN(active_jobs_, store_->ListJobs({.active_only = true}));
   }
@@ -669,9 +894,8 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
       if (!JobRef(job).Admits(w.model)) continue;
     }
     ASSIGN_OR_RETURN(PendingSet * pending, Pending(job.id));
-    std::optional<store::TaskKey> key = Choose(worker_id, w, job.id, *pending);
+    std::optional<store::TaskKey> key = Choose(worker_id, w, job.id, *pending, now);
     if (!key) continue;
-    const int64_t now = clock_();
     const int64_t task_deadline = TaskDeadline(job.spec, w.model, now);
     const int64_t deadline = std::min(now + options_.lease_duration_ms, task_deadline);
     ASSIGN_OR_RETURN(store::Task leased, store_->LeaseTask(*key, worker_id, deadline));
@@ -699,8 +923,10 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   return std::optional<Assignment>();
 }
 
-Status Scheduler::SubmitTaskResults(const std::string& worker_id, const LeaseId& lease,
-                                    std::vector<store::TrialResult> results, CompletionDone done) {
+StatusOr<Submitted> Scheduler::SubmitTaskResults(const std::string& worker_id,
+                                                 const LeaseId& lease,
+                                                 std::vector<store::TrialResult> results,
+                                                 CompletionDone done) {
   const store::TaskKey key = lease.key;
   std::string worker_version;
   {
@@ -724,37 +950,183 @@ Status Scheduler::SubmitTaskResults(const std::string& worker_id, const LeaseId&
       const std::string why = absl::StrCat("worker ", worker_id, " sent invalid results for ",
                                            TaskName(key), ": ", invalid);
       RETURN_IF_ERROR(Release(worker_id, *worker, key));
-      RETURN_IF_ERROR(CountFailure(key, why));
+      RETURN_IF_ERROR(CountFailure(key, worker_id, why, /*charge=*/true));
       return absl::InvalidArgumentError(why);
+    }
+    ++worker->tasks_completed;
+    if (VerificationSelected(verify_key_, key, VerifyFraction(key.job))) {
+      ASSIGN_OR_RETURN(std::optional<std::vector<store::TrialResult>> agreed,
+                       Verify(worker_id, *worker, key, std::move(results)));
+      if (!agreed) return Submitted::kAwaitingVerification;
+      results = *std::move(agreed);
     }
     // The worker's slot is free now. Until the write lands the lease is `completing_`: should
     // the write fail, it expires from there like any other.
-    completing_.insert_or_assign(key, Completing{.worker_id = worker_id, .lease = held->second});
-    worker->leased.erase(held);
+    const auto still = worker->leased.find(key);
+    completing_.insert_or_assign(key, Completing{.worker_id = worker_id, .lease = still->second});
+    worker->leased.erase(still);
     Changed();
   }
   committer_.Submit(
       key, std::move(results), {.id = worker_id, .version = std::move(worker_version)},
-      [this, key, attempt = lease.attempt,
+      [this, key, attempt = lease.attempt, worker_id,
        done = std::move(done)](StatusOr<store::ResultWriteOutcome> written) {
-        done(written.ok() ? AfterCompletion(key, attempt, *written) : written.status());
+        done(written.ok() ? AfterCompletion(key, attempt, worker_id, *written) : written.status());
       });
+  return Submitted::kCommitting;
+}
+
+double Scheduler::VerifyFraction(store::JobId job) {
+  const store::Job* active = ActiveJob(job);
+  return active == nullptr ? 0.0 : active->spec.verify_fraction;
+}
+
+const store::Job* Scheduler::ActiveJob(store::JobId id) {
+  if (!active_jobs_) {
+    StatusOr<std::vector<store::Job>> jobs = store_->ListJobs({.active_only = true});
+    if (!jobs.ok()) return nullptr;
+    active_jobs_ = *std::move(jobs);
+  }
+  for (const store::Job& job : *active_jobs_) {
+    if (job.id == id) return &job;
+  }
+  return nullptr;
+}
+
+StatusOr<std::optional<std::vector<store::TrialResult>>> Scheduler::Verify(
+    const std::string& worker_id, WorkerState& worker, const store::TaskKey& key,
+    std::vector<store::TrialResult> results) {
+  const int64_t now = clock_();
+  std::sort(results.begin(), results.end(),
+            [](const store::TrialResult& a, const store::TrialResult& b) { return a.trial < b.trial; });
+  Verification& v = verifying_[key];
+  if (v.runs.empty()) v.first_ms = now;
+  v.runs.push_back({.worker_id = worker_id, .numerics = worker.numerics, .results = results});
+  // Bitwise only for one CPU build: GPUs of one build but another model may round differently.
+  auto agree = [](const VerifyRun& a, const VerifyRun& b) {
+    const bool same_build = a.numerics == b.numerics && DeviceClass(a.numerics) == "cpu-fp32";
+    return ResultsAgree(a.results, b.results, same_build,
+                        NumericsTolerance(a.numerics, b.numerics));
+  };
+  const VerifyRun& run = v.runs.back();
+  const auto peer = std::find_if(v.runs.begin(), v.runs.end() - 1,
+                                 [&](const VerifyRun& r) { return agree(r, run); });
+  JobVerification& record = verification_[key.job];
+  if (peer != v.runs.end() - 1) {
+    // Two distinct workers agree: the task completes with this run; the others are outvoted.
+    const std::vector<std::string> agreeing = {peer->worker_id, worker_id};
+    std::vector<std::string> outvoted;
+    for (auto r = v.runs.begin(); r != v.runs.end() - 1; ++r) {
+      if (!agree(*r, run)) outvoted.push_back(r->worker_id);
+    }
+    verifying_.erase(key);
+    ++record.verified;
+    metrics_.tasks_verified.Add();
+    for (const std::string& bad : outvoted) {
+      record.disagreements.push_back({.sample = key.sample,
+                                      .layer = key.layer,
+                                      .outvoted_worker = bad,
+                                      .agreeing_workers = agreeing});
+      record.outvoted.insert(bad);
+      metrics_.verification_disagreements.Add();
+      RETURN_IF_ERROR(Quarantine(
+          bad, absl::StrCat("outvoted on ", TaskName(key), ": its results differ from those of "
+                            "workers ", agreeing[0], " and ", agreeing[1], ", which agree")));
+      RETURN_IF_ERROR(Recompute(key.job, bad));
+    }
+    return std::optional<std::vector<store::TrialResult>>(std::move(results));
+  }
+  if (v.runs.size() >= options_.max_attempts) {
+    std::vector<std::string> ids;
+    for (const VerifyRun& r : v.runs) ids.push_back(r.worker_id);
+    ASSIGN_OR_RETURN(store::Job job, store_->GetJobMeta(key.job));
+    RETURN_IF_ERROR(EndJob(key.job, store::JobState::kFailed,
+                           absl::StrCat("no two of ", ids.size(), " workers agree on ",
+                                        TaskName(key), " (", absl::StrJoin(ids, ", "),
+                                        "): their builds or devices differ beyond the tolerance, "
+                                        "or more than one is faulty"),
+                           job.spec.model_hash));
+    return std::optional<std::vector<store::TrialResult>>();
+  }
+  if (v.runs.size() == 1 && now - v.first_ms >= options_.faults.verify_wait_ms &&
+      !OtherEligible(worker_id, worker.model.hash, key)) {
+    // Nobody can verify it now and the wait is zero: it completes unverified.
+    verifying_.erase(key);
+    ++record.unverified;
+    metrics_.tasks_unverified.Add();
+    return std::optional<std::vector<store::TrialResult>>(std::move(results));
+  }
+  // Held: the task goes back to pending for a distinct worker.
+  RETURN_IF_ERROR(Release(worker_id, worker, key));
+  return std::optional<std::vector<store::TrialResult>>();
+}
+
+Status Scheduler::Recompute(store::JobId job, const std::string& worker_id) {
+  ASSIGN_OR_RETURN(std::vector<store::Task> tasks, store_->ListTasks(job));
+  std::vector<store::TaskKey> keys;
+  for (const store::Task& t : tasks) {
+    if (t.state == store::TaskState::kDone && t.completed_by == worker_id) keys.push_back(t.key);
+  }
+  if (keys.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<store::TaskKey> reopened, store_->ReopenTasks(job, keys));
+  for (const store::TaskKey& key : reopened) MarkPending(key);
+  verification_[job].recomputed += reopened.size();
+  metrics_.tasks_recomputed.Add(static_cast<double>(reopened.size()));
+  active_jobs_.reset();  // the job records' counters changed
+  Changed();
   return absl::OkStatus();
+}
+
+void Scheduler::CommitHeld(const store::TaskKey& key, const VerifyRun& run) {
+  if (auto p = pending_.find(key.job); p != pending_.end()) p->second.erase(key);
+  std::string version;
+  if (auto w = workers_.find(run.worker_id); w != workers_.end()) version = w->second.version;
+  committer_.Submit(key, run.results, {.id = run.worker_id, .version = std::move(version)},
+                    [this, key, worker_id = run.worker_id](
+                        StatusOr<store::ResultWriteOutcome> written) {
+                      // Nobody waits for it: a failed write leaves the task pending, and it runs
+                      // again.
+                      if (written.ok()) {
+                        AfterCompletion(key, /*attempt=*/0, worker_id, *written).IgnoreError();
+                      } else {
+                        std::lock_guard lock(mu_);
+                        MarkPending(key);
+                        Changed();
+                      }
+                    });
 }
 
 StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(const std::string& worker_id,
                                                      const LeaseId& lease,
                                                      std::span<const store::TrialResult> results) {
   std::promise<StatusOr<TaskResultsOutcome>> outcome;
-  RETURN_IF_ERROR(SubmitTaskResults(
-      worker_id, lease, {results.begin(), results.end()},
-      [&outcome](StatusOr<TaskResultsOutcome> o) { outcome.set_value(std::move(o)); }));
+  ASSIGN_OR_RETURN(
+      Submitted submitted,
+      SubmitTaskResults(
+          worker_id, lease, {results.begin(), results.end()},
+          [&outcome](StatusOr<TaskResultsOutcome> o) { outcome.set_value(std::move(o)); }));
+  if (submitted == Submitted::kAwaitingVerification) return TaskResultsOutcome{};
   return outcome.get_future().get();
 }
 
 StatusOr<TaskResultsOutcome> Scheduler::AfterCompletion(const store::TaskKey& key, uint32_t attempt,
+                                                        const std::string& worker_id,
                                                         const store::ResultWriteOutcome& written) {
   std::lock_guard lock(mu_);
+  // Outvoted while its write was queued: what it completed is redone like the rest of its work.
+  if (written.task_completed) {
+    if (auto record = verification_.find(key.job);
+        record != verification_.end() && record->second.outvoted.contains(worker_id)) {
+      const store::TaskKey keys[] = {key};
+      ASSIGN_OR_RETURN(std::vector<store::TaskKey> reopened, store_->ReopenTasks(key.job, keys));
+      for (const store::TaskKey& k : reopened) MarkPending(k);
+      record->second.recomputed += reopened.size();
+      metrics_.tasks_recomputed.Add(static_cast<double>(reopened.size()));
+      completing_.erase(key);
+      Changed();
+      return TaskResultsOutcome{.stored = written.stored};
+    }
+  }
   // The write cleared the lease (or found the task done already).
   int64_t leased_ms = -1;
   if (auto c = completing_.find(key);
@@ -798,7 +1170,7 @@ Status Scheduler::FailAttempt(const std::string& worker_id, const LeaseId& lease
   std::lock_guard lock(mu_);
   ASSIGN_OR_RETURN(WorkerState * worker, HeldLease(worker_id, lease));
   RETURN_IF_ERROR(Release(worker_id, *worker, lease.key));
-  return CountFailure(lease.key, why);
+  return CountFailure(lease.key, worker_id, why, /*charge=*/true);
 }
 
 StatusOr<Scheduler::Finished> Scheduler::FinishJob(const store::Job& job) {
@@ -832,6 +1204,16 @@ StatusOr<Scheduler::Finished> Scheduler::FinishJob(const store::Job& job) {
       model->second, params, trials,
       method::FormatIso8601Utc(
           std::chrono::system_clock::time_point(std::chrono::milliseconds(clock_()))));
+  if (profile.ok() && job.spec.verify_fraction > 0) {
+    method::ProfileVerification verified{.fraction = job.spec.verify_fraction};
+    if (auto v = verification_.find(job.id); v != verification_.end()) {
+      verified.tasks_verified = v->second.verified;
+      verified.tasks_unverified = v->second.unverified;
+      verified.tasks_recomputed = v->second.recomputed;
+      verified.disagreements = v->second.disagreements;
+    }
+    profile->verification = std::move(verified);
+  }
   if (profile.ok() && p.until_stable) {
     // worker::CalibrateUntilStable's criterion, with the same (default) options.
     StatusOr<method::ProfileStability> stability = method::ComputeStability(*profile);
@@ -1017,11 +1399,120 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
                                      .lease = {.key = e.key, .attempt = e.lease.attempt},
                                      .reason = why});
     }
-    RETURN_IF_ERROR(CountFailure(e.key, why));
+    // A completion whose write was slow is the store's doing, not the worker's.
+    RETURN_IF_ERROR(CountFailure(e.key, e.worker_id, why, /*charge=*/!e.completing));
   }
   std::sort(outcome.released.begin(), outcome.released.end());
+  RETURN_IF_ERROR(TickFaults(now));
   RETURN_IF_ERROR(FinishReadyJobs(outcome));
   return outcome;
+}
+
+Status Scheduler::TickFaults(int64_t now) {
+  for (auto it = health_.begin(); it != health_.end();) {
+    WorkerHealth& h = it->second;
+    if (h.quarantined_until != 0 && h.quarantined_until <= now) {
+      h.quarantined_until = 0;
+      h.quarantine_reason.clear();
+      metrics_.workers_quarantined.Add(-1);
+      Changed();
+    }
+    std::erase_if(h.failures,
+                  [&](int64_t t) { return now - t >= options_.faults.quarantine_window_ms; });
+    const bool idle = h.quarantined_until == 0 && h.failures.empty();
+    it = idle ? health_.erase(it) : std::next(it);
+  }
+  // Held first runs that nobody could verify within the wait complete unverified.
+  std::vector<store::TaskKey> lonely;
+  for (const auto& [key, v] : verifying_) {
+    if (v.runs.size() != 1 || now - v.first_ms < options_.faults.verify_wait_ms) continue;
+    const store::Job* job = ActiveJob(key.job);
+    auto pending = pending_.find(key.job);
+    if (job == nullptr || pending == pending_.end() || !pending->second.contains(key)) continue;
+    if (!OtherEligible(v.runs.front().worker_id, job->spec.model_hash, key)) lonely.push_back(key);
+  }
+  for (const store::TaskKey& key : lonely) {
+    VerifyRun run = std::move(verifying_.at(key).runs.front());
+    verifying_.erase(key);
+    ++verification_[key.job].unverified;
+    metrics_.tasks_unverified.Add();
+    CommitHeld(key, run);
+  }
+  if (options_.faults.job_wait_ms <= 0) return absl::OkStatus();
+  if (!active_jobs_) {
+    ASSIGN_OR_RETURN(active_jobs_, store_->ListJobs({.active_only = true}));
+  }
+  std::vector<std::pair<store::Job, std::string>> stalled;
+  for (const store::Job& job : *active_jobs_) {
+    const Waiting waiting = WaitingReason(job);
+    if (!waiting.fault) {
+      stalled_since_.erase(job.id);
+      continue;
+    }
+    const int64_t since = stalled_since_.try_emplace(job.id, now).first->second;
+    if (now - since > options_.faults.job_wait_ms) stalled.push_back({job, waiting.reason});
+  }
+  for (const auto& [job, reason] : stalled) {
+    RETURN_IF_ERROR(EndJob(job.id, store::JobState::kFailed,
+                           absl::StrCat("no progress for ", options_.faults.job_wait_ms / 1000,
+                                        " s: ", reason),
+                           job.spec.model_hash));
+  }
+  return absl::OkStatus();
+}
+
+Scheduler::Waiting Scheduler::WaitingReason(const store::Job& job) const {
+  auto pending = pending_.find(job.id);
+  if (pending == pending_.end() || pending->second.empty()) return {};
+  const int64_t now = clock_();
+  const std::string& hash = job.spec.model_hash;
+  std::vector<const std::pair<const std::string, WorkerState>*> healthy;
+  for (const auto& entry : workers_) {
+    const auto& [id, w] = entry;
+    if (w.model.hash == hash && !w.refused_jobs.contains(job.id) && !Quarantined(id, now)) {
+      healthy.push_back(&entry);
+    }
+  }
+  if (healthy.empty()) {
+    std::vector<std::string> quarantined;
+    for (const auto& [id, h] : health_) {
+      if (h.model_hash == hash && h.quarantined_until > now) quarantined.push_back(id);
+    }
+    if (quarantined.empty()) {
+      return {.reason = absl::StrCat("no worker of model ", hash, " is registered")};
+    }
+    return {.reason = absl::StrCat("no healthy worker of model ", hash, " is registered; ",
+                                   quarantined.size(), " quarantined: ",
+                                   absl::StrJoin(quarantined, ", ")),
+            .fault = true};
+  }
+  // Progressing while some pending task is not a held run (held runs are few: look at each).
+  size_t held = 0;
+  const Verification* disputed = nullptr;
+  store::TaskKey disputed_key;
+  for (const store::TaskKey& key : pending->second) {
+    auto v = verifying_.find(key);
+    if (v == verifying_.end()) return {};
+    for (const auto* entry : healthy) {
+      if (MayLease(entry->first, entry->second, key, now)) return {};
+    }
+    ++held;
+    if (v->second.runs.size() >= 2 && disputed == nullptr) {
+      disputed = &v->second;
+      disputed_key = key;
+    }
+  }
+  if (disputed != nullptr) {
+    std::vector<std::string> ids;
+    for (const VerifyRun& r : disputed->runs) ids.push_back(r.worker_id);
+    return {.reason = absl::StrCat("workers ", absl::StrJoin(ids, " and "), " disagree on ",
+                                   TaskName(disputed_key), "; waiting for another worker of model ",
+                                   hash, " to decide"),
+            .fault = true};
+  }
+  return {.reason = absl::StrCat(held, " tasks await verification by a second worker (without "
+                                       "one they complete unverified after ",
+                                 options_.faults.verify_wait_ms / 1000, " s)")};
 }
 
 StatusOr<CancelOutcome> Scheduler::CancelJob(store::JobId id, const std::string& reason) {
@@ -1070,6 +1561,13 @@ StatusOr<JobProgress> Scheduler::Progress(store::JobId id) {
     // Leased = neither done nor pending: the index answers without a scan.
     ASSIGN_OR_RETURN(PendingSet * pending, Pending(id));
     progress.tasks_leased = progress.job.tasks_total - progress.job.tasks_done - pending->size();
+  }
+  if (!store::IsTerminal(progress.job.state)) {
+    progress.waiting_reason = WaitingReason(progress.job).reason;
+  }
+  if (auto v = verification_.find(id); v != verification_.end()) {
+    progress.tasks_verified = v->second.verified;
+    progress.disagreements = static_cast<uint32_t>(v->second.disagreements.size());
   }
   auto it = rates_.find(id);
   if (it != rates_.end() && it->second.last_ms > it->second.first_ms &&
@@ -1186,6 +1684,68 @@ std::vector<std::string> Scheduler::Workers() const {
   std::vector<std::string> ids;
   for (const auto& [id, w] : workers_) ids.push_back(id);
   return ids;
+}
+
+StatusOr<WorkerPage> Scheduler::ListWorkers(const PageRequest& page) const {
+  RETURN_IF_ERROR(Page(page, 0).status());
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_();
+  std::map<std::string, WorkerInfo> all;
+  for (const auto& [id, w] : workers_) {
+    all[id] = WorkerInfo{.worker_id = id,
+                         .connected = true,
+                         .model_hash = w.model.hash,
+                         .version = w.version,
+                         .device = w.device,
+                         .numerics = w.numerics,
+                         .capacity = w.capacity,
+                         .leases = static_cast<uint32_t>(w.leased.size()),
+                         .last_seen_ms = w.last_seen_ms,
+                         .tasks_completed = w.tasks_completed};
+  }
+  for (const auto& [id, h] : health_) {
+    auto it = all.find(id);
+    if (it == all.end()) {
+      if (h.quarantined_until <= now) continue;  // only its failures: shown while registered
+      it = all.emplace(id, WorkerInfo{.worker_id = id, .last_seen_ms = h.last_seen_ms}).first;
+    }
+    WorkerInfo& info = it->second;
+    info.recent_failures = static_cast<uint32_t>(std::count_if(
+        h.failures.begin(), h.failures.end(),
+        [&](int64_t t) { return now - t < options_.faults.quarantine_window_ms; }));
+    if (h.quarantined_until > now) {
+      info.quarantined = true;
+      info.quarantine_reason = h.quarantine_reason;
+      info.quarantined_until_ms = h.quarantined_until;
+    }
+  }
+  ASSIGN_OR_RETURN(PageRange range, Page(page, all.size()));
+  WorkerPage out;
+  auto it = all.begin();
+  std::advance(it, static_cast<ptrdiff_t>(range.begin));
+  for (size_t i = range.begin; i < range.end; ++i, ++it) out.workers.push_back(it->second);
+  out.next_page_token = NextPageToken(range, all.size());
+  return out;
+}
+
+StatusOr<std::string> Scheduler::LiftQuarantine(const std::string& worker_id) {
+  std::lock_guard lock(mu_);
+  auto it = health_.find(worker_id);
+  if (it == health_.end() || !Quarantined(worker_id, clock_())) {
+    return absl::NotFoundError(absl::StrCat("worker ", worker_id, " is not quarantined"));
+  }
+  std::string reason = std::move(it->second.quarantine_reason);
+  health_.erase(it);
+  metrics_.workers_quarantined.Add(-1);
+  Changed();
+  return reason;
+}
+
+std::vector<QuarantineNotice> Scheduler::TakeQuarantines() {
+  if (!any_quarantined_.load(std::memory_order_acquire)) return {};
+  std::lock_guard lock(mu_);
+  any_quarantined_.store(false, std::memory_order_relaxed);
+  return std::exchange(quarantines_, {});
 }
 
 }  // namespace ripplekv::scheduler

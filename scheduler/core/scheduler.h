@@ -24,8 +24,32 @@
 //
 // Liveness: a heartbeat renews only the leases the worker lists; no lease outlives its task
 // deadline (SchedulerOptions::task_deadline_ms, or derived from the job's size), however often the
-// worker heartbeats. A task whose attempts fail max_attempts times (deadline passed, holder gone
-// or silent, invalid results, a retryable error) fails its job with the last reason.
+// worker heartbeats. A task whose attempts fail on max_attempts distinct workers (deadline passed,
+// holder gone or silent, invalid results, a retryable error) fails its job with the last reason.
+//
+// Faulty workers (docs/SCHEDULER.md, "Faulty workers"; FaultOptions): a failed attempt is charged
+// to its worker as well as its task. The task is not leased to that worker again while another
+// eligible worker is registered, nor before exclusion_grace_ms has passed; a worker charged
+// quarantine_failures times inside quarantine_window_ms is quarantined (no tasks, its leases back
+// to pending, a notice for its stream: TakeQuarantines) until quarantine_ms has passed or an
+// admin lifts it (LiftQuarantine). Disconnects and restarts are counted against the task only.
+// A job that has made no progress for job_wait_ms because of faults (every worker of its model
+// quarantined, a disagreement no third worker can decide) fails, naming why; a job merely waiting
+// for workers to register waits as long as it takes. Progress() says why a job waits.
+//
+// Verified results (docs/SCHEDULER.md, "Verified results"): a seeded fraction of each job's tasks
+// (JobSpec::verify_fraction; VerificationSelected) counts as done only once two distinct workers
+// returned results that agree: bitwise when both report the same numerics string, else within
+// the tolerance of their device classes (ResultsAgree). A run that awaits its peer is held in
+// memory and its task goes back to pending for another worker; when two runs agree, the task
+// completes with them and every worker whose run disagreed is outvoted: quarantined, and every
+// task it completed in the job is reopened and recomputed. A first run with no other eligible
+// worker registered for verify_wait_ms completes unverified (counted in the profile). Held runs
+// are not durable: after a restart their tasks simply run again.
+//
+// Identity: a registration of a worker id whose session was heard from within live_session_ms
+// is refused (AlreadyExists naming that session) unless it asks to replace it or comes from the
+// same process (WorkerRegistration::instance).
 //
 // Ended jobs: every job that succeeds, fails or is cancelled through this class is queued for
 // TakeEndedJobs(), so the adapter can tell workers to drop the job's data.
@@ -87,6 +111,25 @@
 
 namespace ripplekv::scheduler {
 
+// How the scheduler treats faulty workers and verifies results (see the class comment and
+// docs/SCHEDULER.md, "Faulty workers").
+struct FaultOptions {
+  uint32_t quarantine_failures = 3;        // failed attempts charged to a worker inside the
+                                           // window that quarantine it, >= 1
+  int64_t quarantine_window_ms = 600'000;  // the window, ms
+  int64_t quarantine_ms = 1'800'000;       // how long a quarantine lasts, ms
+  int64_t exclusion_grace_ms = 60'000;     // a task a worker failed goes back to that worker only
+                                           // this long after, and only with no other eligible
+                                           // worker registered, ms
+  int64_t job_wait_ms = 3'600'000;         // a job stalled by faults this long fails, ms; 0: never
+  int64_t live_session_ms = 10'000;        // a registration of an id heard from within this is
+                                           // refused unless it replaces, ms
+  double default_verify_fraction = 0.05;   // JobSpec::verify_fraction of a submit that gives none
+  int64_t verify_wait_ms = 60'000;         // how long a first run waits for a second eligible
+                                           // worker before it completes unverified, ms
+  uint64_t verify_key = 0;                 // key of the verification sample; 0: random per start
+};
+
 struct SchedulerOptions {
   int64_t lease_duration_ms = 120'000;     // a lease's deadline is now + this, ms, capped by
                                            // the task deadline; heartbeats listing it move it
@@ -99,6 +142,7 @@ struct SchedulerOptions {
   uint32_t max_attempts = 4;     // failed attempts of one task that fail its job
   bool prefill_affinity = true;  // false: always hand out the lowest (sample, layer)
                                  // (the baseline that docs/SCHEDULER.md measures)
+  FaultOptions faults;
   // Where the scheduler's counters and latency histogram go (docs/OPERATIONS.md, "Metrics"):
   // tasks leased, completed and retried, lease expiries, workers lost, jobs finished by state,
   // result latency. Must outlive the scheduler; null: a registry of its own, never scraped.
@@ -117,6 +161,9 @@ struct SubmitRequest {
   // is recorded, only workers reporting this name (when given) run the job, and the first job's
   // name and layer count choose the summary recorded.
   std::string model_name;
+  // The fraction of tasks verified (spec.verify_fraction is ignored); unset: the scheduler's
+  // FaultOptions::default_verify_fraction. InvalidArgument naming "verify" outside [0, 1].
+  std::optional<double> verify_fraction;
 };
 
 struct WorkerRegistration {
@@ -124,6 +171,13 @@ struct WorkerRegistration {
   method::ProfileModel model;  // the model the worker loaded; model.hash identifies it
   uint32_t capacity = 1;       // tasks it runs at once (leases it may hold), >= 1
   std::string version;         // what it reported ("ripplekv 0.1.0 (REVISION)"); may be empty
+  std::string host;            // where it runs, for operators; may be empty
+  std::string device;          // "cpu", "cuda:0"; may be empty
+  // "<device class>/<build>": equal strings give bit-identical results (worker.proto); may be
+  // empty (unknown: compared within the loosest tolerance).
+  std::string numerics;
+  std::string instance;  // random per process start; may be empty
+  bool replace = false;  // take the id over from a session that still looks alive
 };
 
 // A prepared sample a worker holds in its PreparedSampleCache.
@@ -164,6 +218,43 @@ struct TaskResultsOutcome {
   // extended by the next round (its tasks are pending now) instead of finished.
   bool job_extended = false;
   uint32_t samples_planned = 0;  // the job's samples planned after the call, when job_extended
+};
+
+// What SubmitTaskResults did with checked results.
+enum class Submitted {
+  kCommitting,            // queued for the store write; `done` runs once it lands
+  kAwaitingVerification,  // held until a distinct worker's run of the task agrees (or the
+                          // verify wait passes); `done` is never called; the slot is free
+};
+
+// A quarantine the adapter should tell its worker about (TakeQuarantines).
+struct QuarantineNotice {
+  std::string worker_id;
+  std::string reason;  // one line
+  store::TimeMs until_ms = 0;
+};
+
+// A worker as ListWorkers shows it: a registered one, or an id known for its quarantine.
+struct WorkerInfo {
+  std::string worker_id;
+  bool connected = false;  // registered now
+  std::string model_hash;  // when connected
+  std::string version;
+  std::string device;
+  std::string numerics;
+  uint32_t capacity = 0;
+  uint32_t leases = 0;
+  store::TimeMs last_seen_ms = 0;
+  uint32_t recent_failures = 0;  // charged inside the quarantine window
+  bool quarantined = false;
+  std::string quarantine_reason;
+  store::TimeMs quarantined_until_ms = 0;
+  uint64_t tasks_completed = 0;  // results delivered since the scheduler started
+};
+
+struct WorkerPage {
+  std::vector<WorkerInfo> workers;  // by worker id
+  std::string next_page_token;      // empty on the last page
 };
 
 // A lease the adapter should revoke on the worker (its job ended, or its deadline passed).
@@ -275,6 +366,11 @@ struct JobProgress {
   // implies; both -1 until two completions have been observed.
   double tasks_per_second = -1;
   int64_t eta_ms = -1;
+  // Why the job does not progress now (no healthy worker of its model registered, a
+  // verification waiting for a distinct worker, ...), one line; empty while it progresses.
+  std::string waiting_reason;
+  uint64_t tasks_verified = 0;  // tasks two distinct workers agreed on (in this process)
+  uint32_t disagreements = 0;   // verifications in which a worker was outvoted
 };
 
 class Scheduler {
@@ -298,7 +394,9 @@ class Scheduler {
   // known (see "Model summary" above; that may drop registered workers that differ).
   // InvalidArgument: empty id, capacity 0, empty or invalid model summary (hash empty, any count
   // <= 0). FailedPrecondition: the summary differs from the one recorded for its hash (the message
-  // names each differing field, with the recorded value); nothing changes for other workers.
+  // names each differing field, with the recorded value); nothing changes for other workers; or
+  // the worker is quarantined (the message says why and until when). AlreadyExists: another
+  // session holds the id and was heard from within live_session_ms (see "Identity" above).
   [[nodiscard]] Status RegisterWorker(const WorkerRegistration& registration);
 
   // Records that the worker is alive and holds the prefills `held`; moves the deadline of each
@@ -333,12 +431,15 @@ class Scheduler {
   // outcome, the results durable. When the job's last task completes, that thread aggregates
   // ListResults with AggregateProfile and writes the profile version that finishes the job. A
   // failed write leaves the task leased in the store until its lease expires (then pending).
+  // A task selected for verification may instead be held (Submitted::kAwaitingVerification;
+  // `done` is then never called): see "Verified results" above.
   using CompletionDone = std::function<void(StatusOr<TaskResultsOutcome>)>;
-  [[nodiscard]] Status SubmitTaskResults(const std::string& worker_id, const LeaseId& lease,
-                                         std::vector<store::TrialResult> results,
-                                         CompletionDone done);
+  [[nodiscard]] StatusOr<Submitted> SubmitTaskResults(const std::string& worker_id,
+                                                      const LeaseId& lease,
+                                                      std::vector<store::TrialResult> results,
+                                                      CompletionDone done);
 
-  // SubmitTaskResults, waiting for the outcome.
+  // SubmitTaskResults, waiting for the outcome (a held run: an outcome with nothing stored).
   [[nodiscard]] StatusOr<TaskResultsOutcome> CompleteTask(
       const std::string& worker_id, const LeaseId& lease,
       std::span<const store::TrialResult> results);
@@ -449,6 +550,17 @@ class Scheduler {
   // Ids of the registered workers, sorted.
   std::vector<std::string> Workers() const;
 
+  // One page of the registered workers and the quarantined ids, by id. InvalidArgument naming
+  // page_size or page_token.
+  [[nodiscard]] StatusOr<WorkerPage> ListWorkers(const PageRequest& page) const;
+
+  // Lifts the quarantine of `worker_id` and forgets the failures charged to it; returns why it
+  // was quarantined. NotFound when it is not quarantined.
+  [[nodiscard]] StatusOr<std::string> LiftQuarantine(const std::string& worker_id);
+
+  // The quarantines since the last call, in order: the adapter tells each worker on its stream.
+  std::vector<QuarantineNotice> TakeQuarantines();
+
   // Task completions written so far and the store writes that carried them (group commit).
   CompletionCommitter::Counts CommitCounts() const { return committer_.counts(); }
 
@@ -472,15 +584,50 @@ class Scheduler {
     method::ProfileModel model;
     uint32_t capacity = 1;
     std::string version;  // recorded with the tasks it completes (store::Task::completed_by*)
+    std::string host;
+    std::string device;
+    std::string numerics;
+    std::string instance;
+    int64_t registered_ms = 0;
+    uint64_t tasks_completed = 0;  // results it delivered that passed the checks
     int64_t last_seen_ms = 0;
     std::set<PrefillKey> held;
     std::map<store::JobId, uint32_t> last_sample;  // affinity: sample given last, per job
     std::map<store::TaskKey, Lease> leased;
     std::set<store::JobId> refused_jobs;  // jobs it refused as a whole (RefuseJob)
   };
-  struct FailureCount {
-    uint32_t failures = 0;
+  // A task's failed attempts: the distinct workers they failed on (max_attempts counts these),
+  // when each last failed it (exclusion), and the last reason.
+  struct TaskFailures {
+    std::map<std::string, int64_t> failed_at;
     std::string last_reason;
+  };
+  // What the scheduler holds about a worker id beyond one registration: the failures charged to
+  // it and its quarantine (FaultOptions). Erased once it holds nothing worth keeping.
+  struct WorkerHealth {
+    std::vector<int64_t> failures;   // times charged, inside the quarantine window, oldest first
+    int64_t quarantined_until = 0;   // ms; 0: not quarantined
+    std::string quarantine_reason;
+    std::string model_hash;          // of its last registration
+    int64_t last_seen_ms = 0;        // when it was last heard from, as registered
+  };
+  // A run of a task selected for verification, held until another agrees with it.
+  struct VerifyRun {
+    std::string worker_id;
+    std::string numerics;
+    std::vector<store::TrialResult> results;  // exactly the task's trials, by trial
+  };
+  struct Verification {
+    std::vector<VerifyRun> runs;  // from distinct workers, in arrival order
+    int64_t first_ms = 0;         // when the first run arrived
+  };
+  // A job's verification record, for its progress and its profile.
+  struct JobVerification {
+    uint64_t verified = 0;
+    uint64_t unverified = 0;
+    uint64_t recomputed = 0;
+    std::vector<method::ProfileVerification::Disagreement> disagreements;
+    std::set<std::string> outvoted;  // workers outvoted in this job: what they complete is redone
   };
   struct RateObservation {
     int64_t first_ms = 0;
@@ -492,7 +639,45 @@ class Scheduler {
   using PendingSet = std::set<store::TaskKey>;  // canonical (sample, layer) order
 
   std::optional<store::TaskKey> Choose(const std::string& worker_id, const WorkerState& worker,
-                                       store::JobId job, const PendingSet& pending) const;
+                                       store::JobId job, const PendingSet& pending,
+                                       int64_t now) const;
+  // Whether `key` may be leased to `worker_id` now (verification runs and failure exclusion).
+  bool MayLease(const std::string& worker_id, const WorkerState& worker, const store::TaskKey& key,
+                int64_t now) const;
+  // Whether a registered worker other than `worker_id`, of model `hash`, healthy, that has not
+  // refused the job and neither failed nor ran `key`, could take `key`.
+  bool OtherEligible(const std::string& worker_id, const std::string& hash,
+                     const store::TaskKey& key) const;
+  bool Quarantined(const std::string& worker_id, int64_t now) const;
+  // Charges a failed attempt to `worker_id`: quarantines it at quarantine_failures inside the
+  // window.
+  [[nodiscard]] Status ChargeWorker(const std::string& worker_id, const std::string& why);
+  // Quarantines `worker_id` (registered or not) for quarantine_ms: its leases return to pending
+  // uncounted, its held verification runs are dropped, and a notice is queued.
+  [[nodiscard]] Status Quarantine(const std::string& worker_id, const std::string& why);
+  // Verification of a checked run of `key` by the worker (see "Verified results"). Returns the
+  // results to commit now, or nullopt when the run is held (its lease was released).
+  [[nodiscard]] StatusOr<std::optional<std::vector<store::TrialResult>>> Verify(
+      const std::string& worker_id, WorkerState& worker, const store::TaskKey& key,
+      std::vector<store::TrialResult> results);
+  // Reopens every task `worker_id` completed in `job` for recomputation.
+  [[nodiscard]] Status Recompute(store::JobId job, const std::string& worker_id);
+  // Queues `results` of `key` for the store write with no lease and no caller waiting (a held
+  // run completing unverified).
+  void CommitHeld(const store::TaskKey& key, const VerifyRun& run);
+  // Why `job` makes no progress now, and whether faults cause it (so job_wait_ms applies);
+  // empty while it progresses or has nothing to hand out.
+  struct Waiting {
+    std::string reason;
+    bool fault = false;
+  };
+  Waiting WaitingReason(const store::Job& job) const;
+  // Commits held runs that waited verify_wait_ms with nobody to verify them, lifts quarantines
+  // that ran out, forgets idle health records, and fails jobs stalled by faults past job_wait_ms
+  // (for ExpireLeases).
+  [[nodiscard]] Status TickFaults(int64_t now);
+  // The job's verify fraction, from the active jobs (0 for a job not active).
+  double VerifyFraction(store::JobId job);
   // The pending tasks of `job`, loaded from the store on first use.
   [[nodiscard]] StatusOr<PendingSet*> Pending(store::JobId job);
   // A lease of `key` went back to pending in the store.
@@ -500,7 +685,10 @@ class Scheduler {
   // On the committer's thread, once a completion is written: the index, the job's progress, and
   // the profile when it was the job's last task.
   StatusOr<TaskResultsOutcome> AfterCompletion(const store::TaskKey& key, uint32_t attempt,
+                                               const std::string& worker_id,
                                                const store::ResultWriteOutcome& written);
+  // The active job `id` (priority order list), or null when it is not active.
+  const store::Job* ActiveJob(store::JobId id);
   // The worker and its lease `lease`. NotFound: unknown worker; FailedPrecondition: not held now.
   [[nodiscard]] StatusOr<WorkerState*> HeldLease(const std::string& worker_id,
                                                  const LeaseId& lease);
@@ -508,7 +696,10 @@ class Scheduler {
   [[nodiscard]] Status Release(const std::string& worker_id, WorkerState& worker,
                                const store::TaskKey& key);
   // Counts a failed attempt of `key`; the max_attempts-th fails the job.
-  [[nodiscard]] Status CountFailure(const store::TaskKey& key, const std::string& why);
+  // `charge`: the worker is at fault (not a disconnect or the store's slowness), so the failure
+  // counts towards its quarantine too.
+  [[nodiscard]] Status CountFailure(const store::TaskKey& key, const std::string& worker_id,
+                                    const std::string& why, bool charge);
   // Drops a worker; its leases return to pending, each a failed attempt (`why`).
   [[nodiscard]] Status DropWorker(const std::string& worker_id, const std::string& why);
   // Moves an active job to a final state and forgets its in-memory state.
@@ -574,6 +765,12 @@ class Scheduler {
     telemetry::Counter& jobs_failed;
     telemetry::Counter& jobs_cancelled;
     telemetry::Histogram& result_latency;
+    telemetry::Counter& quarantines;
+    telemetry::Gauge& workers_quarantined;
+    telemetry::Counter& tasks_verified;
+    telemetry::Counter& verification_disagreements;
+    telemetry::Counter& tasks_recomputed;
+    telemetry::Counter& tasks_unverified;
   };
   std::unique_ptr<telemetry::MetricsRegistry> own_metrics_;  // when options_.metrics is null
   Metrics metrics_;
@@ -598,11 +795,18 @@ class Scheduler {
   // or ends (only this class changes which jobs are active).
   std::optional<std::vector<store::Job>> active_jobs_;
   std::map<store::JobId, std::string> data_descriptions_;  // as stored; dropped when a job ends
-  std::map<store::TaskKey, FailureCount> failures_;        // dropped when the job ends
+  std::map<store::TaskKey, TaskFailures> failures_;        // dropped when the job ends
+  std::map<std::string, WorkerHealth> health_;             // by worker id
+  std::vector<QuarantineNotice> quarantines_;              // until TakeQuarantines
+  std::map<store::TaskKey, Verification> verifying_;       // held runs; dropped when the job ends
+  std::map<store::JobId, JobVerification> verification_;   // dropped when the job ends
+  std::map<store::JobId, int64_t> stalled_since_;          // jobs waiting on faults, since when
+  uint64_t verify_key_ = 0;                                // FaultOptions::verify_key or random
   std::map<store::TaskKey, Completing> completing_;        // results submitted, write pending
   std::vector<EndedJob> ended_;                            // until TakeEndedJobs
   // !ended_.empty(), readable without mu_ (TakeEndedJobs runs after every worker message).
   std::atomic<bool> any_ended_{false};
+  std::atomic<bool> any_quarantined_{false};  // !quarantines_.empty(), likewise
   // Jobs whose tasks may all be done without a profile: every active job until the first
   // ExpireLeases has looked (a crash may have left some), then those whose FinishJob failed.
   bool checked_unprofiled_ = false;
@@ -613,6 +817,22 @@ class Scheduler {
 // plus the task's forward-pass work (the sample's context and every trial's probe through the
 // model, 24 d_model^2 FLOPs per token per layer) at a pessimistic 1e10 FLOP/s.
 int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::ProfileModel& model);
+
+// Whether task `key` is in the verification sample of a job verifying `fraction` of its tasks,
+// under `verify_key`: a hash of (key, job, sample, layer) below fraction, so each task is drawn
+// independently with probability `fraction` (0: none; 1: all).
+bool VerificationSelected(uint64_t verify_key, const store::TaskKey& key, double fraction);
+
+// Whether two runs' results of one task agree: trial by trial, bitwise when `same_numerics`, else
+// within `rel_tolerance` relative (|a - b| <= rel_tolerance * max(|a|, |b|) + 1e-12). Both are
+// exactly the task's trials.
+bool ResultsAgree(std::span<const store::TrialResult> a, std::span<const store::TrialResult> b,
+                  bool same_numerics, double rel_tolerance);
+
+// The relative tolerance for two workers' numerics strings ("<device class>/<build>"): 1e-2
+// between two "cpu-fp32" builds, 5e-2 when either is on CUDA or unknown. Equal non-empty strings
+// agree bitwise instead (ResultsAgree's same_numerics).
+double NumericsTolerance(std::string_view a, std::string_view b);
 
 // Why `r` cannot be a result of task `key` of a job with `trials` trials (another task's, a trial
 // out of range, or repeated when `trial_seen`, a KL that fails method::CheckTrialKl), one line;

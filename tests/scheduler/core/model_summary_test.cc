@@ -15,6 +15,9 @@
 namespace ripplekv::scheduler {
 namespace {
 
+// Jobs verify nothing here: verification has tests of its own (scheduler_test.cc).
+constexpr FaultOptions kNoVerification{.default_verify_fraction = 0};
+
 constexpr char kHash[] = "b179c9";
 constexpr char kName[] = "SmolLM2 135M Instruct";
 
@@ -64,7 +67,8 @@ class ModelSummaryTest : public ::testing::Test {
     ASSERT_TRUE(st.ok()) << st.status();
     store_ = *std::move(st);
     scheduler_ =
-        std::make_unique<Scheduler>(store_.get(), SchedulerOptions{}, [this] { return now_; });
+        std::make_unique<Scheduler>(store_.get(), SchedulerOptions{.faults = kNoVerification},
+                                    [this] { return now_; });
   }
 
   Status Register(const std::string& id, const method::ProfileModel& model) {

@@ -24,6 +24,9 @@
 namespace ripplekv::scheduler {
 namespace {
 
+// Jobs verify nothing here: verification has tests of its own (scheduler_test.cc).
+constexpr FaultOptions kNoVerification{.default_verify_fraction = 0};
+
 constexpr char kHash[] = "5a6b7c";
 constexpr int64_t kLayers = 4;
 constexpr uint32_t kTrials = 2;
@@ -119,7 +122,8 @@ class SchedulerRoundsTest : public ::testing::Test {
     ASSERT_TRUE(st.ok()) << st.status();
     store_ = *std::move(st);
     scheduler_ =
-        std::make_unique<Scheduler>(store_.get(), SchedulerOptions{}, [this] { return now_; });
+        std::make_unique<Scheduler>(store_.get(), SchedulerOptions{.faults = kNoVerification},
+                                    [this] { return now_; });
     ASSERT_TRUE(scheduler_->RegisterWorker({.worker_id = "w", .model = Model()}).ok());
   }
 
@@ -304,7 +308,7 @@ TEST_F(SchedulerRoundsTest, SubmissionChecksTheCapAgainstTheJobLimits) {
   EXPECT_NE(low_cap.status().message().find("params.max_samples"), std::string::npos);
   spec = RoundsSpec(2, 64);
   scheduler_.reset();
-  SchedulerOptions options;
+  SchedulerOptions options{.faults = kNoVerification};
   options.max_tasks_per_job = 100;  // 2 x 4 tasks now, but 64 x 4 at the cap
   scheduler_ = std::make_unique<Scheduler>(store_.get(), options, [this] { return now_; });
   auto too_many = scheduler_->SubmitJob({.spec = spec, .model_n_layers = kLayers});

@@ -13,126 +13,11 @@
 
 #include "gtest/gtest.h"
 #include "method/profile_aggregate.h"
+#include "tests/scheduler/core/scheduler_fixture.h"
 #include "tests/store/store_test_util.h"
 
 namespace ripplekv::scheduler {
 namespace {
-
-constexpr char kHash[] = "5a6b7c";
-constexpr char kOtherHash[] = "ffff00";
-
-using store::testing::TempDir;  // removed with its database at scope exit
-
-method::ProfileModel Model(const std::string& hash = kHash, int64_t n_layers = 30) {
-  return {.hash = hash,
-          .architecture = "llama",
-          .name = "test-model",
-          .n_layers = n_layers,
-          .n_kv_heads = 3,
-          .head_dim = 64,
-          .d_model = 576,
-          .vocab_size = 49152};
-}
-
-store::JobSpec Spec(uint32_t samples, uint32_t trials = 2, int32_t priority = 0) {
-  store::JobSpec spec;
-  spec.model_path = "/models/m.gguf";
-  spec.model_hash = kHash;
-  spec.params.alpha = 0.5;
-  spec.params.trials = trials;
-  spec.params.samples = samples;
-  spec.params.context_len = 64;
-  spec.params.probe_len = 8;
-  spec.params.seed = 7;
-  spec.priority = priority;
-  return spec;
-}
-
-// A deterministic, irregular KL per (sample, layer, trial): sums in another order would round
-// differently, so order independence is really tested.
-double Kl(uint32_t s, uint32_t l, uint32_t t) {
-  return 0.01 * (1.0 + std::sin(0.7 * l + 1.3 * s + 0.37 * t)) + 1e-3 / (3.0 + s + l * t);
-}
-
-std::vector<store::TrialResult> ResultsOf(const store::TaskKey& key, uint32_t trials) {
-  std::vector<store::TrialResult> out;
-  for (uint32_t t = 0; t < trials; ++t) {
-    out.push_back({.job = key.job,
-                   .sample = key.sample,
-                   .layer = key.layer,
-                   .trial = t,
-                   .kl = Kl(key.sample, key.layer, t)});
-  }
-  return out;
-}
-
-class SchedulerTest : public ::testing::Test {
- protected:
-  void SetUp() override { Open(); }
-
-  void Open(SchedulerOptions options = {}) {
-    scheduler_.reset();
-    store_.reset();
-    store::StoreOptions so;
-    so.sync_writes = false;
-    so.clock = [this] { return now_; };
-    auto st = store::OpenStore(dir_.db(), so);
-    ASSERT_TRUE(st.ok()) << st.status();
-    store_ = *std::move(st);
-    scheduler_ = std::make_unique<Scheduler>(store_.get(), options, [this] { return now_; });
-  }
-
-  void Register(const std::string& id, uint32_t capacity = 1, const std::string& hash = kHash) {
-    ASSERT_TRUE(
-        scheduler_->RegisterWorker({.worker_id = id, .model = Model(hash), .capacity = capacity})
-            .ok());
-  }
-
-  store::Job Submit(const store::JobSpec& spec, int64_t n_layers = 30) {
-    auto outcome = scheduler_->SubmitJob({.spec = spec, .model_n_layers = n_layers});
-    EXPECT_TRUE(outcome.ok()) << outcome.status();
-    return outcome.ok() ? outcome->job : store::Job{};
-  }
-
-  std::optional<Assignment> Next(const std::string& id) {
-    auto a = scheduler_->NextTask(id);
-    EXPECT_TRUE(a.ok()) << a.status();
-    return a.ok() ? *a : std::nullopt;
-  }
-
-  // The lease of `key` as the store has it now (its attempt number).
-  LeaseId Held(const store::TaskKey& key) {
-    auto task = store_->GetTask(key);
-    EXPECT_TRUE(task.ok()) << task.status();
-    return {.key = key, .attempt = task.ok() ? task->attempts : 0};
-  }
-
-  TaskResultsOutcome Complete(const std::string& id, const store::TaskKey& key, uint32_t trials) {
-    auto out = scheduler_->CompleteTask(id, Held(key), ResultsOf(key, trials));
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? *out : TaskResultsOutcome{};
-  }
-
-  // Runs every pending task with one worker of capacity 1; returns the last outcome.
-  TaskResultsOutcome Drain(const std::string& id, uint32_t trials) {
-    TaskResultsOutcome last;
-    while (auto a = Next(id)) last = Complete(id, a->key, trials);
-    return last;
-  }
-
-  std::string ProfileJson(store::JobId job) {
-    auto j = store_->GetJob(job);
-    EXPECT_TRUE(j.ok());
-    auto p = store_->GetProfile(kHash, j->profile_version);
-    EXPECT_TRUE(p.ok()) << p.status();
-    return p.ok() ? p->profile_json : std::string();
-  }
-
-  TempDir dir_;
-  int64_t now_ = 1'700'000'000'000;
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<Scheduler> scheduler_;
-};
 
 TEST_F(SchedulerTest, SubmitPlansSampleTimesLayerTasks) {
   store::Job job = Submit(Spec(8));
@@ -290,7 +175,8 @@ TEST_F(SchedulerTest, SubmittedResultsFreeTheSlotBeforeTheirWriteAndAreWrittenIn
   EXPECT_EQ(second_done.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
   // A lease given back is no lease to complete twice.
   EXPECT_TRUE(absl::IsFailedPrecondition(
-      scheduler_->SubmitTaskResults("w2", Held(a2->key), ResultsOf(a2->key, 2), nullptr)));
+      scheduler_->SubmitTaskResults("w2", Held(a2->key), ResultsOf(a2->key, 2), nullptr)
+          .status()));
 
   release.set_value();
   StatusOr<TaskResultsOutcome> written = second_done.get();
@@ -310,8 +196,11 @@ TEST_F(SchedulerTest, InvalidSubmittedResultsFailTheAttemptAtOnceAndNeverReachTh
   std::vector<store::TrialResult> results = ResultsOf(a->key, 2);
   results[1].kl = -1.0;
   bool called = false;
-  const Status s = scheduler_->SubmitTaskResults(
-      "w1", Held(a->key), results, [&](StatusOr<TaskResultsOutcome>) { called = true; });
+  const Status s =
+      scheduler_
+          ->SubmitTaskResults("w1", Held(a->key), results,
+                              [&](StatusOr<TaskResultsOutcome>) { called = true; })
+          .status();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   scheduler_->StopCompletions();  // writes whatever was queued, runs its callbacks
   EXPECT_FALSE(called);
@@ -623,7 +512,12 @@ TEST_F(SchedulerTest, ReRegisteringAWorkerReleasesItsOldLeases) {
   Register("w1");
   auto a = Next("w1");
   ASSERT_TRUE(a);
-  Register("w1");
+  // Another process with the id while this session lives is refused; a restart says --replace.
+  EXPECT_TRUE(absl::IsAlreadyExists(
+      scheduler_->RegisterWorker({.worker_id = "w1", .model = Model(), .instance = "other"})));
+  EXPECT_EQ(store_->GetTask(a->key)->state, store::TaskState::kLeased);
+  ASSERT_TRUE(
+      scheduler_->RegisterWorker({.worker_id = "w1", .model = Model(), .replace = true}).ok());
   EXPECT_EQ(store_->GetTask(a->key)->state, store::TaskState::kPending);
   EXPECT_TRUE(absl::IsNotFound(scheduler_->Heartbeat("nobody", {}, {})));
   EXPECT_TRUE(absl::IsInvalidArgument(
@@ -667,7 +561,8 @@ TEST_F(SchedulerTest, RefusedJobIsNoLongerOfferedToThatWorkerOnly) {
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->key, a->key);
   // Registering again (a restarted worker may read the data now) forgets the refusal.
-  Register("w1");
+  ASSERT_TRUE(
+      scheduler_->RegisterWorker({.worker_id = "w1", .model = Model(), .replace = true}).ok());
   auto d = Next("w1");
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->key.job, first.id);
@@ -719,6 +614,7 @@ TEST_F(SchedulerTest, RandomTransitionsNeverLoseOrDoubleLeaseATask) {
   // Every transition here may cost an attempt; the attempt limit has its own test.
   SchedulerOptions options{.lease_duration_ms = 1'000, .heartbeat_timeout_ms = 30'000};
   options.max_attempts = 1'000'000;
+  options.faults.quarantine_failures = 1'000'000;  // quarantine has tests of its own
   Open(options);
   const store::Job job = Submit(Spec(3));
   std::mt19937_64 rng(5);
