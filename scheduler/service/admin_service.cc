@@ -27,6 +27,24 @@ Status AdminServiceImpl::DoCreateCheckpoint(const v1::CreateCheckpointRequest& r
   return absl::OkStatus();
 }
 
+Status AdminServiceImpl::DoLiftQuarantine(const v1::LiftQuarantineRequest& request,
+                                          v1::LiftQuarantineResponse* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "LiftQuarantine"));
+  if (request.worker_id().empty()) return absl::InvalidArgumentError("worker_id: is required");
+  ASSIGN_OR_RETURN(std::string reason, options_.scheduler->LiftQuarantine(request.worker_id()));
+  spdlog::warn("worker {}: quarantine lifted by an admin (it was: {})",
+               EscapeForLog(request.worker_id()), reason);
+  response->set_reason(std::move(reason));
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::LiftQuarantine(
+    grpc::CallbackServerContext* context, const v1::LiftQuarantineRequest* request,
+    v1::LiftQuarantineResponse* response) {
+  return AnswerOnPool(options_.pool, context,
+                      [=, this] { return DoLiftQuarantine(*request, response); });
+}
+
 grpc::ServerUnaryReactor* AdminServiceImpl::CreateCheckpoint(
     grpc::CallbackServerContext* context, const v1::CreateCheckpointRequest* request,
     v1::CreateCheckpointResponse* response) {

@@ -38,6 +38,7 @@ constexpr TableRow kTable[] = {
     {"/ripplekv.v1.CalibrationService/GetJob", kReaders},
     {"/ripplekv.v1.CalibrationService/ListJobs", kReaders},
     {"/ripplekv.v1.CalibrationService/ListJobTasks", kReaders},
+    {"/ripplekv.v1.CalibrationService/ListWorkers", kReaders},
     {"/ripplekv.v1.CalibrationService/WatchJob", kReaders},
     {"/ripplekv.v1.CalibrationService/GetProfile", kReaders},
     {"/ripplekv.v1.CalibrationService/ListProfiles", kReaders},
@@ -60,6 +61,7 @@ constexpr TableRow kTable[] = {
     {"/ripplekv.v1.WorkerService/GetJobData", kWorkers},
     // Writes a copy of the whole database to a path on the scheduler's machine.
     {"/ripplekv.v1.AdminService/CreateCheckpoint", kAdmin},
+    {"/ripplekv.v1.AdminService/LiftQuarantine", kAdmin},
     // Probes need no token.
     {"/grpc.health.v1.Health/Check", kPublicMethod},
     {"/grpc.health.v1.Health/Watch", kPublicMethod},

@@ -88,6 +88,16 @@ Status CalibrationServiceImpl::DoListJobTasks(const v1::ListJobTasksRequest& req
   return absl::OkStatus();
 }
 
+Status CalibrationServiceImpl::DoListWorkers(const v1::ListWorkersRequest& request,
+                                             v1::ListWorkersResponse* response) {
+  RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "ListWorkers"));
+  ASSIGN_OR_RETURN(WorkerPage page, scheduler_->ListWorkers({.page_size = request.page_size(),
+                                                             .page_token = request.page_token()}));
+  for (const WorkerInfo& info : page.workers) *response->add_workers() = WorkerInfoToProto(info);
+  response->set_next_page_token(page.next_page_token);
+  return absl::OkStatus();
+}
+
 Status CalibrationServiceImpl::DoCancelJob(const v1::CancelJobRequest& request, v1::Job* response) {
   RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "CancelJob"));
   ASSIGN_OR_RETURN(store::JobId id, ParseJobId(request.job_id(), "job_id"));
@@ -165,6 +175,13 @@ grpc::ServerUnaryReactor* CalibrationServiceImpl::ListJobTasks(
     v1::ListJobTasksResponse* response) {
   return AnswerOnPool(options_.pool, context,
                       [=, this] { return DoListJobTasks(*request, response); });
+}
+
+grpc::ServerUnaryReactor* CalibrationServiceImpl::ListWorkers(
+    grpc::CallbackServerContext* context, const v1::ListWorkersRequest* request,
+    v1::ListWorkersResponse* response) {
+  return AnswerOnPool(options_.pool, context,
+                      [=, this] { return DoListWorkers(*request, response); });
 }
 
 grpc::ServerUnaryReactor* CalibrationServiceImpl::CancelJob(grpc::CallbackServerContext* context,

@@ -51,6 +51,9 @@ class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::
   grpc::ServerUnaryReactor* ListJobTasks(grpc::CallbackServerContext* context,
                                          const v1::ListJobTasksRequest* request,
                                          v1::ListJobTasksResponse* response) override;
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
+                                        const v1::ListWorkersRequest* request,
+                                        v1::ListWorkersResponse* response) override;
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
                                       const v1::CancelJobRequest* request,
                                       v1::Job* response) override;
@@ -74,6 +77,8 @@ class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::
                                   v1::ListJobsResponse* response);
   [[nodiscard]] Status DoListJobTasks(const v1::ListJobTasksRequest& request,
                                       v1::ListJobTasksResponse* response);
+  [[nodiscard]] Status DoListWorkers(const v1::ListWorkersRequest& request,
+                                     v1::ListWorkersResponse* response);
   [[nodiscard]] Status DoCancelJob(const v1::CancelJobRequest& request, v1::Job* response);
   [[nodiscard]] Status DoGetProfile(const v1::GetProfileRequest& request, v1::Profile* response);
   [[nodiscard]] Status DoListProfiles(const v1::ListProfilesRequest& request,

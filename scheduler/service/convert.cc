@@ -125,6 +125,13 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
   }
   out.model_n_layers = in.model().n_layers();
   out.model_name = in.model().name();
+  if (in.has_verify()) {
+    if (!(in.verify() >= 0 && in.verify() <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.verify: ", in.verify(), " is outside 0..1"));
+    }
+    out.verify_fraction = in.verify();
+  }
   spec.priority = in.priority();
   spec.idempotency_key = key;
 
@@ -369,6 +376,7 @@ v1::Job JobToProto(const store::Job& job) {
                          spec->mutable_data());
   MethodParamsToProto(job.spec.params, spec->mutable_params());
   spec->set_priority(job.spec.priority);
+  spec->set_verify(job.spec.verify_fraction);
   out.set_state(JobStateToProto(job.state));
   v1::JobProgress* progress = out.mutable_progress();
   progress->set_tasks_done(static_cast<int64_t>(job.tasks_done));
@@ -392,6 +400,9 @@ v1::Job JobToProto(const store::Job& job) {
 v1::Job JobToProto(const JobProgress& progress) {
   v1::Job out = JobToProto(progress.job);
   out.mutable_progress()->set_workers(static_cast<int32_t>(progress.tasks_leased));
+  out.mutable_progress()->set_waiting_reason(progress.waiting_reason);
+  out.mutable_progress()->set_tasks_verified(static_cast<int64_t>(progress.tasks_verified));
+  out.mutable_progress()->set_disagreements(static_cast<int32_t>(progress.disagreements));
   if (progress.eta_ms >= 0) {
     out.mutable_progress()->mutable_eta()->set_seconds(progress.eta_ms / 1000);
     out.mutable_progress()->mutable_eta()->set_nanos(
@@ -429,6 +440,21 @@ v1::Profile ProfileToProto(const StoredProfile& stored, bool with_layers) {
   out.set_data_source(profile.params.data_source);
   out.set_data_domain(profile.params.data_domain);
   out.set_tool_version(profile.tool_version);
+  if (profile.verification) {
+    const method::ProfileVerification& v = *profile.verification;
+    v1::ProfileVerification* pv = out.mutable_verification();
+    pv->set_fraction(v.fraction);
+    pv->set_tasks_verified(static_cast<int64_t>(v.tasks_verified));
+    pv->set_tasks_unverified(static_cast<int64_t>(v.tasks_unverified));
+    pv->set_tasks_recomputed(static_cast<int64_t>(v.tasks_recomputed));
+    for (const method::ProfileVerification::Disagreement& d : v.disagreements) {
+      v1::ProfileVerification::Disagreement* pd = pv->add_disagreements();
+      pd->set_sample(static_cast<int32_t>(d.sample));
+      pd->set_layer(static_cast<int32_t>(d.layer));
+      pd->set_outvoted_worker(d.outvoted_worker);
+      for (const std::string& w : d.agreeing_workers) pd->add_agreeing_workers(w);
+    }
+  }
   if (with_layers && profile.stability) {
     const method::ProfileStability& st = *profile.stability;
     v1::ProfileStability* s = out.mutable_stability();
@@ -590,6 +616,22 @@ StatusOr<WorkerRegistration> RegistrationFromProto(const v1::RegisterRequest& re
     return absl::InvalidArgumentError("version: must be at most 256 printable ASCII characters");
   }
   out.version = request.version();
+  // Logged and listed: bounded text (empty: not reported).
+  for (const auto& [field, value] :
+       {std::pair<const char*, const std::string*>{"host", &request.host()},
+        {"device", &request.device()},
+        {"numerics", &request.numerics()},
+        {"instance", &request.instance()}}) {
+    if (value->size() > 256 || (!value->empty() && !IsPrintableAscii(*value))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be at most 256 printable ASCII characters"));
+    }
+  }
+  out.host = request.host();
+  out.device = request.device();
+  out.numerics = request.numerics();
+  out.instance = request.instance();
+  out.replace = request.replace();
   const v1::ModelInfo& m = request.model();
   out.model.hash = m.model_hash();
   out.model.architecture = m.architecture();
@@ -599,6 +641,25 @@ StatusOr<WorkerRegistration> RegistrationFromProto(const v1::RegisterRequest& re
   out.model.head_dim = m.head_dim();
   out.model.d_model = m.d_model();
   out.model.vocab_size = m.vocab_size();
+  return out;
+}
+
+v1::WorkerStatus WorkerInfoToProto(const WorkerInfo& info) {
+  v1::WorkerStatus out;
+  out.set_worker_id(info.worker_id);
+  out.set_connected(info.connected);
+  out.set_model_hash(info.model_hash);
+  out.set_version(info.version);
+  out.set_device(info.device);
+  out.set_numerics(info.numerics);
+  out.set_capacity(static_cast<int32_t>(info.capacity));
+  out.set_leases(static_cast<int32_t>(info.leases));
+  if (info.last_seen_ms > 0) TimeMsToProto(info.last_seen_ms, out.mutable_last_seen());
+  out.set_recent_failures(static_cast<int32_t>(info.recent_failures));
+  out.set_quarantined(info.quarantined);
+  out.set_quarantine_reason(info.quarantine_reason);
+  if (info.quarantined) TimeMsToProto(info.quarantined_until_ms, out.mutable_quarantined_until());
+  out.set_tasks_completed(static_cast<int64_t>(info.tasks_completed));
   return out;
 }
 

@@ -79,6 +79,8 @@ std::optional<store::JobState> JobStateFromProto(v1::JobState state);
 v1::Job JobToProto(const store::Job& job);
 // Job plus the live progress the scheduler knows (workers, ETA).
 v1::Job JobToProto(const JobProgress& progress);
+// A worker as CalibrationService.ListWorkers shows it.
+v1::WorkerStatus WorkerInfoToProto(const WorkerInfo& info);
 void TimeMsToProto(store::TimeMs ms, google::protobuf::Timestamp* out);
 // A stored task -> message (the lease fields only while leased).
 v1::JobTask TaskToProto(const store::Task& task);

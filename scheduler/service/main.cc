@@ -114,6 +114,49 @@ int Run(int argc, char** argv) {
                  "that fail its job")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  // Faulty workers and verified results (docs/SCHEDULER.md, "Faulty workers").
+  ripplekv::scheduler::FaultOptions& faults = options.faults;
+  app.add_option("--quarantine-failures", faults.quarantine_failures,
+                 "failed attempts charged to one worker within --quarantine-window-ms that "
+                 "quarantine it")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--quarantine-window-ms", faults.quarantine_window_ms,
+                 "the window of --quarantine-failures, ms")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--quarantine-ms", faults.quarantine_ms,
+                 "how long a quarantine lasts unless an admin lifts it, ms")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--exclusion-grace-ms", faults.exclusion_grace_ms,
+                 "a task a worker failed goes back to that worker only after this long, and only "
+                 "when no other worker can take it, ms")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--job-wait-ms", faults.job_wait_ms,
+                 "a job stalled by faulty workers (all quarantined, an undecided disagreement) "
+                 "this long fails, ms; 0: waits forever")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--verify-default", faults.default_verify_fraction,
+                 "fraction of a job's tasks verified on a second worker when the job gives none")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--verify-wait-ms", faults.verify_wait_ms,
+                 "how long a task selected for verification waits for a second worker before it "
+                 "completes unverified, ms")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--verify-key", faults.verify_key,
+                 "key of the verification sample (for reproducible tests); 0: random at start")
+      ->capture_default_str();
+  app.add_option("--live-session-ms", faults.live_session_ms,
+                 "a registration of a worker id heard from within this long is refused unless "
+                 "it asks to replace the session, ms")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   ripplekv::scheduler::service::ServerSecurityOptions& security = options.security;
   bool insecure = false;
   app.add_option("--tls-cert", security.tls_cert_file, "PEM server certificate chain (TLS)");

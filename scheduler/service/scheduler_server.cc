@@ -65,6 +65,7 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   scheduler_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
   scheduler_options.task_deadline_ms = options.task_deadline_ms;
   scheduler_options.max_attempts = options.max_attempts;
+  scheduler_options.faults = options.faults;
   scheduler_options.metrics = server->metrics_.get();
   server->scheduler_ = std::make_unique<Scheduler>(server->store_.get(), scheduler_options, &NowMs);
   ASSIGN_OR_RETURN(server->rollout_engine_,
@@ -95,7 +96,9 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
                             .pool = server->pool_.get(),
                             .tokens = server->tokens_.get()});
   server->admin_service_ = std::make_unique<AdminServiceImpl>(
-      AdminServiceOptions{.store = server->store_.get(), .pool = server->pool_.get()});
+      AdminServiceOptions{.store = server->store_.get(),
+                          .scheduler = server->scheduler_.get(),
+                          .pool = server->pool_.get()});
 
   grpc::EnableDefaultHealthCheckService(true);
   if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();

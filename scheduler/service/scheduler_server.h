@@ -47,6 +47,7 @@ struct SchedulerServerOptions {
   bool sync_writes = true;             // fsync every store change (store/store.h)
   int64_t task_deadline_ms = 0;        // SchedulerOptions::task_deadline_ms (0: derived)
   uint32_t max_attempts = 4;           // SchedulerOptions::max_attempts
+  FaultOptions faults;                 // SchedulerOptions::faults (docs/SCHEDULER.md)
   // Retention (docs/STORE.md, "Retention"): the tasks, results and inline data of jobs final for
   // longer than this are deleted (the job records, profiles and budget maps stay), checked every
   // retention_interval_ms on a thread of its own; 0 keeps everything forever.

@@ -95,6 +95,24 @@ class WorkerServiceImpl::ConnectReactor final
     Pump();
   }
 
+  // Tells the worker it is quarantined, then ends the stream (worker.proto, Quarantined).
+  void Quarantine(const QuarantineNotice& notice) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      v1::SchedulerMessage message;
+      message.mutable_quarantined()->set_reason(notice.reason);
+      TimeMsToProto(notice.until_ms, message.mutable_quarantined()->mutable_until());
+      Enqueue(std::move(message));
+      leases_.clear();
+      closing_ = true;
+      if (!pending_finish_) {
+        pending_finish_ = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                       "worker quarantined: " + notice.reason);
+      }
+    }
+    Pump();
+  }
+
   // Tells the worker that job `job_id` ended, so it drops the job's data and prefills.
   void EndJob(store::JobId job, const std::string& reason) {
     {
@@ -506,17 +524,20 @@ class WorkerServiceImpl::ConnectReactor final
     // The slot is free once the results are checked: the next task goes out now, while the
     // results are written (the outcome is logged from the committer's thread; this stream may be
     // gone by then).
-    Status submitted = scheduler.SubmitTaskResults(
+    StatusOr<Submitted> submitted = scheduler.SubmitTaskResults(
         worker_id_, task.lease, std::move(task.results),
         [service = service_, worker = worker_id_, task_id = done.task_id(),
          job = task.lease.key.job](StatusOr<TaskResultsOutcome> outcome) {
           service->CompletionWritten(worker, task_id, job, outcome);
         });
-    if (absl::IsInvalidArgument(submitted)) {
+    if (absl::IsInvalidArgument(submitted.status())) {
       service_->invalid_results_.fetch_add(1, std::memory_order_relaxed);
-      spdlog::warn("{}; the attempt fails", std::string(submitted.message()));
+      spdlog::warn("{}; the attempt fails", std::string(submitted.status().message()));
+    } else if (submitted.ok() && *submitted == Submitted::kAwaitingVerification) {
+      spdlog::debug("task {} of worker {} held for verification by another worker",
+                    done.task_id(), worker_id_);
     } else {
-      Report(submitted, absl::StrCat("task ", done.task_id(), " done"));
+      Report(submitted.status(), absl::StrCat("task ", done.task_id(), " done"));
     }
     return Fill();
   }
@@ -585,7 +606,21 @@ void WorkerServiceImpl::Revoke(const std::vector<Revocation>& revocations) {
   BroadcastEndedJobs();
 }
 
+void WorkerServiceImpl::DeliverQuarantines() {
+  const std::vector<QuarantineNotice> notices = scheduler_->TakeQuarantines();
+  if (notices.empty()) return;
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  for (const QuarantineNotice& notice : notices) {
+    spdlog::warn("worker {} quarantined: {}", EscapeForLog(notice.worker_id), notice.reason);
+    auto it = sessions_.find(notice.worker_id);
+    if (it != sessions_.end() && it->second.stream != nullptr) {
+      it->second.stream->Quarantine(notice);
+    }
+  }
+}
+
 void WorkerServiceImpl::BroadcastEndedJobs() {
+  DeliverQuarantines();
   const std::vector<EndedJob> ended = scheduler_->TakeEndedJobs();
   if (ended.empty()) return;
   std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -674,7 +709,11 @@ Status WorkerServiceImpl::DoRegister(const v1::RegisterRequest& request,
   ASSIGN_OR_RETURN(WorkerRegistration registration, RegistrationFromProto(request));
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
-  RETURN_IF_ERROR(scheduler_->RegisterWorker(registration));
+  if (Status registered = scheduler_->RegisterWorker(registration); !registered.ok()) {
+    spdlog::warn("worker {}: registration refused: {}", EscapeForLog(registration.worker_id),
+                 registered.ToString());
+    return registered;
+  }
   Session& session = sessions_[registration.worker_id];
   ConnectReactor* retired = session.stream;
   session.session_id = absl::StrCat(registration.worker_id, "#", next_session_++);

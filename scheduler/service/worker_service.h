@@ -59,8 +59,13 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
   void Revoke(const std::vector<Revocation>& revocations);
 
   // Sends a job-level task_cancellation for every job that ended (Scheduler::TakeEndedJobs) to
-  // each connected worker of the job's model, so it drops the job's data and prefills.
+  // each connected worker of the job's model, so it drops the job's data and prefills; first
+  // DeliverQuarantines().
   void BroadcastEndedJobs();
+
+  // Tells each worker quarantined since the last call (Scheduler::TakeQuarantines) on its stream,
+  // which then ends, and logs it.
+  void DeliverQuarantines();
 
   // The scheduler's periodic work: Scheduler::ExpireLeases, logged, and its revocations and ended
   // jobs sent to the workers. Called by the server's timer.

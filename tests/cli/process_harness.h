@@ -176,14 +176,18 @@ class LocalCluster {
   fs::path db() const { return dir_ / "db"; }
 
   // Starts (or restarts, after Kill) the scheduler on the same port and database (`db` when
-  // given, e.g. a checkpoint), plaintext on loopback without tokens (--insecure). The log of
-  // start k is scheduler-k.{out,err}.
-  void StartScheduler(const fs::path& db = {}) {
+  // given, e.g. a checkpoint), plaintext on loopback without tokens (--insecure), with `extra`
+  // flags after these. A task selected for verification waits 1 s (not the default minute) for a
+  // second worker before it completes unverified, so one-worker tests do not idle; a later
+  // --verify-wait-ms in `extra` wins. The log of start k is scheduler-k.{out,err}.
+  void StartScheduler(const fs::path& db = {}, const std::vector<std::string>& extra = {}) {
     const std::string name = "scheduler-" + std::to_string(scheduler_starts_++);
-    scheduler_ = std::make_unique<Process>(
-        std::vector<std::string>{RIPPLEKV_SCHEDULER, "--listen", address(), "--db",
-                                 (db.empty() ? this->db() : db).string(), "--insecure"},
-        dir_ / (name + ".out"), dir_ / (name + ".err"));
+    std::vector<std::string> argv = {RIPPLEKV_SCHEDULER, "--listen",       address(),
+                                     "--db",             (db.empty() ? this->db() : db).string(),
+                                     "--insecure",       "--verify-wait-ms", "1000"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    scheduler_ =
+        std::make_unique<Process>(argv, dir_ / (name + ".out"), dir_ / (name + ".err"));
   }
   Process& scheduler() { return *scheduler_; }
 
@@ -210,6 +214,20 @@ class LocalCluster {
     argv.insert(argv.end(), extra.begin(), extra.end());
     workers_.emplace_back(
         id, std::make_unique<Process>(argv, dir_ / (id + ".out"), dir_ / (id + ".err")));
+    return *workers_.back().second;
+  }
+
+  // A worker without the flags StartWorker adds but --scheduler, --model and --threads 1: `flags`
+  // give its identity or none (then it registers under its default id, HOST-DEVICE-N from the
+  // slot locks in --state-dir). Its log is NAME.{out,err}; worker(NAME), WorkerLog(NAME) and
+  // Registered(NAME) find it, and Logs() includes it when NAME contains "worker".
+  Process& StartWorkerNamed(const std::string& name, const std::string& model,
+                            const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {RIPPLEKV_WORKER, "--scheduler", address(), "--model",
+                                     model,           "--threads",   "1"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    workers_.emplace_back(
+        name, std::make_unique<Process>(argv, dir_ / (name + ".out"), dir_ / (name + ".err")));
     return *workers_.back().second;
   }
 

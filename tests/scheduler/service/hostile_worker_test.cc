@@ -65,6 +65,10 @@ class HostileWorkerTest : public ServiceFixture {
  protected:
   void Configure(SchedulerServerOptions& options) override {
     options.max_attempts = 100;  // the attempt limit has its own test below
+    // One hostile worker alone, on purpose: no quarantine, and it may take a task it failed back
+    // at once (quarantine and exclusion have tests of their own: worker_faults_test.cc).
+    options.faults.quarantine_failures = 1'000;
+    options.faults.exclusion_grace_ms = 0;
   }
 };
 
@@ -190,6 +194,7 @@ class LivenessTest : public HostileWorkerTest {
   void Configure(SchedulerServerOptions& options) override {
     options.task_deadline_ms = 1'500;
     options.max_attempts = 3;
+    options.faults.exclusion_grace_ms = 0;  // the hung worker is alone: it gets its task back
   }
 };
 

@@ -127,6 +127,8 @@ class ServiceFixture : public ::testing::Test {
     options_.sync_writes = false;
     options_.watch_poll_ms = 50;
     options_.expire_interval_ms = 100;
+    // Jobs verify nothing unless a test asks (spec.verify): verification has tests of its own.
+    options_.faults.default_verify_fraction = 0;
     Configure(options_);
     StartServer();
   }
