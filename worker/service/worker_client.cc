@@ -137,6 +137,9 @@ struct WorkerClient::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::WorkerService::Stub> stub;
   std::mt19937_64 rng{std::random_device{}()};
+  // Random per client (one per process): tells the scheduler a registration is this process's
+  // own again after its stream broke (RegisterRequest.instance).
+  const std::string instance = absl::StrCat(absl::Hex(rng(), absl::kZeroPad16));
 
   mutable std::mutex mu;       // guards everything below, and the current session's state
   std::condition_variable cv;  // work arrived, the stream ended, or drain
@@ -204,6 +207,7 @@ struct WorkerClient::Impl {
     req.set_worker_id(options.worker_id);
     req.set_replace(replace);
     req.set_numerics(options.numerics);
+    req.set_instance(instance);
     pb::ModelInfo* m = req.mutable_model();
     m->set_model_hash(model.hash);
     m->set_architecture(model.architecture);
