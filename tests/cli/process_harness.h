@@ -217,9 +217,9 @@ class LocalCluster {
     return *workers_.back().second;
   }
 
-  // A worker without the flags StartWorker adds but --scheduler, --model and --threads 1: `flags`
-  // give its identity or none (then it registers under its default id, HOST-DEVICE-N from the
-  // slot locks in --state-dir). Its log is NAME.{out,err}; worker(NAME), WorkerLog(NAME) and
+  // A worker started with --scheduler, --model and --threads 1, then `flags`, which give its
+  // identity or none (then it registers under its default id, HOST-DEVICE-N from the slot locks
+  // in --state-dir). Its log is NAME.{out,err}; worker(NAME), WorkerLog(NAME) and
   // Registered(NAME) find it, and Logs() includes it when NAME contains "worker".
   Process& StartWorkerNamed(const std::string& name, const std::string& model,
                             const std::vector<std::string>& flags) {
