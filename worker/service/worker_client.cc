@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "kernels/base/version.h"
@@ -208,6 +209,7 @@ struct WorkerClient::Impl {
     req.set_replace(replace);
     req.set_numerics(options.numerics);
     req.set_instance(instance);
+    req.set_host(options.host);
     pb::ModelInfo* m = req.mutable_model();
     m->set_model_hash(model.hash);
     m->set_architecture(model.architecture);
@@ -612,8 +614,11 @@ Status WorkerClient::Run() {
       return absl::AlreadyExistsError(absl::StrCat(
           "the scheduler at ", im.options.scheduler_address, " refused worker id \"",
           im.options.worker_id, "\": ", reg.status().message(),
-          "; give each worker a distinct --id, or pass --replace to take the id over (e.g. "
-          "right after a crash)"));
+          // The scheduler names the way out itself; an older one may not.
+          absl::StrContains(reg.status().message(), "--replace")
+              ? ""
+              : "; give each worker a distinct --id, or pass --replace to take the id over "
+                "(e.g. right after a crash)"));
     } else if (absl::IsFailedPrecondition(reg.status())) {
       return absl::FailedPreconditionError(
           absl::StrCat("the scheduler at ", im.options.scheduler_address, " refused worker \"",

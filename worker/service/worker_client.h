@@ -67,6 +67,7 @@ struct WorkerClientOptions {
   } memory;
   int tensor_parallel = 1;  // ranks holding the model's shards, reported at registration
   std::string device;       // "cpu", "cuda:0", reported at registration
+  std::string host;         // this machine's name, reported at registration (for operators)
   std::chrono::milliseconds initial_backoff{100};  // first reconnect delay
   std::chrono::milliseconds max_backoff{5000};     // reconnect delay cap
   std::chrono::milliseconds register_deadline{10000};

@@ -318,6 +318,7 @@ int Main(int argc, char** argv) {
   WorkerClientOptions options;
   options.tensor_parallel = tp;
   options.device = kernels::DeviceSpecName(*device_spec);
+  options.host = HostName();
   options.scheduler_address = scheduler;
   options.channel = channel;
   options.worker_id = id;
