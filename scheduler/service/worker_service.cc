@@ -4,6 +4,7 @@
 #include <chrono>
 #include <deque>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/base/strings.h"
@@ -197,6 +198,14 @@ class WorkerServiceImpl::ConnectReactor final
       return;
     }
     service_->BroadcastEndedJobs();  // without mu_: it locks the service, then streams
+    bool refill_others;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      refill_others = std::exchange(refill_others_, false);
+    }
+    // A task held for verification went back to pending for another worker: idle ones get it
+    // now, not at their next heartbeat. Without mu_, as above.
+    if (refill_others) service_->RefillWorkers({});
     Pump();
     bool closing;
     {
@@ -536,6 +545,7 @@ class WorkerServiceImpl::ConnectReactor final
     } else if (submitted.ok() && *submitted == Submitted::kAwaitingVerification) {
       spdlog::debug("task {} of worker {} held for verification by another worker",
                     done.task_id(), worker_id_);
+      refill_others_ = true;
     } else {
       Report(submitted.status(), absl::StrCat("task ", done.task_id(), " done"));
     }
@@ -574,6 +584,7 @@ class WorkerServiceImpl::ConnectReactor final
   std::deque<v1::SchedulerMessage> out_;  // front is being written when writing_
   bool writing_ = false;
   bool draining_ = false;
+  bool refill_others_ = false;  // guarded by mu_: a task went back to pending for another worker
   bool closing_ = false;
   bool finish_called_ = false;
   std::optional<grpc::Status> pending_finish_;
