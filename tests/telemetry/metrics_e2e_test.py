@@ -206,10 +206,12 @@ def main():
             first_worker = parse(scrape(worker_port))
             if value(first_sched, "ripplekv_scheduler_workers_connected") != 1:
                 fail("the scheduler does not count the registered worker")
-            # 2 samples x 30 layers = 60 tasks of 2 trials: several seconds on one thread.
+            # 2 samples x 30 layers = 60 tasks of 2 trials: several seconds on one thread. One
+            # worker cannot verify another: --verify 0, so every task is leased and timed once.
             submit = subprocess.Popen(
                 [cli, "submit", "--scheduler", address, "--model", model, "--wait", "--samples",
-                 "2", "--context-len", "64", "--probe", "8", "--trials", "2", "--seed", "3"],
+                 "2", "--context-len", "64", "--probe", "8", "--trials", "2", "--seed", "3",
+                 "--verify", "0"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
             procs.append(submit)
             scrapes = [(first_sched, first_worker)]
@@ -246,6 +248,10 @@ def main():
                 got = value(final_s if which == "scheduler" else final_w, family)
                 if got != want:
                     fail(f"{family}: {got}, expected {want}")
+            for family in ("ripplekv_scheduler_quarantines", "ripplekv_scheduler_workers_quarantined",
+                           "ripplekv_scheduler_verification_disagreements"):
+                if value(final_s, family) != 0:
+                    fail(f"{family}: {value(final_s, family)}, expected 0 (one healthy worker)")
             if value(final_s, "ripplekv_scheduler_jobs_finished", state="succeeded") != 1:
                 fail("jobs_finished_total{state=succeeded} is not 1")
             latency = "ripplekv_scheduler_task_result_latency_seconds"
