@@ -5,7 +5,11 @@ worker time spent waiting for work in a real job.
 Usage:
   bench/scheduler_overhead.py --model PATH [--build build] [--workers 1,2,4,8] [--samples 64,512]
       [--prefetch N] [--real-samples 8] [--real-context 512] [--no-real] [--no-tls] [--history N]
-      [--json]
+      [--verify F] [--scheduler-bin PATH] [--json]
+
+--verify F submits every job with `ripplekv submit --verify F` (unset: the scheduler's default,
+0.05); --scheduler-bin runs another build's ripplekv-scheduler (a before/after comparison of the
+scheduler alone: the workers and the CLI stay this build's).
 
 Part 1 (overhead): a ripplekv-scheduler (fresh RocksDB, fsync on every durable change, TLS with
 client certificates and bearer tokens, as deployed; --no-tls: plaintext) and N
@@ -53,13 +57,15 @@ def find_bin(build, name, sub):
 
 
 class Cluster:
-    def __init__(self, build, model, workers, no_compute, tmp, tls=True, history=0, prefetch=None):
+    def __init__(self, build, model, workers, no_compute, tmp, tls=True, history=0, prefetch=None,
+                 scheduler_bin=None, verify=None):
         self.cli = find_bin(build, "ripplekv", "cli")
         self.addr = f"127.0.0.1:{free_port()}"
         self.tmp = tmp
         self.procs = []
         self.logs = []
-        sched = find_bin(build, "ripplekv-scheduler", "scheduler/service")
+        sched = scheduler_bin or find_bin(build, "ripplekv-scheduler", "scheduler/service")
+        self.verify = verify
         worker = find_bin(build, "ripplekv-worker", "worker/service")
         security, worker_security, self.client_security = ["--insecure"], [], []
         if tls:  # as deployed: TLS with client certificates, and bearer tokens (docs/SECURITY.md)
@@ -111,6 +117,7 @@ class Cluster:
         t0 = time.perf_counter()
         r = self._cli("submit", "-q", "--model", str(model), "--samples", str(samples),
                       "--context-len", str(context), "--probe", str(probe), "--trials", "2",
+                      *(["--verify", str(self.verify)] if self.verify is not None else []),
                       "--wait", "--json")
         wall = time.perf_counter() - t0
         if r.returncode != 0:
@@ -173,6 +180,10 @@ def main():
     ap.add_argument("--real-samples", type=int, default=8)
     ap.add_argument("--real-context", type=int, default=512)
     ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--verify", type=float, default=None,
+                    help="submit with --verify F (unset: the scheduler's default)")
+    ap.add_argument("--scheduler-bin", type=Path, default=None,
+                    help="the ripplekv-scheduler to run (default: the build's)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     build = Path(args.build)
@@ -182,7 +193,8 @@ def main():
         for samples in [int(s) for s in args.samples.split(",")]:
             with tempfile.TemporaryDirectory() as d:
                 c = Cluster(build, args.model, workers, True, Path(d), tls=not args.no_tls,
-                            history=args.history, prefetch=args.prefetch)
+                            history=args.history, prefetch=args.prefetch,
+                            scheduler_bin=args.scheduler_bin, verify=args.verify)
                 try:
                     cpu0, wcpu0 = c.scheduler_cpu_s(), c.workers_cpu_s()
                     wall = c.run_job(args.model, samples, 64, 8)
@@ -220,7 +232,8 @@ def main():
                              1000 * (mine[-1]["workers_cpu_s"] - mine[0]["workers_cpu_s"]) / dt, 3)})
     if not args.no_real:
         with tempfile.TemporaryDirectory() as d:
-            c = Cluster(build, args.model, 2, False, Path(d), prefetch=args.prefetch)
+            c = Cluster(build, args.model, 2, False, Path(d), prefetch=args.prefetch,
+                        scheduler_bin=args.scheduler_bin, verify=args.verify)
             try:
                 wall = c.run_job(args.model, args.real_samples, args.real_context, 32)
             finally:
