@@ -1084,16 +1084,22 @@ void Scheduler::CommitHeld(const store::TaskKey& key, const VerifyRun& run) {
   committer_.Submit(key, run.results, {.id = run.worker_id, .version = std::move(version)},
                     [this, key, worker_id = run.worker_id](
                         StatusOr<store::ResultWriteOutcome> written) {
-                      // Nobody waits for it: a failed write leaves the task pending, and it runs
-                      // again.
-                      if (written.ok()) {
-                        AfterCompletion(key, /*attempt=*/0, worker_id, *written).IgnoreError();
-                      } else {
+                      if (!written.ok()) {  // the task is pending again, and runs again
                         std::lock_guard lock(mu_);
                         MarkPending(key);
                         Changed();
                       }
+                      const StatusOr<TaskResultsOutcome> outcome =
+                          written.ok() ? AfterCompletion(key, /*attempt=*/0, worker_id, *written)
+                                       : StatusOr<TaskResultsOutcome>(written.status());
+                      std::lock_guard lock(listener_mu_);
+                      if (held_listener_) held_listener_(worker_id, key, outcome);
                     });
+}
+
+void Scheduler::SetHeldCompletionListener(HeldCompletionListener listener) {
+  std::lock_guard lock(listener_mu_);
+  held_listener_ = std::move(listener);
 }
 
 StatusOr<TaskResultsOutcome> Scheduler::CompleteTask(const std::string& worker_id,

@@ -125,7 +125,7 @@ struct FaultOptions {
   int64_t live_session_ms = 10'000;        // a registration of an id heard from within this is
                                            // refused unless it replaces, ms
   double default_verify_fraction = 0.05;   // JobSpec::verify_fraction of a submit that gives none
-  int64_t verify_wait_ms = 60'000;         // how long a first run waits for a second eligible
+  int64_t verify_wait_ms = 10'000;         // how long a first run waits for a second eligible
                                            // worker before it completes unverified, ms
   uint64_t verify_key = 0;                 // key of the verification sample; 0: random per start
 };
@@ -561,6 +561,15 @@ class Scheduler {
   // The quarantines since the last call, in order: the adapter tells each worker on its stream.
   std::vector<QuarantineNotice> TakeQuarantines();
 
+  // Called on the committer's thread with the outcome of a held verification run that completed
+  // unverified (no caller waits for it: ExpireLeases queued it), so the adapter logs it and acts
+  // on a job it finished or extended as for any completion. Null: nobody is told. Replacing it
+  // waits for a call in flight, so an adapter going away resets it first.
+  using HeldCompletionListener =
+      std::function<void(const std::string& worker_id, const store::TaskKey& key,
+                         const StatusOr<TaskResultsOutcome>& outcome)>;
+  void SetHeldCompletionListener(HeldCompletionListener listener);
+
   // Task completions written so far and the store writes that carried them (group commit).
   CompletionCommitter::Counts CommitCounts() const { return committer_.counts(); }
 
@@ -802,6 +811,8 @@ class Scheduler {
   std::map<store::JobId, JobVerification> verification_;   // dropped when the job ends
   std::map<store::JobId, int64_t> stalled_since_;          // jobs waiting on faults, since when
   uint64_t verify_key_ = 0;                                // FaultOptions::verify_key or random
+  std::mutex listener_mu_;  // held while the listener runs; never with mu_
+  HeldCompletionListener held_listener_;  // guarded by listener_mu_
   std::map<store::TaskKey, Completing> completing_;        // results submitted, write pending
   std::vector<EndedJob> ended_;                            // until TakeEndedJobs
   // !ended_.empty(), readable without mu_ (TakeEndedJobs runs after every worker message).

@@ -591,9 +591,19 @@ class WorkerServiceImpl::ConnectReactor final
 };
 
 WorkerServiceImpl::WorkerServiceImpl(Scheduler* scheduler, WorkerServiceOptions options)
-    : scheduler_(scheduler), options_(options) {}
+    : scheduler_(scheduler), options_(options) {
+  // A held verification run that completed unverified is a completion like any other.
+  scheduler_->SetHeldCompletionListener(
+      [this](const std::string& worker_id, const store::TaskKey& key,
+             const StatusOr<TaskResultsOutcome>& outcome) {
+        CompletionWritten(worker_id, FormatTaskId({.key = key}), key.job, outcome);
+      });
+}
 
-WorkerServiceImpl::~WorkerServiceImpl() { Shutdown(); }
+WorkerServiceImpl::~WorkerServiceImpl() {
+  scheduler_->SetHeldCompletionListener(nullptr);
+  Shutdown();
+}
 
 void WorkerServiceImpl::Shutdown() {
   std::unique_lock<std::recursive_mutex> lock(mu_);

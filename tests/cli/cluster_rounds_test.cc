@@ -45,11 +45,17 @@ class ClusterRoundsTest : public ModelClusterTest {
     return FetchProfileJson(tmp_.path(), cluster_->address(), hash);
   }
 
-  // Every field but created_at is equal, exactly (doubles in shortest round-trip text).
+  // Every field but created_at is equal, exactly (doubles in shortest round-trip text); the
+  // remote profile also says how the scheduler verified it (the default fraction), which a
+  // local one has no use for.
   static void ExpectEqualButCreatedAt(nlohmann::json remote, nlohmann::json local) {
     ASSERT_TRUE(remote.is_object() && local.is_object());
     remote.erase("created_at");
     local.erase("created_at");
+    ASSERT_TRUE(remote.contains("verification")) << remote.dump();
+    EXPECT_EQ(remote["verification"]["fraction"], 0.05);
+    EXPECT_FALSE(local.contains("verification"));
+    remote.erase("verification");
     EXPECT_EQ(remote.dump(), local.dump());
   }
 };

@@ -323,7 +323,7 @@ int Main(int argc, char** argv) {
   options.channel = channel;
   options.worker_id = id;
   options.replace = replace;
-  options.numerics = WorkerNumerics(device_spec->device, *device_weights_type);
+  options.numerics = WorkerNumerics(device_spec->device, *device_weights_type, tp);
   spdlog::info("numerics {}", options.numerics);
   options.prefetch = prefetch;
   options.memory_limit_bytes = cache_bytes;

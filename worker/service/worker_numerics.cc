@@ -50,9 +50,12 @@ std::string FormatNumerics(std::string_view device_class, std::string_view versi
   return out;
 }
 
-std::string WorkerNumerics(kernels::Device device, kernels::DType device_weights) {
-  return FormatNumerics(NumericsDeviceClass(device, device_weights), BuildVersion(), CompiledIsa(),
-                        NumericsBlas(device));
+std::string WorkerNumerics(kernels::Device device, kernels::DType device_weights,
+                           int tensor_parallel) {
+  std::string out = FormatNumerics(NumericsDeviceClass(device, device_weights), BuildVersion(),
+                                   CompiledIsa(), NumericsBlas(device));
+  if (tensor_parallel > 1) out += " tp" + std::to_string(tensor_parallel);
+  return out;
 }
 
 }  // namespace ripplekv::worker

@@ -35,7 +35,9 @@ std::string FormatNumerics(std::string_view device_class, std::string_view versi
                            std::string_view isa, std::string_view blas);
 
 // This process's string: FormatNumerics of NumericsDeviceClass, BuildVersion(), CompiledIsa()
-// and NumericsBlas.
-std::string WorkerNumerics(kernels::Device device, kernels::DType device_weights);
+// and NumericsBlas, then " tpN" for a tensor-parallel group of N > 1 ranks (its partial sums
+// are added in another order, so its results differ from a whole worker's in the last bits).
+std::string WorkerNumerics(kernels::Device device, kernels::DType device_weights,
+                           int tensor_parallel = 1);
 
 }  // namespace ripplekv::worker

@@ -52,6 +52,9 @@ TEST(WorkerNumericsTest, TheProcessReportsItsVersionAndTheDeviceClassBeforeTheFi
   const std::string gpu = WorkerNumerics(kernels::Device::kCuda, kernels::DType::kF32);
   EXPECT_EQ(gpu.substr(0, gpu.find('/')), "cuda-f32");
   EXPECT_TRUE(gpu.ends_with(" cublas")) << gpu;
+  // A tensor-parallel group adds its partial sums in another order: never bitwise a whole worker.
+  EXPECT_EQ(WorkerNumerics(kernels::Device::kCpu, kernels::DType::kBF16, 2), cpu + " tp2");
+  EXPECT_EQ(WorkerNumerics(kernels::Device::kCpu, kernels::DType::kBF16, 1), cpu);
 }
 
 }  // namespace
