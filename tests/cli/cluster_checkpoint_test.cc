@@ -33,18 +33,6 @@ constexpr int kTasks = kSamples * kLayers;
 
 class ClusterCheckpointTest : public ModelClusterTest {
  protected:
-  // The job as `ripplekv jobs --json` prints it; null when the scheduler does not answer.
-  nlohmann::json Job(const std::string& id) {
-    const CliResult r = RunCli(tmp_.path(), "jobs",
-                               {"jobs", "--scheduler", cluster_->address(), "--json"}, seconds(10));
-    if (r.exit_code != 0) return nullptr;
-    const nlohmann::json all = nlohmann::json::parse(r.out, nullptr, false);
-    if (all.is_discarded() || !all.contains("jobs")) return nullptr;
-    for (const auto& job : all["jobs"]) {
-      if (job.value("job_id", "") == id) return job;
-    }
-    return nullptr;
-  }
 };
 
 TEST_F(ClusterCheckpointTest, JobResumedFromACheckpointEqualsLocalCalibrateBitForBit) {

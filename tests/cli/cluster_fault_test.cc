@@ -77,26 +77,6 @@ class ClusterFaultTest : public ModelClusterTest {
     return id;
   }
 
-  // The job as `ripplekv jobs --json` prints it; null when the scheduler does not answer.
-  nlohmann::json Job(const std::string& id) {
-    const CliResult r = RunCli(tmp_.path(), "jobs",
-                               {"jobs", "--scheduler", cluster_->address(), "--json"}, seconds(10));
-    if (r.exit_code != 0) return nullptr;
-    const nlohmann::json all = nlohmann::json::parse(r.out, nullptr, false);
-    if (all.is_discarded() || !all.contains("jobs")) return nullptr;
-    for (const auto& job : all["jobs"]) {
-      if (job.value("job_id", "") == id) return job;
-    }
-    return nullptr;
-  }
-
-  // `ripplekv watch` until the job ends; its exit code.
-  int Watch(const std::string& id) {
-    const CliResult r = RunCli(tmp_.path(), "watch",
-                               {"watch", "--scheduler", cluster_->address(), id}, seconds(300));
-    EXPECT_EQ(r.exit_code, 0) << r.out << r.err << cluster_->Logs();
-    return r.exit_code;
-  }
 
   void ExpectProfileEqualsLocalCalibrate() {
     const nlohmann::json local = LocalCalibrateJson(tmp_.path(), model_, kParams);

@@ -108,26 +108,6 @@ class ClusterFaultyWorkerTest : public ModelClusterTest {
     }
   }
 
-  // The job as `ripplekv jobs --json` prints it; null when the scheduler does not answer.
-  nlohmann::json Job(const std::string& id) {
-    const CliResult r = RunCli(tmp_.path(), "jobs",
-                               {"jobs", "--scheduler", cluster_->address(), "--json"}, seconds(10));
-    if (r.exit_code != 0) return nullptr;
-    const nlohmann::json all = nlohmann::json::parse(r.out, nullptr, false);
-    if (all.is_discarded() || !all.contains("jobs")) return nullptr;
-    for (const auto& job : all["jobs"]) {
-      if (job.value("job_id", "") == id) return job;
-    }
-    return nullptr;
-  }
-
-  // `ripplekv watch` until the job ends; its exit code (0: SUCCEEDED).
-  int Watch(const std::string& id) {
-    const CliResult r = RunCli(tmp_.path(), "watch",
-                               {"watch", "--scheduler", cluster_->address(), id}, seconds(120));
-    EXPECT_EQ(r.exit_code, 0) << r.out << r.err << cluster_->Logs();
-    return r.exit_code;
-  }
 
   // `ripplekv workers --json`, by worker id.
   std::map<std::string, nlohmann::json> Workers() {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -28,6 +29,28 @@ class ModelClusterTest : public ::testing::Test {
   }
   void TearDown() override {
     if (cluster_) cluster_->StopAll();
+  }
+
+  // The job as `ripplekv jobs --json` prints it; null when the scheduler does not answer.
+  nlohmann::json Job(const std::string& id) {
+    const CliResult r =
+        RunCli(tmp_.path(), "jobs", {"jobs", "--scheduler", cluster_->address(), "--json"},
+               std::chrono::seconds(10));
+    if (r.exit_code != 0) return nullptr;
+    const nlohmann::json all = nlohmann::json::parse(r.out, nullptr, false);
+    if (all.is_discarded() || !all.contains("jobs")) return nullptr;
+    for (const auto& job : all["jobs"]) {
+      if (job.value("job_id", "") == id) return job;
+    }
+    return nullptr;
+  }
+
+  // `ripplekv watch` until the job ends (at most `timeout`); its exit code (0: SUCCEEDED).
+  int Watch(const std::string& id, std::chrono::seconds timeout = std::chrono::seconds(300)) {
+    const CliResult r = RunCli(tmp_.path(), "watch",
+                               {"watch", "--scheduler", cluster_->address(), id}, timeout);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err << cluster_->Logs();
+    return r.exit_code;
   }
 
   std::string model_;
