@@ -595,13 +595,16 @@ Status WorkerClient::Run() {
         std::lock_guard<std::mutex> lock(im.mu);
         ++im.stats.registrations;
       }
-      backoff = im.options.initial_backoff;
       std::chrono::milliseconds hb = FromDuration(reg->heartbeat_interval());
       if (hb.count() <= 0) hb = im.options.default_heartbeat;
       spdlog::info("registered with {} as {} (session {}{})", im.options.scheduler_address,
                    im.options.worker_id, reg->session_id(),
                    replace ? ", taking the id over from any live session" : "");
+      const auto session_start = Clock::now();
       const Impl::SessionEnd end = im.RunSession(reg->session_id(), hb);
+      if (Clock::now() - session_start >= im.options.stable_session) {
+        backoff = im.options.initial_backoff;
+      }
       if (end.quarantined) {
         return absl::FailedPreconditionError(
             absl::StrCat("worker ", im.options.worker_id, " quarantined by the scheduler at ",
@@ -632,7 +635,7 @@ Status WorkerClient::Run() {
         backoff = im.options.max_backoff;
       }
     }
-    std::uniform_real_distribution<double> jitter(0.8, 1.2);
+    std::uniform_real_distribution<double> jitter(0.0, 1.0);  // full jitter
     const auto delay = std::chrono::milliseconds(
         static_cast<int64_t>(static_cast<double>(backoff.count()) * jitter(im.rng)));
     if (im.SleepUnlessDrain(delay)) return absl::OkStatus();

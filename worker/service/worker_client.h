@@ -5,9 +5,13 @@
 // and cancellations. Tasks run one at a time on
 // the thread that called Run(), through TaskRunner; up to `prefetch` more wait queued, so the
 // next task is already here when one ends (the worker registers capacity 1 + prefetch). When a
-// stream ends it registers and connects again with exponential backoff (initial_backoff doubling to
-// max_backoff, +/-20 % jitter). RequestDrain() (SIGTERM) finishes the task in progress, sends its
-// results and `draining`, closes the stream and makes Run() return OK.
+// stream ends it registers and connects again with exponential backoff: initial_backoff doubling to
+// max_backoff, each delay drawn uniformly from [0, backoff] (full jitter, so a fleet that lost its
+// scheduler does not come back in step). The backoff starts over only after a session that stayed
+// up for stable_session: a scheduler that ends every session at once (overloaded, or refusing the
+// stream) sees this worker back ever more slowly, not ten times a second. RequestDrain() (SIGTERM)
+// finishes the task in progress, sends its results and `draining`, closes the stream and makes
+// Run() return OK.
 //
 // Refusals end Run() with an error instead of a retry (the daemon exits non-zero, so a supervisor
 // restarts it or pages): Register answered ALREADY_EXISTS (another live session holds the id) or
@@ -70,6 +74,7 @@ struct WorkerClientOptions {
   std::string host;         // this machine's name, reported at registration (for operators)
   std::chrono::milliseconds initial_backoff{100};  // first reconnect delay
   std::chrono::milliseconds max_backoff{5000};     // reconnect delay cap
+  std::chrono::milliseconds stable_session{10000};  // a session up this long resets the backoff
   std::chrono::milliseconds register_deadline{10000};
   std::chrono::milliseconds job_data_deadline{60000};
   // Heartbeat interval when the scheduler gives none (it normally does, in RegisterResponse).

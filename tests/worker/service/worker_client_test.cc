@@ -535,6 +535,25 @@ TEST(WorkerClientTest, ReplaceIsAskedFirstAndAfterABrokenConnectionButNotAfterAT
   }
 }
 
+TEST(WorkerClientTest, ASchedulerThatEndsEverySessionAtOnceIsNotHammered) {
+  FakeScheduler service;
+  for (int i = 0; i < 200; ++i) service.stream_ends_.push_back(grpc::Status::OK);
+  RunningServer server = Start(&service, 0);
+  Worker worker(server.port, 0, DataDirs(), 1, [](WorkerClientOptions& o) {
+    o.initial_backoff = 100ms;
+    o.max_backoff = 2000ms;
+  });
+  std::this_thread::sleep_for(3s);
+  worker.Drain();
+  std::lock_guard<std::mutex> lock(service.mu_);
+  // The backoff grows across sessions that end at once: delays drawn from [0, 100], [0, 200],
+  // [0, 400] ... [0, 2000] ms add up to about 3 s after 7 registrations. Resetting it after
+  // every successful Register, as before, made 30 in 3 s; 16 needs ten 2 s-capped draws
+  // to sum under 2.5 s (probability about 3e-6).
+  EXPECT_GE(service.registrations_, 2) << "it does come back";
+  EXPECT_LE(service.registrations_, 15);
+}
+
 TEST(WorkerClientTest, WithoutReplaceTheFirstRegisterDoesNotAskToTakeOver) {
   FakeScheduler service;
   RunningServer server = Start(&service, 0);
