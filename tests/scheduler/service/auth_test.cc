@@ -83,7 +83,8 @@ const std::vector<std::string> kAllMethods = {
     "/ripplekv.v1.RolloutService/CreateRollout",    "/ripplekv.v1.RolloutService/PauseRollout",
     "/ripplekv.v1.RolloutService/ResumeRollout",    "/ripplekv.v1.RolloutService/RollbackRollout",
     "/ripplekv.v1.RolloutService/WatchBudgets",     "/ripplekv.v1.RolloutService/ReportBudget",
-    "/ripplekv.v1.AdminService/CreateCheckpoint",
+    "/ripplekv.v1.AdminService/CreateCheckpoint",   "/ripplekv.v1.CalibrationService/ListWorkers",
+    "/ripplekv.v1.AdminService/LiftQuarantine",
 };
 
 // The node id make-tls binds its agent token to.
@@ -93,7 +94,8 @@ std::set<std::string> ReaderCalls() {
   std::set<std::string> calls(kAllMethods.begin(), kAllMethods.begin() + 7);
   calls.insert(
       {"/ripplekv.v1.RolloutService/GetBudgetMap", "/ripplekv.v1.RolloutService/ListBudgetMaps",
-       "/ripplekv.v1.RolloutService/GetRollout", "/ripplekv.v1.RolloutService/ListRollouts"});
+       "/ripplekv.v1.RolloutService/GetRollout", "/ripplekv.v1.RolloutService/ListRollouts",
+       "/ripplekv.v1.CalibrationService/ListWorkers"});
   return calls;
 }
 
@@ -157,6 +159,17 @@ grpc::Status Call(Stubs& s, const std::string& method) {
   if (name == "ListJobs") {
     v1::ListJobsResponse response;
     return s.calibration->ListJobs(&context, v1::ListJobsRequest(), &response);
+  }
+  if (name == "ListWorkers") {
+    v1::ListWorkersResponse response;
+    return s.calibration->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+  }
+  if (name == "LiftQuarantine") {
+    // No such quarantine: a call past the auth check is NOT_FOUND and changes nothing.
+    v1::LiftQuarantineRequest request;
+    request.set_worker_id("nobody");
+    v1::LiftQuarantineResponse response;
+    return s.admin->LiftQuarantine(&context, request, &response);
   }
   if (name == "ListJobTasks") {
     v1::ListJobTasksRequest request;

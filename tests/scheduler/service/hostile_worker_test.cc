@@ -17,12 +17,14 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "method/profile_aggregate.h"
+#include "ripplekv/v1/admin.grpc.pb.h"
 #include "tests/scheduler/service/service_fixture.h"
 
 namespace ripplekv::scheduler::service {
@@ -251,6 +253,89 @@ TEST_F(LivenessTest, ATaskThatCrashesEveryWorkerFailsItsJobAfterMaxAttempts) {
   const std::string& error = failed.error().message();
   EXPECT_NE(error.find("failed 3 attempts"), std::string::npos) << error;
   EXPECT_NE(error.find("crash2 disconnected"), std::string::npos) << error;
+}
+
+// Quarantine over gRPC (docs/SCHEDULER.md, "Faulty workers"): the default rules, but a task the
+// worker failed may go back to it at once (it is alone), so three NaN answers are three failures.
+class QuarantineTest : public HostileWorkerTest {
+ protected:
+  void Configure(SchedulerServerOptions& options) override {
+    options.faults.exclusion_grace_ms = 0;
+  }
+
+  grpc::Status ListWorkers(v1::ListWorkersResponse* response) {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    return calibration_->ListWorkers(&context, v1::ListWorkersRequest(), response);
+  }
+};
+
+TEST_F(QuarantineTest, AWorkerIsToldListedRefusedAndLetBackByAnAdmin) {
+  const std::string session = Register("bad", /*n_layers=*/2, /*capacity=*/1);
+  SubmitOne();
+  FakeWorker bad(workers_.get(), "bad", session);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::optional<v1::SchedulerMessage::KindCase> last;
+  std::string reason;
+  for (int answered = 0; answered < 3;) {
+    v1::SchedulerMessage message;
+    ASSERT_TRUE(bad.Read(&message)) << "the stream ended after " << answered << " answers";
+    if (message.has_task_assignment()) {
+      ASSERT_TRUE(bad.Send(TaskDoneWithResults(message.task_assignment(), {nan, nan})));
+      ++answered;
+    }
+  }
+  // The third failure quarantines it: told on its stream, which then ends.
+  v1::SchedulerMessage message;
+  while (bad.Read(&message)) {
+    last = message.kind_case();
+    if (message.has_quarantined()) reason = message.quarantined().reason();
+  }
+  EXPECT_NE(reason.find("3 failed attempts"), std::string::npos) << reason;
+  EXPECT_EQ(last, v1::SchedulerMessage::kQuarantined) << "nothing after the notice";
+  const grpc::Status ended = bad.End();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << ended.error_message();
+
+  v1::ListWorkersResponse listed;
+  ASSERT_TRUE(ListWorkers(&listed).ok());
+  ASSERT_EQ(listed.workers_size(), 1);
+  EXPECT_EQ(listed.workers(0).worker_id(), "bad");
+  EXPECT_TRUE(listed.workers(0).quarantined());
+  EXPECT_FALSE(listed.workers(0).connected());
+  EXPECT_GT(listed.workers(0).quarantined_until().seconds(), 0);
+
+  {
+    v1::RegisterRequest request;
+    request.set_worker_id("bad");
+    *request.mutable_model() = Model(2);
+    request.set_capacity(1);
+    v1::RegisterResponse response;
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    const grpc::Status refused = workers_->Register(&context, request, &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(refused.error_message().find("quarantined until"), std::string::npos)
+        << refused.error_message();
+  }
+
+  auto admin = v1::AdminService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server_->port()), grpc::InsecureChannelCredentials()));
+  v1::LiftQuarantineRequest lift;
+  lift.set_worker_id("bad");
+  v1::LiftQuarantineResponse lifted;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    ASSERT_TRUE(admin->LiftQuarantine(&context, lift, &lifted).ok());
+  }
+  EXPECT_NE(lifted.reason().find("KL nan"), std::string::npos) << lifted.reason();
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    EXPECT_EQ(admin->LiftQuarantine(&context, lift, &lifted).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  Register("bad", /*n_layers=*/2, /*capacity=*/1);  // expects OK
 }
 
 }  // namespace
