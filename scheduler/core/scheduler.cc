@@ -648,13 +648,18 @@ bool Scheduler::Quarantined(const std::string& worker_id, int64_t now) const {
   return it != health_.end() && it->second.quarantined_until > now;
 }
 
-Status Scheduler::ChargeWorker(const std::string& worker_id, const std::string& why) {
-  const int64_t now = clock_();
+Scheduler::WorkerHealth& Scheduler::HealthOf(const std::string& worker_id) {
   WorkerHealth& h = health_[worker_id];
   if (auto w = workers_.find(worker_id); w != workers_.end()) {
     h.model_hash = w->second.model.hash;
     h.last_seen_ms = w->second.last_seen_ms;
   }
+  return h;
+}
+
+Status Scheduler::ChargeWorker(const std::string& worker_id, const std::string& why) {
+  const int64_t now = clock_();
+  WorkerHealth& h = HealthOf(worker_id);
   std::erase_if(h.failures,
                 [&](int64_t t) { return now - t >= options_.faults.quarantine_window_ms; });
   h.failures.push_back(now);
@@ -668,11 +673,7 @@ Status Scheduler::ChargeWorker(const std::string& worker_id, const std::string& 
 
 Status Scheduler::Quarantine(const std::string& worker_id, const std::string& why) {
   const int64_t now = clock_();
-  WorkerHealth& h = health_[worker_id];
-  if (auto w = workers_.find(worker_id); w != workers_.end()) {
-    h.model_hash = w->second.model.hash;
-    h.last_seen_ms = w->second.last_seen_ms;
-  }
+  WorkerHealth& h = HealthOf(worker_id);
   const bool was = h.quarantined_until > now;
   h.quarantined_until = now + options_.faults.quarantine_ms;
   h.quarantine_reason = why;
@@ -1067,6 +1068,10 @@ Status Scheduler::Recompute(store::JobId job, const std::string& worker_id) {
   for (const store::Task& t : tasks) {
     if (t.state == store::TaskState::kDone && t.completed_by == worker_id) keys.push_back(t.key);
   }
+  return Reopen(job, keys);
+}
+
+Status Scheduler::Reopen(store::JobId job, std::span<const store::TaskKey> keys) {
   if (keys.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<store::TaskKey> reopened, store_->ReopenTasks(job, keys));
   for (const store::TaskKey& key : reopened) MarkPending(key);
@@ -1123,13 +1128,8 @@ StatusOr<TaskResultsOutcome> Scheduler::AfterCompletion(const store::TaskKey& ke
   if (written.task_completed) {
     if (auto record = verification_.find(key.job);
         record != verification_.end() && record->second.outvoted.contains(worker_id)) {
-      const store::TaskKey keys[] = {key};
-      ASSIGN_OR_RETURN(std::vector<store::TaskKey> reopened, store_->ReopenTasks(key.job, keys));
-      for (const store::TaskKey& k : reopened) MarkPending(k);
-      record->second.recomputed += reopened.size();
-      metrics_.tasks_recomputed.Add(static_cast<double>(reopened.size()));
       completing_.erase(key);
-      Changed();
+      RETURN_IF_ERROR(Reopen(key.job, {&key, 1}));
       return TaskResultsOutcome{.stored = written.stored};
     }
   }

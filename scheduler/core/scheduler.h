@@ -671,6 +671,12 @@ class Scheduler {
       std::vector<store::TrialResult> results);
   // Reopens every task `worker_id` completed in `job` for recomputation.
   [[nodiscard]] Status Recompute(store::JobId job, const std::string& worker_id);
+  // Returns done tasks of `job` to pending with their results deleted (Store::ReopenTasks), into
+  // the index, counted as recomputed in the job's verification record.
+  [[nodiscard]] Status Reopen(store::JobId job, std::span<const store::TaskKey> keys);
+  // The health record of `worker_id`, created if missing, with its model and last heartbeat
+  // refreshed from the registry while it is registered.
+  WorkerHealth& HealthOf(const std::string& worker_id);
   // Queues `results` of `key` for the store write with no lease and no caller waiting (a held
   // run completing unverified).
   void CommitHeld(const store::TaskKey& key, const VerifyRun& run);
