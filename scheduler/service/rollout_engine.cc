@@ -152,7 +152,6 @@ StatusOr<std::unique_ptr<RolloutEngine>> RolloutEngine::Load(store::Store* store
         return absl::DataLossError(
             Cat("rollout ", run.state.rollout_id(), " node ", record.node_id, " does not decode"));
       }
-      model.nodes[record.node_id];  // known, disconnected until its agent reconnects
       run.nodes.emplace(record.node_id, std::move(node));
     }
     if (Active(run.state)) {
@@ -325,11 +324,11 @@ void RolloutEngine::Step(Run& run) {
     // 1. Cover the stage: add connected nodes in rank order until it has its size.
     std::vector<std::pair<uint64_t, const std::string*>> candidates;
     size_t connected = 0;
-    size_t members = 0;
+    size_t members = 0;  // connected or not: a member stays one when its stream ends
+    for (const auto& [node_id, node] : run.nodes) members += node.in_rollout() ? 1 : 0;
     for (auto& [node_id, node] : model.nodes) {
       auto it = run.nodes.find(node_id);
       const bool in = it != run.nodes.end() && it->second.in_rollout();
-      if (in) ++members;
       if (!node.sink) continue;
       ++connected;
       if (in) continue;
@@ -541,6 +540,10 @@ Status RolloutEngine::Watch(const std::string& node_id, const std::string& model
 Status RolloutEngine::WatchLocked(const std::string& node_id, const std::string& model_hash,
                                   const std::string& held_version,
                                   std::shared_ptr<AssignmentSink> sink) {
+  if (!models_.contains(model_hash) && !KnownModel(model_hash)) {
+    return absl::NotFoundError(Cat("model ", model_hash,
+                                   " is unknown: it has no profile, budget map or rollout"));
+  }
   Model& model = models_[model_hash];
   Node& node = model.nodes[node_id];
   if (node.sink) outbox_.replaced.push_back(std::move(node.sink));
@@ -575,8 +578,28 @@ void RolloutEngine::Unwatch(const std::string& node_id, const std::string& model
   if (model == models_.end()) return;
   auto node = model->second.nodes.find(node_id);
   if (node == model->second.nodes.end() || node->second.sink.get() != sink) return;
-  node->second.sink.reset();
-  node->second.offered.reset();
+  // What the node holds is stated again by its next stream; its rollout record (the newest
+  // rollout's run.nodes) is what a rollout in progress counts, and it stays.
+  model->second.nodes.erase(node);
+  if (model->second.nodes.empty() && model->second.newest == 0) models_.erase(model);
+}
+
+bool RolloutEngine::KnownModel(const std::string& model_hash) const {
+  if (store_->GetProfile(model_hash).ok()) return true;
+  StatusOr<std::vector<store::BudgetMapRecord>> maps = store_->ListBudgetMaps(model_hash);
+  return maps.ok() && !maps->empty();
+}
+
+size_t RolloutEngine::tracked_nodes() const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& [hash, model] : models_) n += model.nodes.size();
+  return n;
+}
+
+size_t RolloutEngine::tracked_models() const {
+  std::lock_guard lock(mu_);
+  return models_.size();
 }
 
 Status RolloutEngine::Report(const v1::ReportBudgetRequest& report) {
@@ -585,12 +608,18 @@ Status RolloutEngine::Report(const v1::ReportBudgetRequest& report) {
 
 Status RolloutEngine::ReportLocked(const v1::ReportBudgetRequest& report) {
   auto model_it = models_.find(report.model_hash());
-  if (model_it == models_.end() || !model_it->second.nodes.contains(report.node_id())) {
+  const auto recorded = [&](const Model& model) {
+    return model.newest != 0 && runs_.at(model.newest).nodes.contains(report.node_id());
+  };
+  if (model_it == models_.end() || (!model_it->second.nodes.contains(report.node_id()) &&
+                                    !recorded(model_it->second))) {
     return absl::FailedPreconditionError(Cat("node ", report.node_id(), " has not watched model ",
                                              report.model_hash(), "; open WatchBudgets first"));
   }
   Model& model = model_it->second;
-  if (report.ok()) model.nodes.at(report.node_id()).held_version = report.version();
+  if (auto it = model.nodes.find(report.node_id()); report.ok() && it != model.nodes.end()) {
+    it->second.held_version = report.version();
+  }
   if (model.newest == 0) return absl::OkStatus();
   Run& run = runs_.at(model.newest);
   const v1::BudgetAssignment assigned = AssignmentFor(model, report.node_id());

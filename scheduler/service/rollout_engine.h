@@ -84,14 +84,24 @@ class RolloutEngine {
   [[nodiscard]] StatusOr<v1::Rollout> Rollback(const std::string& rollout_id);
 
   // A node's stream opened: records what it holds, replaces an older stream of the node, may
-  // select it into the running stage, and offers its assignment to `sink` at once.
+  // select it into the running stage, and offers its assignment to `sink` at once. NotFound
+  // naming the hash when the store knows nothing of the model (no profile, no budget map, no
+  // rollout): nothing is recorded for it.
   [[nodiscard]] Status Watch(const std::string& node_id, const std::string& model_hash,
                              const std::string& held_version, std::shared_ptr<AssignmentSink> sink);
-  // The stream `sink` of the node ended (a replaced stream's end changes nothing).
+  // The stream `sink` of the node ended (a replaced stream's end changes nothing). The node's
+  // entry goes (its rollout record, if any, stays), and so does the model's once no node watches
+  // it and it has no rollout: what the engine holds per caller is bounded by the open streams.
   void Unwatch(const std::string& node_id, const std::string& model_hash,
                const AssignmentSink* sink);
-  // A node's outcome. FailedPrecondition when the node never watched the model.
+  // A node's outcome. FailedPrecondition when the node neither watches the model now nor has a
+  // record in its newest rollout.
   [[nodiscard]] Status Report(const v1::ReportBudgetRequest& report);
+
+  // Node entries held (watching nodes, by model), and models held (watched or with a rollout):
+  // for tests and the soak benchmark that check nothing stays behind a closed stream.
+  size_t tracked_nodes() const;
+  size_t tracked_models() const;
 
   // Soak and deadline checks of every running rollout; call periodically (every ~100 ms).
   void Tick();
@@ -111,7 +121,7 @@ class RolloutEngine {
     int64_t acked_since_ms = 0;             // when the stage became acknowledged; 0 not yet
   };
   struct Model {
-    std::map<std::string, Node> nodes;  // every node that watched since start, by id
+    std::map<std::string, Node> nodes;  // the nodes watching now, by id
     uint64_t newest = 0;                // id of the newest rollout; 0 none
   };
 
@@ -132,6 +142,9 @@ class RolloutEngine {
   Status WatchLocked(const std::string& node_id, const std::string& model_hash,
                      const std::string& held_version, std::shared_ptr<AssignmentSink> sink);
   Status ReportLocked(const v1::ReportBudgetRequest& report);
+  // Whether the store knows `model_hash`: it has a profile or a budget map (a rollout needs a
+  // map, so a model with rollouts has one too).
+  bool KnownModel(const std::string& model_hash) const;
   StatusOr<Run*> FindRun(const std::string& rollout_id);
   StatusOr<const Run*> FindRun(const std::string& rollout_id) const;
   // What `node_id` of `model` should hold, and the rollout that says so ("" none).

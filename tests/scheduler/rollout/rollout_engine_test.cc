@@ -417,6 +417,65 @@ TEST_F(RolloutEngineTest, ReportsNeedAWatchAndCountOnlyForTheAssignedVersion) {
   EXPECT_EQ(Get("r1").stage(), 1);
 }
 
+TEST_F(RolloutEngineTest, AWatchOfAModelTheStoreDoesNotKnowIsNotFoundAndKeepsNothing) {
+  for (int i = 0; i < 50; ++i) {
+    const std::string unknown(64, "0123456789abcdef"[i % 16]);
+    if (unknown == kModel) continue;
+    auto sink = std::make_shared<FakeSink>();
+    const Status s = engine_->Watch("n00", unknown, "", sink);
+    ASSERT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+    EXPECT_NE(std::string(s.message()).find(unknown), std::string::npos) << s;
+    EXPECT_TRUE(sink->offers.empty());
+  }
+  EXPECT_EQ(engine_->tracked_nodes(), 0u);
+  EXPECT_EQ(engine_->tracked_models(), 0u);
+  // A model with a profile but no map yet is known: its nodes are told to hold no map.
+  const std::string profiled(64, 'b');
+  ASSERT_TRUE(store_->PutProfileVersion(profiled, R"({"profile": 1})").ok());
+  auto sink = std::make_shared<FakeSink>();
+  ASSERT_TRUE(engine_->Watch("n00", profiled, "", sink).ok());
+  EXPECT_EQ(sink->version(), "");
+}
+
+TEST_F(RolloutEngineTest, ClosedStreamsLeaveNothingBehindWithoutARollout) {
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::shared_ptr<FakeSink>> streams;
+    for (int i = 0; i < 20; ++i) {
+      streams.push_back(std::make_shared<FakeSink>());
+      ASSERT_TRUE(engine_->Watch(Name(i), kModel, "", streams.back()).ok());
+    }
+    EXPECT_EQ(engine_->tracked_nodes(), 20u);
+    EXPECT_EQ(engine_->tracked_models(), 1u);
+    for (int i = 0; i < 20; ++i) engine_->Unwatch(Name(i), kModel, streams[i].get());
+    EXPECT_EQ(engine_->tracked_nodes(), 0u) << "round " << round;
+    EXPECT_EQ(engine_->tracked_models(), 0u) << "round " << round;
+  }
+}
+
+TEST_F(RolloutEngineTest, MembersWhoseStreamsEndStayMembersAndMayStillReport) {
+  Connect(4);
+  Start(Request(map_a_, {"50%", "100%"}));
+  const std::vector<std::string> members = Holding(map_a_);
+  ASSERT_EQ(members.size(), 2u);
+  for (const std::string& member : members) {
+    engine_->Unwatch(member, kModel, sinks_.at(member).get());
+  }
+  EXPECT_EQ(engine_->tracked_nodes(), 2u);
+  engine_->Tick();
+  v1::Rollout r = Get("r1");
+  // The stage still counts its two members; no connected node was added in their place.
+  EXPECT_EQ(r.stage(), 0);
+  EXPECT_EQ(r.stage_nodes(), 2);
+  EXPECT_EQ(r.connected_nodes(), 2);
+  // The members applied the map before their streams ended: their reports still count.
+  for (const std::string& member : members) ASSERT_TRUE(Report(member, map_a_, true).ok());
+  EXPECT_EQ(Get("r1").stage(), 1);
+  // Everyone goes: the rollout keeps the model, the nodes go.
+  for (const auto& [node, sink] : sinks_) engine_->Unwatch(node, kModel, sink.get());
+  EXPECT_EQ(engine_->tracked_nodes(), 0u);
+  EXPECT_EQ(engine_->tracked_models(), 1u);
+}
+
 TEST_F(RolloutEngineTest, ARestartResumesWhereTheStoreLeftIt) {
   Connect(10);
   Start(Request(map_a_, {"1", "50%", "100%"}));
