@@ -13,6 +13,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "kernels/base/strings.h"
 #include "method/calibration_sets.h"
@@ -387,6 +388,19 @@ StatusOr<SubmitOutcome> Scheduler::SubmitJob(const SubmitRequest& request) {
         absl::StrCat("job spec field params.trials: ", samples, " samples x ", n_layers_used,
                      " layers x ", request.spec.params.trials, " trials exceeds the limit of ",
                      options_.max_trials_per_job, " trials per job"));
+  }
+  if (options_.max_pending_inline_bytes > 0 && !spec.data_inline.empty()) {
+    ASSIGN_OR_RETURN(const uint64_t pending, PendingInlineBytes());
+    const uint64_t cap = options_.max_pending_inline_bytes;
+    if (pending + spec.data_inline.size() > cap) {
+      constexpr double kMiB = 1024.0 * 1024.0;
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "pending jobs hold %.1f MiB of inline calibration data; this job's %.1f MiB would pass "
+          "the cap of %.1f MiB (the scheduler's --max-pending-inline-mib): retry once jobs have "
+          "started, or give the data as a path",
+          static_cast<double>(pending) / kMiB, static_cast<double>(spec.data_inline.size()) / kMiB,
+          static_cast<double>(cap) / kMiB));
+    }
   }
   const std::vector<store::PlannedTask> tasks = PlanTasks(spec, n_layers);
   // The store decides `created` in the write that creates the job (its writes are serialized),
@@ -888,7 +902,7 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   if (!active_jobs_) {
     ASSIGN_OR_RETURN(active_jobs_, store_->ListJobs({.active_only = true}));
   }
-  for (const store::Job& job : *active_jobs_) {  // priority, then age
+  for (store::Job& job : *active_jobs_) {  // priority, then age
     if (job.spec.model_hash != w.model.hash || w.refused_jobs.contains(job.id)) continue;
     if (!models_.contains(job.spec.model_hash)) {
       // Before the summary is recorded, only workers agreeing with the submitter's ModelRef.
@@ -900,6 +914,9 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     const int64_t task_deadline = TaskDeadline(job.spec, w.model, now);
     const int64_t deadline = std::min(now + options_.lease_duration_ms, task_deadline);
     ASSIGN_OR_RETURN(store::Task leased, store_->LeaseTask(*key, worker_id, deadline));
+    // The store started the job with its first lease; the pending-inline cap and the pending
+    // expiry read the state from this cache.
+    job.state = store::JobState::kRunning;
     pending->erase(*key);
     metrics_.tasks_leased.Add();
     w.leased[*key] = Lease{.attempt = leased.attempts,
@@ -1410,8 +1427,46 @@ StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
   }
   std::sort(outcome.released.begin(), outcome.released.end());
   RETURN_IF_ERROR(TickFaults(now));
+  RETURN_IF_ERROR(ExpirePendingJobs(now));
   RETURN_IF_ERROR(FinishReadyJobs(outcome));
   return outcome;
+}
+
+StatusOr<uint64_t> Scheduler::PendingInlineBytes() {
+  if (!active_jobs_) {
+    ASSIGN_OR_RETURN(active_jobs_, store_->ListJobs({.active_only = true}));
+  }
+  uint64_t bytes = 0;
+  for (const store::Job& job : *active_jobs_) {
+    if (job.state == store::JobState::kPending) bytes += job.data_inline_bytes;
+  }
+  return bytes;
+}
+
+Status Scheduler::ExpirePendingJobs(int64_t now) {
+  if (options_.pending_job_ttl_ms <= 0) return absl::OkStatus();
+  if (!active_jobs_) {
+    ASSIGN_OR_RETURN(active_jobs_, store_->ListJobs({.active_only = true}));
+  }
+  std::vector<store::Job> expired;
+  for (const store::Job& job : *active_jobs_) {
+    if (job.state == store::JobState::kPending &&
+        now - job.created_at_ms > options_.pending_job_ttl_ms) {
+      expired.push_back(job);
+    }
+  }
+  for (const store::Job& job : expired) {
+    const std::string why = absl::StrFormat(
+        "still pending %.0f s after submission, past the pending-job expiry of %.0f s (the "
+        "scheduler's --pending-job-ttl-ms): no worker of model %s took a task",
+        static_cast<double>(now - job.created_at_ms) / 1000.0,
+        static_cast<double>(options_.pending_job_ttl_ms) / 1000.0, job.spec.model_hash);
+    // A job that started (or ended) meanwhile is not pending any more: nothing to do.
+    Status s = EndJob(job.id, store::JobState::kFailed, why, job.spec.model_hash);
+    if (absl::IsFailedPrecondition(s)) continue;
+    RETURN_IF_ERROR(s);
+  }
+  return absl::OkStatus();
 }
 
 Status Scheduler::TickFaults(int64_t now) {

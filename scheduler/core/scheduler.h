@@ -143,6 +143,13 @@ struct SchedulerOptions {
   bool prefill_affinity = true;  // false: always hand out the lowest (sample, layer)
                                  // (the baseline that docs/SCHEDULER.md measures)
   FaultOptions faults;
+  // The inline calibration data that pending jobs (submitted, no task leased yet) hold together,
+  // bytes: a submit that would pass it is ResourceExhausted. 0: no cap. With no worker to start
+  // them, pending jobs would otherwise take the store's memory and disk without bound.
+  uint64_t max_pending_inline_bytes = 1024ull << 20;
+  // A job still pending this long after its submission fails (ExpireLeases), ms, and its data no
+  // longer counts against max_pending_inline_bytes (retention deletes it later). 0: never.
+  int64_t pending_job_ttl_ms = 7 * 24 * 3600 * 1000LL;
   // Where the scheduler's counters and latency histogram go (docs/OPERATIONS.md, "Metrics"):
   // tasks leased, completed and retried, lease expiries, workers lost, jobs finished by state,
   // result latency. Must outlive the scheduler; null: a registry of its own, never scraped.
@@ -386,7 +393,9 @@ class Scheduler {
   // (sample, layer) and creates the job in one store write. An idempotency key naming an equal
   // job returns that job with created = false (decided in the same store write, so concurrent
   // submits of one key create one job and exactly one of them gets created = true); a different
-  // one is AlreadyExists. Store errors pass through.
+  // one is AlreadyExists. ResourceExhausted (saying what is pending and the cap) when the job's
+  // inline data would take the pending jobs' past max_pending_inline_bytes. Store errors pass
+  // through.
   [[nodiscard]] StatusOr<SubmitOutcome> SubmitJob(const SubmitRequest& request);
 
   // Registers (or re-registers, releasing the leases of the previous registration) a worker,
@@ -691,6 +700,10 @@ class Scheduler {
   // that ran out, forgets idle health records, and fails jobs stalled by faults past job_wait_ms
   // (for ExpireLeases).
   [[nodiscard]] Status TickFaults(int64_t now);
+  // Fails pending jobs submitted more than pending_job_ttl_ms ago (for ExpireLeases).
+  [[nodiscard]] Status ExpirePendingJobs(int64_t now);
+  // The inline data bytes that pending jobs hold, from the active jobs.
+  [[nodiscard]] StatusOr<uint64_t> PendingInlineBytes();
   // The job's verify fraction, from the active jobs (0 for a job not active).
   double VerifyFraction(store::JobId job);
   // The pending tasks of `job`, loaded from the store on first use.
