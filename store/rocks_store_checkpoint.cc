@@ -1,6 +1,10 @@
 // Store::Checkpoint: a consistent copy of the database through RocksDB's checkpoint
 // (docs/STORE.md, "Backup and restore").
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <system_error>
@@ -26,6 +30,33 @@ StatusOr<uint64_t> DirectoryBytes(const std::filesystem::path& dir) {
   }
   if (ec) return absl::InternalError(Cat("checkpoint ", dir.string(), ": ", ec.message()));
   return bytes;
+}
+
+// Makes the checkpoint private to its owner: `dir` and the directories under it 0700, its files
+// 0600. Table files in a checkpoint are hard links of the live database's files (one inode), so
+// this also narrows those; the scheduler creates its files 0600 in the first place (its umask).
+Status RestrictModes(const std::filesystem::path& dir) {
+  const auto restrict = [](const std::filesystem::path& path, mode_t mode) -> Status {
+    if (::chmod(path.c_str(), mode) != 0) {
+      return absl::InternalError(
+          Cat("checkpoint: chmod ", path.string(), ": ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(restrict(dir, 0700));
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    const std::filesystem::file_type type = it->symlink_status(ec).type();
+    if (ec) break;
+    if (type == std::filesystem::file_type::directory) {
+      RETURN_IF_ERROR(restrict(it->path(), 0700));
+    } else if (type == std::filesystem::file_type::regular) {
+      RETURN_IF_ERROR(restrict(it->path(), 0600));
+    }
+  }
+  if (ec) return absl::InternalError(Cat("checkpoint ", dir.string(), ": ", ec.message()));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -62,6 +93,7 @@ StatusOr<CheckpointInfo> RocksStore::Checkpoint(const std::string& dir) {
     std::filesystem::remove_all(Cat(dir, ".tmp"), ec);
     return FromRocks(s, context);
   }
+  RETURN_IF_ERROR(RestrictModes(path));
   CheckpointInfo info;
   info.dir = dir;
   info.created_at_ms = Now();

@@ -362,7 +362,9 @@ class Store {
   // checkpoint: table files are hard-linked when `dir` is on the database's file system (copied
   // otherwise), the write-ahead log is copied. The copy is a database OpenStore opens like the
   // original (docs/STORE.md, "Backup and restore"). Runs beside other calls without holding the
-  // write lock; it flushes the memtables first, so it may take a moment under load.
+  // write lock; it flushes the memtables first, so it may take a moment under load. The copy is
+  // private to its owner: its directories 0700, its files 0600 (hard-linked table files are the
+  // live database's, which get the same mode).
   // InvalidArgument: `dir` empty, relative, or its parent is not an existing directory;
   // AlreadyExists: `dir` exists; ResourceExhausted: disk full; Internal: other RocksDB or file
   // system failures (nothing is left at `dir`). Every message names `dir`.

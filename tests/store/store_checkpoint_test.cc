@@ -1,6 +1,8 @@
 // Store::Checkpoint: the copy opens as a store holding what the original held when it was taken,
-// stays apart from the original afterwards, is consistent under concurrent writes, and bad
-// directories are refused with their path named.
+// stays apart from the original afterwards, is consistent under concurrent writes, is private to
+// its owner (0700 directories, 0600 files), and bad directories are refused with their path named.
+
+#include <sys/stat.h>
 
 #include <atomic>
 #include <filesystem>
@@ -124,6 +126,30 @@ TEST_F(StoreCheckpointTest, CopyOpensWithTheSameJobsTasksResultsAndProfiles) {
   StatusOr<CreateJobOutcome> next = copy->CreateJob(MakeSpec(), Grid(1, 1));
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_EQ(next->job.id, later);
+}
+
+// Even under a permissive umask the copy is 0700 / 0600: it holds every job, token hash and
+// result of the database.
+TEST_F(StoreCheckpointTest, CopyIsPrivateToItsOwner) {
+  NewJob(2, 2);
+  const mode_t old_umask = ::umask(022);
+  StatusOr<CheckpointInfo> info = store_->Checkpoint(CheckpointDir());
+  ::umask(old_umask);
+  ASSERT_TRUE(info.ok()) << info.status();
+  struct stat st {};
+  ASSERT_EQ(::stat(CheckpointDir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(CheckpointDir())) {
+    ASSERT_EQ(::lstat(entry.path().c_str(), &st), 0) << entry.path();
+    if (S_ISREG(st.st_mode)) {
+      ++files;
+      EXPECT_EQ(st.st_mode & 07777, 0600u) << entry.path();
+    } else if (S_ISDIR(st.st_mode)) {
+      EXPECT_EQ(st.st_mode & 07777, 0700u) << entry.path();
+    }
+  }
+  EXPECT_GE(files, 3u);  // at least CURRENT, a MANIFEST and OPTIONS
 }
 
 TEST_F(StoreCheckpointTest, RefusesAnExistingDirectoryARelativePathAndAMissingParent) {
