@@ -1,9 +1,10 @@
 // Operator commands against a running scheduler:
 //   ripplekv admin checkpoint --scheduler ADDR DIR [--json]
 //     AdminService.CreateCheckpoint (admin role): writes a consistent checkpoint of the
-//     scheduler's database to the new directory DIR on the scheduler's machine (an absolute
-//     path there; docs/STORE.md, "Backup and restore"). stdout: "checkpoint DIR BYTES bytes";
-//     --json: the CreateCheckpointResponse.
+//     scheduler's database to the new directory DIR on the scheduler's machine, which must lie
+//     under one of the scheduler's --checkpoint-dir directories (a relative DIR is taken under the
+//     first; docs/STORE.md, "Backup and restore"). stdout: "checkpoint DIR BYTES bytes" with DIR
+//     as the scheduler resolved it; --json: the CreateCheckpointResponse.
 //   ripplekv admin unquarantine --scheduler ADDR WORKER_ID [--json]
 //     AdminService.LiftQuarantine (admin role): lifts the worker's quarantine before its
 //     cool-down ends and forgets the failures charged to it (docs/SCHEDULER.md, "Faulty
@@ -64,7 +65,8 @@ int RunCheckpoint(const AdminArgs& args) {
   request.set_dir(args.dir);
   v1::CreateCheckpointResponse response;
   const Status status =
-      FromGrpc(stub->CreateCheckpoint(&context, request, &response), args.scheduler);
+      FromGrpc(stub->CreateCheckpoint(&context, request, &response), args.scheduler,
+               args.security.tls_ca.empty());
   if (!status.ok()) return ReportError(ServerError(status));
   if (args.json) {
     std::printf("%s\n", ProtoToJson(response).c_str());
@@ -88,7 +90,8 @@ int RunUnquarantine(const AdminArgs& args) {
   request.set_worker_id(args.worker_id);
   v1::LiftQuarantineResponse response;
   const Status status =
-      FromGrpc(stub->LiftQuarantine(&context, request, &response), args.scheduler);
+      FromGrpc(stub->LiftQuarantine(&context, request, &response), args.scheduler,
+               args.security.tls_ca.empty());
   if (!status.ok()) return ReportError(ServerError(status));
   if (args.json) {
     std::printf("%s\n", ProtoToJson(response).c_str());
@@ -110,7 +113,8 @@ int RunHealth(const AdminArgs& args) {
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(args.service);
   grpc::health::v1::HealthCheckResponse response;
-  const Status status = FromGrpc(stub->Check(&context, request, &response), args.scheduler);
+  const Status status = FromGrpc(stub->Check(&context, request, &response), args.scheduler,
+                                 args.security.tls_ca.empty());
   if (!status.ok()) return ReportError(ServerError(status));
   switch (response.status()) {
     case grpc::health::v1::HealthCheckResponse::SERVING:
@@ -141,7 +145,8 @@ void AddAdminCommands(CLI::App& app, Action& run) {
         "checkpoint", "Write a consistent checkpoint of the scheduler's database (a backup)");
     AddConnectionFlags(cmd, *a);
     cmd->add_option("dir", a->dir,
-                    "New directory for the checkpoint, an absolute path on the scheduler's machine")
+                    "New directory for the checkpoint on the scheduler's machine, under one of its "
+                    "--checkpoint-dir directories (relative: under the first)")
         ->required();
     cmd->add_flag("--json", a->json, "Print the CreateCheckpointResponse as JSON");
     cmd->footer(

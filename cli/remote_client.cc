@@ -18,7 +18,7 @@ void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline) {
 // (page_size set here), `items` the response's repeated field of results.
 template <typename Stub, typename Request, typename Response, typename Item>
 StatusOr<std::vector<Item>> AllPages(
-    const std::string& address, Stub* stub,
+    const std::string& address, bool plaintext, Stub* stub,
     grpc::Status (Stub::*call)(grpc::ClientContext*, const Request&, Response*), Request request,
     google::protobuf::RepeatedPtrField<Item>* (Response::*items)()) {
   std::vector<Item> out;
@@ -27,7 +27,7 @@ StatusOr<std::vector<Item>> AllPages(
     grpc::ClientContext context;
     SetDeadline(context, kUnaryDeadline);
     Response response;
-    RETURN_IF_ERROR(FromGrpc((stub->*call)(&context, request, &response), address));
+    RETURN_IF_ERROR(FromGrpc((stub->*call)(&context, request, &response), address, plaintext));
     for (Item& item : *(response.*items)()) out.push_back(std::move(item));
     request.set_page_token(response.next_page_token());
   } while (!request.page_token().empty());
@@ -36,17 +36,21 @@ StatusOr<std::vector<Item>> AllPages(
 
 }  // namespace
 
-Status FromGrpc(const grpc::Status& status, const std::string& address) {
+Status FromGrpc(const grpc::Status& status, const std::string& address, bool plaintext) {
   if (status.ok()) return absl::OkStatus();
   const auto code = static_cast<absl::StatusCode>(status.error_code());
   if (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded) {
-    return absl::Status(code, absl::StrCat("scheduler ", address, ": ", status.error_message()));
+    return absl::Status(
+        code, absl::StrCat("scheduler ", address, ": ", status.error_message(),
+                           std::string(v1::TlsHintFor(status.error_code(), status.error_message(),
+                                                      plaintext))));
   }
   return absl::Status(code, status.error_message());
 }
 
 RemoteClient::RemoteClient(const std::string& address, const v1::ClientChannelOptions& options)
     : address_(address),
+      plaintext_(v1::IsPlaintext(options)),
       stub_(v1::CalibrationService::NewStub(v1::MakeClientChannel(address, options))) {}
 
 StatusOr<RemoteClient> RemoteClient::Connect(const std::string& address,
@@ -60,7 +64,7 @@ StatusOr<v1::SubmitJobResponse> RemoteClient::SubmitJob(const v1::SubmitJobReque
   grpc::ClientContext context;
   SetDeadline(context, kSubmitDeadline);
   v1::SubmitJobResponse response;
-  RETURN_IF_ERROR(FromGrpc(stub_->SubmitJob(&context, request, &response), address_));
+  RETURN_IF_ERROR(FromGrpc(stub_->SubmitJob(&context, request, &response), address_, plaintext_));
   return response;
 }
 
@@ -70,24 +74,24 @@ StatusOr<v1::Job> RemoteClient::GetJob(const std::string& job_id) {
   v1::GetJobRequest request;
   request.set_job_id(job_id);
   v1::Job job;
-  RETURN_IF_ERROR(FromGrpc(stub_->GetJob(&context, request, &job), address_));
+  RETURN_IF_ERROR(FromGrpc(stub_->GetJob(&context, request, &job), address_, plaintext_));
   return job;
 }
 
 StatusOr<std::vector<v1::Job>> RemoteClient::ListJobs() {
-  return AllPages(address_, stub_.get(), &v1::CalibrationService::Stub::ListJobs,
+  return AllPages(address_, plaintext_, stub_.get(), &v1::CalibrationService::Stub::ListJobs,
                   v1::ListJobsRequest(), &v1::ListJobsResponse::mutable_jobs);
 }
 
 StatusOr<std::vector<v1::JobTask>> RemoteClient::ListJobTasks(const std::string& job_id) {
   v1::ListJobTasksRequest request;
   request.set_job_id(job_id);
-  return AllPages(address_, stub_.get(), &v1::CalibrationService::Stub::ListJobTasks, request,
-                  &v1::ListJobTasksResponse::mutable_tasks);
+  return AllPages(address_, plaintext_, stub_.get(), &v1::CalibrationService::Stub::ListJobTasks,
+                  request, &v1::ListJobTasksResponse::mutable_tasks);
 }
 
 StatusOr<std::vector<v1::WorkerStatus>> RemoteClient::ListWorkers() {
-  return AllPages(address_, stub_.get(), &v1::CalibrationService::Stub::ListWorkers,
+  return AllPages(address_, plaintext_, stub_.get(), &v1::CalibrationService::Stub::ListWorkers,
                   v1::ListWorkersRequest(), &v1::ListWorkersResponse::mutable_workers);
 }
 
@@ -97,7 +101,7 @@ StatusOr<v1::Job> RemoteClient::CancelJob(const std::string& job_id) {
   v1::CancelJobRequest request;
   request.set_job_id(job_id);
   v1::Job job;
-  RETURN_IF_ERROR(FromGrpc(stub_->CancelJob(&context, request, &job), address_));
+  RETURN_IF_ERROR(FromGrpc(stub_->CancelJob(&context, request, &job), address_, plaintext_));
   return job;
 }
 
@@ -108,22 +112,22 @@ StatusOr<v1::Profile> RemoteClient::GetProfile(const std::string& model_hash, in
   request.set_model_hash(model_hash);
   request.set_version(version);
   v1::Profile profile;
-  RETURN_IF_ERROR(FromGrpc(stub_->GetProfile(&context, request, &profile), address_));
+  RETURN_IF_ERROR(FromGrpc(stub_->GetProfile(&context, request, &profile), address_, plaintext_));
   return profile;
 }
 
 StatusOr<std::vector<v1::Profile>> RemoteClient::ListProfiles(const std::string& model_hash) {
   v1::ListProfilesRequest request;
   request.set_model_hash(model_hash);
-  return AllPages(address_, stub_.get(), &v1::CalibrationService::Stub::ListProfiles, request,
-                  &v1::ListProfilesResponse::mutable_profiles);
+  return AllPages(address_, plaintext_, stub_.get(), &v1::CalibrationService::Stub::ListProfiles,
+                  request, &v1::ListProfilesResponse::mutable_profiles);
 }
 
 StatusOr<v1::BudgetMap> RemoteClient::GetBudgetMap(const v1::GetBudgetMapRequest& request) {
   grpc::ClientContext context;
   SetDeadline(context, kUnaryDeadline);
   v1::BudgetMap map;
-  RETURN_IF_ERROR(FromGrpc(stub_->GetBudgetMap(&context, request, &map), address_));
+  RETURN_IF_ERROR(FromGrpc(stub_->GetBudgetMap(&context, request, &map), address_, plaintext_));
   return map;
 }
 
@@ -135,7 +139,7 @@ Status RemoteClient::WatchJob(const std::string& job_id,
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->WatchJob(&context, request);
   v1::JobEvent event;
   while (reader->Read(&event)) on_event(event);
-  return FromGrpc(reader->Finish(), address_);
+  return FromGrpc(reader->Finish(), address_, plaintext_);
 }
 
 method::SensitivityProfile ProfileFromProto(const v1::Profile& p) {

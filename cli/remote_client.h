@@ -53,11 +53,14 @@ class RemoteClient {
 
  private:
   std::string address_;
+  bool plaintext_ = true;  // no TLS: UNAVAILABLE messages may carry v1::kTlsHint
   std::unique_ptr<v1::CalibrationService::Stub> stub_;
 };
 
-// grpc::Status -> Status, code and message unchanged; the address is named for UNAVAILABLE.
-Status FromGrpc(const grpc::Status& status, const std::string& address);
+// grpc::Status -> Status, code and message unchanged; the address is named for UNAVAILABLE (and
+// DEADLINE_EXCEEDED), and a call on a `plaintext` channel that a TLS port hung up on gets
+// v1::kTlsHint (proto/client_channel.h) appended.
+Status FromGrpc(const grpc::Status& status, const std::string& address, bool plaintext = false);
 
 // The Profile message as the profile document of method/profile.h (lossless for every
 // field `ripplekv calibrate --json` prints; created_at from create_time, seconds precision).

@@ -20,6 +20,7 @@ void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline) {
 
 RolloutClient::RolloutClient(const std::string& address, const v1::ClientChannelOptions& options)
     : address_(address),
+      plaintext_(v1::IsPlaintext(options)),
       stub_(v1::RolloutService::NewStub(v1::MakeClientChannel(address, options))) {}
 
 StatusOr<RolloutClient> RolloutClient::Connect(const std::string& address,
@@ -34,7 +35,8 @@ StatusOr<v1::CreateBudgetMapResponse> RolloutClient::CreateBudgetMap(
   grpc::ClientContext context;
   SetDeadline(context, kCreateMapDeadline);
   v1::CreateBudgetMapResponse response;
-  RETURN_IF_ERROR(FromGrpc(stub_->CreateBudgetMap(&context, request, &response), address_));
+  RETURN_IF_ERROR(
+      FromGrpc(stub_->CreateBudgetMap(&context, request, &response), address_, plaintext_));
   return response;
 }
 
@@ -46,7 +48,7 @@ StatusOr<v1::BudgetMapVersion> RolloutClient::GetBudgetMap(const std::string& mo
   request.set_model_hash(model_hash);
   request.set_version(version);
   v1::BudgetMapVersion map;
-  RETURN_IF_ERROR(FromGrpc(stub_->GetBudgetMap(&context, request, &map), address_));
+  RETURN_IF_ERROR(FromGrpc(stub_->GetBudgetMap(&context, request, &map), address_, plaintext_));
   return map;
 }
 
@@ -62,7 +64,8 @@ StatusOr<std::vector<v1::BudgetMapVersion>> RolloutClient::ListBudgetMaps(
     request.set_page_size(kPageSize);
     request.set_page_token(token);
     v1::ListBudgetMapVersionsResponse response;
-    RETURN_IF_ERROR(FromGrpc(stub_->ListBudgetMaps(&context, request, &response), address_));
+    RETURN_IF_ERROR(
+        FromGrpc(stub_->ListBudgetMaps(&context, request, &response), address_, plaintext_));
     for (auto& map : *response.mutable_maps()) maps.push_back(std::move(map));
     token = response.next_page_token();
   } while (!token.empty());
@@ -73,7 +76,8 @@ StatusOr<v1::Rollout> RolloutClient::CreateRollout(const v1::CreateRolloutReques
   grpc::ClientContext context;
   SetDeadline(context, kRolloutCallDeadline);
   v1::Rollout rollout;
-  RETURN_IF_ERROR(FromGrpc(stub_->CreateRollout(&context, request, &rollout), address_));
+  RETURN_IF_ERROR(
+      FromGrpc(stub_->CreateRollout(&context, request, &rollout), address_, plaintext_));
   return rollout;
 }
 
@@ -83,7 +87,7 @@ StatusOr<v1::Rollout> RolloutClient::GetRollout(const std::string& rollout_id) {
   v1::GetRolloutRequest request;
   request.set_rollout_id(rollout_id);
   v1::Rollout rollout;
-  RETURN_IF_ERROR(FromGrpc(stub_->GetRollout(&context, request, &rollout), address_));
+  RETURN_IF_ERROR(FromGrpc(stub_->GetRollout(&context, request, &rollout), address_, plaintext_));
   return rollout;
 }
 
@@ -98,7 +102,8 @@ StatusOr<std::vector<v1::Rollout>> RolloutClient::ListRollouts(const std::string
     request.set_page_size(kPageSize);
     request.set_page_token(token);
     v1::ListRolloutsResponse response;
-    RETURN_IF_ERROR(FromGrpc(stub_->ListRollouts(&context, request, &response), address_));
+    RETURN_IF_ERROR(
+        FromGrpc(stub_->ListRollouts(&context, request, &response), address_, plaintext_));
     for (auto& rollout : *response.mutable_rollouts()) rollouts.push_back(std::move(rollout));
     token = response.next_page_token();
   } while (!token.empty());
@@ -113,7 +118,7 @@ StatusOr<v1::Rollout> RolloutClient::PauseRollout(const std::string& rollout_id,
   request.set_rollout_id(rollout_id);
   request.set_reason(reason);
   v1::Rollout rollout;
-  RETURN_IF_ERROR(FromGrpc(stub_->PauseRollout(&context, request, &rollout), address_));
+  RETURN_IF_ERROR(FromGrpc(stub_->PauseRollout(&context, request, &rollout), address_, plaintext_));
   return rollout;
 }
 
@@ -123,7 +128,8 @@ StatusOr<v1::Rollout> RolloutClient::ResumeRollout(const std::string& rollout_id
   v1::ResumeRolloutRequest request;
   request.set_rollout_id(rollout_id);
   v1::Rollout rollout;
-  RETURN_IF_ERROR(FromGrpc(stub_->ResumeRollout(&context, request, &rollout), address_));
+  RETURN_IF_ERROR(
+      FromGrpc(stub_->ResumeRollout(&context, request, &rollout), address_, plaintext_));
   return rollout;
 }
 
@@ -133,7 +139,8 @@ StatusOr<v1::Rollout> RolloutClient::RollbackRollout(const std::string& rollout_
   v1::RollbackRolloutRequest request;
   request.set_rollout_id(rollout_id);
   v1::Rollout rollout;
-  RETURN_IF_ERROR(FromGrpc(stub_->RollbackRollout(&context, request, &rollout), address_));
+  RETURN_IF_ERROR(
+      FromGrpc(stub_->RollbackRollout(&context, request, &rollout), address_, plaintext_));
   return rollout;
 }
 

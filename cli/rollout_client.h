@@ -53,6 +53,7 @@ class RolloutClient {
 
  private:
   std::string address_;
+  bool plaintext_ = true;  // no TLS: UNAVAILABLE messages may carry v1::kTlsHint
   std::unique_ptr<v1::RolloutService::Stub> stub_;
 };
 

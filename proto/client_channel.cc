@@ -7,6 +7,8 @@
 #include "absl/strings/ascii.h"
 #include "kernels/base/file_io.h"
 #include "kernels/base/strings.h"
+#include "proto/secret_file_mode.h"
+#include "spdlog/spdlog.h"
 
 namespace ripplekv::v1 {
 namespace {
@@ -31,10 +33,18 @@ class BearerTokenPlugin : public grpc::MetadataCredentialsPlugin {
   std::string header_;
 };
 
+// Logs what is wrong with the mode of the secret file `path`, `what` naming the flag; a client
+// goes on (the scheduler refuses such a token file of its own).
+void WarnAboutMode(const std::string& path, std::string_view what) {
+  const StatusOr<std::string> problem = SecretFileModeProblem(path);
+  if (problem.ok() && !problem->empty()) spdlog::warn("{} {}", what, *problem);
+}
+
 }  // namespace
 
 StatusOr<std::string> ReadTokenFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFileBounded(path, kMaxFileBytes));
+  WarnAboutMode(path, "--token-file");
   const size_t end = text.find('\n');
   std::string token(absl::StripAsciiWhitespace(Sv(std::string_view(text).substr(0, end))));
   if (token.empty())
@@ -55,6 +65,7 @@ Status LoadClientSecurity(const ClientSecurityFiles& files, ClientChannelOptions
   if (!files.tls_cert.empty()) {
     ASSIGN_OR_RETURN(options.tls_cert_pem, ReadFileBounded(files.tls_cert, kMaxFileBytes));
     ASSIGN_OR_RETURN(options.tls_key_pem, ReadFileBounded(files.tls_key, kMaxFileBytes));
+    WarnAboutMode(files.tls_key, "--tls-key");
   }
   options.tls_server_name = files.tls_server_name;
   if (!files.token_file.empty()) {
@@ -96,6 +107,16 @@ std::shared_ptr<grpc::Channel> MakeClientChannel(const std::string& address,
                          std::make_unique<BearerTokenPlugin>(options.token), GRPC_SECURITY_NONE));
   }
   return grpc::CreateCustomChannel(address, credentials, args);
+}
+
+std::string_view TlsHintFor(grpc::StatusCode code, std::string_view message, bool plaintext) {
+  if (!plaintext || code != grpc::StatusCode::UNAVAILABLE) return {};
+  // Only while connecting: a plaintext scheduler that exits mid-call also closes the socket.
+  if (message.find("failed to connect") == std::string_view::npos) return {};
+  for (std::string_view sign : {"Socket closed", "Connection reset", "connection reset"}) {
+    if (message.find(sign) != std::string_view::npos) return kTlsHint;
+  }
+  return {};
 }
 
 }  // namespace ripplekv::v1

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "grpcpp/grpcpp.h"
 #include "kernels/base/status.h"
@@ -32,11 +33,13 @@ struct ClientSecurityFiles {
   std::string token_file;
 };
 
-// The token of a token file: its first line, surrounding whitespace trimmed. Errors: reading
-// (naming the path), InvalidArgument when that line is empty. The token is never in a message.
+// The token of a token file: its first line, surrounding whitespace trimmed. Logs a warning (and
+// goes on) when others may read the file (proto/secret_file_mode.h). Errors: reading (naming the
+// path), InvalidArgument when that line is empty. The token is never in a message.
 [[nodiscard]] StatusOr<std::string> ReadTokenFile(const std::string& path);
 
-// Reads the files of `files` into the security fields of `options`. Errors: reading (naming the
+// Reads the files of `files` into the security fields of `options`; warns, as ReadTokenFile does,
+// about a --tls-key file others may read. Errors: reading (naming the
 // path), InvalidArgument (a certificate without its key or the reverse, a client certificate
 // without --tls-ca, an empty token file).
 [[nodiscard]] Status LoadClientSecurity(const ClientSecurityFiles& files,
@@ -47,5 +50,21 @@ struct ClientSecurityFiles {
 // channel uses gRPC's local TCP credentials (so the token may be sent; loopback targets only).
 std::shared_ptr<grpc::Channel> MakeClientChannel(const std::string& address,
                                                  const ClientChannelOptions& options = {});
+
+// Appended to the message of a call on a plaintext channel that failed the way a TLS port answers
+// a plaintext client: gRPC reports UNAVAILABLE "failed to connect to all addresses; last error:
+// UNAVAILABLE: ipv4:127.0.0.1:P: Socket closed" (the server hangs up on the cleartext HTTP/2
+// preface), or a connection reset.
+inline constexpr std::string_view kTlsHint =
+    " (the scheduler may be serving TLS: pass --tls-ca with the CA that signed its certificate, "
+    "and --tls-cert/--tls-key if it requires client certificates; docs/SECURITY.md)";
+
+// True when `options` make a plaintext channel (no tls_ca_pem).
+inline bool IsPlaintext(const ClientChannelOptions& options) { return options.tls_ca_pem.empty(); }
+
+// kTlsHint when `plaintext` and the call failed with `code` UNAVAILABLE and a `message` saying
+// that connecting failed because the peer closed or reset the connection; "" otherwise (a refused
+// connection, a connection lost mid-call, a TLS channel, other codes).
+std::string_view TlsHintFor(grpc::StatusCode code, std::string_view message, bool plaintext);
 
 }  // namespace ripplekv::v1

@@ -8,6 +8,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <string>
+#include <vector>
+
 #include "kernels/base/status.h"
 #include "ripplekv/v1/admin.grpc.pb.h"
 #include "scheduler/core/scheduler.h"
@@ -20,7 +23,27 @@ struct AdminServiceOptions {
   store::Store* store = nullptr;  // the database checkpointed (not owned)
   Scheduler* scheduler = nullptr;  // whose quarantines are lifted (not owned)
   WorkPool* pool = nullptr;       // runs the handlers; null: gRPC's threads
+  // The directories checkpoints may be written under (--checkpoint-dir), as
+  // PrepareCheckpointRoots returns them (absolute, symlinks resolved); empty: CreateCheckpoint is
+  // refused.
+  std::vector<std::string> checkpoint_roots;
 };
+
+// The --checkpoint-dir directories made ready: each is created (0700) when missing and resolved
+// with realpath. Errors: InvalidArgument (an empty or relative path, one that is not a directory),
+// Internal (cannot create or resolve), each naming the directory.
+[[nodiscard]] StatusOr<std::vector<std::string>> PrepareCheckpointRoots(
+    const std::vector<std::string>& dirs);
+
+// Where a checkpoint asked for as `requested` goes: `requested` itself when absolute, relative to
+// the first root otherwise, with its parent resolved by realpath (so neither ".." nor a symlink
+// leads out) and the result required to lie under one of `roots` (PrepareCheckpointRoots'
+// output). Errors: FailedPrecondition (no roots: the scheduler runs without --checkpoint-dir),
+// InvalidArgument (empty, not naming a new directory, a parent that does not exist, outside every
+// root: the message names the roots), AlreadyExists (the target exists: a checkpoint makes a new
+// directory).
+[[nodiscard]] StatusOr<std::string> ResolveCheckpointDir(const std::vector<std::string>& roots,
+                                                         const std::string& requested);
 
 class AdminServiceImpl final : public ::ripplekv::v1::AdminService::CallbackService {
  public:
@@ -33,8 +56,9 @@ class AdminServiceImpl final : public ::ripplekv::v1::AdminService::CallbackServ
                                            const v1::LiftQuarantineRequest* request,
                                            v1::LiftQuarantineResponse* response) override;
 
-  // The handler's logic without a reactor. Errors: InvalidArgument (`dir` over 4096 bytes), then
-  // those of store::Store::Checkpoint.
+  // The handler's logic without a reactor: the checkpoint goes to ResolveCheckpointDir's path,
+  // which the response names. Errors: InvalidArgument (`dir` over 4096 bytes), those of
+  // ResolveCheckpointDir, then those of store::Store::Checkpoint.
   [[nodiscard]] Status DoCreateCheckpoint(const v1::CreateCheckpointRequest& request,
                                           v1::CreateCheckpointResponse* response);
   // Errors: InvalidArgument (`worker_id` empty), NotFound (not quarantined).

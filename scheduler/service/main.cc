@@ -5,13 +5,20 @@
 //     [--task-deadline-ms N] [--max-attempts N] [--max-watchers N] [--retention-ms N]
 //     [--metrics-listen ADDR] [--health-listen ADDR] [--log-format text|json]
 //   ripplekv-scheduler --db PATH --checkpoint DIR
+//     [--checkpoint-dir DIR]... [--allow-insecure-token-file]
 //
 // Serves ripplekv.v1.CalibrationService, WorkerService, RolloutService and AdminService and the
 // gRPC health service (server reflection only with --reflection) on ADDR, with its state in the
 // RocksDB database at PATH. Security (docs/SECURITY.md): TLS with --tls-cert/--tls-key (client
 // certificates required when --tls-client-ca is given), or plaintext with --insecure on a loopback
 // address only; one of the two must be chosen. --token-file: every call needs a bearer token whose
-// role may make it.
+// role may make it; a token file others may read (any mode beyond 0600, or 0640 owned by root)
+// stops the start (exit 1) unless --allow-insecure-token-file, which only warns; a TLS key file
+// others may read is a warning.
+// --checkpoint-dir DIR (repeatable): `ripplekv admin checkpoint` writes only to new directories
+// under these (created 0700 if missing; a relative checkpoint path is taken under the first);
+// without one, online checkpoints are refused (FAILED_PRECONDITION). The process runs with
+// umask 077: the database and checkpoints are private to the scheduler's user (0700 / 0600).
 // --health-listen ADDR: a second port, always plaintext, serving only the health service (for
 // Kubernetes' gRPC probes); --metrics-listen ADDR: Prometheus metrics (docs/OPERATIONS.md).
 // Logs go to stderr; the bound address is logged once serving. SIGTERM / SIGINT: health goes
@@ -33,6 +40,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <sys/stat.h>
+
 
 #include "kernels/base/stop_signals.h"
 #include "kernels/base/version.h"
@@ -86,6 +95,9 @@ int Run(int argc, char** argv) {
   app.add_option("--db", options.db_path, "RocksDB directory (created if missing)")->required();
   std::string checkpoint_dir;
   app.add_option("--checkpoint", checkpoint_dir,
+  // The database, its checkpoints (hard links of its table files) and anything else this process
+  // creates are private to its user: 0700 directories, 0600 files.
+  ::umask(077);
                  "write a checkpoint of the database to this new directory and exit, without "
                  "serving (docs/STORE.md, \"Backup and restore\")");
   app.add_option("--lease-ms", options.lease_ms, "task lease duration, ms")
@@ -164,7 +176,14 @@ int Run(int argc, char** argv) {
   app.add_option("--tls-client-ca", security.tls_client_ca_file,
                  "PEM CA: require client certificates it signed (mTLS)");
   app.add_option("--token-file", security.token_file,
-                 "Bearer tokens and their roles, one per line (docs/SECURITY.md)");
+                 "Bearer tokens and their roles, one per line (docs/SECURITY.md); must be "
+                 "private to its owner (chmod 600; root:GROUP 0640 also does)");
+  app.add_flag("--allow-insecure-token-file", security.allow_insecure_token_file,
+               "Serve even when others may read --token-file (a warning instead of exit 1)");
+  app.add_option("--checkpoint-dir", options.checkpoint_dirs,
+                 "directory `ripplekv admin checkpoint` may write under (repeatable; created 0700 "
+                 "if missing; a relative checkpoint path goes under the first); none: online "
+                 "checkpoints are refused (docs/OPERATIONS.md)");
   app.add_flag("--insecure", insecure, "Serve plaintext (loopback addresses only)");
   app.add_flag("--reflection", options.reflection, "Serve gRPC server reflection");
   app.add_option("--metrics-listen", options.metrics_listen,

@@ -47,6 +47,8 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   ASSIGN_OR_RETURN(ServerSecurity security, MakeServerSecurity(options.security, options.listen));
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
   server->tokens_ = security.tokens;
+  ASSIGN_OR_RETURN(std::vector<std::string> checkpoint_roots,
+                   PrepareCheckpointRoots(options.checkpoint_dirs));
   server->metrics_ = std::make_unique<telemetry::MetricsRegistry>();
   telemetry::AddBuildInfo(*server->metrics_, "scheduler");
   store::StoreOptions store_options;
@@ -98,7 +100,8 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->admin_service_ = std::make_unique<AdminServiceImpl>(
       AdminServiceOptions{.store = server->store_.get(),
                           .scheduler = server->scheduler_.get(),
-                          .pool = server->pool_.get()});
+                          .pool = server->pool_.get(),
+                          .checkpoint_roots = std::move(checkpoint_roots)});
 
   grpc::EnableDefaultHealthCheckService(true);
   if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();

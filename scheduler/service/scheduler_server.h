@@ -76,6 +76,9 @@ class SchedulerServer {
   [[nodiscard]] static StatusOr<std::unique_ptr<SchedulerServer>> Start(
       const SchedulerServerOptions& options);
 
+  // Directories AdminService.CreateCheckpoint may write under (created 0700 when missing;
+  // admin_service.h); empty: online checkpoints are refused (docs/OPERATIONS.md).
+  std::vector<std::string> checkpoint_dirs;
   ~SchedulerServer();
   SchedulerServer(const SchedulerServer&) = delete;
   SchedulerServer& operator=(const SchedulerServer&) = delete;

@@ -4,6 +4,8 @@
 
 #include "kernels/base/file_io.h"
 #include "kernels/base/strings.h"
+#include "proto/secret_file_mode.h"
+#include "spdlog/spdlog.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
@@ -29,6 +31,17 @@ StatusOr<ServerSecurity> MakeServerSecurity(const ServerSecurityOptions& options
                                             const std::string& listen) {
   ServerSecurity security;
   if (!options.token_file.empty()) {
+    // A file that cannot be stat'ed is left to Load, which names the reading error.
+    const StatusOr<std::string> mode = v1::SecretFileModeProblem(options.token_file);
+    const std::string problem = mode.ok() ? *mode : std::string();
+    if (!problem.empty()) {
+      if (!options.allow_insecure_token_file) {
+        return absl::FailedPreconditionError(
+            Cat("token file ", problem,
+                " (or pass --allow-insecure-token-file to serve anyway)"));
+      }
+      spdlog::warn("token file {} (serving anyway: --allow-insecure-token-file)", problem);
+    }
     ASSIGN_OR_RETURN(TokenTable table, TokenTable::Load(options.token_file));
     security.tokens = std::make_shared<const TokenTable>(std::move(table));
   }
@@ -41,6 +54,10 @@ StatusOr<ServerSecurity> MakeServerSecurity(const ServerSecurityOptions& options
     grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
     ASSIGN_OR_RETURN(pair.cert_chain, ReadFileBounded(options.tls_cert_file, kMaxPemBytes));
     ASSIGN_OR_RETURN(pair.private_key, ReadFileBounded(options.tls_key_file, kMaxPemBytes));
+    if (StatusOr<std::string> problem = v1::SecretFileModeProblem(options.tls_key_file);
+        problem.ok() && !problem->empty()) {
+      spdlog::warn("TLS private key {}", *problem);
+    }
     ssl.pem_key_cert_pairs.push_back(std::move(pair));
     if (!options.tls_client_ca_file.empty()) {
       ASSIGN_OR_RETURN(ssl.pem_root_certs,

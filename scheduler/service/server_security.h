@@ -18,6 +18,9 @@ struct ServerSecurityOptions {
   std::string tls_key_file;        // PEM private key of tls_cert_file; required with it
   std::string tls_client_ca_file;  // PEM CA; when set, clients must present a certificate it signed
   std::string token_file;          // bearer tokens (auth.h); empty: no token check
+  // Serve even when token_file's mode lets others read it (v1::SecretFileModeProblem), with a
+  // warning instead of FailedPrecondition.
+  bool allow_insecure_token_file = false;
 };
 
 // What Start needs to open the port.
@@ -31,11 +34,14 @@ struct ServerSecurity {
 bool IsLoopbackAddress(const std::string& host_port);
 
 // Reads the certificate, key, CA and token files and builds the credentials for `listen`.
+// A token file with a v1::SecretFileModeProblem is FailedPrecondition (naming the file, its mode,
+// chmod 600 and --allow-insecure-token-file) unless options.allow_insecure_token_file, which logs
+// it as a warning; a private key with one is a warning.
 // Plaintext: a non-loopback `listen` is InvalidArgument; with tokens the port uses gRPC's local
 // TCP credentials (loopback peers only) so that the token check runs; without tokens, plain
 // insecure credentials (no check). Errors: InvalidArgument (key without certificate or the
-// reverse, a client CA without TLS, a bad token file), the file errors of reading (naming the
-// path).
+// reverse, a client CA without TLS, a bad token file), FailedPrecondition (above), the file
+// errors of reading (naming the path).
 [[nodiscard]] StatusOr<ServerSecurity> MakeServerSecurity(const ServerSecurityOptions& options,
                                                           const std::string& listen);
 

@@ -627,8 +627,11 @@ Status WorkerClient::Run() {
           absl::StrCat("the scheduler at ", im.options.scheduler_address, " refused worker \"",
                        im.options.worker_id, "\": ", reg.status().message()));
     } else {
-      spdlog::warn("register with {} failed: {}", im.options.scheduler_address,
-                   reg.status().ToString());
+      spdlog::warn("register with {} failed: {}{}", im.options.scheduler_address,
+                   reg.status().ToString(),
+                   pb::TlsHintFor(static_cast<grpc::StatusCode>(reg.status().code()),
+                                  std::string(reg.status().message()),
+                                  pb::IsPlaintext(im.options.channel)));
       if (reg.status().code() == absl::StatusCode::kInvalidArgument) {
         // The request itself is wrong (e.g. model info); retrying will not help soon, but keep
         // trying at the slowest rate so a fixed scheduler picks the worker up.
