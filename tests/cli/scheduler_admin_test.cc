@@ -5,12 +5,21 @@
 //   * `ripplekv-scheduler --db PATH --checkpoint DIR` refuses while a scheduler holds the
 //     database, saying so, and afterwards writes a checkpoint a scheduler serves the same jobs
 //     from;
-//   * `ripplekv admin checkpoint` refuses a relative directory and a missing parent (exit 2,
-//     the path named), writing nothing.
+//   * `ripplekv admin checkpoint` writes only under the scheduler's --checkpoint-dir: without one
+//     it is FAILED_PRECONDITION naming the flag; a path outside, a ".." or a symlink leading out
+//     and a missing parent are refused (exit 2, the path named), writing nothing; a relative path
+//     lands under the root; the checkpoint is 0700 with 0600 files, and so is the database (the
+//     scheduler's umask);
+//   * a token file others may read stops the scheduler (exit 1, the file, its mode and the fix
+//     named) unless --allow-insecure-token-file; the CLI only warns about its own;
+//   * a plaintext call to a TLS scheduler says that TLS is the likely cause and how to pass it.
 // Every process is killed on every path.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <cstdlib>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -148,28 +157,183 @@ TEST_F(SchedulerAdminTest, OfflineCheckpointRefusesAHeldDatabaseAndWorksOnceItIs
   EXPECT_EQ(JobIds(), jobs);
 }
 
-TEST_F(SchedulerAdminTest, OnlineCheckpointRefusesBadDirectoriesAndWritesNothing) {
+mode_t ModeOf(const fs::path& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Every regular file under `dir` has mode 0600 and every directory 0700; returns the file count.
+size_t ExpectPrivate(const fs::path& dir) {
+  EXPECT_EQ(ModeOf(dir), 0700u) << dir;
+  size_t files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    const mode_t mode = ModeOf(entry.path());
+    if (entry.is_directory()) EXPECT_EQ(mode, 0700u) << entry.path();
+    if (entry.is_regular_file()) {
+      ++files;
+      EXPECT_EQ(mode, 0600u) << entry.path();
+    }
+  }
+  return files;
+}
+
+TEST_F(SchedulerAdminTest, OnlineCheckpointWithoutCheckpointDirIsRefusedNamingTheFlag) {
   cluster_->StartScheduler();
+  ASSERT_TRUE(cluster_->SchedulerAnswers(seconds(10))) << cluster_->Logs();
+  const fs::path target = tmp_.path() / "online-checkpoint";
+  const CliResult refused = RunCli(
+      tmp_.path(), "checkpoint",
+      {"admin", "checkpoint", "--scheduler", cluster_->address(), target.string()}, seconds(30));
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("FAILED_PRECONDITION"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--checkpoint-dir"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(target));
+}
+
+TEST_F(SchedulerAdminTest, OnlineCheckpointGoesOnlyUnderCheckpointDirAndIsPrivate) {
+  const fs::path root = tmp_.path() / "backups";  // the scheduler creates it
+  cluster_->StartScheduler({}, {"--checkpoint-dir", root.string()});
   ASSERT_TRUE(cluster_->SchedulerAnswers(seconds(10))) << cluster_->Logs();
   const auto checkpoint = [&](const std::string& dir) {
     return RunCli(tmp_.path(), "checkpoint",
                   {"admin", "checkpoint", "--scheduler", cluster_->address(), dir}, seconds(30));
   };
-  const CliResult relative = checkpoint("relative-checkpoint");
-  EXPECT_EQ(relative.exit_code, 2) << relative.err;
-  EXPECT_NE(relative.err.find("INVALID_ARGUMENT"), std::string::npos) << relative.err;
-  EXPECT_NE(relative.err.find("relative-checkpoint"), std::string::npos) << relative.err;
+  const auto expect_refused = [&](const std::string& dir, const std::string& named) {
+    const CliResult r = checkpoint(dir);
+    EXPECT_EQ(r.exit_code, 2) << dir << ": " << r.err;
+    EXPECT_NE(r.err.find("INVALID_ARGUMENT"), std::string::npos) << dir << ": " << r.err;
+    EXPECT_NE(r.err.find(named), std::string::npos) << dir << ": " << r.err;
+  };
+  // Outside the root, a system directory included, and ".." out of it.
+  expect_refused((tmp_.path() / "elsewhere").string(), root.string());
+  expect_refused("/etc/ripplekv-checkpoint", "/etc/ripplekv-checkpoint");
+  expect_refused((root / ".." / "escaped").string(), root.string());
+  expect_refused("../escaped", root.string());
+  EXPECT_FALSE(fs::exists(tmp_.path() / "elsewhere"));
+  EXPECT_FALSE(fs::exists("/etc/ripplekv-checkpoint"));
+  EXPECT_FALSE(fs::exists(tmp_.path() / "escaped"));
+  // A symlink inside the root leading out.
+  const fs::path outside = tmp_.path() / "outside";
+  fs::create_directory(outside);
+  fs::create_directory_symlink(outside, root / "door");
+  expect_refused((root / "door" / "c").string(), outside.string());
+  EXPECT_TRUE(fs::is_empty(outside));
+  // A missing parent inside the root.
+  const fs::path orphan = root / "missing" / "checkpoint";
+  expect_refused(orphan.string(), orphan.string());
+  EXPECT_FALSE(fs::exists(root / "missing"));
 
-  const fs::path orphan = tmp_.path() / "missing" / "checkpoint";
-  const CliResult orphaned = checkpoint(orphan.string());
-  EXPECT_EQ(orphaned.exit_code, 2) << orphaned.err;
-  EXPECT_NE(orphaned.err.find(orphan.string()), std::string::npos) << orphaned.err;
-  EXPECT_FALSE(fs::exists(tmp_.path() / "missing"));
-
-  const fs::path good = tmp_.path() / "online-checkpoint";
+  const fs::path good = root / "online-checkpoint";
   const CliResult made = checkpoint(good.string());
-  EXPECT_EQ(made.exit_code, 0) << made.err;
+  ASSERT_EQ(made.exit_code, 0) << made.err;
   EXPECT_TRUE(made.out.starts_with("checkpoint " + good.string() + " ")) << made.out;
+  EXPECT_GE(ExpectPrivate(good), 3u);
+  // Relative: under the root.
+  const CliResult relative = checkpoint("relative-checkpoint");
+  ASSERT_EQ(relative.exit_code, 0) << relative.err;
+  EXPECT_TRUE(relative.out.starts_with("checkpoint " + (root / "relative-checkpoint").string()))
+      << relative.out;
+  EXPECT_GE(ExpectPrivate(root / "relative-checkpoint"), 3u);
+  // The root and the live database are private too (umask 077 at the scheduler's start; the
+  // checkpoint's table files are hard links of the database's).
+  EXPECT_EQ(ModeOf(root), 0700u);
+  EXPECT_GE(ExpectPrivate(cluster_->db()), 3u);
+}
+
+// deploy/local/make-tls into `dir`; true on success.
+bool MakeTls(const fs::path& dir) {
+  const std::string command = std::string(RIPPLEKV_SOURCE_DIR) + "/deploy/local/make-tls '" +
+                              dir.string() + "' >/dev/null 2>&1";
+  return std::system(command.c_str()) == 0;
+}
+
+TEST_F(SchedulerAdminTest, ATokenFileOthersMayReadStopsTheSchedulerUnlessAllowed) {
+  const fs::path tls = tmp_.path() / "tls";
+  ASSERT_TRUE(MakeTls(tls)) << "deploy/local/make-tls failed (openssl?)";
+  const fs::path tokens = tls / "tokens";
+  fs::permissions(tokens, fs::perms::group_read | fs::perms::others_read, fs::perm_options::add);
+  const auto start = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {RIPPLEKV_SCHEDULER,
+                                     "--listen",
+                                     cluster_->address(),
+                                     "--db",
+                                     (tmp_.path() / "db").string(),
+                                     "--insecure",
+                                     "--token-file",
+                                     tokens.string()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<Process>(argv, tmp_.path() / (name + ".out"),
+                                     tmp_.path() / (name + ".err"));
+  };
+  {
+    auto refused = start("refused", {});
+    EXPECT_EQ(refused->Wait(seconds(30)).value_or(-1), 1);
+  }
+  const std::string err = ReadFile(tmp_.path() / "refused.err");
+  EXPECT_NE(err.find(tokens.string()), std::string::npos) << err;
+  EXPECT_NE(err.find("0644"), std::string::npos) << err;
+  EXPECT_NE(err.find("chmod 600"), std::string::npos) << err;
+  EXPECT_NE(err.find("--allow-insecure-token-file"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(tmp_.path() / "db"));  // refused before the database
+
+  auto allowed = start("allowed", {"--allow-insecure-token-file"});
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return RunCli(tmp_.path(), "health",
+                      {"health", "--scheduler", cluster_->address(), "--timeout-ms", "2000"},
+                      seconds(10))
+                   .exit_code == 0;
+      },
+      seconds(20), std::chrono::milliseconds(100)))
+      << ReadFile(tmp_.path() / "allowed.err");
+  EXPECT_NE(ReadFile(tmp_.path() / "allowed.err").find("warn"), std::string::npos);
+
+  // The CLI warns about its own token file and goes on.
+  const fs::path admin = tls / "token-admin";
+  fs::permissions(admin, fs::perms::others_read, fs::perm_options::add);
+  const CliResult jobs = RunCli(
+      tmp_.path(), "jobs",
+      {"jobs", "--scheduler", cluster_->address(), "--token-file", admin.string()}, seconds(10));
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_NE(jobs.err.find(admin.string() + ": mode 0604"), std::string::npos) << jobs.err;
+  EXPECT_NE(jobs.err.find("chmod 600"), std::string::npos) << jobs.err;
+}
+
+TEST_F(SchedulerAdminTest, APlaintextCallToATlsSchedulerSuggestsTls) {
+  const fs::path tls = tmp_.path() / "tls";
+  ASSERT_TRUE(MakeTls(tls)) << "deploy/local/make-tls failed (openssl?)";
+  Process scheduler(
+      {RIPPLEKV_SCHEDULER, "--listen", cluster_->address(), "--db", (tmp_.path() / "db").string(),
+       "--tls-cert", (tls / "server.pem").string(), "--tls-key", (tls / "server.key").string()},
+      tmp_.path() / "tls-scheduler.out", tmp_.path() / "tls-scheduler.err");
+  const std::vector<std::string> with_tls = {"--tls-ca", (tls / "ca.pem").string()};
+  const auto health = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"health", "--scheduler", cluster_->address(), "--timeout-ms",
+                                     "2000"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunCli(tmp_.path(), "health", args, seconds(10));
+  };
+  ASSERT_TRUE(WaitFor([&] { return health(with_tls).exit_code == 0; }, seconds(20),
+                      std::chrono::milliseconds(100)))
+      << ReadFile(tmp_.path() / "tls-scheduler.err");
+
+  const CliResult plain = health({});
+  EXPECT_EQ(plain.exit_code, 3) << plain.err;
+  EXPECT_NE(plain.err.find("UNAVAILABLE"), std::string::npos) << plain.err;
+  EXPECT_NE(plain.err.find("the scheduler may be serving TLS: pass --tls-ca"), std::string::npos)
+      << plain.err;
+  const CliResult jobs =
+      RunCli(tmp_.path(), "jobs", {"jobs", "--scheduler", cluster_->address()}, seconds(10));
+  EXPECT_EQ(jobs.exit_code, 3) << jobs.err;
+  EXPECT_NE(jobs.err.find("--tls-ca"), std::string::npos) << jobs.err;
+  std::cout << "plaintext to TLS: " << plain.err;
+
+  // Nothing listening: no TLS hint (the connection is refused, not hung up on).
+  scheduler.Kill();
+  const CliResult closed = health({});
+  EXPECT_EQ(closed.exit_code, 3) << closed.err;
+  EXPECT_EQ(closed.err.find("--tls-ca"), std::string::npos) << closed.err;
 }
 
 }  // namespace

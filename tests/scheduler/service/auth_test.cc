@@ -297,7 +297,8 @@ grpc::Status Call(Stubs& s, const std::string& method) {
     return s.rollouts->ReportBudget(&context, request, &response);
   }
   if (name == "CreateCheckpoint") {
-    // An empty directory: a call past the auth check is INVALID_ARGUMENT and writes nothing.
+    // A server without --checkpoint-dir: a call past the auth check is FAILED_PRECONDITION and
+    // writes nothing.
     v1::CreateCheckpointResponse response;
     return s.admin->CreateCheckpoint(&context, v1::CreateCheckpointRequest(), &response);
   }
