@@ -1,7 +1,7 @@
 // Backup and restore through real processes on loopback (docs/STORE.md, "Backup and restore"):
 // a ripplekv-scheduler and one ripplekv-worker on SmolLM2 run a small job; once some but not all
 // of its tasks are done, `ripplekv admin checkpoint` writes a checkpoint of the running
-// scheduler's database; then the scheduler and the worker are killed with SIGKILL, a new
+// scheduler's database under its --checkpoint-dir; then the scheduler and the worker are killed with SIGKILL, a new
 // scheduler starts on the checkpoint directory and a new worker finishes the job. Its profile
 // equals local `ripplekv calibrate --json` bit for bit, every trial counted once. Needs
 // RIPPLEKV_SMOLLM2_GGUF; skipped without it. Every process is killed on every path.
@@ -37,7 +37,8 @@ class ClusterCheckpointTest : public ModelClusterTest {
 
 TEST_F(ClusterCheckpointTest, JobResumedFromACheckpointEqualsLocalCalibrateBitForBit) {
   const auto start = SteadyClock::now();
-  cluster_->StartScheduler();
+  const fs::path backups = tmp_.path() / "backups";  // online checkpoints go only under it
+  cluster_->StartScheduler({}, {"--checkpoint-dir", backups.string()});
   ASSERT_TRUE(cluster_->SchedulerAnswers(seconds(10))) << cluster_->Logs();
   cluster_->StartWorker("worker-1", model_);
   ASSERT_TRUE(cluster_->Registered("worker-1", seconds(40))) << cluster_->Logs();
@@ -62,7 +63,7 @@ TEST_F(ClusterCheckpointTest, JobResumedFromACheckpointEqualsLocalCalibrateBitFo
       seconds(60), milliseconds(20)))
       << cluster_->Logs();
   ASSERT_LT(done_before, kTasks) << "the job ended before the checkpoint; make it longer";
-  const fs::path checkpoint = tmp_.path() / "checkpoint";
+  const fs::path checkpoint = backups / "checkpoint";
   const CliResult made = RunCli(
       tmp_.path(), "checkpoint",
       {"admin", "checkpoint", "--scheduler", cluster_->address(), checkpoint.string(), "--json"},
