@@ -34,8 +34,10 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     return absl::InvalidArgumentError(
         "lease, heartbeat, expiry, retention, poll and rollout periods must be > 0 ms");
   }
-  if (options.task_deadline_ms < 0 || options.retention_ms < 0) {
-    return absl::InvalidArgumentError("task_deadline_ms and retention_ms must be >= 0");
+  if (options.task_deadline_ms < 0 || options.retention_ms < 0 ||
+      options.pending_job_ttl_ms < 0) {
+    return absl::InvalidArgumentError(
+        "task_deadline_ms, retention_ms and pending_job_ttl_ms must be >= 0");
   }
   if (options.max_attempts < 1) return absl::InvalidArgumentError("max_attempts must be >= 1");
   if (options.heartbeat_interval_ms >= options.heartbeat_timeout_ms) {
@@ -68,6 +70,8 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   scheduler_options.task_deadline_ms = options.task_deadline_ms;
   scheduler_options.max_attempts = options.max_attempts;
   scheduler_options.faults = options.faults;
+  scheduler_options.max_pending_inline_bytes = options.max_pending_inline_bytes;
+  scheduler_options.pending_job_ttl_ms = options.pending_job_ttl_ms;
   scheduler_options.metrics = server->metrics_.get();
   server->scheduler_ = std::make_unique<Scheduler>(server->store_.get(), scheduler_options, &NowMs);
   ASSIGN_OR_RETURN(server->rollout_engine_,

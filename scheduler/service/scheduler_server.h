@@ -48,6 +48,11 @@ struct SchedulerServerOptions {
   int64_t task_deadline_ms = 0;        // SchedulerOptions::task_deadline_ms (0: derived)
   uint32_t max_attempts = 4;           // SchedulerOptions::max_attempts
   FaultOptions faults;                 // SchedulerOptions::faults (docs/SCHEDULER.md)
+  // SchedulerOptions::max_pending_inline_bytes and pending_job_ttl_ms (docs/OPERATIONS.md,
+  // "Memory"): inline data all pending jobs together may hold, bytes (0: no cap), and how long a
+  // job may stay pending before it fails, ms (0: forever).
+  uint64_t max_pending_inline_bytes = 1024ull << 20;
+  int64_t pending_job_ttl_ms = 7 * 24 * 3600 * 1000LL;
   // Retention (docs/STORE.md, "Retention"): the tasks, results and inline data of jobs final for
   // longer than this are deleted (the job records, profiles and budget maps stay), checked every
   // retention_interval_ms on a thread of its own; 0 keeps everything forever.
