@@ -4,7 +4,6 @@
 //     --insecure) [--token-file F] [--reflection] [--lease-ms N] [--heartbeat-timeout-ms N]
 //     [--task-deadline-ms N] [--max-attempts N] [--max-watchers N] [--retention-ms N]
 //     [--max-pending-inline-mib N] [--pending-job-ttl-ms N]
-//     [--max-pending-inline-mib N] [--pending-job-ttl-ms N]
 //     [--metrics-listen ADDR] [--health-listen ADDR] [--log-format text|json]
 //   ripplekv-scheduler --db PATH --checkpoint DIR
 //     [--checkpoint-dir DIR]... [--allow-insecure-token-file]
@@ -28,8 +27,6 @@
 // 0 after a clean shutdown, 1 when it cannot start (message on stderr), 2 on bad flags.
 // --max-pending-inline-mib N: a submit that would make pending jobs hold more inline data gets
 // RESOURCE_EXHAUSTED; --pending-job-ttl-ms N: a job pending that long fails (docs/OPERATIONS.md).
-// --max-pending-inline-mib N: a submit that would make pending jobs hold more inline data gets
-// RESOURCE_EXHAUSTED; --pending-job-ttl-ms N: a job pending that long fails (docs/OPERATIONS.md).
 //
 // --checkpoint DIR: instead of serving, writes a checkpoint of the (existing) database at PATH to
 // the new directory DIR (docs/STORE.md, "Backup and restore"), prints "checkpoint DIR BYTES bytes"
@@ -46,7 +43,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <malloc.h>
 #include <malloc.h>
 #include <sys/stat.h>
 
@@ -100,13 +96,6 @@ int Run(int argc, char** argv) {
   // The database, its checkpoints (hard links of its table files) and anything else this process
   // creates are private to its user: 0700 directories, 0600 files.
   ::umask(077);
-#ifdef __GLIBC__
-  // Buffers of 1 MiB and more (a submit's inline data and its copies on the way to the store) are
-  // mapped for each use and unmapped when freed. Otherwise glibc raises its mmap threshold after
-  // the first such free and serves the next ones from per-thread arenas that keep the memory: 20
-  // pending jobs of 31 MiB kept 1.6 GiB resident (docs/PERFORMANCE.md).
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
-#endif
   ripplekv::scheduler::service::SchedulerServerOptions options;
   options.listen.clear();
   CLI::App app{"ripplekv-scheduler: the distributed calibration scheduler"};
@@ -137,17 +126,6 @@ int Run(int argc, char** argv) {
   app.add_option("--retention-ms", options.retention_ms,
                  "delete the tasks, results and inline data of jobs final for longer than this, "
                  "ms (job records, profiles and budget maps stay); 0: keep everything")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  uint64_t max_pending_inline_mib = options.max_pending_inline_bytes >> 20;
-  app.add_option("--max-pending-inline-mib", max_pending_inline_mib,
-                 "inline calibration data all pending jobs together may hold, MiB; a submit past "
-                 "it gets RESOURCE_EXHAUSTED; 0: no cap (docs/OPERATIONS.md, \"Memory\")")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--pending-job-ttl-ms", options.pending_job_ttl_ms,
-                 "a job still pending (no task leased) this long after submission fails, ms; "
-                 "0: jobs wait forever")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   uint64_t max_pending_inline_mib = options.max_pending_inline_bytes >> 20;
@@ -246,7 +224,6 @@ int Run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  options.max_pending_inline_bytes = max_pending_inline_mib << 20;
   options.max_pending_inline_bytes = max_pending_inline_mib << 20;
   if (ripplekv::Status s = ripplekv::telemetry::ConfigureLogging("scheduler", log_format);
       !s.ok()) {
