@@ -85,6 +85,7 @@ StatusOr<PurgeOutcome> RocksStore::PurgeFinishedJobs(TimeMs finished_before_ms, 
 }
 
 Status RocksStore::CompactPurged(std::string_view begin, std::string_view end) {
+  RETURN_IF_ERROR(CheckWritable());
   // Flushing every column family lets RocksDB delete the WAL files that still hold the purged
   // data; compacting the range then drops the deleted keys (and the range tombstones) from the
   // SST files. Ranges of jobs that were not purged hold no deleted data and are only rewritten.

@@ -565,6 +565,7 @@ Status Scheduler::Heartbeat(const std::string& worker_id, std::span<const Prefil
   const int64_t now = clock_();
   w.last_seen_ms = now;
   w.held = std::set<PrefillKey>(held.begin(), held.end());
+  if (store_->write_failure()) return absl::OkStatus();  // StoreReopened; leases wait
   for (const LeaseId& listed : leases) {
     auto lease = w.leased.find(listed.key);
     if (lease == w.leased.end() || lease->second.attempt != listed.attempt) continue;
@@ -899,6 +900,7 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
   if (w.leased.size() >= w.capacity) return std::optional<Assignment>();
   const int64_t now = clock_();
   if (Quarantined(worker_id, now)) return std::optional<Assignment>();
+  if (store_->write_failure()) return std::optional<Assignment>();  // a lease is a write
   if (!active_jobs_) {
     ASSIGN_OR_RETURN(active_jobs_, store_->ListJobs({.active_only = true}));
   }
@@ -1367,10 +1369,31 @@ Status Scheduler::FailJob(store::JobId id, const std::string& why) {
   return EndJob(id, store::JobState::kFailed, why, job.spec.model_hash);
 }
 
+void Scheduler::StoreReopened() {
+  std::lock_guard lock(mu_);
+  active_jobs_.reset();
+  pending_.clear();
+  StatusOr<std::vector<store::Job>> jobs = store_->ListJobs({.active_only = true});
+  if (jobs.ok()) {
+    for (const store::Job& job : *jobs) {
+      StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job.id);
+      if (!tasks.ok()) continue;
+      for (const store::Task& t : *tasks) {
+        if (t.state != store::TaskState::kLeased) continue;
+        auto owner = workers_.find(t.lease_owner);
+        if (owner != workers_.end() && owner->second.leased.contains(t.key)) continue;
+        store_->ReleaseLease(t.key, t.lease_owner).IgnoreError();  // ExpireLeases' fallback
+      }
+    }
+  }
+  Changed();
+}
+
 StatusOr<ExpireOutcome> Scheduler::ExpireLeases() {
   std::lock_guard lock(mu_);
   const int64_t now = clock_();
   ExpireOutcome outcome;
+  if (store_->write_failure()) return outcome;
   std::vector<std::string> silent;
   for (const auto& [id, w] : workers_) {
     if (now - w.last_seen_ms > options_.heartbeat_timeout_ms) silent.push_back(id);

@@ -497,7 +497,16 @@ class Scheduler {
   // pending), returns every lease past its deadline to pending (each a failed attempt), and
   // finishes jobs whose tasks are all done but that have no profile yet (a crash between the two
   // writes, or a model summary that was unknown then).
+  // While the store cannot write (store::Store::write_failure), it does nothing: nothing moves
+  // until the store is writable again.
   [[nodiscard]] StatusOr<ExpireOutcome> ExpireLeases();
+
+  // After the store was reopened to recover from a failed write (store/recovering_store.h):
+  // forgets what was read from it (the active jobs, the pending tasks), so that the next
+  // hand-out reads it again, and returns to pending every task the store has leased that no
+  // registered worker holds (a completion whose write failed: it runs again). While the store
+  // cannot write, NextTask hands out nothing and Heartbeat extends no lease in the store.
+  void StoreReopened();
 
   // The jobs that ended since the last call, in the order they ended.
   std::vector<EndedJob> TakeEndedJobs();

@@ -73,6 +73,11 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
 
   WorkerServiceStats Stats() const;
 
+  // Offers free tasks to every connected worker of `model_hash` (every worker when empty): leases
+  // returned to pending by a departed worker or by expiry, or a store writable again, reach idle
+  // workers at once.
+  void RefillWorkers(const std::string& model_hash);
+
   // Ends every stream with UNAVAILABLE and refuses new ones; waits (bounded) for them to end.
   void Shutdown();
 
@@ -104,9 +109,6 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
                               ConnectReactor* stream);
   // The stream ended: unbinds it, and calls WorkerGone when it was the current session's.
   void Detach(ConnectReactor* stream);
-  // Offers free tasks to every connected worker of `model_hash` (every worker when empty): leases
-  // returned to pending by a departed worker or by expiry reach idle workers at once.
-  void RefillWorkers(const std::string& model_hash);
   // On the scheduler's committer thread: a task_done's results were written (or not); logs the
   // outcome, sends the job-level cancellations of a job it finished, and offers a new round's
   // tasks of a job it extended to every stream (RefillWorkers). Uses no stream of its own (the
