@@ -20,6 +20,7 @@
 #include "kernels/base/file_io.h"
 #include "method/frozen_map.h"
 #include "nlohmann/json.hpp"
+#include "proto/client_channel.h"
 #include "ripplekv/v1/rollout.grpc.pb.h"
 #include "spdlog/spdlog.h"
 
@@ -463,8 +464,10 @@ Status Agent::Run() {
     bool delivered = false;
     const grpc::Status s = im.Watch(&delivered);
     if (im.stopping) break;
-    const std::string why = absl::StrCat("code ", static_cast<int>(s.error_code()), ": ",
-                                         std::string(Or(s.error_message(), "(no message)")));
+    const std::string why = absl::StrCat(
+        "code ", static_cast<int>(s.error_code()), ": ",
+        std::string(Or(s.error_message(), "(no message)")),
+        std::string(pb::TlsHintFor(s.error_code(), s.error_message(), im.options.plaintext)));
     if (Fatal(s.error_code())) {
       spdlog::error("node {}: the scheduler refused the agent ({}); not retrying", im.node(), why);
       return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());

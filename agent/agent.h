@@ -37,6 +37,9 @@ struct AgentOptions {
   std::chrono::milliseconds max_backoff{5000};     // reconnect delay bound cap
   int report_attempts = 4;  // ReportBudget tries when the scheduler is unavailable; >= 1
   std::chrono::milliseconds report_deadline{10000};  // per ReportBudget try
+  // The channel speaks plaintext (no --tls-ca): a stream that fails as a TLS port hangs up on a
+  // plaintext client gets v1::kTlsHint in its log line (proto/client_channel.h).
+  bool plaintext = false;
 };
 
 // InvalidArgument naming the field when `options` can never work (a node id or model hash the

@@ -95,6 +95,7 @@ int Main(int argc, char** argv) {
     return Fail(loaded);
   }
   channel_options.keepalive_without_calls = true;  // the stream idles between assignments
+  options.plaintext = v1::IsPlaintext(channel_options);
   StatusOr<std::unique_ptr<Agent>> agent =
       Agent::Create(options, v1::MakeClientChannel(scheduler, channel_options));
   if (!agent.ok()) return Fail(agent.status());
