@@ -12,7 +12,8 @@
 //     scheduler's umask);
 //   * a token file others may read stops the scheduler (exit 1, the file, its mode and the fix
 //     named) unless --allow-insecure-token-file; the CLI only warns about its own;
-//   * a plaintext call to a TLS scheduler says that TLS is the likely cause and how to pass it.
+//   * a plaintext call to a TLS scheduler says that TLS is the likely cause and how to pass it,
+//     in the CLI's error and in ripplekv-worker's log (the latter needs RIPPLEKV_SMOLLM2_GGUF).
 // Every process is killed on every path.
 
 #include <gtest/gtest.h>
@@ -334,6 +335,28 @@ TEST_F(SchedulerAdminTest, APlaintextCallToATlsSchedulerSuggestsTls) {
   const CliResult closed = health({});
   EXPECT_EQ(closed.exit_code, 3) << closed.err;
   EXPECT_EQ(closed.err.find("--tls-ca"), std::string::npos) << closed.err;
+}
+
+// The same hint in ripplekv-worker's "register ... failed" warning (needs the model to start).
+TEST_F(SchedulerAdminTest, APlaintextWorkerOfATlsSchedulerLogsTheHint) {
+  const std::string model = TestModelPath();
+  if (model.empty()) GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF is not set";
+  const fs::path tls = tmp_.path() / "tls";
+  ASSERT_TRUE(MakeTls(tls)) << "deploy/local/make-tls failed (openssl?)";
+  Process scheduler(
+      {RIPPLEKV_SCHEDULER, "--listen", cluster_->address(), "--db", (tmp_.path() / "db").string(),
+       "--tls-cert", (tls / "server.pem").string(), "--tls-key", (tls / "server.key").string()},
+      tmp_.path() / "tls-scheduler.out", tmp_.path() / "tls-scheduler.err");
+  Process worker({RIPPLEKV_WORKER, "--scheduler", cluster_->address(), "--model", model,
+                  "--threads", "1", "--id", "plain-worker"},
+                 tmp_.path() / "worker.out", tmp_.path() / "worker.err");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return ReadFile(tmp_.path() / "worker.err").find("may be serving TLS: pass --tls-ca") !=
+               std::string::npos;
+      },
+      seconds(60), std::chrono::milliseconds(100)))
+      << ReadFile(tmp_.path() / "worker.err");
 }
 
 }  // namespace
