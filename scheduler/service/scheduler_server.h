@@ -77,8 +77,8 @@ class SchedulerServer {
   // Opens the store and starts serving. Errors: InvalidArgument (no db_path, bad durations,
   // plaintext on a non-loopback address, bad security files; MakeServerSecurity),
   // FailedPrecondition (a token file others may read; MakeServerSecurity), those of
-  // PrepareCheckpointRoots (a bad checkpoint_dirs entry), the store's errors (Unavailable when another process holds the database), Unavailable when
-  // the address cannot be bound.
+  // PrepareCheckpointRoots (a bad checkpoint_dirs entry), the store's errors (Unavailable when
+  // another process holds the database), Unavailable when the address cannot be bound.
   [[nodiscard]] static StatusOr<std::unique_ptr<SchedulerServer>> Start(
       const SchedulerServerOptions& options);
 
