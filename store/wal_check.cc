@@ -186,7 +186,8 @@ class LogScanner {
       if (!ScanBlock(std::string_view(block.data(), n), block_start, last)) break;
       if (last) break;
     }
-    if (in_fragment_) Damage(fragment_offset_, "record incomplete at the end of the file");
+    if (in_fragment_)
+      Damage(fragment_offset_, "record without its last fragment at the end of the file");
     return absl::OkStatus();
   }
 
@@ -200,7 +201,7 @@ class LogScanner {
       if (left < kHeaderSize) {
         // Padding at the end of a full block; at the end of the file, a torn header unless zero.
         if (last && !resyncing && b.substr(p).find_first_not_of('\0') != std::string_view::npos) {
-          Damage(block_start + p, "record header truncated at the end of the file");
+          Damage(block_start + p, "record header cut off at the end of the file");
         }
         return true;
       }
@@ -219,8 +220,10 @@ class LogScanner {
         if (!known) {
           Damage(block_start + p, Cat("unknown record type ", type));
         } else {
-          Damage(block_start + p, last ? "record truncated at the end of the file"
-                                       : "bad record length");
+          // At the end of the file: a write cut short, or a damaged length; either way the
+          // records after it, if any, tell a tail from a damage before it.
+          Damage(block_start + p,
+                 last ? "record runs past the end of the file" : "bad record length");
         }
         ++p;
         continue;
@@ -498,26 +501,27 @@ StatusOr<WalCheck> CheckWal(rocksdb::Env* env, const std::string& db_path, bool 
                    .bytes_dropped = bytes,
                    .later_logs = later,
                    .dropped = Name(raw, live.names)};
-  const std::string where =
-      Cat("write-ahead log ", damage.file, " is damaged at offset ", damage.offset, " (",
-          damage.reason, ")");
+  const std::string where = Cat("write-ahead log ", damage.file, " is damaged at offset ",
+                                damage.offset, " (", damage.reason, ")");
   const std::string extent =
       Cat(damage.bytes_dropped, " bytes from there to the end of the log",
           later == 0 ? std::string() : Cat(" and ", Plural(later, "later log", "later logs")));
   if (damage.tail()) {
-    check.notes.push_back(Cat(where, ": a torn last record (no intact record after it, the write "
-                                     "a crash cut short); point-in-time recovery dropped ",
+    check.notes.push_back(Cat(where,
+                              ": a torn last record (no intact record after it, the write "
+                              "a crash cut short); point-in-time recovery dropped ",
                               extent));
   } else if (!accept_loss) {
-    return absl::DataLossError(Cat(
-        where, " and intact records follow it: opening would drop ", extent, ", holding ",
-        Describe(damage.dropped),
-        ". Those changes were acknowledged. Restore from a checkpoint, or accept the loss "
-        "(StoreOptions::accept_wal_loss; ripplekv-scheduler --accept-wal-loss) to open the "
-        "database as it was before the damage (docs/OPERATIONS.md, \"Corruption\")"));
+    return absl::DataLossError(
+        Cat(where, " and intact records follow it: opening would drop ", extent, ", holding ",
+            Describe(damage.dropped),
+            ". Those changes were acknowledged. Restore from a checkpoint, or accept the loss "
+            "(StoreOptions::accept_wal_loss; ripplekv-scheduler --accept-wal-loss) to open the "
+            "database as it was before the damage (docs/OPERATIONS.md, \"Corruption\")"));
   } else {
-    check.notes.push_back(Cat(where, "; the loss was accepted (accept_wal_loss): point-in-time "
-                                     "recovery dropped ",
+    check.notes.push_back(Cat(where,
+                              "; the loss was accepted (accept_wal_loss): point-in-time "
+                              "recovery dropped ",
                               extent, ", holding ", Describe(damage.dropped)));
   }
   check.damage = std::move(damage);

@@ -45,7 +45,7 @@ struct DroppedWrites {
 struct WalDamage {
   std::string file;            // the damaged log, a path
   uint64_t offset = 0;         // where its first unreadable record starts, bytes into `file`
-  std::string reason;          // e.g. "checksum mismatch", "record truncated at the end of the file"
+  std::string reason;          // e.g. "checksum mismatch", "record runs past the end of the file"
   uint64_t bytes_dropped = 0;  // what RocksDB discards: `offset` to the end of `file`, plus every
                                // later log, bytes
   uint64_t later_logs = 0;     // logs after `file` (discarded whole)

@@ -1,7 +1,8 @@
 // A real ripplekv-scheduler on a database whose write-ahead log has a flipped byte before its tail
 // (intact records after it): the start exits 1 naming the log file, the offset and the flag that
 // accepts the loss; with --accept-wal-loss it serves, logs what was dropped, and the ids of the
-// jobs that were dropped are not handed out again (docs/OPERATIONS.md, "Corruption"). No model needed.
+// jobs that were dropped are not handed out again (docs/OPERATIONS.md, "Corruption"). No model
+// needed.
 
 #include <gtest/gtest.h>
 
@@ -71,8 +72,7 @@ TEST(SchedulerCorruptionTest, DamagedLogStopsTheStartUnlessTheLossIsAccepted) {
   EXPECT_NE(refused.find("--accept-wal-loss"), std::string::npos) << refused;
 
   cluster.StartScheduler({}, {"--accept-wal-loss"});
-  EXPECT_TRUE(cluster.SchedulerAnswers(seconds(30)))
-      << ReadFile(tmp.path() / "scheduler-1.err");
+  EXPECT_TRUE(cluster.SchedulerAnswers(seconds(30))) << ReadFile(tmp.path() / "scheduler-1.err");
   cluster.scheduler().Stop(seconds(10));
   // It logged what the accepted loss dropped, and the id counter it raised.
   const std::string accepted = ReadFile(tmp.path() / "scheduler-1.err");
@@ -82,8 +82,7 @@ TEST(SchedulerCorruptionTest, DamagedLogStopsTheStartUnlessTheLossIsAccepted) {
       << accepted;
   EXPECT_NE(accepted.find("the loss was accepted"), std::string::npos) << accepted;
   EXPECT_NE(accepted.find("job ids up to 5"), std::string::npos) << accepted;
-  EXPECT_NE(accepted.find("the next job id was raised from 2 to 6"), std::string::npos)
-      << accepted;
+  EXPECT_NE(accepted.find("the next job id was raised from 2 to 6"), std::string::npos) << accepted;
 
   // Job 1 is kept, 2..5 were dropped; the next job is 6, not 2.
   StatusOr<std::unique_ptr<store::Store>> db = store::OpenStore(cluster.db().string());

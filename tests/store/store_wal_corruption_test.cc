@@ -130,8 +130,8 @@ TEST(StoreWalCorruptionTest, FlippedByteInTheLastRecordIsATornTailDroppedAndNote
   EXPECT_THAT(JobIds(**store), ElementsAre(1, 2, 3));  // only the damaged record is gone
   ASSERT_THAT((*store)->RecoveryNotes(), SizeIs(1));
   EXPECT_THAT((*store)->RecoveryNotes()[0],
-              AllOf(HasSubstr(Cat("write-ahead log ", w.log, " is damaged at offset ",
-                                  last_start, " (checksum mismatch)")),
+              AllOf(HasSubstr(Cat("write-ahead log ", w.log, " is damaged at offset ", last_start,
+                                  " (checksum mismatch)")),
                     HasSubstr("torn last record"),
                     HasSubstr(Cat("dropped ", w.ends[3] - last_start, " bytes"))));
 }
@@ -146,7 +146,7 @@ TEST(StoreWalCorruptionTest, TruncatedLastRecordIsATornTailDroppedAndNoted) {
   EXPECT_THAT(JobIds(**store), ElementsAre(1, 2));
   ASSERT_THAT((*store)->RecoveryNotes(), SizeIs(1));
   EXPECT_THAT((*store)->RecoveryNotes()[0],
-              AllOf(HasSubstr(Cat("offset ", w.ends[1], " (record truncated at the end of the file)")),
+              AllOf(HasSubstr(Cat("offset ", w.ends[1], " (record runs past the end of the file)")),
                     HasSubstr("torn last record")));
   // The job that was never acknowledged gives its id to the next one; nothing is noted again.
   store->reset();
@@ -164,8 +164,8 @@ TEST(StoreWalCorruptionTest, DamageBeforeTheTailIsDataLossNamingFileAndOffset) {
   StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), {});
   ASSERT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
   const std::string message(store.status().message());
-  EXPECT_THAT(message, HasSubstr(Cat("write-ahead log ", w.log, " is damaged at offset ",
-                                     w.ends[0], " (checksum mismatch)")));
+  EXPECT_THAT(message, HasSubstr(Cat("write-ahead log ", w.log, " is damaged at offset ", w.ends[0],
+                                     " (checksum mismatch)")));
   EXPECT_THAT(message, HasSubstr("3 intact records"));
   EXPECT_THAT(message, HasSubstr("job ids up to 5"));
   EXPECT_THAT(message, HasSubstr(Cat(w.ends[4] - w.ends[0], " bytes")));
@@ -186,12 +186,12 @@ TEST(StoreWalCorruptionTest, AcceptedLossOpensNotesWhatWasDroppedAndReusesNoId) 
   EXPECT_THAT(JobIds(**store), ElementsAre(1));  // point in time: the damage and all after it
   const std::vector<std::string> notes = (*store)->RecoveryNotes();
   ASSERT_THAT(notes, SizeIs(2));
-  EXPECT_THAT(notes[0], AllOf(HasSubstr(Cat("write-ahead log ", w.log, " is damaged at offset ",
-                                            w.ends[0])),
-                              HasSubstr("the loss was accepted"),
-                              HasSubstr(Cat("dropped ", w.ends[4] - w.ends[0], " bytes")),
-                              HasSubstr("3 intact records"), HasSubstr("jobs x3"),
-                              HasSubstr("job ids up to 5")));
+  EXPECT_THAT(
+      notes[0],
+      AllOf(HasSubstr(Cat("write-ahead log ", w.log, " is damaged at offset ", w.ends[0])),
+            HasSubstr("the loss was accepted"),
+            HasSubstr(Cat("dropped ", w.ends[4] - w.ends[0], " bytes")),
+            HasSubstr("3 intact records"), HasSubstr("jobs x3"), HasSubstr("job ids up to 5")));
   EXPECT_THAT(notes[1], HasSubstr("the next job id was raised from 2 to 6"));
   // Ids 2..5 were acknowledged to clients before the damage: none is given again.
   StatusOr<CreateJobOutcome> created = (*store)->CreateJob(MakeSpec(), kTasks);
@@ -245,7 +245,8 @@ TEST(StoreWalCorruptionTest, CountersBelowTheStoredIdsAreRaised) {
     ASSERT_TRUE((*store)->CreateRollout("r2").ok());
   }
   // Counters that fell behind the data (as a lost counter write would leave them).
-  ASSERT_TRUE(testing::PutRaw(dir.db(), kMetaCf, kNextJobIdKey, std::string("\0\0\0\0\0\0\0\2", 8)));
+  ASSERT_TRUE(
+      testing::PutRaw(dir.db(), kMetaCf, kNextJobIdKey, std::string("\0\0\0\0\0\0\0\2", 8)));
   ASSERT_TRUE(
       testing::PutRaw(dir.db(), kMetaCf, kNextRolloutIdKey, std::string("\0\0\0\0\0\0\0\1", 8)));
   StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), {});
