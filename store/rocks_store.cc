@@ -109,6 +109,17 @@ StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& path,
       }
     }
   }
+  // Damage in the write-ahead log is found here, before RocksDB's point-in-time replay would
+  // drop it in silence (store/wal_check.h).
+  WalCheck wal;
+  if (exists) {
+    StatusOr<WalCheck> checked = CheckWal(db_options.env, path, options.accept_wal_loss);
+    if (!checked.ok()) {
+      return Status(checked.status().code(),
+                    Cat(context, ": ", std::string(checked.status().message())));
+    }
+    wal = *std::move(checked);
+  }
 
   db_options.create_if_missing = options.create_if_missing;
   db_options.create_missing_column_families = true;
@@ -126,6 +137,8 @@ StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& path,
   std::unique_ptr<RocksStore> store(new RocksStore(
       options, std::move(env), std::unique_ptr<rocksdb::DB>(raw), std::move(handles)));
   Status init = store->Initialize();
+  store->recovery_notes_ = std::move(wal.notes);
+  if (init.ok()) init = store->RaiseIdCounters(wal.damage ? &wal.damage->dropped : nullptr);
   if (!init.ok()) return Status(init.code(), Cat(context, ": ", std::string(init.message())));
   return store;
 }

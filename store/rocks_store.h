@@ -3,7 +3,9 @@
 // OpenStore(). Its methods are defined in rocks_store.cc (open, recovery, jobs),
 // rocks_store_tasks.cc (leases, results), rocks_store_versions.cc (profiles, budget maps),
 // rocks_store_rollouts.cc (rollouts), rocks_store_migrate.cc (older schema versions),
-// rocks_store_purge.cc (retention) and rocks_store_checkpoint.cc (backup).
+// rocks_store_purge.cc (retention), rocks_store_checkpoint.cc (backup) and
+// rocks_store_recovery.cc (id counters after recovery); wal_check.cc reads the write-ahead logs
+// before the open.
 
 #include <array>
 #include <atomic>
@@ -20,6 +22,7 @@
 #include "rocksdb/write_batch.h"
 #include "store/decoded_jobs.h"
 #include "store/store.h"
+#include "store/wal_check.h"
 
 namespace ripplekv::store {
 
@@ -57,6 +60,7 @@ class RocksStore final : public Store {
   RocksStore& operator=(const RocksStore&) = delete;
 
   uint64_t RecoveredLeases() const override { return recovered_leases_; }
+  std::vector<std::string> RecoveryNotes() const override { return recovery_notes_; }
 
   StatusOr<CreateJobOutcome> CreateJob(const JobSpec& spec,
                                        std::span<const PlannedTask> tasks) override;
@@ -216,6 +220,10 @@ class RocksStore final : public Store {
   // Rewrites a schema-version-2 database as version 3 in one write (rocks_store_migrate.cc):
   // every budget map re-encoded with its digest, and the digest index.
   Status MigrateFromV2();
+  // Raises meta next_job_id and next_rollout_id, when needed, above every id in the data: the
+  // last key of jobs and rollouts, and, with `dropped` (an accepted write-ahead-log loss), the
+  // ids the dropped records held (rocks_store_recovery.cc). Adds a note for each one raised.
+  Status RaiseIdCounters(const DroppedWrites* dropped);
   // Flushes every memtable (so that old WAL files are released) and compacts [begin, end) of
   // the column families a purge deleted from.
   Status CompactPurged(std::string_view begin, std::string_view end);
@@ -240,6 +248,7 @@ class RocksStore final : public Store {
   std::array<rocksdb::ColumnFamilyHandle*, kNumCfs> cf_{};
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;   // every handle opened, for closing
   uint64_t recovered_leases_ = 0;                       // set by Initialize()
+  std::vector<std::string> recovery_notes_;             // set by Open()
   std::atomic<uint64_t> finished_since_compaction_{0};  // see NoteJobsFinished
 
   std::mutex write_mu_;               // serializes every read-modify-write

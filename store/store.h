@@ -28,7 +28,10 @@
 //                       task that is leased or done), tasks or results of a purged job, or a
 //                       database of another schema version
 //   DataLoss            a stored value or key that does not decode; the message names the column
-//                       family and the key. Stop and shout: the database is damaged.
+//                       family and the key; or, at open, a damaged file: a write-ahead log
+//                       damaged before its tail (file and offset named; see
+//                       StoreOptions::accept_wal_loss), a table file or the MANIFEST (named).
+//                       Stop and shout: the database is damaged.
 //   Unavailable         the database is locked by another process or store
 //   ResourceExhausted   the disk is full, or a version counter ran out
 //   Internal            any other RocksDB failure, with RocksDB's message
@@ -64,6 +67,11 @@ struct StoreOptions {
   // For the scheduler's write-latency metric (docs/OPERATIONS.md); it must be cheap and must not
   // call the store.
   std::function<void(double seconds)> write_observer;
+  // Damage in the write-ahead log with intact records after it (not a torn tail) makes the open
+  // DataLoss, naming the log and offset. With this on, the open goes on instead: RocksDB's
+  // point-in-time recovery keeps what precedes the damage and drops the rest, and
+  // RecoveryNotes() says what was dropped. docs/STORE.md, "Corruption".
+  bool accept_wal_loss = false;
 };
 
 // One (sample, layer) of a job, as planned by the scheduler.
@@ -121,6 +129,12 @@ class Store {
 
   // How many leased tasks Open returned to pending. Immutable after open.
   virtual uint64_t RecoveredLeases() const = 0;
+
+  // What the open dropped or repaired, one line each, for the operator's log: a torn last record
+  // of the write-ahead log (file, offset, bytes), a damage accepted with
+  // StoreOptions::accept_wal_loss (what was dropped), an id counter raised above the ids found in
+  // the data. Empty after a clean open. Immutable after open.
+  virtual std::vector<std::string> RecoveryNotes() const { return {}; }
 
   // ---- Jobs ----
 

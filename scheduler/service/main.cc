@@ -5,8 +5,8 @@
 //     [--task-deadline-ms N] [--max-attempts N] [--max-watchers N] [--retention-ms N]
 //     [--max-pending-inline-mib N] [--pending-job-ttl-ms N]
 //     [--metrics-listen ADDR] [--health-listen ADDR] [--log-format text|json]
-//   ripplekv-scheduler --db PATH --checkpoint DIR
-//     [--checkpoint-dir DIR]... [--allow-insecure-token-file]
+//   ripplekv-scheduler --db PATH --checkpoint DIR [--accept-wal-loss]
+//     [--checkpoint-dir DIR]... [--allow-insecure-token-file] [--accept-wal-loss]
 //
 // Serves ripplekv.v1.CalibrationService, WorkerService, RolloutService and AdminService and the
 // gRPC health service (server reflection only with --reflection) on ADDR, with its state in the
@@ -27,6 +27,11 @@
 // 0 after a clean shutdown, 1 when it cannot start (message on stderr), 2 on bad flags.
 // --max-pending-inline-mib N: a submit that would make pending jobs hold more inline data gets
 // RESOURCE_EXHAUSTED; --pending-job-ttl-ms N: a job pending that long fails (docs/OPERATIONS.md).
+// A damaged database (docs/OPERATIONS.md, "Corruption"): a torn last record of the write-ahead
+// log is dropped and logged (file, offset, bytes); damage before the log's tail, a damaged table
+// file or MANIFEST makes the start exit 1 with DATA_LOSS naming the file (and the offset).
+// --accept-wal-loss: start anyway on a log damaged before its tail, dropping every change after
+// the damage; what was dropped is logged, and no job or rollout id is handed out twice.
 //
 // --checkpoint DIR: instead of serving, writes a checkpoint of the (existing) database at PATH to
 // the new directory DIR (docs/STORE.md, "Backup and restore"), prints "checkpoint DIR BYTES bytes"
@@ -56,9 +61,10 @@
 namespace {
 
 // --checkpoint: the offline backup of a database no scheduler holds.
-int WriteCheckpoint(const std::string& db_path, const std::string& dir) {
+int WriteCheckpoint(const std::string& db_path, const std::string& dir, bool accept_wal_loss) {
   ripplekv::store::StoreOptions store_options;
   store_options.create_if_missing = false;
+  store_options.accept_wal_loss = accept_wal_loss;
   auto store = ripplekv::store::OpenStore(db_path, store_options);
   if (!store.ok()) {
     if (store.status().code() == absl::StatusCode::kUnavailable) {
@@ -71,6 +77,9 @@ int WriteCheckpoint(const std::string& db_path, const std::string& dir) {
                    std::string(store.status().message()).c_str());
     }
     return 1;
+  }
+  for (const std::string& note : (*store)->RecoveryNotes()) {
+    std::fprintf(stderr, "ripplekv-scheduler: store: %s\n", note.c_str());
   }
   std::error_code ec;
   const std::filesystem::path absolute = std::filesystem::absolute(dir, ec);
@@ -208,6 +217,10 @@ int Run(int argc, char** argv) {
                  "checkpoints are refused (docs/OPERATIONS.md)");
   app.add_flag("--insecure", insecure, "Serve plaintext (loopback addresses only)");
   app.add_flag("--reflection", options.reflection, "Serve gRPC server reflection");
+  app.add_flag("--accept-wal-loss", options.accept_wal_loss,
+               "open a database whose write-ahead log is damaged before its tail anyway, "
+               "dropping every change after the damage (logged); without it such a start exits 1 "
+               "naming the log file and offset (docs/OPERATIONS.md, \"Corruption\")");
   app.add_option("--metrics-listen", options.metrics_listen,
                  "serve Prometheus metrics over plain HTTP on host:port, path /metrics "
                  "(docs/OPERATIONS.md)");
@@ -230,7 +243,9 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "ripplekv-scheduler: error: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  if (!checkpoint_dir.empty()) return WriteCheckpoint(options.db_path, checkpoint_dir);
+  if (!checkpoint_dir.empty()) {
+    return WriteCheckpoint(options.db_path, checkpoint_dir, options.accept_wal_loss);
+  }
   if (options.listen.empty()) {
     std::fprintf(stderr, "ripplekv-scheduler: error: --listen is required (unless --checkpoint)\n");
     return 2;

@@ -55,6 +55,7 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   telemetry::AddBuildInfo(*server->metrics_, "scheduler");
   store::StoreOptions store_options;
   store_options.sync_writes = options.sync_writes;
+  store_options.accept_wal_loss = options.accept_wal_loss;
   store_options.write_observer =
       [latency = &server->metrics_->GetHistogram(
            "ripplekv_scheduler_store_write_latency_seconds",
@@ -64,6 +65,8 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (server->store_->RecoveredLeases() > 0) {
     spdlog::info("recovered {} leased tasks to pending", server->store_->RecoveredLeases());
   }
+  // What the open dropped (a torn log tail, an accepted loss) or raised (an id counter).
+  for (const std::string& note : server->store_->RecoveryNotes()) spdlog::warn("store: {}", note);
   SchedulerOptions scheduler_options;
   scheduler_options.lease_duration_ms = options.lease_ms;
   scheduler_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;

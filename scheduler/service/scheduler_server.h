@@ -45,6 +45,9 @@ struct SchedulerServerOptions {
   size_t work_threads = 8;                // threads doing the handlers' store work (WorkPool)
   size_t max_queued_requests = 1'024;  // unary requests waiting for them; more: RESOURCE_EXHAUSTED
   bool sync_writes = true;             // fsync every store change (store/store.h)
+  // Open a database whose write-ahead log is damaged before its tail, dropping what follows the
+  // damage (store::StoreOptions::accept_wal_loss; docs/OPERATIONS.md, "Corruption").
+  bool accept_wal_loss = false;
   int64_t task_deadline_ms = 0;        // SchedulerOptions::task_deadline_ms (0: derived)
   uint32_t max_attempts = 4;           // SchedulerOptions::max_attempts
   FaultOptions faults;                 // SchedulerOptions::faults (docs/SCHEDULER.md)
