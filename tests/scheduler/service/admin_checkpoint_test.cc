@@ -4,7 +4,6 @@
 // nothing; a relative path lands under the first root; the checkpoint is 0700 with 0600 files.
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -15,28 +14,13 @@
 
 #include "scheduler/service/admin_service.h"
 #include "store/store.h"
+#include "tests/common/temp_dir.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ripplekv_admin_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ripplekv::testing::TempDir;
 
 mode_t ModeOf(const fs::path& path) {
   struct stat st {};
@@ -49,12 +33,10 @@ class AdminCheckpointTest : public ::testing::Test {
   void SetUp() override {
     store::StoreOptions options;
     options.sync_writes = false;
-    StatusOr<std::unique_ptr<store::Store>> store =
-        store::OpenStore((tmp_.path() / "db").string(), options);
+    StatusOr<std::unique_ptr<store::Store>> store = store::OpenStore(tmp_.File("db"), options);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    StatusOr<std::vector<std::string>> roots =
-        PrepareCheckpointRoots({(tmp_.path() / "backups").string()});
+    StatusOr<std::vector<std::string>> roots = PrepareCheckpointRoots({tmp_.File("backups")});
     ASSERT_TRUE(roots.ok()) << roots.status();
     roots_ = *roots;
   }
@@ -83,17 +65,16 @@ TEST_F(AdminCheckpointTest, RootsAreCreatedPrivateAndResolved) {
   ASSERT_EQ(roots_.size(), 1u);
   EXPECT_TRUE(fs::is_directory(roots_[0]));
   EXPECT_EQ(ModeOf(roots_[0]), 0700u);  // made here, under the test's umask
-  EXPECT_EQ(roots_[0], fs::canonical(tmp_.path() / "backups").string());
+  EXPECT_EQ(roots_[0], fs::canonical(tmp_.File("backups")).string());
   // A root given through a symlink is known by its real path.
-  fs::create_directory_symlink(tmp_.path() / "backups", tmp_.path() / "link");
-  StatusOr<std::vector<std::string>> via_link =
-      PrepareCheckpointRoots({(tmp_.path() / "link").string()});
+  fs::create_directory_symlink(tmp_.File("backups"), tmp_.File("link"));
+  StatusOr<std::vector<std::string>> via_link = PrepareCheckpointRoots({tmp_.File("link")});
   ASSERT_TRUE(via_link.ok()) << via_link.status();
   EXPECT_EQ(via_link->at(0), roots_[0]);
   // Relative roots and roots that are files are refused, naming them.
   EXPECT_EQ(PrepareCheckpointRoots({"relative/dir"}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  const fs::path file = tmp_.path() / "file";
+  const fs::path file = tmp_.File("file");
   { std::ofstream(file.string()) << "x"; }
   const Status not_dir = PrepareCheckpointRoots({file.string()}).status();
   EXPECT_FALSE(not_dir.ok());
@@ -101,7 +82,7 @@ TEST_F(AdminCheckpointTest, RootsAreCreatedPrivateAndResolved) {
 }
 
 TEST_F(AdminCheckpointTest, WithoutRootsEveryCheckpointIsAFailedPreconditionNamingTheFlag) {
-  const fs::path target = tmp_.path() / "backups" / "c1";
+  const fs::path target = tmp_.File("backups/c1");
   StatusOr<v1::CreateCheckpointResponse> refused = Checkpoint(target.string(), {});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
   EXPECT_NE(refused.status().message().find("--checkpoint-dir"), std::string::npos)
@@ -110,7 +91,8 @@ TEST_F(AdminCheckpointTest, WithoutRootsEveryCheckpointIsAFailedPreconditionNami
 }
 
 TEST_F(AdminCheckpointTest, APathOutsideTheRootsIsRefusedNamingThem) {
-  for (const fs::path& outside : {tmp_.path() / "elsewhere", fs::path("/etc/ripplekv-test-cp")}) {
+  for (const fs::path& outside :
+       {fs::path(tmp_.File("elsewhere")), fs::path("/etc/ripplekv-test-cp")}) {
     StatusOr<v1::CreateCheckpointResponse> refused = Checkpoint(outside.string());
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
     EXPECT_NE(refused.status().message().find(roots_[0]), std::string::npos) << refused.status();
@@ -119,7 +101,7 @@ TEST_F(AdminCheckpointTest, APathOutsideTheRootsIsRefusedNamingThem) {
     EXPECT_FALSE(fs::exists(outside));
   }
   // A sibling whose name extends the root's is outside too.
-  const fs::path sibling = tmp_.path() / "backups-evil";
+  const fs::path sibling = tmp_.File("backups-evil");
   fs::create_directory(sibling);
   EXPECT_EQ(Checkpoint((sibling / "c").string()).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -130,18 +112,18 @@ TEST_F(AdminCheckpointTest, DotDotCannotLeadOut) {
   const std::string escape = roots_[0] + "/../escaped";
   StatusOr<v1::CreateCheckpointResponse> refused = Checkpoint(escape);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
-  EXPECT_FALSE(fs::exists(tmp_.path() / "escaped"));
+  EXPECT_FALSE(fs::exists(tmp_.File("escaped")));
   // Relative, through the first root.
   EXPECT_EQ(Checkpoint("../escaped").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Checkpoint("sub/../../escaped").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(fs::exists(tmp_.path() / "escaped"));
+  EXPECT_FALSE(fs::exists(tmp_.File("escaped")));
   // A name that makes no new directory.
   EXPECT_EQ(Checkpoint(roots_[0] + "/..").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Checkpoint(".").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(AdminCheckpointTest, SymlinksCannotLeadOut) {
-  const fs::path outside = tmp_.path() / "outside";
+  const fs::path outside = tmp_.File("outside");
   fs::create_directory(outside);
   // A symlinked directory inside the root pointing out: its children are outside.
   fs::create_directory_symlink(outside, fs::path(roots_[0]) / "door");

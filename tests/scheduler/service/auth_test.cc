@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +30,8 @@
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "scheduler/service/scheduler_server.h"
 #include "spdlog/spdlog.h"
+#include "tests/common/temp_dir.h"
+#include "tests/scheduler/service/tls_fixture.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
@@ -38,30 +39,7 @@ namespace {
 namespace fs = std::filesystem;
 constexpr auto kCallTimeout = std::chrono::seconds(10);
 const std::string kHash(64, 'a');
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ripplekv_auth_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// Runs deploy/local/make-tls DIR; true on success.
-bool MakeTls(const fs::path& dir) {
-  const std::string command = std::string(RIPPLEKV_SOURCE_DIR) + "/deploy/local/make-tls '" +
-                              dir.string() + "' >/dev/null 2>&1";
-  return std::system(command.c_str()) == 0;
-}
+using ripplekv::testing::TempDir;
 
 std::string Read(const fs::path& path) {
   StatusOr<std::string> text = ReadFileBounded(path.string(), 1 << 20);
@@ -311,11 +289,11 @@ bool PassedAuth(const grpc::Status& status) {
          status.error_code() != grpc::StatusCode::PERMISSION_DENIED;
 }
 
-class AuthTest : public testing::Test {
+class AuthTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    ok_ = MakeTls(dir_->path() / "a") && MakeTls(dir_->path() / "b");
+    ok_ = MakeTls(dir_->File("a")) && MakeTls(dir_->File("b"));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -323,21 +301,21 @@ class AuthTest : public testing::Test {
   }
 
   void SetUp() override {
-    ASSERT_TRUE(ok_) << "deploy/local/make-tls failed (is openssl installed?)";
+    ASSERT_TRUE(ok_) << kMakeTlsFailed;
     server_dir_ = std::make_unique<TempDir>();
   }
   void TearDown() override {
     if (server_ != nullptr) server_->Shutdown();
   }
 
-  fs::path A(const std::string& file) const { return dir_->path() / "a" / file; }
-  fs::path B(const std::string& file) const { return dir_->path() / "b" / file; }
+  fs::path A(const std::string& file) const { return dir_->File("a/" + file); }
+  fs::path B(const std::string& file) const { return dir_->File("b/" + file); }
 
   // A server with TLS (CA a), client certificates of CA a required, and CA a's token file.
   void StartTls(const std::string& health_listen = "") {
     SchedulerServerOptions options;
     options.health_listen = health_listen;
-    options.db_path = (server_dir_->path() / "db").string();
+    options.db_path = server_dir_->File("db");
     options.sync_writes = false;
     options.security.tls_cert_file = A("server.pem").string();
     options.security.tls_key_file = A("server.key").string();
@@ -654,7 +632,7 @@ TEST_F(AuthTest, TokensNeverReachTheLog) {
   StartTls();
   std::string log;
   {
-    OutputCapture capture(server_dir_->path() / "output.log");
+    OutputCapture capture(server_dir_->File("output.log"));
     Stubs unknown = MakeStubs(address_, Tls("unknown"));
     EXPECT_EQ(Call(unknown, "/ripplekv.v1.CalibrationService/SubmitJob").error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
@@ -678,7 +656,7 @@ TEST_F(AuthTest, TokensNeverReachTheLog) {
 
 TEST_F(AuthTest, PlaintextWithTokensChecksRolesOnLoopback) {
   SchedulerServerOptions options;
-  options.db_path = (server_dir_->path() / "db").string();
+  options.db_path = server_dir_->File("db");
   options.sync_writes = false;
   options.security.token_file = A("tokens").string();
   Start(options);
@@ -695,7 +673,7 @@ TEST_F(AuthTest, PlaintextWithTokensChecksRolesOnLoopback) {
 
 TEST_F(AuthTest, PlaintextRefusesNonLoopbackAddresses) {
   SchedulerServerOptions options;
-  options.db_path = (server_dir_->path() / "db").string();
+  options.db_path = server_dir_->File("db");
   options.listen = "0.0.0.0:0";
   StatusOr<std::unique_ptr<SchedulerServer>> server = SchedulerServer::Start(options);
   ASSERT_FALSE(server.ok());
@@ -725,8 +703,8 @@ int RunScheduler(const std::vector<std::string>& args, const fs::path& err) {
 }
 
 TEST_F(AuthTest, SchedulerBinaryDemandsAnExplicitChoice) {
-  const fs::path err = server_dir_->path() / "err";
-  const std::string db = (server_dir_->path() / "db").string();
+  const fs::path err = server_dir_->File("err");
+  const std::string db = server_dir_->File("db");
   EXPECT_EQ(RunScheduler({"--listen", "127.0.0.1:0", "--db", db}, err), 2);
   std::string text = Read(err);
   EXPECT_NE(text.find("--tls-cert"), std::string::npos) << text;

@@ -5,7 +5,6 @@
 // deploy/local/make-tls.
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,28 +19,14 @@
 #include "scheduler/service/server_security.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
+#include "tests/common/temp_dir.h"
+#include "tests/scheduler/service/tls_fixture.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ripplekv_modes_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ripplekv::testing::TempDir;
 
 // What spdlog's default logger writes while it lives.
 class LogCapture {
@@ -60,12 +45,8 @@ class LogCapture {
 
 class SecretFileModeTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string command = std::string(RIPPLEKV_SOURCE_DIR) + "/deploy/local/make-tls '" +
-                                (tmp_.path() / "tls").string() + "' >/dev/null 2>&1";
-    ASSERT_EQ(std::system(command.c_str()), 0) << "deploy/local/make-tls failed (openssl?)";
-  }
-  fs::path Tls(const std::string& name) const { return tmp_.path() / "tls" / name; }
+  void SetUp() override { ASSERT_TRUE(MakeTls(tmp_.File("tls"))) << kMakeTlsFailed; }
+  fs::path Tls(const std::string& name) const { return tmp_.File("tls/" + name); }
   static void Chmod(const fs::path& path, mode_t mode) {
     ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
   }
@@ -109,7 +90,7 @@ TEST_F(SecretFileModeTest, TheRuleNamesPathModeAndFix) {
     ASSERT_TRUE(not_root.ok()) << not_root.status();
     EXPECT_NE(not_root->find("0640"), std::string::npos) << *not_root;
   }
-  EXPECT_EQ(v1::SecretFileModeProblem((tmp_.path() / "missing").string()).status().code(),
+  EXPECT_EQ(v1::SecretFileModeProblem(tmp_.File("missing")).status().code(),
             absl::StatusCode::kNotFound);
 }
 

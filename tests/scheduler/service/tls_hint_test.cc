@@ -5,10 +5,8 @@
 // carries the hint.
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,28 +19,13 @@
 #include "scheduler/service/scheduler_server.h"
 #include "spdlog/sinks/base_sink.h"
 #include "spdlog/spdlog.h"
+#include "tests/common/temp_dir.h"
+#include "tests/scheduler/service/tls_fixture.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
 
-namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ripplekv_tlshint_XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ripplekv::testing::TempDir;
 
 // Log lines kept in memory; text() may be called while other threads log.
 class MemorySink : public spdlog::sinks::base_sink<std::mutex> {
@@ -74,14 +57,12 @@ grpc::Status ListJobs(const std::string& address, const v1::ClientChannelOptions
 class TlsHintTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string command = std::string(RIPPLEKV_SOURCE_DIR) + "/deploy/local/make-tls '" +
-                                (tmp_.path() / "tls").string() + "' >/dev/null 2>&1";
-    ASSERT_EQ(std::system(command.c_str()), 0) << "deploy/local/make-tls failed (openssl?)";
+    ASSERT_TRUE(MakeTls(tmp_.File("tls"))) << kMakeTlsFailed;
     SchedulerServerOptions options;
-    options.db_path = (tmp_.path() / "db").string();
+    options.db_path = tmp_.File("db");
     options.sync_writes = false;
-    options.security.tls_cert_file = (tmp_.path() / "tls" / "server.pem").string();
-    options.security.tls_key_file = (tmp_.path() / "tls" / "server.key").string();
+    options.security.tls_cert_file = tmp_.File("tls/server.pem");
+    options.security.tls_key_file = tmp_.File("tls/server.key");
     StatusOr<std::unique_ptr<SchedulerServer>> server = SchedulerServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -98,7 +79,7 @@ class TlsHintTest : public ::testing::Test {
 
 TEST_F(TlsHintTest, APlaintextCallToTheTlsPortGetsTheHintAndOnlyIt) {
   v1::ClientChannelOptions tls;
-  StatusOr<std::string> ca = ReadFileBounded((tmp_.path() / "tls" / "ca.pem").string(), 1 << 20);
+  StatusOr<std::string> ca = ReadFileBounded(tmp_.File("tls/ca.pem"), 1 << 20);
   ASSERT_TRUE(ca.ok()) << ca.status();
   tls.tls_ca_pem = *ca;
   const grpc::Status over_tls = ListJobs(address_, tls);
@@ -126,9 +107,8 @@ TEST_F(TlsHintTest, APlaintextAgentLogsTheHintWhenItsStreamFails) {
   auto sink = std::make_shared<MemorySink>();
   const auto previous = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
-  agent::AgentOptions options{.node_id = "node-1",
-                              .model_hash = std::string(64, 'a'),
-                              .map_path = (tmp_.path() / "map.json").string()};
+  agent::AgentOptions options{
+      .node_id = "node-1", .model_hash = std::string(64, 'a'), .map_path = tmp_.File("map.json")};
   options.plaintext = true;
   v1::ClientChannelOptions channel_options;
   channel_options.keepalive_without_calls = true;
