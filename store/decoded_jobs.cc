@@ -17,7 +17,9 @@ StatusOr<Job> DecodedJobs::Decode(JobId id, std::string_view value) {
 
 void DecodedJobs::Remember(const Job& job, std::string_view value) {
   Job decoded = job;
-  decoded.spec.data_inline.clear();  // DecodeJob leaves it empty
+  // DecodeJob leaves the data empty; a job being created has it: release it (clear() would keep
+  // its memory, a copy of the inline data per cached job).
+  std::string().swap(decoded.spec.data_inline);
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_.size() >= kMaxEntries && !entries_.contains(job.id)) entries_.clear();
   entries_.insert_or_assign(job.id,

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <utility>
 
 #include "kernels/base/strings.h"
+#include "rocksdb/cache.h"
 #include "rocksdb/options.h"
+#include "rocksdb/table.h"
+#include "rocksdb/write_buffer_manager.h"
 #include "rocksdb/version.h"
 #include "store/codec.h"
 #include "store/keys.h"
@@ -41,6 +46,36 @@ std::string PrefixSuccessor(std::string_view prefix) {
   }
   return out;
 }
+
+// RocksDB's log lines at warning and above, to StoreOptions::log (or stderr) instead of the LOG
+// file in the database directory.
+class ForwardingLogger final : public rocksdb::Logger {
+ public:
+  explicit ForwardingLogger(std::function<void(bool error, std::string_view line)> sink)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL), sink_(std::move(sink)) {}
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel() || level == rocksdb::InfoLogLevel::HEADER_LEVEL) return;
+    char buffer[2048];
+    const int n = std::vsnprintf(buffer, sizeof(buffer), format, ap);
+    if (n < 0) return;
+    std::string_view line(buffer, std::min<size_t>(n, sizeof(buffer) - 1));
+    while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.remove_suffix(1);
+    const bool error = level >= rocksdb::InfoLogLevel::ERROR_LEVEL;
+    if (sink_) {
+      sink_(error, line);
+    } else {
+      std::fprintf(stderr, "rocksdb: %.*s\n", static_cast<int>(line.size()), line.data());
+    }
+  }
+
+ private:
+  const std::function<void(bool error, std::string_view line)> sink_;
+};
 
 bool Legal(JobState from, JobState to) {
   switch (from) {
@@ -123,11 +158,20 @@ StatusOr<std::unique_ptr<RocksStore>> RocksStore::Open(const std::string& path,
 
   db_options.create_if_missing = options.create_if_missing;
   db_options.create_missing_column_families = true;
-  db_options.keep_log_file_num = 4;  // RocksDB's own info LOG files
+  db_options.info_log = std::make_shared<ForwardingLogger>(options.log);
+  db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  // Memory (StoreOptions::memtable_bytes, block_cache_bytes): one budget for every family.
+  db_options.write_buffer_manager =
+      std::make_shared<rocksdb::WriteBufferManager>(options.memtable_bytes);
+  rocksdb::BlockBasedTableOptions table_options;
+  table_options.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  rocksdb::ColumnFamilyOptions family_options;
+  family_options.write_buffer_size = std::max<uint64_t>(options.memtable_bytes / 4, 1ull << 20);
+  family_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, family_options);
   for (std::string_view name : kCfNames) {
-    descriptors.emplace_back(std::string(name), rocksdb::ColumnFamilyOptions());
+    descriptors.emplace_back(std::string(name), family_options);
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
@@ -183,9 +227,11 @@ Status RocksStore::Initialize() {
   rocksdb::WriteBatch batch;
   if (!schema.has_value())
     RETURN_IF_ERROR(PutRaw(&batch, kMeta, kSchemaVersionKey, kSchemaVersion));
-  ASSIGN_OR_RETURN(std::vector<TaskKey> released,
-                   ReleaseLeasesWhere(&batch, [](const Task&) { return true; }));
-  recovered_leases_ = released.size();
+  if (options_.release_leases_on_open) {
+    ASSIGN_OR_RETURN(std::vector<TaskKey> released,
+                     ReleaseLeasesWhere(&batch, [](const Task&) { return true; }));
+    recovered_leases_ = released.size();
+  }
   if (batch.Count() > 0) RETURN_IF_ERROR(Write(&batch));
   CompactActiveIndex();
   return absl::OkStatus();
@@ -202,6 +248,7 @@ void RocksStore::NoteJobsFinished(uint64_t jobs) {
 }
 
 void RocksStore::CompactActiveIndex() {
+  if (write_failed_.load()) return;
   db_->Flush(rocksdb::FlushOptions(), cf_[kActiveJobs]).PermitUncheckedError();
   rocksdb::CompactRangeOptions options;
   options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
@@ -370,24 +417,58 @@ Status RocksStore::WriteUnsynced(rocksdb::WriteBatch* batch) {
 
 Status RocksStore::ObservedWrite(const rocksdb::WriteOptions& write_options,
                                  rocksdb::WriteBatch* batch, std::string_view what) {
+  RETURN_IF_ERROR(CheckWritable());
   const auto start = std::chrono::steady_clock::now();
   const rocksdb::Status s = db_->Write(write_options, batch);
   if (options_.write_observer) {
     options_.write_observer(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  return FromRocks(s, what);
+  if (!s.ok()) return LatchWriteFailure(s, what);
+  return absl::OkStatus();
 }
 
 Status RocksStore::SyncLog() {
   if (!options_.sync_writes) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckWritable());
   const auto start = std::chrono::steady_clock::now();
   const rocksdb::Status s = db_->SyncWAL();
   if (options_.write_observer) {
     options_.write_observer(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  return FromRocks(s, "syncing the write-ahead log");
+  if (!s.ok()) return LatchWriteFailure(s, "syncing the write-ahead log");
+  return absl::OkStatus();
+}
+
+Status RocksStore::CheckWritable() const {
+  if (!write_failed_.load()) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return write_failure_->status;
+}
+
+Status RocksStore::LatchWriteFailure(const rocksdb::Status& s, std::string_view what) {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  if (!write_failure_) {
+    // The message a caller (a gRPC client) sees: the kind of failure, never a file path.
+    const Status status =
+        s.IsNoSpace() || s.subcode() == rocksdb::Status::kSpaceLimit
+            ? absl::ResourceExhaustedError(
+                  "the scheduler's disk is full: changes are refused until space is freed "
+                  "(reads go on)")
+            : absl::UnavailableError(
+                  "the scheduler's database cannot write (an I/O error): changes are refused "
+                  "until it recovers (reads go on)");
+    write_failure_ = WriteFailure{.status = status, .detail = Cat(what, ": ", s.ToString())};
+    write_failed_.store(true);
+  }
+  return write_failure_->status;
+}
+
+std::optional<WriteFailure> RocksStore::write_failure() const {
+  if (!write_failed_.load()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return write_failure_;
 }
 
 Status RocksStore::PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view key,

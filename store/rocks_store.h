@@ -61,6 +61,7 @@ class RocksStore final : public Store {
 
   uint64_t RecoveredLeases() const override { return recovered_leases_; }
   std::vector<std::string> RecoveryNotes() const override { return recovery_notes_; }
+  std::optional<WriteFailure> write_failure() const override;
 
   StatusOr<CreateJobOutcome> CreateJob(const JobSpec& spec,
                                        std::span<const PlannedTask> tasks) override;
@@ -205,6 +206,11 @@ class RocksStore final : public Store {
                        std::string_view what);
   // With sync_writes: fsyncs the log, making every write made so far durable. Without write_mu_.
   Status SyncLog();
+  // The latched write failure's status, or OK: checked before anything that writes to RocksDB.
+  Status CheckWritable() const;
+  // Latches the first failed write or sync (`s`, while doing `what`) and returns the status every
+  // change returns from then on (store.h, Store::write_failure).
+  Status LatchWriteFailure(const rocksdb::Status& s, std::string_view what);
   Status PutRaw(rocksdb::WriteBatch* batch, Cf cf, std::string_view key,
                 std::string_view value) const;
   // Adds "leased -> pending" of every leased task of the active jobs matching `expired` to
@@ -250,6 +256,10 @@ class RocksStore final : public Store {
   uint64_t recovered_leases_ = 0;                       // set by Initialize()
   std::vector<std::string> recovery_notes_;             // set by Open()
   std::atomic<uint64_t> finished_since_compaction_{0};  // see NoteJobsFinished
+
+  std::atomic<bool> write_failed_{false};  // set once, by LatchWriteFailure
+  mutable std::mutex failure_mu_;
+  std::optional<WriteFailure> write_failure_;  // guarded by failure_mu_
 
   std::mutex write_mu_;               // serializes every read-modify-write
   mutable DecodedJobs decoded_jobs_;  // ReadJob's parses

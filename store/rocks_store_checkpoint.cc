@@ -64,6 +64,8 @@ Status RestrictModes(const std::filesystem::path& dir) {
 StatusOr<CheckpointInfo> RocksStore::Checkpoint(const std::string& dir) {
   const std::string context = Cat("checkpoint ", dir);
   if (dir.empty()) return absl::InvalidArgumentError("checkpoint: the directory is empty");
+  // A checkpoint flushes the memtables first: a write, refused after a failed one.
+  RETURN_IF_ERROR(CheckWritable());
   const std::filesystem::path path(dir);
   if (!path.is_absolute()) {
     return absl::InvalidArgumentError(Cat(context, ": not an absolute path"));

@@ -42,6 +42,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -67,11 +68,29 @@ struct StoreOptions {
   // For the scheduler's write-latency metric (docs/OPERATIONS.md); it must be cheap and must not
   // call the store.
   std::function<void(double seconds)> write_observer;
+  // Without it, tasks leased when the database was closed return to pending on open (the leases
+  // died with the previous process). RecoveringStore reopens with it off: its leases live on.
+  bool release_leases_on_open = true;
+  // RocksDB's own log lines of level warning and above (`error`: error or fatal), instead of the
+  // LOG file RocksDB would write into the database directory (which fills with the disk and must
+  // not be written after a write failure); null = to stderr, prefixed "rocksdb: ".
+  std::function<void(bool error, std::string_view line)> log;
+  // Memory: memtables of all column families together are kept under memtable_bytes (a RocksDB
+  // WriteBufferManager; each family's memtable flushes at a quarter of it), and one block cache
+  // of block_cache_bytes serves every family. docs/OPERATIONS.md, "Memory".
+  uint64_t memtable_bytes = 64ull << 20;
+  uint64_t block_cache_bytes = 32ull << 20;
   // Damage in the write-ahead log with intact records after it (not a torn tail) makes the open
   // DataLoss, naming the log and offset. With this on, the open goes on instead: RocksDB's
   // point-in-time recovery keeps what precedes the damage and drops the rest, and
   // RecoveryNotes() says what was dropped. docs/STORE.md, "Corruption".
   bool accept_wal_loss = false;
+};
+
+// The first write failure of a store (see Store::write_failure).
+struct WriteFailure {
+  Status status;       // what every change returns from then on; no file paths in the message
+  std::string detail;  // RocksDB's full description, for the operator's log (names files)
 };
 
 // One (sample, layer) of a job, as planned by the scheduler.
@@ -129,6 +148,14 @@ class Store {
 
   // How many leased tasks Open returned to pending. Immutable after open.
   virtual uint64_t RecoveredLeases() const = 0;
+
+  // Null while the store can write. From the first failed database write or log sync (a full
+  // disk, an I/O error) on, the store issues no more writes, syncs, flushes or compactions to
+  // RocksDB (which must not be written again after a failed write: the log file is in an
+  // unknown state) and every change fails with the same status without touching the disk:
+  // ResourceExhausted for a full disk, Unavailable otherwise. Reads go on. Only reopening the
+  // database clears it (RecoveringStore, store/recovering_store.h).
+  virtual std::optional<WriteFailure> write_failure() const { return std::nullopt; }
 
   // What the open dropped or repaired, one line each, for the operator's log: a torn last record
   // of the write-ahead log (file, offset, bytes), a damage accepted with
