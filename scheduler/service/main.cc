@@ -5,8 +5,8 @@
 //     [--task-deadline-ms N] [--max-attempts N] [--max-watchers N] [--retention-ms N]
 //     [--max-pending-inline-mib N] [--pending-job-ttl-ms N]
 //     [--metrics-listen ADDR] [--health-listen ADDR] [--log-format text|json]
-//   ripplekv-scheduler --db PATH --checkpoint DIR [--accept-wal-loss]
 //     [--checkpoint-dir DIR]... [--allow-insecure-token-file] [--accept-wal-loss]
+//   ripplekv-scheduler --db PATH --checkpoint DIR [--accept-wal-loss]
 //
 // Serves ripplekv.v1.CalibrationService, WorkerService, RolloutService and AdminService and the
 // gRPC health service (server reflection only with --reflection) on ADDR, with its state in the
@@ -24,7 +24,12 @@
 // Kubernetes' gRPC probes); --metrics-listen ADDR: Prometheus metrics (docs/OPERATIONS.md).
 // Logs go to stderr; the bound address is logged once serving. SIGTERM / SIGINT: health goes
 // NOT_SERVING, streams end with UNAVAILABLE, the server stops and the process exits 0. Exit codes:
-// 0 after a clean shutdown, 1 when it cannot start (message on stderr), 2 on bad flags.
+// 0 after a clean shutdown, 1 when it cannot start (message on stderr), 2 on bad flags, 75 when
+// the database failed a write and could not be reopened (after --store-min-free-mib of room,
+// five reopens failed for another reason than space): a supervisor restarts it.
+// A full disk (docs/OPERATIONS.md): changes get RESOURCE_EXHAUSTED, reads go on, health is
+// NOT_SERVING, and the database is reopened by itself once the disk has room again.
+// --memory-budget-mib N: gRPC's buffers N/2, RocksDB's memtables N/16 and block cache N/32.
 // --max-pending-inline-mib N: a submit that would make pending jobs hold more inline data gets
 // RESOURCE_EXHAUSTED; --pending-job-ttl-ms N: a job pending that long fails (docs/OPERATIONS.md).
 // A damaged database (docs/OPERATIONS.md, "Corruption"): a torn last record of the write-ahead
@@ -40,17 +45,18 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <malloc.h>
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <malloc.h>
-#include <sys/stat.h>
-
 
 #include "kernels/base/stop_signals.h"
 #include "kernels/base/version.h"
@@ -59,6 +65,10 @@
 #include "telemetry/logging.h"
 
 namespace {
+
+// The database failed a write and could not be reopened (docs/OPERATIONS.md, "A full disk"):
+// EX_TEMPFAIL, for a supervisor to restart the process.
+constexpr int kExitStoreLost = 75;
 
 // --checkpoint: the offline backup of a database no scheduler holds.
 int WriteCheckpoint(const std::string& db_path, const std::string& dir, bool accept_wal_loss) {
@@ -137,6 +147,17 @@ int Run(int argc, char** argv) {
                  "ms (job records, profiles and budget maps stay); 0: keep everything")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  uint64_t memory_budget_mib = 2048;
+  app.add_option("--memory-budget-mib", memory_budget_mib,
+                 "memory for gRPC's buffers (half), RocksDB's memtables (1/16) and block cache "
+                 "(1/32), MiB (docs/OPERATIONS.md, \"Memory\")")
+      ->capture_default_str()
+      ->check(CLI::Range(64, 1 << 20));
+  uint64_t store_min_free_mib = 0;
+  app.add_option("--store-min-free-mib", store_min_free_mib,
+                 "after a failed write (a full disk), reopen the database once its disk has this "
+                 "much room, MiB; 0: one memtable (docs/OPERATIONS.md, \"A full disk\")")
+      ->capture_default_str();
   uint64_t max_pending_inline_mib = options.max_pending_inline_bytes >> 20;
   app.add_option("--max-pending-inline-mib", max_pending_inline_mib,
                  "inline calibration data all pending jobs together may hold, MiB; a submit past "
@@ -278,11 +299,22 @@ int Run(int argc, char** argv) {
   options.heartbeat_interval_ms =
       std::max<int64_t>(1, std::min<int64_t>(2'000, options.heartbeat_timeout_ms / 3));
 
-  // SIGTERM / SIGINT: this thread waits for one, then shuts the server down.
+  options.max_buffer_bytes = (memory_budget_mib << 20) / 2;
+  options.store_memtable_bytes = (memory_budget_mib << 20) / 16;
+  options.store_block_cache_bytes = (memory_budget_mib << 20) / 32;
+  options.store_min_free_bytes = store_min_free_mib << 20;
+
+  // SIGTERM / SIGINT, or a store that cannot be reopened: this thread waits for one, then shuts
+  // the server down.
   std::promise<void> stop;
-  auto signals = ripplekv::StopSignals::Start([&stop, once = std::make_shared<std::once_flag>()] {
-    std::call_once(*once, [&stop] { stop.set_value(); });
-  });
+  auto once = std::make_shared<std::once_flag>();
+  auto stop_once = [&stop, once] { std::call_once(*once, [&stop] { stop.set_value(); }); };
+  std::atomic<bool> store_lost{false};
+  options.on_store_lost = [&store_lost, stop_once] {
+    store_lost.store(true);
+    stop_once();
+  };
+  auto signals = ripplekv::StopSignals::Start(stop_once);
   if (!signals.ok()) {
     spdlog::error("ripplekv-scheduler: {}", signals.status().ToString());
     return 1;
@@ -296,11 +328,11 @@ int Run(int argc, char** argv) {
   spdlog::info("ripplekv-scheduler serving on {} (port {}), database {}", options.listen,
                (*server)->port(), options.db_path);
   stop.get_future().wait();
-  spdlog::info("signal: shutting down");
+  spdlog::info(store_lost.load() ? "store lost: shutting down (exit 75)" : "signal: shutting down");
   (*server)->Shutdown();
   server->reset();
   spdlog::info("stopped");
-  return 0;
+  return store_lost.load() ? kExitStoreLost : 0;
 }
 
 }  // namespace

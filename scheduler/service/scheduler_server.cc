@@ -47,10 +47,10 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   }
   // Before the store: a bad certificate or token file must not leave a database behind.
   ASSIGN_OR_RETURN(ServerSecurity security, MakeServerSecurity(options.security, options.listen));
-  std::unique_ptr<SchedulerServer> server(new SchedulerServer());
-  server->tokens_ = security.tokens;
   ASSIGN_OR_RETURN(std::vector<std::string> checkpoint_roots,
                    PrepareCheckpointRoots(options.checkpoint_dirs));
+  std::unique_ptr<SchedulerServer> server(new SchedulerServer());
+  server->tokens_ = security.tokens;
   server->metrics_ = std::make_unique<telemetry::MetricsRegistry>();
   telemetry::AddBuildInfo(*server->metrics_, "scheduler");
   store::StoreOptions store_options;
@@ -61,7 +61,32 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
            "ripplekv_scheduler_store_write_latency_seconds",
            "Duration of one RocksDB write (a batch) or write-ahead-log sync, seconds.",
            telemetry::StoreWriteBuckets())](double seconds) { latency->Observe(seconds); };
-  ASSIGN_OR_RETURN(server->store_, store::OpenStore(options.db_path, store_options));
+  store_options.memtable_bytes = options.store_memtable_bytes;
+  store_options.block_cache_bytes = options.store_block_cache_bytes;
+  store_options.log = [](bool error, std::string_view line) {
+    if (error) {
+      spdlog::error("rocksdb: {}", line);
+    } else {
+      spdlog::warn("rocksdb: {}", line);
+    }
+  };
+  ASSIGN_OR_RETURN(server->store_,
+                   store::RecoveringStore::Open({.path = options.db_path,
+                                                 .store = store_options,
+                                                 .min_free_bytes = options.store_min_free_bytes}));
+  server->on_store_lost_ = options.on_store_lost;
+  server->store_reopen_attempts_ = options.store_reopen_attempts;
+  server->store_writable_ = &server->metrics_->GetGauge(
+      "ripplekv_scheduler_store_writable",
+      "1 while the database accepts writes; 0 after a failed write (a full disk) until it is "
+      "reopened.");
+  server->store_writable_->Set(1);
+  server->store_write_failures_ = &server->metrics_->GetCounter(
+      "ripplekv_scheduler_store_write_failures_total",
+      "Times the database stopped accepting writes (a full disk, an I/O error).");
+  server->store_reopens_ = &server->metrics_->GetCounter(
+      "ripplekv_scheduler_store_reopens_total",
+      "Times the database was reopened to recover from a failed write.");
   if (server->store_->RecoveredLeases() > 0) {
     spdlog::info("recovered {} leased tasks to pending", server->store_->RecoveredLeases());
   }
@@ -180,8 +205,49 @@ void SchedulerServer::TimerLoop(int64_t interval_ms) {
   while (
       !cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stopping_; })) {
     lock.unlock();
+    WatchStore();
     worker_service_->Tick();
     lock.lock();
+  }
+}
+
+void SchedulerServer::WatchStore() {
+  StoreWatch& watch = store_watch_;
+  if (watch.lost) return;
+  if (!watch.failed) {
+    const std::optional<store::WriteFailure> failure = store_->write_failure();
+    if (!failure) return;
+    watch = StoreWatch{.failed = true, .failed_at_ms = NowMs()};
+    store_writable_->Set(0);
+    store_write_failures_->Add();
+    SetServing(false);
+    spdlog::error(
+        "store: a write failed ({}); changes are refused ({}), reads go on, health is "
+        "NOT_SERVING; the database is reopened once its disk has room (docs/OPERATIONS.md, "
+        "\"A full disk\")",
+        failure->detail, failure->status.ToString());
+  }
+  const Status recovered = store_->TryRecover();
+  if (recovered.ok()) {
+    spdlog::info("store: writable again after {:.1f} s (database reopened); serving",
+                 static_cast<double>(NowMs() - watch.failed_at_ms) / 1000.0);
+    for (const std::string& note : store_->RecoveryNotes()) spdlog::warn("store: {}", note);
+    watch = StoreWatch{};
+    store_writable_->Set(1);
+    store_reopens_->Add();
+    scheduler_->StoreReopened();
+    SetServing(true);
+    worker_service_->RefillWorkers({});
+    return;
+  }
+  if (absl::IsResourceExhausted(recovered)) return;  // still no room: wait, as logged
+  ++watch.reopen_failures;
+  spdlog::error("store: reopening failed ({} of {}): {}", watch.reopen_failures,
+                store_reopen_attempts_, recovered.ToString());
+  if (watch.reopen_failures >= store_reopen_attempts_ && on_store_lost_) {
+    watch.lost = true;
+    spdlog::critical("store: cannot be reopened; shutting down for a restart");
+    on_store_lost_();
   }
 }
 
@@ -190,7 +256,8 @@ void SchedulerServer::RolloutLoop(int64_t interval_ms) {
   while (
       !cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stopping_; })) {
     lock.unlock();
-    rollout_engine_->Tick();
+    // A stage change is a write: rollouts wait while the store cannot write (WatchStore).
+    if (!store_->write_failure()) rollout_engine_->Tick();
     lock.lock();
   }
 }

@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +26,7 @@
 #include "scheduler/service/rollout_service.h"
 #include "scheduler/service/server_security.h"
 #include "scheduler/service/worker_service.h"
+#include "store/recovering_store.h"
 #include "store/store.h"
 #include "telemetry/metrics.h"
 #include "telemetry/metrics_server.h"
@@ -48,6 +50,19 @@ struct SchedulerServerOptions {
   // Open a database whose write-ahead log is damaged before its tail, dropping what follows the
   // damage (store::StoreOptions::accept_wal_loss; docs/OPERATIONS.md, "Corruption").
   bool accept_wal_loss = false;
+  // The store's memtables (all column families together) and block cache, bytes
+  // (store::StoreOptions; docs/OPERATIONS.md, "Memory").
+  uint64_t store_memtable_bytes = 64ull << 20;
+  uint64_t store_block_cache_bytes = 32ull << 20;
+  // After a failed store write (a full disk), the store is reopened once the disk has this much
+  // room (store::RecoveringStoreOptions::min_free_bytes; 0: derived). Reopens that fail for
+  // another reason than space, this many in a row, end the process: on_store_lost runs.
+  uint64_t store_min_free_bytes = 0;
+  uint32_t store_reopen_attempts = 5;
+  // Called once, from the timer thread, when the store cannot be made writable again (above):
+  // `ripplekv-scheduler` then shuts down and exits 75 for its supervisor to restart it. Null:
+  // the server keeps serving reads and retrying.
+  std::function<void()> on_store_lost;
   int64_t task_deadline_ms = 0;        // SchedulerOptions::task_deadline_ms (0: derived)
   uint32_t max_attempts = 4;           // SchedulerOptions::max_attempts
   FaultOptions faults;                 // SchedulerOptions::faults (docs/SCHEDULER.md)
@@ -64,6 +79,9 @@ struct SchedulerServerOptions {
   // TLS and tokens (server_security.h). The default, plaintext without tokens, serves loopback
   // only; `ripplekv-scheduler` makes its operator choose explicitly.
   ServerSecurityOptions security;
+  // Directories AdminService.CreateCheckpoint may write under (created 0700 when missing;
+  // admin_service.h); empty: online checkpoints are refused (docs/OPERATIONS.md).
+  std::vector<std::string> checkpoint_dirs;
   bool reflection = false;  // serve gRPC server reflection (process-wide once enabled)
   // How often rollouts check soak times and stage deadlines, ms (docs/ROLLOUTS.md).
   int64_t rollout_tick_ms = 100;
@@ -85,9 +103,6 @@ class SchedulerServer {
   [[nodiscard]] static StatusOr<std::unique_ptr<SchedulerServer>> Start(
       const SchedulerServerOptions& options);
 
-  // Directories AdminService.CreateCheckpoint may write under (created 0700 when missing;
-  // admin_service.h); empty: online checkpoints are refused (docs/OPERATIONS.md).
-  std::vector<std::string> checkpoint_dirs;
   ~SchedulerServer();
   SchedulerServer(const SchedulerServer&) = delete;
   SchedulerServer& operator=(const SchedulerServer&) = delete;
@@ -117,6 +132,10 @@ class SchedulerServer {
  private:
   SchedulerServer() = default;
   void TimerLoop(int64_t interval_ms);
+  // Once per timer tick: notices a failed store write (health NOT_SERVING, logged once, metric),
+  // tries to reopen the store, and when it is writable again serves again (docs/OPERATIONS.md,
+  // "A full disk").
+  void WatchStore();
   void RolloutLoop(int64_t interval_ms);
   // Purges what retention_ms lets go, in bounded calls, until nothing is left or stopping.
   void RetentionLoop(int64_t retention_ms, int64_t interval_ms);
@@ -125,7 +144,7 @@ class SchedulerServer {
 
   // First: the store's write observer and the scheduler count into it until they are gone.
   std::unique_ptr<telemetry::MetricsRegistry> metrics_;
-  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::RecoveringStore> store_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<rollout::RolloutEngine> rollout_engine_;
   std::unique_ptr<WorkPool> pool_;  // the handlers' store work; drained by Shutdown
@@ -143,6 +162,18 @@ class SchedulerServer {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;  // guarded by mu_
+  // The store's write state as WatchStore last saw it; timer thread only.
+  struct StoreWatch {
+    bool failed = false;
+    int64_t failed_at_ms = 0;
+    uint32_t reopen_failures = 0;  // in a row, for another reason than space
+    bool lost = false;             // on_store_lost was called
+  } store_watch_;
+  std::function<void()> on_store_lost_;
+  uint64_t store_reopen_attempts_ = 0;
+  telemetry::Gauge* store_writable_ = nullptr;
+  telemetry::Counter* store_write_failures_ = nullptr;
+  telemetry::Counter* store_reopens_ = nullptr;
   std::thread timer_;
   std::thread retention_;
   std::thread rollout_timer_;
