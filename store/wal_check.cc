@@ -349,6 +349,7 @@ class LiveLogs : public rocksdb::WalFilter {
       min_log = first ? log : std::min(min_log, log);
       first = false;
     }
+    log_of = cf_lognumber_map;
     for (const auto& [name, id] : cf_name_id_map) names[id] = name;
   }
   WalProcessingOption LogRecordFound(unsigned long long, const std::string&,
@@ -358,9 +359,26 @@ class LiveLogs : public rocksdb::WalFilter {
   }
   const char* Name() const override { return "ripplekv.LiveLogs"; }
 
+  // The families whose data (table files) was flushed from a log after `log`: RocksDB refuses a
+  // point-in-time recovery that stops in `log` when there is one (db_impl_open.cc, "SST file is
+  // ahead of WALs").
+  std::vector<std::string> FlushedPast(uint64_t log) const {
+    std::vector<std::string> out;
+    for (const auto& [cf, number] : log_of) {
+      auto bytes = sst_bytes.find(cf);
+      if (number > log && bytes != sst_bytes.end() && bytes->second > 0) {
+        auto name = names.find(cf);
+        out.push_back(name == names.end() ? Cat("cf", cf) : name->second);
+      }
+    }
+    return out;
+  }
+
   bool called = false;
   uint64_t min_log = 0;
   std::map<uint32_t, std::string> names;
+  std::map<uint32_t, uint64_t> log_of;     // column family id -> the oldest log it needs
+  std::map<uint32_t, uint64_t> sst_bytes;  // column family id -> bytes of its table files
 };
 
 // A logger for that open: it must not rotate the database's LOG.
@@ -389,6 +407,10 @@ Status LearnLiveLogs(rocksdb::Env* env, const std::string& db_path, LiveLogs* li
       rocksdb::DB::OpenForReadOnly(options, db_path, descriptors, &handles, &raw);
   if (raw != nullptr) {
     for (rocksdb::ColumnFamilyHandle* h : handles) {
+      uint64_t bytes = 0;
+      if (raw->GetIntProperty(h, rocksdb::DB::Properties::kLiveSstFilesSize, &bytes)) {
+        live->sst_bytes[h->GetID()] = bytes;
+      }
       raw->DestroyColumnFamilyHandle(h).PermitUncheckedError();
     }
     delete raw;
@@ -506,6 +528,21 @@ StatusOr<WalCheck> CheckWal(rocksdb::Env* env, const std::string& db_path, bool 
   const std::string extent =
       Cat(damage.bytes_dropped, " bytes from there to the end of the log",
           later == 0 ? std::string() : Cat(" and ", Plural(later, "later log", "later logs")));
+  // Some family flushed past the damaged log: no point in time before the damage exists.
+  std::string no_point_in_time;
+  if (const std::vector<std::string> past = live.FlushedPast(damaged_log->number); !past.empty()) {
+    no_point_in_time = Cat("column famil", past.size() == 1 ? "y '" : "ies '", past[0], "'");
+    for (size_t i = 1; i < past.size(); ++i) no_point_in_time += Cat(", '", past[i], "'");
+    no_point_in_time += Cat(past.size() == 1 ? " holds" : " hold",
+                            " table data flushed from a later log, so the database has no "
+                            "consistent state before the damage");
+  }
+  if (!damage.tail() && !no_point_in_time.empty()) {
+    return absl::DataLossError(
+        Cat(where, " and intact records follow it: ", extent, " hold ", Describe(damage.dropped),
+            ". The loss cannot ", accept_loss ? "be accepted" : "be accepted either", ": ",
+            no_point_in_time, ". Restore from a checkpoint (docs/OPERATIONS.md, \"Corruption\")"));
+  }
   if (damage.tail()) {
     check.notes.push_back(Cat(where,
                               ": a torn last record (no intact record after it, the write "
