@@ -319,6 +319,44 @@ TEST(StoreWalCorruptionTest, FlippedByteInATableFileIsDataLossNamingTheFile) {
   EXPECT_THAT(std::string(store.status().message()), HasSubstr(".sst"));
 }
 
+TEST(StoreWalCorruptionTest, FlippedByteInATableBlockTheOpenDoesNotReadIsDataLossAtTheFirstRead) {
+  TempDir dir;
+  // Inline data of pseudo-random letters: it stays recognizable in the table file (compression
+  // finds nothing to shorten), in job_data, which the open does not read.
+  std::string data(8192, 'a');
+  uint32_t x = 12345;
+  for (char& c : data) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>('a' + (x >> 16) % 26);
+  }
+  {
+    StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), {});
+    ASSERT_TRUE(store.ok()) << store.status();
+    JobSpec spec = MakeSpec();
+    spec.data_inline = data;
+    ASSERT_TRUE((*store)->CreateJob(spec, kTasks).ok());
+  }
+  {
+    StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), {});  // recovery flushes
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  const std::string needle = data.substr(4000, 32);
+  std::string damaged;
+  for (const std::string& table : Files(dir.db(), ".sst")) {
+    const size_t at = ReadFile(table).find(needle);
+    if (at == std::string::npos) continue;
+    FlipByte(table, at + 16);
+    damaged = table;
+  }
+  ASSERT_FALSE(damaged.empty()) << "no table file holds the inline data";
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), {});
+  ASSERT_TRUE(store.ok()) << store.status();  // the open reads no job data
+  const Status read = (*store)->GetJob(1).status();
+  EXPECT_EQ(read.code(), absl::StatusCode::kDataLoss) << read;
+  EXPECT_THAT(std::string(read.message()),
+              AllOf(HasSubstr("column family 'job_data', key job=1"), HasSubstr(damaged)));
+}
+
 TEST(StoreWalCorruptionTest, FlippedByteInTheManifestIsDataLossNamingTheFile) {
   TempDir dir;
   CreateFlushedJobs(dir.db());
