@@ -62,9 +62,14 @@ struct WalCheck {
 
 // Scans the logs (`*.log`) of the database at `db_path` through `env` (the database is not open;
 // nothing is written). On damage, a read-only open of the database learns which logs RocksDB
-// replays and the column families' names. Errors: DataLoss "write-ahead log FILE is damaged at
-// offset N (...)" for damage before the tail without `accept_loss`; whatever that read-only open
-// returns when it fails (e.g. a damaged MANIFEST); Internal for a log that cannot be read.
+// replays, the column families' names, the log each still needs and the size of its table
+// files. Errors: DataLoss "write-ahead log FILE is damaged at offset N (...)" for damage before
+// the tail without `accept_loss`, and with it too when a column family holds table data flushed
+// from a log after the damaged one (no consistent point in time before the damage exists;
+// RocksDB would refuse it as "SST file is ahead of WALs"); whatever that read-only open returns
+// when it fails (e.g. a damaged MANIFEST); Internal or DataLoss for a log that cannot be read.
+// Not thread-safe against a process writing the database (the store's open runs it before
+// taking RocksDB's lock; a held database then fails that open with Unavailable).
 [[nodiscard]] StatusOr<WalCheck> CheckWal(rocksdb::Env* env, const std::string& db_path,
                                           bool accept_loss);
 
