@@ -1,7 +1,6 @@
 #include "store/wal_check.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -179,7 +178,10 @@ class LogScanner {
         s = file->Read(kBlockSize - n, &got, block.data() + n);
         if (!s.ok()) return FromRocks(s, Cat("reading write-ahead log ", scan_->file));
         if (got.empty()) break;
-        if (got.data() != block.data() + n) std::memmove(block.data() + n, got.data(), got.size());
+        // The file may return its own buffer instead of filling the scratch one.
+        if (got.data() != block.data() + n) {
+          std::copy(got.data(), got.data() + got.size(), block.data() + n);
+        }
         n += got.size();
       }
       const bool last = n < kBlockSize;
