@@ -1,0 +1,48 @@
+#pragma once
+// The calibration method's parameters and their rules, in one place (docs/DESIGN.md §2). Every
+// shape the parameters travel in (the CLI's flags, the proto, store::MethodParams, a worker's
+// TaskSpec, method::ProfileParams) converts to CalibrationParams where it is validated, so a value
+// is refused by the same rule, with the same message, wherever it enters: `--alpha 0` fails in
+// `ripplekv calibrate` before any model work exactly as it fails a submitted job.
+//
+// All functions are pure and thread-safe.
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "method/profile.h"
+
+namespace ripplekv::method {
+
+struct CalibrationParams {
+  PerturbMode mode = PerturbMode::kCache;  // where the noise goes (cache after prefill, prefill)
+  double alpha = 0.5;        // norm-adaptive perturbation scale (relative), finite and > 0
+  int64_t trials = 2;        // trials per (sample, layer), >= 1
+  uint64_t seed = 0;         // Philox key of the noise
+  int64_t samples = 8;       // calibration samples N (the round size with until_stable), >= 1
+  int64_t context_len = 512; // tokens of the perturbed context C per sample, >= 1
+  int64_t probe_len = 32;    // tokens of the probe W per sample, >= 1 and < context_len
+  std::vector<int64_t> layers;  // layers to measure, each in [0, n_layers), no repeats; empty: all
+  // Adaptive sampling: rounds of `samples` samples until the profile is stable or `max_samples`
+  // is reached (NextRoundSamples). With it, samples >= 2 (a round is resampled) and
+  // max_samples >= samples; without it, max_samples is not read.
+  bool until_stable = false;
+  int64_t max_samples = 64;  // the cap of until_stable, samples
+};
+
+// Checks every rule of the method's parameters. `n_layers` is the model's layer count; <= 0 means
+// not known yet (a CLI before the model is opened, a request before the model is resolved): then
+// only the layer rules that need no model are checked (no negative layer, no repeat).
+// InvalidArgument naming the field and the value, e.g. "params.alpha: must be finite and > 0,
+// got 0"; the first broken rule in the order alpha, trials, samples, context_len, probe_len,
+// until_stable's samples and max_samples, layers.
+[[nodiscard]] Status ValidateCalibrationParams(const CalibrationParams& p, int64_t n_layers);
+
+// The samples planned once the round after `planned` samples is begun, for until_stable
+// calibration with rounds of `samples_per_round` up to `max_samples`:
+// min(max_samples, planned + samples_per_round), and never less than `planned` (equal to it once
+// the cap is reached). The one step of the worker's local loop and of the scheduler's rounds.
+int64_t NextRoundSamples(int64_t samples_per_round, int64_t max_samples, int64_t planned);
+
+}  // namespace ripplekv::method
