@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/base/file_io.h"
 #include "kernels/base/strings.h"
+#include "method/calibration_params.h"
 #include "method/json_fields.h"
 
 namespace ripplekv::method {
@@ -28,6 +29,18 @@ constexpr std::string_view kWhat = "profile";
 
 Status Bad(const std::string& path, std::string_view problem) {
   return json_fields::Error(kWhat, path, problem);
+}
+
+// The method's parameters a profile records (samples: those measured, so until_stable is off).
+CalibrationParams CalibrationParamsOf(const ProfileParams& p) {
+  return {.mode = p.mode,
+          .alpha = p.alpha,
+          .trials = p.trials,
+          .seed = p.seed,
+          .samples = p.samples,
+          .context_len = p.context_len,
+          .probe_len = p.probe_len,
+          .layers = p.layers};
 }
 
 Status CheckPositive(int64_t value, const std::string& path) {
@@ -381,21 +394,15 @@ Status ValidateProfile(const SensitivityProfile& profile) {
   RETURN_IF_ERROR(CheckPositive(m.vocab_size, "model.vocab_size"));
 
   const ProfileParams& p = profile.params;
-  if (!std::isfinite(p.alpha) || p.alpha <= 0) {
-    return Bad("params.alpha", absl::StrCat("must be finite and > 0, got ", p.alpha));
+  // The method's rules (method/calibration_params.h); then what a profile adds: its layers are
+  // listed, and strictly ascending.
+  if (Status s = ValidateCalibrationParams(CalibrationParamsOf(p), m.n_layers); !s.ok()) {
+    return Status(s.code(), absl::StrCat(Sv(kWhat), ": ", s.message()));
   }
-  RETURN_IF_ERROR(CheckPositive(p.trials, "params.trials"));
-  RETURN_IF_ERROR(CheckPositive(p.samples, "params.samples"));
-  RETURN_IF_ERROR(CheckPositive(p.context_len, "params.context_len"));
-  RETURN_IF_ERROR(CheckPositive(p.probe_len, "params.probe_len"));
   if (p.layers.empty()) return Bad("params.layers", "must list at least one layer");
-  for (size_t i = 0; i < p.layers.size(); ++i) {
+  for (size_t i = 1; i < p.layers.size(); ++i) {
     const int64_t layer = p.layers[i];
-    if (layer < 0 || layer >= m.n_layers) {
-      return Bad(Index("params.layers", i),
-                 absl::StrCat("layer ", layer, " is outside [0, ", m.n_layers, ")"));
-    }
-    if (i > 0 && layer <= p.layers[i - 1]) {
+    if (layer <= p.layers[i - 1]) {
       return Bad(Index("params.layers", i), "layers must be strictly ascending");
     }
   }

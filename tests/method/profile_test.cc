@@ -216,7 +216,9 @@ TEST(ProfileJsonTest, InconsistentValuesAreRejected) {
   ExpectInvalid([](Json& j) { j["params"]["layers"] = Json::parse("[0, 3, 1]"); },
                 "params.layers[2]: layers must be strictly ascending");
   ExpectInvalid([](Json& j) { j["params"]["layers"] = Json::parse("[0, 1, 4]"); },
-                "params.layers[2]: layer 4 is outside [0, 4)");
+                "params.layers[2]: layer 4 is out of range: the model has 4 layers");
+  ExpectInvalid([](Json& j) { j["params"]["layers"] = Json::parse("[0, 1, 1]"); },
+                "params.layers[2]: layer 1 repeated");
   ExpectInvalid([](Json& j) { j["layers"][2]["layer"] = 2; },
                 "layers[2].layer: is 2 but params.layers[2] is 3");
   ExpectInvalid([](Json& j) { j["layers"].erase(1); },
