@@ -1,12 +1,11 @@
 #include "scheduler/core/job_plan.h"
 
 #include <algorithm>
-#include <cmath>
-#include <set>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/base/strings.h"
+#include "method/calibration_params.h"
 #include "method/calibration_sets.h"
 
 namespace ripplekv::scheduler {
@@ -17,6 +16,22 @@ Status Bad(std::string_view field, std::string_view why) {
 }
 
 }  // namespace
+
+method::CalibrationParams CalibrationParamsOf(const store::MethodParams& p) {
+  method::CalibrationParams out{.mode = p.mode == store::CalibrationMode::kPrefill
+                                            ? method::PerturbMode::kPrefill
+                                            : method::PerturbMode::kCache,
+                                .alpha = p.alpha,
+                                .trials = p.trials,
+                                .seed = p.seed,
+                                .samples = p.samples,
+                                .context_len = p.context_len,
+                                .probe_len = p.probe_len,
+                                .until_stable = p.until_stable,
+                                .max_samples = p.max_samples};
+  out.layers.assign(p.layers.begin(), p.layers.end());
+  return out;
+}
 
 Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers) {
   if (spec.model_hash.empty()) return Bad("model_hash", "is required");
@@ -37,43 +52,14 @@ Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers) {
   if (!spec.data_inline.empty() && spec.data_format == store::DataFormat::kAuto) {
     return Bad("data_format", "inline data needs kJsonl or kText");
   }
-  const store::MethodParams& p = spec.params;
-  if (!std::isfinite(p.alpha) || p.alpha <= 0) {
-    return Bad("params.alpha", absl::StrCat("must be finite and > 0, got ", p.alpha));
-  }
-  if (p.trials < 1) return Bad("params.trials", "must be >= 1, got 0");
-  if (p.samples < 1) return Bad("params.samples", "must be >= 1, got 0");
-  if (p.context_len < 1) return Bad("params.context_len", "must be >= 1, got 0");
-  if (p.probe_len < 1) return Bad("params.probe_len", "must be >= 1, got 0");
-  if (p.probe_len >= p.context_len) {
-    return Bad("params.probe_len", absl::StrCat("must be < params.context_len (", p.context_len,
-                                                "), got ", p.probe_len));
-  }
-  if (p.until_stable) {
-    if (p.samples < 2) {
-      return Bad("params.samples",
-                 absl::StrCat("until_stable needs rounds of at least 2 samples, got ", p.samples));
-    }
-    if (p.max_samples < p.samples) {
-      return Bad("params.max_samples",
-                 absl::StrCat("must be >= params.samples (", p.samples, "), got ", p.max_samples));
-    }
+  // The method's rules, stated once (method/calibration_params.h).
+  if (Status s =
+          method::ValidateCalibrationParams(CalibrationParamsOf(spec.params), model_n_layers);
+      !s.ok()) {
+    return Status(s.code(), absl::StrCat("job spec field ", s.message()));
   }
   if (model_n_layers <= 0) {
     return Bad("model_n_layers", absl::StrCat("must be > 0, got ", model_n_layers));
-  }
-  std::set<uint32_t> seen;
-  for (size_t i = 0; i < p.layers.size(); ++i) {
-    const uint32_t layer = p.layers[i];
-    if (layer >= model_n_layers) {
-      return Bad(absl::StrCat("params.layers[", i, "]"),
-                 absl::StrCat("layer ", layer, " is out of range: the model has ", model_n_layers,
-                              " layers"));
-    }
-    if (!seen.insert(layer).second) {
-      return Bad(absl::StrCat("params.layers[", i, "]"),
-                 absl::StrCat("layer ", layer, " repeated"));
-    }
   }
   return absl::OkStatus();
 }
@@ -92,9 +78,9 @@ uint32_t MaxJobSamples(const store::MethodParams& params) {
 }
 
 uint32_t NextRoundSamples(const store::MethodParams& params, uint32_t planned) {
-  const uint64_t next = static_cast<uint64_t>(planned) + params.samples;
+  // In int64, so planned + samples cannot wrap; the result is at most max(planned, max_samples).
   return static_cast<uint32_t>(
-      std::max<uint64_t>(planned, std::min<uint64_t>(params.max_samples, next)));
+      method::NextRoundSamples(params.samples, params.max_samples, planned));
 }
 
 std::vector<store::PlannedTask> PlanTasks(const store::JobSpec& spec, int64_t model_n_layers) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "method/calibration_params.h"
 #include "store/store.h"
 #include "store/types.h"
 
@@ -16,14 +17,15 @@ namespace ripplekv::scheduler {
 
 // Checks a submitted spec. `model_n_layers` is the model's layer count L (> 0), which the caller
 // knows from the submission or from a registered worker holding the model.
-// InvalidArgument naming the field ("model_hash", "params.alpha", ...) when: model_hash is
-// empty; data_inline and data_path are both set; params.alpha is not finite or <= 0 (alpha 0
-// measures nothing and a profile requires alpha > 0); params.trials, params.samples,
-// params.context_len or params.probe_len is 0; params.probe_len >= params.context_len;
-// a params.layers entry is >= model_n_layers or repeated; model_n_layers <= 0; with
-// params.until_stable, params.samples < 2 (a round needs two samples to resample) or
-// params.max_samples < params.samples.
+// InvalidArgument naming the field ("job spec field model_hash: ...") when: model_hash is
+// empty; data_inline and data_path are both set (and the other data-source rules); params break
+// a rule of method::ValidateCalibrationParams (the message is that function's, after "job spec
+// field ": alpha not finite or <= 0, a count 0, probe_len >= context_len, a layer out of range or
+// repeated, until_stable's rounds); model_n_layers <= 0.
 [[nodiscard]] Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers);
+
+// The method's parameters of a job's store form, for method::ValidateCalibrationParams.
+method::CalibrationParams CalibrationParamsOf(const store::MethodParams& params);
 
 // The most samples a job may plan: params.max_samples for an until_stable job, else
 // params.samples. What the per-job task and trial limits are checked against at submission.

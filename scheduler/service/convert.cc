@@ -10,8 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "method/calibration_params.h"
 #include "method/calibration_sets.h"
 #include "proto/budget_params.h"
+#include "scheduler/core/job_plan.h"
 
 namespace ripplekv::scheduler::service {
 namespace {
@@ -215,12 +217,7 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
           absl::StrCat("spec.params.mode: unknown value ", static_cast<int>(p.mode())));
   }
   if (p.has_alpha()) {
-    const float alpha = p.alpha();
-    if (!std::isfinite(alpha) || alpha <= 0.0f) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("spec.params.alpha: ", alpha, " must be > 0 and finite"));
-    }
-    params.alpha = static_cast<double>(alpha);  // exact: the engine computes with this float
+    params.alpha = static_cast<double>(p.alpha());  // exact: the engine computes with this float
   }
   ASSIGN_OR_RETURN(params.trials,
                    OptionalInRange(p.has_trials(), p.trials(), 1, 1024, 2, "spec.params.trials"));
@@ -242,10 +239,6 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
   ASSIGN_OR_RETURN(params.probe_len, OptionalInRange(p.has_probe_len(), p.probe_len(), 1,
                                                      std::numeric_limits<int32_t>::max(), 32,
                                                      "spec.params.probe_len"));
-  if (params.probe_len >= params.context_len) {
-    return absl::InvalidArgumentError(absl::StrCat("spec.params.probe_len: ", params.probe_len,
-                                                   " must be < context_len ", params.context_len));
-  }
   std::vector<uint32_t> layers;
   for (int i = 0; i < p.layers_size(); ++i) {
     if (p.layers(i) < 0) {
@@ -258,6 +251,11 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
   std::sort(layers.begin(), layers.end());
   layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
   params.layers = std::move(layers);
+  // The method's rules, stated once (method/calibration_params.h); the layer count is the core's.
+  if (Status s = method::ValidateCalibrationParams(CalibrationParamsOf(params), /*n_layers=*/0);
+      !s.ok()) {
+    return Status(s.code(), absl::StrCat("spec.", s.message()));
+  }
   return out;
 }
 

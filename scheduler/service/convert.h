@@ -2,7 +2,8 @@
 // Conversions between ripplekv.v1 messages and the domain structs of store/ and scheduler/
 // (docs/API.md): the only place where the scheduler daemon's gRPC types meet the core. Request
 // conversions check what the message shape alone can check and return InvalidArgument naming the
-// field by its path in the request ("spec.params.alpha: -1 must be > 0"); the core checks the rest.
+// field by its path in the request ("spec.params.alpha: must be finite and > 0, got -1", the rule
+// of method/calibration_params.h); the core checks the rest.
 // Status codes map one to one, message unchanged.
 //
 // All functions are thread-safe (no shared state).

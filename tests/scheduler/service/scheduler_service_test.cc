@@ -209,7 +209,9 @@ TEST_F(SchedulerServiceTest, BadRequestsNameTheField) {
   negative_alpha.mutable_spec()->mutable_params()->set_alpha(-1.0f);
   status = Submit(negative_alpha, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("spec.params.alpha"), std::string::npos)
+  // The rule of method/calibration_params.h, with the field's path in the request.
+  EXPECT_NE(status.error_message().find("spec.params.alpha: must be finite and > 0, got -1"),
+            std::string::npos)
       << status.error_message();
 
   v1::SubmitJobRequest zero_trials = OneSampleJob();
