@@ -32,8 +32,8 @@ Status ValidateCalibrationParams(const CalibrationParams& p, int64_t n_layers) {
   RETURN_IF_ERROR(AtLeast(p.context_len, 1, "context_len"));
   RETURN_IF_ERROR(AtLeast(p.probe_len, 1, "probe_len"));
   if (p.probe_len >= p.context_len) {
-    return Bad("probe_len", absl::StrCat("must be < params.context_len (", p.context_len,
-                                         "), got ", p.probe_len));
+    return Bad("probe_len", absl::StrCat("must be < params.context_len (", p.context_len, "), got ",
+                                         p.probe_len));
   }
   if (p.until_stable) {
     if (p.samples < 2) {

@@ -17,12 +17,12 @@ namespace ripplekv::method {
 
 struct CalibrationParams {
   PerturbMode mode = PerturbMode::kCache;  // where the noise goes (cache after prefill, prefill)
-  double alpha = 0.5;        // norm-adaptive perturbation scale (relative), finite and > 0
-  int64_t trials = 2;        // trials per (sample, layer), >= 1
-  uint64_t seed = 0;         // Philox key of the noise
-  int64_t samples = 8;       // calibration samples N (the round size with until_stable), >= 1
-  int64_t context_len = 512; // tokens of the perturbed context C per sample, >= 1
-  int64_t probe_len = 32;    // tokens of the probe W per sample, >= 1 and < context_len
+  double alpha = 0.5;           // norm-adaptive perturbation scale (relative), finite and > 0
+  int64_t trials = 2;           // trials per (sample, layer), >= 1
+  uint64_t seed = 0;            // Philox key of the noise
+  int64_t samples = 8;          // calibration samples N (the round size with until_stable), >= 1
+  int64_t context_len = 512;    // tokens of the perturbed context C per sample, >= 1
+  int64_t probe_len = 32;       // tokens of the probe W per sample, >= 1 and < context_len
   std::vector<int64_t> layers;  // layers to measure, each in [0, n_layers), no repeats; empty: all
   // Adaptive sampling: rounds of `samples` samples until the profile is stable or `max_samples`
   // is reached (NextRoundSamples). With it, samples >= 2 (a round is resampled) and
