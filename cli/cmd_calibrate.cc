@@ -21,6 +21,7 @@
 #include "cli/profile_view.h"
 #include "cli/progress.h"
 #include "method/budget_map.h"
+#include "method/calibration_params.h"
 #include "method/profile.h"
 #include "method/profile_aggregate.h"
 #include "spdlog/spdlog.h"
@@ -156,20 +157,22 @@ int CalibrateUntilStable(const CalibrateArgs& args, method::PerturbMode mode,
 }
 
 int RunCalibrate(const CalibrateArgs& args) {
-  auto mode = method::ParsePerturbMode(args.method.mode);
-  if (!mode.ok()) return ReportError(mode.status());
-  auto layers = ParseLayerList(args.method.layers);
-  if (!layers.ok()) return ReportError(layers.status());
-  if (!(args.method.alpha >= 0.0f)) {
-    return ReportError(
-        absl::InvalidArgumentError(absl::StrCat("--alpha must be >= 0, got ", args.method.alpha)));
+  // Every rule of the method's parameters (method/calibration_params.h), before any model work;
+  // the layer range once the model's layer count is known.
+  auto method_params = CalibrationParamsOf(args.method);
+  if (!method_params.ok()) return ReportError(method_params.status());
+  method_params->until_stable = args.until_stable;
+  method_params->max_samples = args.max_samples;
+  if (Status st = method::ValidateCalibrationParams(*method_params, /*n_layers=*/0); !st.ok()) {
+    return ReportError(st);
   }
+  const method::PerturbMode mode = method_params->mode;
+  const std::vector<int> layers(method_params->layers.begin(), method_params->layers.end());
   const worker::DataOptions data_options{.samples = args.method.samples,
                                          .context_len = args.method.context_len,
                                          .probe_len = args.method.probe,
                                          .strict = args.method.strict,
                                          .data_seed = args.method.data_seed};
-  if (Status s = worker::ValidateDataOptions(data_options); !s.ok()) return ReportError(s);
   auto builtin = BuiltinFromFlags(args.method);
   if (!builtin.ok()) return ReportError(builtin.status());
 
@@ -177,6 +180,9 @@ int RunCalibrate(const CalibrateArgs& args) {
   if (!session_or.ok()) return ReportError(session_or.status());
   ModelSession& s = **session_or;
   const worker::ModelConfig& cfg = s.model.config;
+  if (Status st = method::ValidateCalibrationParams(*method_params, cfg.n_layers); !st.ok()) {
+    return ReportError(st);
+  }
   if (args.method.context_len + args.method.probe > cfg.context_length && cfg.context_length > 0) {
     return ReportError(absl::InvalidArgumentError(
         absl::StrCat("--context-len + --probe = ", args.method.context_len + args.method.probe,
@@ -195,14 +201,14 @@ int RunCalibrate(const CalibrateArgs& args) {
     if (s.tp) {
       return ReportError(absl::InvalidArgumentError("--until-stable does not run with --tp yet"));
     }
-    return CalibrateUntilStable(args, *mode, *layers, s, *hash, *builtin, data_options,
+    return CalibrateUntilStable(args, mode, layers, s, *hash, *builtin, data_options,
                                 *std::move(data));
   }
 
   const std::vector<worker::CalibrationInput> inputs = InputsOf(*data);
-  const worker::CalibrationOptions options = CalibrationOptionsOf(args, *mode, *layers);
+  const worker::CalibrationOptions options = CalibrationOptionsOf(args, mode, layers);
   spdlog::info("calibrating {} samples x {} layers x {} trials ({} mode{}, C={}, W={}, alpha={})",
-               inputs.size(), layers->empty() ? cfg.n_layers : static_cast<int>(layers->size()),
+               inputs.size(), layers.empty() ? cfg.n_layers : static_cast<int>(layers.size()),
                args.method.trials, args.method.mode, args.naive ? ", naive" : "",
                args.method.context_len, args.method.probe, args.method.alpha);
   const auto t0 = std::chrono::steady_clock::now();
@@ -225,7 +231,7 @@ int RunCalibrate(const CalibrateArgs& args) {
                  comm.calls, comm.seconds, 100.0 * comm.seconds / std::max(seconds, 1e-9));
   }
 
-  const method::ProfileParams params{.mode = *mode,
+  const method::ProfileParams params{.mode = mode,
                                      .alpha = args.method.alpha,
                                      .trials = args.method.trials,
                                      .seed = args.method.seed,

@@ -48,6 +48,7 @@
 #include "cli/remote_client.h"
 #include "google/protobuf/util/json_util.h"
 #include "method/budget_map.h"
+#include "method/calibration_params.h"
 #include "method/profile.h"
 #include "proto/client_security_flags.h"
 #include "spdlog/spdlog.h"
@@ -238,21 +239,18 @@ int RunSubmit(const SubmitArgs& args) {
     return ReportError(absl::InvalidArgumentError(absl::StrCat(
         "--verify must be a fraction of the tasks in [0, 1] (1: every task), got ", args.verify)));
   }
-  auto layers = ParseLayerList(args.method.layers);
-  if (!layers.ok()) return ReportError(layers.status());
-  if (args.until_stable && args.method.samples < 2) {
-    return ReportError(absl::InvalidArgumentError(absl::StrCat(
-        "--until-stable needs at least 2 samples per round, got ", args.method.samples)));
+  // Every rule of the method's parameters (method/calibration_params.h) before anything is sent;
+  // the scheduler checks the layer range against the model.
+  auto method_params = CalibrationParamsOf(args.method);
+  if (!method_params.ok()) return ReportError(method_params.status());
+  method_params->until_stable = args.until_stable;
+  method_params->max_samples = args.max_samples;
+  if (Status st = method::ValidateCalibrationParams(*method_params, /*n_layers=*/0); !st.ok()) {
+    return ReportError(st);
   }
-  if (args.until_stable && args.max_samples < args.method.samples) {
-    return ReportError(absl::InvalidArgumentError(absl::StrCat("--max-samples ", args.max_samples,
-                                                               " is below the first round's ",
-                                                               args.method.samples, " samples")));
-  }
+  const method::PerturbMode mode = method_params->mode;
   auto builtin = BuiltinFromFlags(args.method);
   if (!builtin.ok()) return ReportError(builtin.status());
-  auto mode = method::ParsePerturbMode(args.method.mode);
-  if (!mode.ok()) return ReportError(mode.status());
   std::string hash = args.model_hash;
   if (hash.empty()) {
     spdlog::info("hashing {}", args.model);
@@ -297,7 +295,7 @@ int RunSubmit(const SubmitArgs& args) {
   }
   spec->mutable_data()->set_strict(args.method.strict);
   v1::CalibrationParams* params = spec->mutable_params();
-  params->set_mode(*mode == method::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
+  params->set_mode(mode == method::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
                                                              : v1::PERTURB_MODE_CACHE);
   params->set_alpha(args.method.alpha);
   params->set_trials(args.method.trials);
@@ -310,7 +308,7 @@ int RunSubmit(const SubmitArgs& args) {
     params->set_until_stable(true);
     params->set_max_samples(args.max_samples);
   }
-  for (int l : *layers) params->add_layers(l);
+  for (int64_t l : method_params->layers) params->add_layers(static_cast<int32_t>(l));
   spec->set_priority(args.priority);
   if (args.verify_set) spec->set_verify(args.verify);
 

@@ -1,6 +1,9 @@
 #include "cli/method_flags.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "cli/profile_view.h"
 #include "worker/data/calibration_data.h"
 
 namespace ripplekv::cli {
@@ -39,6 +42,19 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_hel
       ->capture_default_str();
   cmd->add_option("--layers", flags.layers, "Layers to measure, e.g. 0-3,7 (default: all)");
   cmd->add_flag("--strict", flags.strict, "Reject the data when any sample is too short");
+}
+
+StatusOr<method::CalibrationParams> CalibrationParamsOf(const MethodFlags& flags) {
+  ASSIGN_OR_RETURN(const method::PerturbMode mode, method::ParsePerturbMode(flags.mode));
+  ASSIGN_OR_RETURN(const std::vector<int> layers, ParseLayerList(flags.layers));
+  return method::CalibrationParams{.mode = mode,
+                                   .alpha = flags.alpha,
+                                   .trials = flags.trials,
+                                   .seed = flags.seed,
+                                   .samples = flags.samples,
+                                   .context_len = flags.context_len,
+                                   .probe_len = flags.probe,
+                                   .layers = {layers.begin(), layers.end()}};
 }
 
 StatusOr<std::string> BuiltinFromFlags(const MethodFlags& flags) {

@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "kernels/base/status.h"
+#include "method/calibration_params.h"
 
 namespace ripplekv::cli {
 
@@ -32,6 +33,12 @@ struct MethodFlags {
 // `cmd`, writing into `flags`, which must outlive the parse. The --builtin name is checked by the
 // command (BuiltinFromFlags), so that an unknown one is an InvalidArgument listing the known ones.
 void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_help);
+
+// The method's parameters the flags give (method/calibration_params.h), with --mode and --layers
+// parsed; until_stable is off and max_samples the default (the commands that take --until-stable
+// set them). Not validated: the caller runs method::ValidateCalibrationParams, before any model
+// work. InvalidArgument for an unknown --mode or a malformed --layers list.
+[[nodiscard]] StatusOr<method::CalibrationParams> CalibrationParamsOf(const MethodFlags& flags);
 
 // The built-in set the flags select: --builtin, or kDefaultCalibrationBuiltin when it is empty.
 // InvalidArgument listing the known names for an unknown one. Meaningless with --data.

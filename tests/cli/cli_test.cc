@@ -192,10 +192,29 @@ TEST(CliTest, BudgetsRejectRatioBelowOneAndInfeasibleBoundsWithExitCode2) {
   std::filesystem::remove(profile);
 }
 
+// Alpha 0 measures nothing and no profile accepts it, so it fails at once with the rule of
+// method/calibration_params.h (the scheduler's message too), before the model is opened: the
+// model path does not exist, and the error is still the alpha one.
+TEST(CliTest, CalibrateRefusesAlphaZeroBeforeAnyModelWork) {
+  const CliResult r = RunCli("calibrate --model /nonexistent.gguf --alpha 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("ripplekv: error: params.alpha: must be finite and > 0, got 0"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("nonexistent"), std::string::npos) << r.err;  // the model was not opened
+  const CliResult stable = RunCli("calibrate --model /nonexistent.gguf --until-stable --samples 1");
+  EXPECT_EQ(stable.exit_code, 2);
+  EXPECT_NE(stable.err.find("params.samples: until_stable needs rounds of at least 2 samples"),
+            std::string::npos)
+      << stable.err;
+}
+
 TEST(CliTest, CalibrateRejectsBadParametersNamingThem) {
   const CliResult alpha = RunCli("calibrate --model /nonexistent.gguf --alpha -1");
   EXPECT_EQ(alpha.exit_code, 2);
-  EXPECT_NE(alpha.err.find("--alpha"), std::string::npos) << alpha.err;
+  EXPECT_NE(alpha.err.find("params.alpha: must be finite and > 0, got -1"), std::string::npos)
+      << alpha.err;
   const CliResult probe = RunCli("calibrate --model /nonexistent.gguf --context-len 32 --probe 32");
   EXPECT_EQ(probe.exit_code, 2);
   EXPECT_NE(probe.err.find("probe"), std::string::npos) << probe.err;
