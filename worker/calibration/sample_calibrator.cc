@@ -92,6 +92,8 @@ Status SampleCalibrator::CheckArgs(int layer, const TrialOptions& options) const
     return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " outside [0, ", n_layers,
                                                    ")"));
   }
+  // The engine's precondition, not the method's rule (method/calibration_params.h, alpha > 0, is
+  // checked where parameters enter): alpha 0 is the noise-free reference, KL 0 up to rounding.
   if (!(options.alpha >= 0.0f) || !std::isfinite(options.alpha)) {
     return absl::InvalidArgumentError(absl::StrCat("alpha must be a finite number >= 0, got ",
                                                    options.alpha));

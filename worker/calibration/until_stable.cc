@@ -5,10 +5,29 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "method/calibration_params.h"
 #include "method/profile_aggregate.h"
 #include "spdlog/spdlog.h"
 
 namespace ripplekv::worker {
+namespace {
+
+// The method's parameters of an until-stable calibration: the profile's, in rounds of
+// `initial_samples` up to `max_samples`.
+method::CalibrationParams CalibrationParamsOf(const method::ProfileParams& p,
+                                              const UntilStableOptions& until) {
+  return {.mode = p.mode,
+          .alpha = p.alpha,
+          .trials = p.trials,
+          .seed = p.seed,
+          .samples = until.initial_samples,
+          .context_len = p.context_len,
+          .probe_len = p.probe_len,
+          .until_stable = true,
+          .max_samples = until.max_samples};
+}
+
+}  // namespace
 
 StatusOr<UntilStableResult> CalibrateUntilStable(const Transformer& model,
                                                  const SampleSource& samples,
@@ -16,20 +35,16 @@ StatusOr<UntilStableResult> CalibrateUntilStable(const Transformer& model,
                                                  const ProfileContext& context,
                                                  const UntilStableOptions& until,
                                                  const CalibrationProgress& progress) {
-  if (until.initial_samples < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--until-stable needs at least 2 samples per round, got ", until.initial_samples));
-  }
-  if (until.max_samples < until.initial_samples) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-samples ", until.max_samples,
-                                                   " is below the first round's ",
-                                                   until.initial_samples, " samples"));
-  }
+  // The method's rules, the rounds' among them (method/calibration_params.h); the layers are
+  // RunCalibration's to check against the model.
+  RETURN_IF_ERROR(method::ValidateCalibrationParams(CalibrationParamsOf(context.params, until),
+                                                    /*n_layers=*/0));
   UntilStableResult out;
   std::vector<TrialKl> results;
   int done = 0;
   while (true) {
-    const int target = std::min(until.max_samples, done + until.initial_samples);
+    const int target =
+        static_cast<int>(method::NextRoundSamples(until.initial_samples, until.max_samples, done));
     StatusOr<std::vector<CalibrationInput>> set = samples(target);
     if (!set.ok()) {
       return Status(set.status().code(),

@@ -9,10 +9,24 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "method/calibration_params.h"
 #include "spdlog/spdlog.h"
 
 namespace ripplekv::worker {
 namespace {
+
+// The method's parameters of one task: its layer is the one layer measured, and the samples are
+// those planned so far (a task is one round's member; the rounds themselves are the scheduler's).
+method::CalibrationParams CalibrationParamsOf(const TaskSpec& spec) {
+  return {.mode = spec.mode,
+          .alpha = spec.trials.alpha,
+          .trials = spec.trials.trials,
+          .seed = spec.trials.seed,
+          .samples = spec.data.samples,
+          .context_len = spec.data.context_len,
+          .probe_len = spec.data.probe_len,
+          .layers = {spec.layer}};
+}
 
 // Stands for the file in sample sources ("inline jsonl:3") and messages of inline JSONL data.
 constexpr std::string_view kInlineJsonlSource = "inline jsonl";
@@ -98,23 +112,16 @@ std::optional<TaskRefusal> TaskRunner::Check(const TaskSpec& spec) const {
                        absl::StrCat("model hash ", model_hash_, " loaded, job ", spec.job_id,
                                     " wants ", spec.model_hash)};
   }
-  const int n_layers = model_->config().n_layers;
-  if (spec.layer < 0 || spec.layer >= n_layers) {
-    return TaskRefusal{Refusal::kInvalidTask,
-                       absl::StrCat("layer ", spec.layer, " out of range [0, ", n_layers, ")")};
+  // The method's rules (method/calibration_params.h), the task's layer among them.
+  if (Status s = method::ValidateCalibrationParams(CalibrationParamsOf(spec),
+                                                   model_->config().n_layers);
+      !s.ok()) {
+    return TaskRefusal{Refusal::kInvalidTask, std::string(s.message())};
   }
   if (spec.sample < 0 || spec.sample >= spec.data.samples) {
     return TaskRefusal{
         Refusal::kInvalidTask,
         absl::StrCat("sample ", spec.sample, " out of range [0, ", spec.data.samples, ")")};
-  }
-  if (spec.trials.trials < 1 || !(spec.trials.alpha >= 0.0f) || !std::isfinite(spec.trials.alpha)) {
-    return TaskRefusal{Refusal::kInvalidTask,
-                       absl::StrCat("params: trials ", spec.trials.trials, ", alpha ",
-                                    spec.trials.alpha, " rejected")};
-  }
-  if (Status s = ValidateDataOptions(spec.data); !s.ok()) {
-    return TaskRefusal{Refusal::kInvalidTask, std::string(s.message())};
   }
   if (memory_limit_bytes_ > 0) {
     const MemoryEstimate e = Estimate(spec);

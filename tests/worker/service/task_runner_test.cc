@@ -88,6 +88,14 @@ TEST(TaskRunnerTest, RefusesModelHashMismatchAndBadLayer) {
   r = runner.Check(spec);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->reason, Refusal::kInvalidTask);
+  EXPECT_EQ(r->message, "params.layers[0]: layer 3 is out of range: the model has 3 layers");
+  // The method's rules are the scheduler's and the CLI's (method/calibration_params.h).
+  spec = Spec(0, 0);
+  spec.trials.alpha = 0.0f;
+  r = runner.Check(spec);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->reason, Refusal::kInvalidTask);
+  EXPECT_EQ(r->message, "params.alpha: must be finite and > 0, got 0");
 }
 
 TEST(TaskRunnerTest, ReusesPrefillAcrossLayersOfOneSampleAndDropsJob) {
