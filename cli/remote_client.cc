@@ -8,33 +8,9 @@
 
 namespace ripplekv::cli {
 
-namespace {
-
 void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline) {
   context.set_deadline(std::chrono::system_clock::now() + deadline);
 }
-
-// Every page of a listing: `call` is the stub's unary method, `request` the first page's request
-// (page_size set here), `items` the response's repeated field of results.
-template <typename Stub, typename Request, typename Response, typename Item>
-StatusOr<std::vector<Item>> AllPages(
-    const std::string& address, bool plaintext, Stub* stub,
-    grpc::Status (Stub::*call)(grpc::ClientContext*, const Request&, Response*), Request request,
-    google::protobuf::RepeatedPtrField<Item>* (Response::*items)()) {
-  std::vector<Item> out;
-  request.set_page_size(1000);
-  do {
-    grpc::ClientContext context;
-    SetDeadline(context, kUnaryDeadline);
-    Response response;
-    RETURN_IF_ERROR(FromGrpc((stub->*call)(&context, request, &response), address, plaintext));
-    for (Item& item : *(response.*items)()) out.push_back(std::move(item));
-    request.set_page_token(response.next_page_token());
-  } while (!request.page_token().empty());
-  return out;
-}
-
-}  // namespace
 
 Status FromGrpc(const grpc::Status& status, const std::string& address, bool plaintext) {
   if (status.ok()) return absl::OkStatus();

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/base/status.h"
@@ -61,6 +62,36 @@ class RemoteClient {
 // DEADLINE_EXCEEDED), and a call on a `plaintext` channel that a TLS port hung up on gets
 // v1::kTlsHint (proto/client_channel.h) appended.
 Status FromGrpc(const grpc::Status& status, const std::string& address, bool plaintext = false);
+
+// Sets `context`'s deadline `deadline` from now (the one way the CLI's clients set deadlines).
+void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline);
+
+// The largest page the services serve (calibration.proto, rollout.proto); fewer round trips for
+// long listings.
+inline constexpr int32_t kMaxPageSize = 1000;
+
+// Every page of a listing, for every client of the CLI: `call` is the stub's unary method,
+// `request` the first page's request (page_size set here to kMaxPageSize), `items` the
+// response's repeated field of results. Each page's call carries `deadline`; the first failing
+// page's status (FromGrpc) is returned.
+template <typename Stub, typename Request, typename Response, typename Item>
+StatusOr<std::vector<Item>> AllPages(
+    const std::string& address, bool plaintext, Stub* stub,
+    grpc::Status (Stub::*call)(grpc::ClientContext*, const Request&, Response*), Request request,
+    google::protobuf::RepeatedPtrField<Item>* (Response::*items)(),
+    std::chrono::seconds deadline = kUnaryDeadline) {
+  std::vector<Item> out;
+  request.set_page_size(kMaxPageSize);
+  do {
+    grpc::ClientContext context;
+    SetDeadline(context, deadline);
+    Response response;
+    RETURN_IF_ERROR(FromGrpc((stub->*call)(&context, request, &response), address, plaintext));
+    for (Item& item : *(response.*items)()) out.push_back(std::move(item));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return out;
+}
 
 // The Profile message as the profile document of method/profile.h (lossless for every
 // field `ripplekv calibrate --json` prints; created_at from create_time, seconds precision).

@@ -7,17 +7,6 @@
 
 namespace ripplekv::cli {
 
-namespace {
-
-// The largest page the service serves (rollout.proto); fewer round trips for long histories.
-constexpr int32_t kPageSize = 1000;
-
-void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline) {
-  context.set_deadline(std::chrono::system_clock::now() + deadline);
-}
-
-}  // namespace
-
 RolloutClient::RolloutClient(const std::string& address, const v1::ClientChannelOptions& options)
     : address_(address),
       plaintext_(v1::IsPlaintext(options)),
@@ -54,22 +43,10 @@ StatusOr<v1::BudgetMapVersion> RolloutClient::GetBudgetMap(const std::string& mo
 
 StatusOr<std::vector<v1::BudgetMapVersion>> RolloutClient::ListBudgetMaps(
     const std::string& model_hash) {
-  std::vector<v1::BudgetMapVersion> maps;
-  std::string token;
-  do {
-    grpc::ClientContext context;
-    SetDeadline(context, kRolloutCallDeadline);
-    v1::ListBudgetMapVersionsRequest request;
-    request.set_model_hash(model_hash);
-    request.set_page_size(kPageSize);
-    request.set_page_token(token);
-    v1::ListBudgetMapVersionsResponse response;
-    RETURN_IF_ERROR(
-        FromGrpc(stub_->ListBudgetMaps(&context, request, &response), address_, plaintext_));
-    for (auto& map : *response.mutable_maps()) maps.push_back(std::move(map));
-    token = response.next_page_token();
-  } while (!token.empty());
-  return maps;
+  v1::ListBudgetMapVersionsRequest request;
+  request.set_model_hash(model_hash);
+  return AllPages(address_, plaintext_, stub_.get(), &v1::RolloutService::Stub::ListBudgetMaps,
+                  request, &v1::ListBudgetMapVersionsResponse::mutable_maps, kRolloutCallDeadline);
 }
 
 StatusOr<v1::Rollout> RolloutClient::CreateRollout(const v1::CreateRolloutRequest& request) {
@@ -92,22 +69,10 @@ StatusOr<v1::Rollout> RolloutClient::GetRollout(const std::string& rollout_id) {
 }
 
 StatusOr<std::vector<v1::Rollout>> RolloutClient::ListRollouts(const std::string& model_hash) {
-  std::vector<v1::Rollout> rollouts;
-  std::string token;
-  do {
-    grpc::ClientContext context;
-    SetDeadline(context, kRolloutCallDeadline);
-    v1::ListRolloutsRequest request;
-    request.set_model_hash(model_hash);
-    request.set_page_size(kPageSize);
-    request.set_page_token(token);
-    v1::ListRolloutsResponse response;
-    RETURN_IF_ERROR(
-        FromGrpc(stub_->ListRollouts(&context, request, &response), address_, plaintext_));
-    for (auto& rollout : *response.mutable_rollouts()) rollouts.push_back(std::move(rollout));
-    token = response.next_page_token();
-  } while (!token.empty());
-  return rollouts;
+  v1::ListRolloutsRequest request;
+  request.set_model_hash(model_hash);
+  return AllPages(address_, plaintext_, stub_.get(), &v1::RolloutService::Stub::ListRollouts,
+                  request, &v1::ListRolloutsResponse::mutable_rollouts, kRolloutCallDeadline);
 }
 
 StatusOr<v1::Rollout> RolloutClient::PauseRollout(const std::string& rollout_id,
