@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/base/check.h"
 #include "kernels/base/file_io.h"
+#include "method/jsonl.h"
 #include "nlohmann/json.hpp"
 #include "worker/data/text_scan.h"
 
@@ -188,24 +189,11 @@ StatusOr<BuiltinText> LoadSingleBuiltin(std::string_view name, const Tokenizer& 
 using text_scan::DropBom;
 using text_scan::IsBlank;
 
-// One JSONL line's sample, or the reason it has none (`*reason` set, `sample` untouched).
-// Errors name `where` ("file:line").
-Status SampleFromJsonLine(std::string_view line, const std::string& where,
-                          const Tokenizer& tokenizer, const DataOptions& options,
-                          CalibrationSample* sample, std::string* reason) {
-  Json j;
-  try {  // nlohmann throws on malformed input; converted here at the edge
-    j = Json::parse(line);
-  } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": invalid JSON at byte ", e.byte, ": ", e.what()));
-  } catch (const Json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": invalid JSON: ", e.what()));
-  }
-  if (!j.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": expected a JSON object, got ", j.type_name()));
-  }
+// One JSONL line's sample (`j`: the line's object), or the reason it has none (`*reason` set,
+// `sample` untouched). Errors name `where` ("file:line").
+Status SampleFromJsonLine(const Json& j, const std::string& where, const Tokenizer& tokenizer,
+                          const DataOptions& options, CalibrationSample* sample,
+                          std::string* reason) {
   const auto text = j.find("text");
   const auto context = j.find("context");
   const auto continuation = j.find("continuation");
@@ -360,38 +348,30 @@ StatusOr<CalibrationSet> CalibrationDataFromJsonl(std::string_view text,
   }
   CalibrationSet set;
   int json_lines = 0;
-  int line_number = 0;
-  size_t pos = 0;
-  // Lines are cut one at a time, so lines after the N-th usable sample are never looked at.
-  while (static_cast<int>(set.samples.size()) < options.samples && pos < text.size()) {
-    const size_t nl = text.find('\n', pos);
-    const size_t end = nl == std::string_view::npos ? text.size() : nl;
-    std::string_view view = text.substr(pos, end - pos);
-    pos = nl == std::string_view::npos ? text.size() : nl + 1;
-    ++line_number;
-    if (view.size() > kMaxJsonlLineBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ":", line_number, ": line longer than ",
-                                                     kMaxJsonlLineBytes, " bytes"));
-    }
-    if (!view.empty() && view.back() == '\r') view.remove_suffix(1);
-    if (line_number == 1) view = DropBom(view);
-    if (IsBlank(view)) continue;
-    ++json_lines;
-    const std::string where = absl::StrCat(name, ":", line_number);
-    CalibrationSample sample;
-    std::string reason;
-    RETURN_IF_ERROR(SampleFromJsonLine(view, where, tokenizer, options, &sample, &reason));
-    if (!reason.empty()) {
-      if (options.strict) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": ", reason, " (--strict)"));
-      }
-      set.skipped.push_back({.source = where, .reason = std::move(reason)});
-      continue;
-    }
-    sample.index = static_cast<int>(set.samples.size());
-    sample.source = where;
-    set.samples.push_back(std::move(sample));
-  }
+  // Lines are read one at a time, so lines after the N-th usable sample are never looked at.
+  // Blank: only ASCII whitespace (absl::ascii_isspace).
+  RETURN_IF_ERROR(method::ForEachJsonlLine(
+      text, name, {.max_line_bytes = kMaxJsonlLineBytes, .blank_chars = method::kAsciiSpace},
+      [&](const method::JsonlLine& line) -> StatusOr<method::JsonlNext> {
+        ++json_lines;
+        CalibrationSample sample;
+        std::string reason;
+        RETURN_IF_ERROR(
+            SampleFromJsonLine(line.value, line.where, tokenizer, options, &sample, &reason));
+        if (!reason.empty()) {
+          if (options.strict) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(line.where, ": ", reason, " (--strict)"));
+          }
+          set.skipped.push_back({.source = line.where, .reason = std::move(reason)});
+          return method::JsonlNext::kMore;
+        }
+        sample.index = static_cast<int>(set.samples.size());
+        sample.source = line.where;
+        set.samples.push_back(std::move(sample));
+        return static_cast<int>(set.samples.size()) < options.samples ? method::JsonlNext::kMore
+                                                                      : method::JsonlNext::kStop;
+      }));
   if (json_lines == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("calibration data ", name, ": no JSON lines (only blank lines)"));

@@ -6,6 +6,7 @@
 
 #include "kernels/base/file_io.h"
 #include "kernels/base/strings.h"
+#include "method/jsonl.h"
 #include "nlohmann/json.hpp"
 #include "worker/data/calibration_data.h"
 #include "worker/data/corpora.h"
@@ -47,21 +48,8 @@ std::string NormalizeDocument(std::string_view text) {
   return std::string(TrimAsciiSpace(unix_text));
 }
 
-// The "text" of one JSONL line. Errors name `where` ("file:line").
-StatusOr<std::string> DocumentFromJsonLine(std::string_view line, std::string_view where) {
-  Json j;
-  try {  // nlohmann throws on malformed input; converted here at the edge
-    j = Json::parse(line);
-  } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(
-        Cat(where, ": invalid JSON at byte ", e.byte, ": ", e.what()));
-  } catch (const Json::exception& e) {
-    return absl::InvalidArgumentError(Cat(where, ": invalid JSON: ", e.what()));
-  }
-  if (!j.is_object()) {
-    return absl::InvalidArgumentError(
-        Cat(where, ": expected a JSON object with a string field \"text\", got ", j.type_name()));
-  }
+// The "text" of one JSONL line's object. Errors name `where` ("file:line").
+StatusOr<std::string> DocumentFromJsonLine(const Json& j, std::string_view where) {
   const auto text = j.find("text");
   if (text == j.end()) {
     return absl::InvalidArgumentError(Cat(where, ": field \"text\" is missing"));
@@ -87,24 +75,20 @@ std::string CorpusFileName(std::string_view path) {
 
 StatusOr<std::string> CorpusTextFromJsonl(std::string_view bytes, std::string_view source_name) {
   std::string out;
-  int line_number = 0;
-  size_t pos = 0;
-  while (pos < bytes.size()) {
-    const size_t nl = bytes.find('\n', pos);
-    const size_t end = nl == std::string_view::npos ? bytes.size() : nl;
-    std::string_view line = bytes.substr(pos, end - pos);
-    pos = nl == std::string_view::npos ? bytes.size() : nl + 1;
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line_number == 1) line = DropBom(line);
-    if (TrimAsciiSpace(line).empty()) continue;
-    ASSIGN_OR_RETURN(const std::string text,
-                     DocumentFromJsonLine(line, Cat(source_name, ":", line_number)));
-    const std::string document = NormalizeDocument(text);
-    if (document.empty()) continue;
-    if (!out.empty()) out += "\n\n";
-    out += document;
-  }
+  // Blank: only ASCII whitespace (absl::ascii_isspace); no line limit (the file cap bounds lines).
+  RETURN_IF_ERROR(method::ForEachJsonlLine(
+      bytes, source_name,
+      {.blank_chars = method::kAsciiSpace,
+       .object_description = "a JSON object with a string field \"text\""},
+      [&](const method::JsonlLine& line) -> StatusOr<method::JsonlNext> {
+        ASSIGN_OR_RETURN(const std::string text, DocumentFromJsonLine(line.value, line.where));
+        const std::string document = NormalizeDocument(text);
+        if (!document.empty()) {
+          if (!out.empty()) out += "\n\n";
+          out += document;
+        }
+        return method::JsonlNext::kMore;
+      }));
   if (out.empty()) {
     return absl::InvalidArgumentError(
         Cat("corpus ", source_name, ": no text (no JSON line with a non-blank \"text\")"));

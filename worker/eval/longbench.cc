@@ -5,6 +5,7 @@
 
 #include "kernels/base/file_io.h"
 #include "kernels/base/strings.h"
+#include "method/jsonl.h"
 #include "nlohmann/json.hpp"
 #include "worker/eval/prompt_format.h"
 
@@ -66,10 +67,6 @@ StatusOr<Json> ParseJson(std::string_view text, std::string_view where) {
   }
 }
 
-bool IsBlank(std::string_view s) {
-  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
-}
-
 Status FieldError(std::string_view where, std::string_view field, std::string_view what) {
   return absl::InvalidArgumentError(Cat(where, ": field \"", field, "\" ", what));
 }
@@ -105,11 +102,8 @@ StatusOr<std::vector<std::string>> StringArrayField(const Json& obj, std::string
   return out;
 }
 
-StatusOr<LongBenchRecord> RecordFromLine(std::string_view line, const std::string& where) {
-  ASSIGN_OR_RETURN(const Json j, ParseJson(line, where));
-  if (!j.is_object()) {
-    return absl::InvalidArgumentError(Cat(where, ": expected a JSON object, got ", j.type_name()));
-  }
+// The record of one JSONL line's object `j`. Errors name `where` ("file:line").
+StatusOr<LongBenchRecord> RecordFromLine(const Json& j, const std::string& where) {
   LongBenchRecord r;
   r.source = where;
   ASSIGN_OR_RETURN(r.input, StringField(j, where, "input"));
@@ -240,27 +234,17 @@ StatusOr<std::vector<LongBenchRecord>> ParseLongBenchJsonl(std::string_view byte
     return absl::InvalidArgumentError(Cat("max_records is negative (", options.max_records, ")"));
   }
   std::vector<LongBenchRecord> records;
-  size_t pos = 0;
-  int64_t line_number = 0;
-  while (pos < bytes.size()) {
-    if (options.max_records > 0 && static_cast<int64_t>(records.size()) >= options.max_records) {
-      break;
-    }
-    size_t end = bytes.find('\n', pos);
-    if (end == std::string_view::npos) end = bytes.size();
-    std::string_view line = bytes.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_number;
-    const std::string where = Cat(source_name, ":", line_number);
-    if (line.size() > kMaxLineBytes) {
-      return absl::InvalidArgumentError(Cat(where, ": line longer than ", kMaxLineBytes, " bytes"));
-    }
-    if (line_number == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);
-    if (line.ends_with('\r')) line.remove_suffix(1);
-    if (IsBlank(line)) continue;
-    ASSIGN_OR_RETURN(LongBenchRecord record, RecordFromLine(line, where));
-    records.push_back(std::move(record));
-  }
+  // Blank: only JSON whitespace (space, \t, \r, \n).
+  RETURN_IF_ERROR(method::ForEachJsonlLine(
+      bytes, source_name, {.max_line_bytes = kMaxLineBytes, .blank_chars = " \t\r\n"},
+      [&](const method::JsonlLine& line) -> StatusOr<method::JsonlNext> {
+        ASSIGN_OR_RETURN(LongBenchRecord record, RecordFromLine(line.value, line.where));
+        records.push_back(std::move(record));
+        return options.max_records > 0 &&
+                       static_cast<int64_t>(records.size()) >= options.max_records
+                   ? method::JsonlNext::kStop
+                   : method::JsonlNext::kMore;
+      }));
   if (records.empty()) {
     return absl::InvalidArgumentError(Cat("LongBench data ", source_name, ": no records"));
   }
