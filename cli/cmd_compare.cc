@@ -30,6 +30,7 @@
 #include "cli/exit_codes.h"
 #include "kernels/base/file_io.h"
 #include "kernels/base/strings.h"
+#include "method/jsonl.h"
 #include "method/paired_stats.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -79,19 +80,8 @@ StatusOr<std::string> NonEmptyString(const Json& object, std::string_view where,
   return value;
 }
 
-StatusOr<Record> ParseRecord(std::string_view line, std::string_view where) {
-  Json j;
-  try {
-    j = Json::parse(line.begin(), line.end());
-  } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(
-        Cat(where, ": invalid JSON at byte ", e.byte, ": ", e.what()));
-  } catch (const Json::exception& e) {
-    return absl::InvalidArgumentError(Cat(where, ": invalid JSON: ", e.what()));
-  }
-  if (!j.is_object()) {
-    return absl::InvalidArgumentError(Cat(where, ": expected a JSON object, got ", j.type_name()));
-  }
+// The record of one line's object `j`. Errors name `where` ("file:line").
+StatusOr<Record> ParseRecord(const Json& j, std::string_view where) {
   Record r;
   ASSIGN_OR_RETURN(r.method, NonEmptyString(j, where, "method"));
   ASSIGN_OR_RETURN(r.task, NonEmptyString(j, where, "task"));
@@ -124,27 +114,21 @@ StatusOr<std::vector<Record>> ReadRecords(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string bytes, ReadFileBounded(path, kMaxRecordsBytes));
   std::vector<Record> records;
   std::map<std::tuple<std::string, int, std::string, std::string>, int64_t> first_line;
-  std::string_view rest = bytes;
-  int64_t line_number = 0;
-  while (!rest.empty()) {
-    const size_t end = std::min(rest.find('\n'), rest.size());
-    std::string_view line = rest.substr(0, end);
-    rest.remove_prefix(std::min(end + 1, rest.size()));
-    ++line_number;
-    if (line_number == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);
-    if (line.ends_with('\r')) line.remove_suffix(1);
-    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-    const std::string where = Cat(path, ":", line_number);
-    ASSIGN_OR_RETURN(Record r, ParseRecord(line, where));
-    const auto [it, inserted] =
-        first_line.try_emplace({r.method, r.budget, r.task, r.example}, line_number);
-    if (!inserted) {
-      return absl::InvalidArgumentError(
-          Cat(where, ": field \"example\" repeats ", r.example, " of method ", r.method,
-              ", budget ", r.budget, ", task ", r.task, " (first at line ", it->second, ")"));
-    }
-    records.push_back(std::move(r));
-  }
+  // Blank: only spaces and tabs; no line limit (the file cap bounds lines).
+  RETURN_IF_ERROR(method::ForEachJsonlLine(
+      bytes, path, {.blank_chars = " \t"},
+      [&](const method::JsonlLine& line) -> StatusOr<method::JsonlNext> {
+        ASSIGN_OR_RETURN(Record r, ParseRecord(line.value, line.where));
+        const auto [it, inserted] =
+            first_line.try_emplace({r.method, r.budget, r.task, r.example}, line.number);
+        if (!inserted) {
+          return absl::InvalidArgumentError(
+              Cat(line.where, ": field \"example\" repeats ", r.example, " of method ", r.method,
+                  ", budget ", r.budget, ", task ", r.task, " (first at line ", it->second, ")"));
+        }
+        records.push_back(std::move(r));
+        return method::JsonlNext::kMore;
+      }));
   if (records.empty()) return absl::InvalidArgumentError(Cat(path, ": no records"));
   return records;
 }
