@@ -19,6 +19,7 @@
 #include "cli/remote_client.h"
 #include "proto/budget_params.h"
 #include "proto/client_security_flags.h"
+#include "proto/profile.h"
 #include "method/budget_format.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
@@ -63,7 +64,7 @@ StatusOr<std::pair<method::SensitivityProfile, method::BudgetMap>> RemoteBudgetM
   map.tokens.assign(remote.tokens().begin(), remote.tokens().end());
   map.multipliers.assign(remote.multipliers().begin(), remote.multipliers().end());
   map.normalized.assign(remote.normalized().begin(), remote.normalized().end());
-  return std::make_pair(ProfileFromProto(profile), std::move(map));
+  return std::make_pair(v1::ProfileFromProto(profile), std::move(map));
 }
 
 int RunBudgets(const BudgetsArgs& args) {

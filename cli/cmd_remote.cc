@@ -51,6 +51,7 @@
 #include "method/calibration_params.h"
 #include "method/profile.h"
 #include "proto/client_security_flags.h"
+#include "proto/profile.h"
 #include "spdlog/spdlog.h"
 #include "worker/model/model_hash.h"
 #include "worker/model/model_loader.h"
@@ -113,7 +114,7 @@ std::string ToJson(const google::protobuf::Message& message) {
 
 int PrintProfile(const v1::Profile& message, bool json, double ratio = 4.0,
                  const std::string& plot = {}) {
-  const method::SensitivityProfile profile = ProfileFromProto(message);
+  const method::SensitivityProfile profile = v1::ProfileFromProto(message);
   if (!plot.empty()) {
     if (Status st = WriteProfilePlot(profile, ratio, plot); !st.ok()) return ReportError(st);
     spdlog::info("wrote plot {}", plot);
@@ -295,8 +296,7 @@ int RunSubmit(const SubmitArgs& args) {
   }
   spec->mutable_data()->set_strict(args.method.strict);
   v1::CalibrationParams* params = spec->mutable_params();
-  params->set_mode(mode == method::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
-                                                             : v1::PERTURB_MODE_CACHE);
+  params->set_mode(v1::PerturbModeToProto(mode));
   params->set_alpha(args.method.alpha);
   params->set_trials(args.method.trials);
   params->set_seed(args.method.seed);

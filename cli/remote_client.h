@@ -13,7 +13,6 @@
 
 #include "kernels/base/status.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
-#include "method/profile.h"
 #include "proto/client_channel.h"
 
 namespace ripplekv::cli {
@@ -92,10 +91,6 @@ StatusOr<std::vector<Item>> AllPages(
   } while (!request.page_token().empty());
   return out;
 }
-
-// The Profile message as the profile document of method/profile.h (lossless for every
-// field `ripplekv calibrate --json` prints; created_at from create_time, seconds precision).
-method::SensitivityProfile ProfileFromProto(const v1::Profile& profile);
 
 // "PENDING", "RUNNING", ... for a JobState.
 std::string JobStateName(v1::JobState state);

@@ -13,6 +13,7 @@
 #include "method/calibration_params.h"
 #include "method/calibration_sets.h"
 #include "proto/budget_params.h"
+#include "proto/profile.h"
 #include "scheduler/core/job_plan.h"
 
 namespace ripplekv::scheduler::service {
@@ -410,83 +411,12 @@ v1::Job JobToProto(const JobProgress& progress) {
 }
 
 v1::Profile ProfileToProto(const StoredProfile& stored, bool with_layers) {
-  const method::SensitivityProfile& profile = stored.profile;
   v1::Profile out;
   out.set_model_hash(stored.model_hash);
   out.set_version(stored.version);
   if (stored.job != store::kNoJob) out.set_job_id(FormatJobId(stored.job));
   TimeMsToProto(stored.created_at_ms / 1000 * 1000, out.mutable_create_time());
-  v1::ModelInfo* model = out.mutable_model();
-  model->set_model_hash(profile.model.hash);
-  model->set_architecture(profile.model.architecture);
-  model->set_name(profile.model.name);
-  model->set_n_layers(static_cast<int32_t>(profile.model.n_layers));
-  model->set_n_kv_heads(static_cast<int32_t>(profile.model.n_kv_heads));
-  model->set_head_dim(static_cast<int32_t>(profile.model.head_dim));
-  model->set_d_model(static_cast<int32_t>(profile.model.d_model));
-  model->set_vocab_size(static_cast<int32_t>(profile.model.vocab_size));
-  v1::CalibrationParams* params = out.mutable_params();
-  params->set_mode(profile.params.mode == method::PerturbMode::kPrefill ? v1::PERTURB_MODE_PREFILL
-                                                                        : v1::PERTURB_MODE_CACHE);
-  params->set_alpha(static_cast<float>(profile.params.alpha));
-  params->set_trials(static_cast<int32_t>(profile.params.trials));
-  params->set_seed(profile.params.seed);
-  params->set_samples(static_cast<int32_t>(profile.params.samples));
-  params->set_context_len(static_cast<int32_t>(profile.params.context_len));
-  params->set_probe_len(static_cast<int32_t>(profile.params.probe_len));
-  for (int64_t layer : profile.params.layers) params->add_layers(static_cast<int32_t>(layer));
-  out.set_data_source(profile.params.data_source);
-  out.set_data_domain(profile.params.data_domain);
-  out.set_tool_version(profile.tool_version);
-  if (profile.verification) {
-    const method::ProfileVerification& v = *profile.verification;
-    v1::ProfileVerification* pv = out.mutable_verification();
-    pv->set_fraction(v.fraction);
-    pv->set_tasks_verified(static_cast<int64_t>(v.tasks_verified));
-    pv->set_tasks_unverified(static_cast<int64_t>(v.tasks_unverified));
-    pv->set_tasks_recomputed(static_cast<int64_t>(v.tasks_recomputed));
-    for (const method::ProfileVerification::Disagreement& d : v.disagreements) {
-      v1::ProfileVerification::Disagreement* pd = pv->add_disagreements();
-      pd->set_sample(static_cast<int32_t>(d.sample));
-      pd->set_layer(static_cast<int32_t>(d.layer));
-      pd->set_outvoted_worker(d.outvoted_worker);
-      for (const std::string& w : d.agreeing_workers) pd->add_agreeing_workers(w);
-    }
-  }
-  if (with_layers && profile.stability) {
-    const method::ProfileStability& st = *profile.stability;
-    v1::ProfileStability* s = out.mutable_stability();
-    s->set_seed(st.seed);
-    s->set_resamples(st.resamples);
-    s->set_level(st.level);
-    s->set_ratio(st.ratio);
-    s->set_tolerance(st.tolerance);
-    for (const method::LayerStability& layer : st.layers) {
-      v1::LayerStability* l = s->add_layers();
-      l->set_layer(static_cast<int32_t>(layer.layer));
-      l->set_kl_low(layer.kl_low);
-      l->set_kl_high(layer.kl_high);
-      l->set_share(layer.share);
-      l->set_share_low(layer.share_low);
-      l->set_share_high(layer.share_high);
-    }
-    s->set_rank_correlation_median(st.rank_correlation_median);
-    s->set_rank_correlation_low(st.rank_correlation_low);
-    s->set_top_layer(static_cast<int32_t>(st.top_layer));
-    s->set_top_layer_frequency(st.top_layer_frequency);
-    s->set_max_share_deviation(st.max_share_deviation);
-    s->set_stable(st.stable);
-  }
-  if (with_layers) {
-    for (const method::LayerSensitivity& layer : profile.layers) {
-      v1::LayerSensitivity* l = out.add_layers();
-      l->set_layer(static_cast<int32_t>(layer.layer));
-      l->set_mean_kl(layer.mean_kl);
-      l->set_std_error(layer.std_error);
-      l->set_count(layer.count);
-      for (double m : layer.per_sample_mean) l->add_per_sample_mean(m);
-    }
-  }
+  v1::ProfileToProto(stored.profile, with_layers, &out);
   return out;
 }
 
@@ -630,15 +560,7 @@ StatusOr<WorkerRegistration> RegistrationFromProto(const v1::RegisterRequest& re
   out.numerics = request.numerics();
   out.instance = request.instance();
   out.replace = request.replace();
-  const v1::ModelInfo& m = request.model();
-  out.model.hash = m.model_hash();
-  out.model.architecture = m.architecture();
-  out.model.name = m.name();
-  out.model.n_layers = m.n_layers();
-  out.model.n_kv_heads = m.n_kv_heads();
-  out.model.head_dim = m.head_dim();
-  out.model.d_model = m.d_model();
-  out.model.vocab_size = m.vocab_size();
+  out.model = v1::ModelFromProto(request.model());
   return out;
 }
 
