@@ -60,7 +60,7 @@ int RunCheckpoint(const AdminArgs& args) {
   if (!channel.ok()) return ReportError(channel.status());
   std::unique_ptr<v1::AdminService::Stub> stub = v1::AdminService::NewStub(*channel);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kCheckpointDeadline);
+  SetDeadline(context, kCheckpointDeadline);
   v1::CreateCheckpointRequest request;
   request.set_dir(args.dir);
   v1::CreateCheckpointResponse response;
@@ -85,7 +85,7 @@ int RunUnquarantine(const AdminArgs& args) {
   if (!channel.ok()) return ReportError(channel.status());
   std::unique_ptr<v1::AdminService::Stub> stub = v1::AdminService::NewStub(*channel);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kUnaryDeadline);
+  SetDeadline(context, kUnaryDeadline);
   v1::LiftQuarantineRequest request;
   request.set_worker_id(args.worker_id);
   v1::LiftQuarantineResponse response;

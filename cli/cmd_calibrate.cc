@@ -159,13 +159,8 @@ int CalibrateUntilStable(const CalibrateArgs& args, method::PerturbMode mode,
 int RunCalibrate(const CalibrateArgs& args) {
   // Every rule of the method's parameters (method/calibration_params.h), before any model work;
   // the layer range once the model's layer count is known.
-  auto method_params = CalibrationParamsOf(args.method);
+  auto method_params = CheckedCalibrationParams(args.method, args.until_stable, args.max_samples);
   if (!method_params.ok()) return ReportError(method_params.status());
-  method_params->until_stable = args.until_stable;
-  method_params->max_samples = args.max_samples;
-  if (Status st = method::ValidateCalibrationParams(*method_params, /*n_layers=*/0); !st.ok()) {
-    return ReportError(st);
-  }
   const method::PerturbMode mode = method_params->mode;
   const std::vector<int> layers(method_params->layers.begin(), method_params->layers.end());
   const worker::DataOptions data_options{.samples = args.method.samples,

@@ -242,13 +242,8 @@ int RunSubmit(const SubmitArgs& args) {
   }
   // Every rule of the method's parameters (method/calibration_params.h) before anything is sent;
   // the scheduler checks the layer range against the model.
-  auto method_params = CalibrationParamsOf(args.method);
+  auto method_params = CheckedCalibrationParams(args.method, args.until_stable, args.max_samples);
   if (!method_params.ok()) return ReportError(method_params.status());
-  method_params->until_stable = args.until_stable;
-  method_params->max_samples = args.max_samples;
-  if (Status st = method::ValidateCalibrationParams(*method_params, /*n_layers=*/0); !st.ok()) {
-    return ReportError(st);
-  }
   const method::PerturbMode mode = method_params->mode;
   auto builtin = BuiltinFromFlags(args.method);
   if (!builtin.ok()) return ReportError(builtin.status());

@@ -44,17 +44,23 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_hel
   cmd->add_flag("--strict", flags.strict, "Reject the data when any sample is too short");
 }
 
-StatusOr<method::CalibrationParams> CalibrationParamsOf(const MethodFlags& flags) {
+StatusOr<method::CalibrationParams> CheckedCalibrationParams(const MethodFlags& flags,
+                                                            bool until_stable,
+                                                            int64_t max_samples) {
   ASSIGN_OR_RETURN(const method::PerturbMode mode, method::ParsePerturbMode(flags.mode));
   ASSIGN_OR_RETURN(const std::vector<int> layers, ParseLayerList(flags.layers));
-  return method::CalibrationParams{.mode = mode,
-                                   .alpha = flags.alpha,
-                                   .trials = flags.trials,
-                                   .seed = flags.seed,
-                                   .samples = flags.samples,
-                                   .context_len = flags.context_len,
-                                   .probe_len = flags.probe,
-                                   .layers = {layers.begin(), layers.end()}};
+  const method::CalibrationParams params{.mode = mode,
+                                         .alpha = flags.alpha,
+                                         .trials = flags.trials,
+                                         .seed = flags.seed,
+                                         .samples = flags.samples,
+                                         .context_len = flags.context_len,
+                                         .probe_len = flags.probe,
+                                         .layers = {layers.begin(), layers.end()},
+                                         .until_stable = until_stable,
+                                         .max_samples = max_samples};
+  RETURN_IF_ERROR(method::ValidateCalibrationParams(params, /*n_layers=*/0));
+  return params;
 }
 
 StatusOr<std::string> BuiltinFromFlags(const MethodFlags& flags) {

@@ -35,10 +35,12 @@ struct MethodFlags {
 void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_help);
 
 // The method's parameters the flags give (method/calibration_params.h), with --mode and --layers
-// parsed; until_stable is off and max_samples the default (the commands that take --until-stable
-// set them). Not validated: the caller runs method::ValidateCalibrationParams, before any model
-// work. InvalidArgument for an unknown --mode or a malformed --layers list.
-[[nodiscard]] StatusOr<method::CalibrationParams> CalibrationParamsOf(const MethodFlags& flags);
+// parsed and --until-stable / --max-samples of the commands that take them, checked by
+// method::ValidateCalibrationParams without a layer count (the layer range needs the model):
+// for the commands to call before any model work. InvalidArgument for an unknown --mode, a
+// malformed --layers list or any parameter the method refuses (the field named).
+[[nodiscard]] StatusOr<method::CalibrationParams> CheckedCalibrationParams(
+    const MethodFlags& flags, bool until_stable = false, int64_t max_samples = 64);
 
 // The built-in set the flags select: --builtin, or kDefaultCalibrationBuiltin when it is empty.
 // InvalidArgument listing the known names for an unknown one. Meaningless with --data.
