@@ -17,10 +17,13 @@ Status Bad(std::string_view field, std::string_view why) {
 
 }  // namespace
 
+method::PerturbMode PerturbModeOf(store::CalibrationMode mode) {
+  return mode == store::CalibrationMode::kPrefill ? method::PerturbMode::kPrefill
+                                                  : method::PerturbMode::kCache;
+}
+
 method::CalibrationParams CalibrationParamsOf(const store::MethodParams& p) {
-  method::CalibrationParams out{.mode = p.mode == store::CalibrationMode::kPrefill
-                                            ? method::PerturbMode::kPrefill
-                                            : method::PerturbMode::kCache,
+  method::CalibrationParams out{.mode = PerturbModeOf(p.mode),
                                 .alpha = p.alpha,
                                 .trials = p.trials,
                                 .seed = p.seed,

@@ -26,6 +26,8 @@ namespace ripplekv::scheduler {
 
 // The method's parameters of a job's store form, for method::ValidateCalibrationParams.
 method::CalibrationParams CalibrationParamsOf(const store::MethodParams& params);
+// The method's perturbation mode of a stored job's mode.
+method::PerturbMode PerturbModeOf(store::CalibrationMode mode);
 
 // The most samples a job may plan: params.max_samples for an until_stable job, else
 // params.samples. What the per-job task and trial limits are checked against at submission.

@@ -1215,8 +1215,7 @@ StatusOr<Scheduler::Finished> Scheduler::FinishJob(const store::Job& job) {
   for (const store::TrialResult& r : stored) trials.push_back({r.sample, r.layer, r.trial, r.kl});
   const store::MethodParams& p = job.spec.params;
   const method::ProfileParams params{
-      .mode = p.mode == store::CalibrationMode::kCache ? method::PerturbMode::kCache
-                                                       : method::PerturbMode::kPrefill,
+      .mode = PerturbModeOf(p.mode),
       .alpha = p.alpha,
       .trials = p.trials,
       .seed = p.seed,
