@@ -17,7 +17,7 @@
 #include "agent/apply_hook.h"
 #include "agent/map_file.h"
 #include "grpcpp/grpcpp.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "method/frozen_map.h"
 #include "nlohmann/json.hpp"
 #include "proto/client_channel.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/budget_format.h"
 
 namespace grpc {

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv::agent {
 

@@ -22,8 +22,8 @@
 
 #include "CLI/CLI.hpp"
 #include "agent/agent.h"
-#include "kernels/base/stop_signals.h"
-#include "kernels/base/version.h"
+#include "base/stop_signals.h"
+#include "base/version.h"
 #include "method/budget_format.h"
 #include "proto/client_channel.h"
 #include "proto/client_security_flags.h"

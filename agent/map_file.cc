@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "nlohmann/json.hpp"
 
 namespace ripplekv::agent {

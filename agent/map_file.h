@@ -16,8 +16,8 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/sha256.h"  // Sha256Hex, for the sidecar's check
-#include "kernels/base/status.h"
+#include "base/sha256.h"  // Sha256Hex, for the sidecar's check
+#include "base/status.h"
 
 namespace ripplekv::agent {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/profile.h"
 #include "store/store.h"
 

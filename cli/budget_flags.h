@@ -7,7 +7,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/budget_map.h"
 #include "ripplekv/v1/calibration.pb.h"
 

@@ -28,8 +28,8 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 #include "method/jsonl.h"
 #include "method/paired_stats.h"
 #include "nlohmann/json.hpp"

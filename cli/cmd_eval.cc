@@ -28,7 +28,7 @@
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
 #include "cli/tuned_settings.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "method/budget_format.h"
 #include "method/budget_map.h"
 #include "method/profile.h"

@@ -11,7 +11,7 @@
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
 #include "cli/progress.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "nlohmann/json.hpp"
 #include "worker/engine/perplexity.h"
 

@@ -31,7 +31,7 @@
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
 #include "cli/utf8.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 

@@ -25,7 +25,7 @@
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
 #include "cli/tuned_settings.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "method/budget_map.h"
 #include "spdlog/spdlog.h"
 #include "worker/eval/fidelity_task.h"

@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/model_session.h"
 #include "cli/progress.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "method/budget_map.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
 #include "worker/compress/method.h"

@@ -6,7 +6,7 @@
 //   3  unavailable (a remote service could not be reached; retry later)
 //   4  a watched rollout paused (`ripplekv rollout status --watch`; the reason is on stderr)
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv::cli {
 

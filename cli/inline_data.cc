@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "cli/utf8.h"
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 #include "worker/data/calibration_data.h"
 
 namespace ripplekv::cli {

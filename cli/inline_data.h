@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv::cli {
 

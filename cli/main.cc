@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "cli/completion.h"
 #include "cli/exit_codes.h"
-#include "kernels/base/version.h"
+#include "base/version.h"
 #include "kernels/ops/cpu/openblas_version.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"

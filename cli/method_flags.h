@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "CLI/CLI.hpp"
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/calibration_params.h"
 
 namespace ripplekv::cli {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "kernels/ops/devices.h"
 #include "worker/engine/tp_group.h"
 #include "worker/engine/transformer.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv::cli {
 

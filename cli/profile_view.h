@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/profile.h"
 
 namespace ripplekv::cli {

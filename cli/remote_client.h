@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "proto/client_channel.h"
 

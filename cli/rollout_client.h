@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "proto/client_channel.h"
 #include "ripplekv/v1/rollout.grpc.pb.h"
 

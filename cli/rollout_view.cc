@@ -13,7 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/util/json_util.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "method/budget_format.h"
 #include "method/frozen_map.h"
 #include "method/profile.h"

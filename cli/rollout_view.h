@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "google/protobuf/message.h"
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "ripplekv/v1/rollout.pb.h"
 
 namespace ripplekv::cli {

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "nlohmann/json.hpp"
 
 namespace ripplekv::cli {

@@ -1,5 +1,5 @@
 #include "method/budget_format.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 #include <cmath>
 #include <limits>
@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "kernels/base/check.h"
-#include "kernels/base/file_io.h"
+#include "base/check.h"
+#include "base/file_io.h"
 #include "method/json_fields.h"
 
 namespace ripplekv::method {

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/budget_map.h"
 
 namespace ripplekv::method {

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "method/apportion.h"
 #include "method/resampling.h"
 

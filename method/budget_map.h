@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/apportion.h"
 #include "method/profile.h"
 

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 namespace ripplekv::method {
 namespace {

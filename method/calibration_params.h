@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/profile.h"
 
 namespace ripplekv::method {

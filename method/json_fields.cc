@@ -1,5 +1,5 @@
 #include "method/json_fields.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 #include <cmath>
 #include <limits>

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "nlohmann/json.hpp"
 
 namespace ripplekv::method::json_fields {

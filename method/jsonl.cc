@@ -1,6 +1,6 @@
 #include "method/jsonl.h"
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "nlohmann/json.hpp"
 
 namespace ripplekv::method {

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "nlohmann/json_fwd.hpp"
 
 namespace ripplekv::method {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/base/check.h"
-#include "kernels/base/strings.h"
+#include "base/check.h"
+#include "base/strings.h"
 #include "method/resampling.h"
 
 namespace ripplekv::method {

@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv::method {
 

@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 #include "method/calibration_params.h"
 #include "method/json_fields.h"
 

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/version.h"
+#include "base/version.h"
 #include "method/profile_stability.h"
 
 namespace ripplekv::method {

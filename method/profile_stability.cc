@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "method/budget_map.h"
 #include "method/resampling.h"
 

@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/profile.h"
 
 namespace ripplekv::method {

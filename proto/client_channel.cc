@@ -5,8 +5,8 @@
 #include <map>
 
 #include "absl/strings/ascii.h"
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 #include "proto/secret_file_mode.h"
 #include "spdlog/spdlog.h"
 

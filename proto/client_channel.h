@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "grpcpp/grpcpp.h"
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv::v1 {
 

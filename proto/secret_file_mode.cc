@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 namespace ripplekv::v1 {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv::v1 {
 

@@ -6,8 +6,8 @@
 #include <limits>
 #include <optional>
 
-#include "kernels/base/sha256.h"
-#include "kernels/base/strings.h"
+#include "base/sha256.h"
+#include "base/strings.h"
 #include "nlohmann/json.hpp"
 
 namespace ripplekv::store {

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "store/keys.h"
 #include "store/types.h"
 

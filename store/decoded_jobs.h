@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "store/types.h"
 
 namespace ripplekv::store {

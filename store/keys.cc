@@ -1,6 +1,6 @@
 #include "store/keys.h"
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 namespace ripplekv::store {
 namespace {

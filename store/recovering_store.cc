@@ -5,7 +5,7 @@
 #include <mutex>
 #include <utility>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 namespace ripplekv::store {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/options.h"
 #include "rocksdb/table.h"

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
 #include "store/decoded_jobs.h"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <system_error>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "store/keys.h"
 #include "store/rocks_store.h"

@@ -3,7 +3,7 @@
 #include <set>
 #include <string>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "store/codec.h"
 #include "store/keys.h"
 #include "store/rocks_store.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "rocksdb/options.h"
 #include "store/codec.h"
 #include "store/keys.h"

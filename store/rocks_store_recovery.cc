@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "store/keys.h"
 #include "store/rocks_store.h"
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "store/codec.h"
 #include "store/keys.h"
 #include "store/rocks_store.h"

@@ -1,7 +1,7 @@
 // RocksStore: profile versions and budget maps, versioned per model hash and never overwritten,
 // budget maps also content-addressed by their digest (see store/store.h for the contracts).
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "store/codec.h"
 #include "store/keys.h"
 #include "store/rocks_store.h"

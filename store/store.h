@@ -46,7 +46,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "store/types.h"
 
 namespace ripplekv::store {

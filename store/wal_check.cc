@@ -5,7 +5,7 @@
 #include <string_view>
 #include <utility>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "rocksdb/db.h"
 #include "rocksdb/file_checksum.h"
 #include "rocksdb/wal_filter.h"

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "rocksdb/env.h"
 
 namespace ripplekv::store {

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv::telemetry {
 

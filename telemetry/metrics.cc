@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <regex>
 
-#include "kernels/base/version.h"
+#include "base/version.h"
 
 namespace ripplekv::telemetry {
 namespace {

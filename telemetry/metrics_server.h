@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "telemetry/metrics.h"
 
 namespace httplib {

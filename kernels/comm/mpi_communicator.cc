@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 namespace ripplekv::kernels {
 

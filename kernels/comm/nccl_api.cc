@@ -1,6 +1,6 @@
 #include "kernels/comm/nccl_api.h"
 
-#include "kernels/base/dynamic_library.h"
+#include "base/dynamic_library.h"
 
 namespace ripplekv::kernels::nccl {
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "kernels/comm/nccl_api.h"
 
 namespace ripplekv::kernels {

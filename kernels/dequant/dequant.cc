@@ -1,5 +1,5 @@
 #include "kernels/dequant/dequant.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 #include <iterator>
 #include <limits>

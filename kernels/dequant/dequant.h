@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/dequant/ggml_types.h"
 
 namespace ripplekv::kernels {

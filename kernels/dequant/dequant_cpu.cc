@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 #include "kernels/dequant/fp16.h"
 
 namespace ripplekv::kernels::cpu {

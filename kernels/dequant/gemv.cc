@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/gemv_cpu.h"
 

@@ -27,7 +27,7 @@
 #include <span>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "kernels/dequant/ggml_types.h"
 
 namespace ripplekv::kernels {

@@ -17,7 +17,7 @@
 
 #include <cstring>
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 #include "kernels/dequant/avx2_blocks.h"
 #include "kernels/dequant/cpu_features.h"
 

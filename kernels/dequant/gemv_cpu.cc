@@ -7,7 +7,7 @@
 
 #include "kernels/dequant/gemv_cpu.h"
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 #include "kernels/dequant/dequant_cpu.h"
 
 namespace ripplekv::kernels::cpu {

@@ -1,11 +1,11 @@
 #include "kernels/dequant/ggml_types.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 #include <iterator>
 #include <string>
 
 #include "fmt/format.h"
-#include "kernels/base/check.h"
+#include "base/check.h"
 
 namespace ripplekv::kernels {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 
 namespace ripplekv::kernels {
 

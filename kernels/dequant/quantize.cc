@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/fp16.h"
 

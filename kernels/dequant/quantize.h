@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "kernels/dequant/ggml_types.h"
 
 namespace ripplekv::kernels {

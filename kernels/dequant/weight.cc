@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/base/check.h"
-#include "kernels/base/strings.h"
+#include "base/check.h"
+#include "base/strings.h"
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/dequant_cpu.h"
 

@@ -15,8 +15,8 @@
 #include <memory>
 #include <span>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/dequant/ggml_types.h"
 
 namespace ripplekv::kernels {

@@ -1,8 +1,8 @@
 #pragma once
 // SwiGLU: out = silu(gate) * up, silu(x) = x / (1 + exp(-x)).
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/ops/op_context.h"
 
 namespace ripplekv::kernels {

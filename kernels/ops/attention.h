@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/ops/op_context.h"
 
 namespace ripplekv::kernels {

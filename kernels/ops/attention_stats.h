@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/op_context.h"
 

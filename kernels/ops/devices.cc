@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 #if RIPPLEKV_WITH_CUDA
 #include "kernels/ops/cuda/cuda_backend.h"

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/allocator.h"
-#include "kernels/base/device.h"
-#include "kernels/base/status.h"
+#include "kernels/tensor/allocator.h"
+#include "kernels/tensor/device.h"
+#include "base/status.h"
 #include "kernels/ops/op_context.h"
 
 namespace ripplekv::kernels {

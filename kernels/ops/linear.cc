@@ -1,6 +1,6 @@
 #include "kernels/ops/linear.h"
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "kernels/ops/cpu/cpu_ops.h"
 #include "kernels/ops/dispatch.h"
 

@@ -1,8 +1,8 @@
 #pragma once
 // y = x * W^T (+ bias), the linear layer of every projection.
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/dequant/weight.h"
 #include "kernels/ops/op_context.h"
 

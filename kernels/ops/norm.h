@@ -1,8 +1,8 @@
 #pragma once
 // RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight, row by row.
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/ops/op_context.h"
 
 namespace ripplekv::kernels {

@@ -5,8 +5,8 @@
 #include <span>
 #include <vector>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/ops/op_context.h"
 
 namespace ripplekv::kernels {

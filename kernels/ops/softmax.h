@@ -9,8 +9,8 @@
 
 #include <span>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/ops/op_context.h"
 
 namespace ripplekv::kernels {

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "kernels/ops/dispatch.h"
 
 #if RIPPLEKV_WITH_CUDA

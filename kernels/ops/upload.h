@@ -1,7 +1,7 @@
 #pragma once
 // Weights moved to a device once, for the device's GEMMs (docs/DESIGN.md, the CUDA backend).
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "kernels/dequant/weight.h"
 #include "kernels/ops/devices.h"
 

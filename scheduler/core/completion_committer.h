@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "store/store.h"
 
 namespace ripplekv::scheduler {

@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "method/calibration_params.h"
 #include "method/calibration_sets.h"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/calibration_params.h"
 #include "store/store.h"
 #include "store/types.h"

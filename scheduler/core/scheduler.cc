@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "method/calibration_sets.h"
 #include "method/profile_aggregate.h"
 #include "method/profile_stability.h"

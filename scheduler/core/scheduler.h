@@ -101,7 +101,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
 #include "scheduler/core/completion_committer.h"

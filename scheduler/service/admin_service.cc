@@ -10,7 +10,7 @@
 #include <memory>
 #include <system_error>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "scheduler/service/convert.h"
 #include "spdlog/spdlog.h"
 

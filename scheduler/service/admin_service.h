@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "ripplekv/v1/admin.grpc.pb.h"
 #include "scheduler/core/scheduler.h"
 #include "scheduler/service/work_pool.h"

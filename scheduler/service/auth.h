@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv::scheduler::service {
 

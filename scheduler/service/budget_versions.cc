@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "proto/budget_params.h"
 
 namespace ripplekv::scheduler::rollout {

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/budget_map.h"
 #include "method/frozen_map.h"
 #include "ripplekv/v1/rollout.pb.h"

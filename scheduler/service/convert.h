@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/budget_format.h"
 #include "method/budget_map.h"
 #include "method/profile.h"

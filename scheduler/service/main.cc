@@ -58,8 +58,8 @@
 #include <mutex>
 #include <string>
 
-#include "kernels/base/stop_signals.h"
-#include "kernels/base/version.h"
+#include "base/stop_signals.h"
+#include "base/version.h"
 #include "scheduler/service/scheduler_server.h"
 #include "spdlog/spdlog.h"
 #include "telemetry/logging.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/base/sha256.h"
+#include "base/sha256.h"
 
 namespace ripplekv::scheduler::rollout {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <utility>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "scheduler/service/budget_versions.h"
 #include "scheduler/service/node_order.h"
 #include "spdlog/spdlog.h"

@@ -36,7 +36,7 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "ripplekv/v1/rollout.pb.h"
 #include "store/store.h"
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "scheduler/service/budget_versions.h"
 #include "scheduler/service/convert.h"
 #include "spdlog/spdlog.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "scheduler/core/scheduler.h"
 #include "scheduler/service/admin_service.h"
 #include "scheduler/service/calibration_service.h"

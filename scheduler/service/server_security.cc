@@ -2,8 +2,8 @@
 
 #include <grpcpp/security/server_credentials.h>
 
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 #include "proto/secret_file_mode.h"
 #include "spdlog/spdlog.h"
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "scheduler/service/auth.h"
 
 namespace ripplekv::scheduler::service {

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "scheduler/service/convert.h"
 #include "spdlog/spdlog.h"
 #include "telemetry/logging.h"

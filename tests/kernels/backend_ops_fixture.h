@@ -8,7 +8,7 @@
 #include <optional>
 #include <random>
 
-#include "kernels/base/tensor.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/ops/devices.h"
 #include "tests/kernels/nmse.h"
 

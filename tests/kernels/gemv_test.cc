@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/base/tensor.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/fp16.h"
 #include "kernels/dequant/quantize.h"

@@ -2,7 +2,7 @@
 // The error measure of the device cross-checks: NMSE = sum (got - want)^2 / sum want^2 over two
 // host fp32 tensors of equal size (the plain squared error when want is all zeros).
 
-#include "kernels/base/tensor.h"
+#include "kernels/tensor/tensor.h"
 
 namespace ripplekv::kernels {
 

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/base/tensor.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/fp16.h"
 

@@ -1,4 +1,4 @@
-#include "kernels/base/tensor.h"
+#include "kernels/tensor/tensor.h"
 
 #include <gtest/gtest.h>
 

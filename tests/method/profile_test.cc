@@ -18,7 +18,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/base/version.h"
+#include "base/version.h"
 #include "method/profile_aggregate.h"
 #include "nlohmann/json.hpp"
 #include "tests/common/temp_dir.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "store/rocks_store.h"
 #include "store/store.h"
 #include "tests/store/power_loss_fs.h"

@@ -10,7 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "rocksdb/db.h"
 #include "store/keys.h"
 #include "store/store.h"

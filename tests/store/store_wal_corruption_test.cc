@@ -13,7 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "rocksdb/env.h"
 #include "store/keys.h"
 #include "store/store.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/profile_aggregate.h"
 #include "worker/calibration/sample_calibrator.h"
 #include "worker/engine/transformer.h"

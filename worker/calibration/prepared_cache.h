@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/calibration/sample_calibrator.h"
 
 namespace ripplekv::worker {

@@ -25,8 +25,8 @@
 #include <span>
 #include <vector>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "method/profile.h"
 #include "worker/engine/kv_cache.h"
 #include "worker/engine/transformer.h"

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/profile.h"
 #include "method/profile_stability.h"
 #include "worker/calibration/calibration_run.h"

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <string>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "method/apportion.h"
 
 namespace ripplekv::worker {

@@ -24,7 +24,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/compress/attention_stats.h"
 
 namespace ripplekv::worker {

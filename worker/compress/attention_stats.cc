@@ -4,7 +4,7 @@
 #include <string_view>
 #include <utility>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "kernels/ops/attention_stats.h"
 
 namespace ripplekv::worker {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "worker/compress/allocation.h"
 
 namespace ripplekv::worker {

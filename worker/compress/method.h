@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/compress/attention_stats.h"
 #include "worker/compress/prefill_observer.h"
 #include "worker/compress/selection.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 namespace ripplekv::worker {
 

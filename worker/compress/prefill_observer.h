@@ -10,8 +10,8 @@
 #include <span>
 #include <vector>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "worker/compress/attention_stats.h"
 #include "worker/engine/kv_cache.h"
 #include "worker/engine/transformer.h"

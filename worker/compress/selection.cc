@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 namespace ripplekv::worker {
 

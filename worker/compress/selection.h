@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/compress/attention_stats.h"
 
 namespace ripplekv::worker {

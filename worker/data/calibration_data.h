@@ -45,7 +45,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/data/corpora.h"
 #include "worker/tokenizer/tokenizer.h"
 

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/calibration_sets.h"
 
 namespace ripplekv::worker {

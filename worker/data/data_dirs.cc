@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 
 namespace ripplekv::worker {
 namespace {

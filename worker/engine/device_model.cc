@@ -3,7 +3,7 @@
 #include <new>
 #include <string>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "kernels/ops/upload.h"
 
 namespace ripplekv::worker {

@@ -2,8 +2,8 @@
 // A model's weights on a device, uploaded once per worker for the device's forward pass
 // (transformer.h runs on it when given a device session).
 
-#include "kernels/base/dtype.h"
-#include "kernels/base/status.h"
+#include "kernels/tensor/dtype.h"
+#include "base/status.h"
 #include "kernels/ops/devices.h"
 #include "worker/model/model.h"
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/engine/sampler.h"
 #include "worker/engine/transformer.h"
 

@@ -16,8 +16,8 @@
 #include <span>
 #include <vector>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/devices.h"
 #include "kernels/ops/kv_cache_ops.h"

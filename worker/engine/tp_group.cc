@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "kernels/comm/mpi_communicator.h"
 #include "spdlog/spdlog.h"
 #include "worker/model/model_shard.h"

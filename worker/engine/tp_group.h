@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "kernels/ops/communicator.h"
 #include "kernels/ops/devices.h"
 #include "worker/model/model.h"

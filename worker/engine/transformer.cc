@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "kernels/ops/activation.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/gather.h"

@@ -22,8 +22,8 @@
 #include <span>
 #include <vector>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/ops/communicator.h"
 #include "kernels/ops/devices.h"
 #include "kernels/ops/op_context.h"

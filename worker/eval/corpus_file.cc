@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 #include "method/jsonl.h"
 #include "nlohmann/json.hpp"
 #include "worker/data/calibration_data.h"

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/compress/method.h"
 #include "worker/engine/transformer.h"
 #include "worker/eval/eval_example.h"

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/base/strings.h"
-#include "kernels/base/tensor.h"
+#include "base/strings.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/ops/op_context.h"
 #include "kernels/ops/softmax.h"
 #include "worker/eval/rng.h"

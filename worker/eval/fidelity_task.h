@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/eval/eval_example.h"
 #include "worker/eval/haystack.h"
 #include "worker/eval/split.h"

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <utility>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "worker/eval/corpus_file.h"
 #include "worker/eval/split.h"
 

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/data/corpora.h"
 #include "worker/eval/eval_example.h"
 #include "worker/eval/rng.h"

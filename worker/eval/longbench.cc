@@ -3,8 +3,8 @@
 #include <array>
 #include <utility>
 
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 #include "method/jsonl.h"
 #include "nlohmann/json.hpp"
 #include "worker/eval/prompt_format.h"

@@ -36,7 +36,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/eval/eval_example.h"
 #include "worker/tokenizer/tokenizer.h"
 

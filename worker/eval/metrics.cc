@@ -8,7 +8,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 #include "worker/eval/text_util.h"
 
 namespace ripplekv::worker {

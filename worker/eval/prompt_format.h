@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace ripplekv::worker {

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "fmt/format.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "nlohmann/json.hpp"
 
 namespace ripplekv::worker {

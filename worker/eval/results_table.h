@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/eval/stats.h"
 
 namespace ripplekv::worker {

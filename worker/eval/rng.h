@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 
 namespace ripplekv::worker::eval_internal {
 

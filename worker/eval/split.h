@@ -25,7 +25,7 @@
 #include <span>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/eval/eval_example.h"
 
 namespace ripplekv::worker {

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "fmt/format.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "worker/eval/prompt_format.h"
 #include "worker/eval/rng.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 namespace ripplekv::worker {
 

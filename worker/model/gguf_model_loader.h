@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model.h"
 

@@ -15,9 +15,9 @@
 #include <utility>
 
 #include "fmt/format.h"
-#include "kernels/base/check.h"
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/check.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 #include "kernels/dequant/dequant.h"
 
 namespace ripplekv::worker {

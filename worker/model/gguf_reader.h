@@ -22,7 +22,7 @@
 #include <variant>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "kernels/dequant/ggml_types.h"
 
 namespace ripplekv::worker {

@@ -11,8 +11,8 @@
 #include <set>
 #include <utility>
 
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 #include "kernels/dequant/dequant.h"
 
 namespace ripplekv::worker {

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "kernels/dequant/ggml_types.h"
 #include "worker/model/gguf_reader.h"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/model/model.h"
 
 namespace ripplekv::worker {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/tensor.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/dequant/weight.h"
 
 namespace ripplekv::worker {

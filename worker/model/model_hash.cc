@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "worker/model/safetensors_reader.h"
 
 namespace ripplekv::worker {

@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "worker/model/gguf_model_loader.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/model/hf_model_loader.h"

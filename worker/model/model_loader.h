@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/model/model.h"
 
 namespace ripplekv::worker {

@@ -19,7 +19,7 @@
 //   * Token embeddings, norms and RoPE factors are replicated (the embedding table stays mapped,
 //     so a rank pages in only the rows of the tokens it sees).
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/model/model.h"
 
 namespace ripplekv::worker {

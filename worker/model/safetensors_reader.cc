@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/file_io.h"
-#include "kernels/base/strings.h"
+#include "base/file_io.h"
+#include "base/strings.h"
 #include "kernels/dequant/dequant.h"
 #include "nlohmann/json.hpp"
 

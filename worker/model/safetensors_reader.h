@@ -26,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
-#include "kernels/base/tensor.h"
+#include "base/status.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/dequant/ggml_types.h"
 
 namespace ripplekv::worker {

@@ -11,7 +11,7 @@
 #include <numbers>
 #include <vector>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/quantize.h"
 #include "worker/model/gguf_writer.h"

@@ -26,7 +26,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "kernels/dequant/ggml_types.h"
 
 namespace ripplekv::worker {

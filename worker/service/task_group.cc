@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "kernels/ops/communicator.h"
 #include "worker/service/task_runner.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/calibration/memory_estimate.h"
 #include "worker/calibration/prepared_cache.h"
 #include "worker/calibration/sample_calibrator.h"

@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
-#include "kernels/base/version.h"
+#include "base/version.h"
 #include "method/profile_aggregate.h"
 #include "proto/client_channel.h"
 #include "ripplekv/v1/worker.grpc.pb.h"

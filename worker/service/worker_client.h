@@ -36,7 +36,7 @@
 #include <mutex>
 #include <string>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "method/profile.h"
 #include "proto/client_channel.h"
 #include "worker/service/task_runner.h"

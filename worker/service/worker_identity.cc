@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 
 namespace ripplekv::worker {
 namespace {

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv::worker {
 

@@ -55,8 +55,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
-#include "kernels/base/stop_signals.h"
-#include "kernels/base/version.h"
+#include "base/stop_signals.h"
+#include "base/version.h"
 #include "kernels/ops/cpu/openblas_version.h"
 #include "proto/client_channel.h"
 #include "proto/client_security_flags.h"

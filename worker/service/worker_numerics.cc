@@ -3,7 +3,7 @@
 #include <cblas.h>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/version.h"
+#include "base/version.h"
 #include "kernels/ops/cpu/openblas_version.h"
 
 namespace ripplekv::worker {

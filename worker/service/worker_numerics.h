@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/base/device.h"
-#include "kernels/base/dtype.h"
+#include "kernels/tensor/device.h"
+#include "kernels/tensor/dtype.h"
 
 namespace ripplekv::worker {
 

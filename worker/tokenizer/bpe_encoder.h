@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/tokenizer/pre_tokenizer.h"
 #include "worker/tokenizer/text_encoder.h"
 #include "worker/tokenizer/tokenizer_spec.h"

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/model/gguf_reader.h"
 #include "worker/tokenizer/chat_template.h"
 #include "worker/tokenizer/tokenizer_spec.h"

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/model/gguf_reader.h"
 
 namespace ripplekv::worker {

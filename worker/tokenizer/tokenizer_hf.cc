@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "nlohmann/json.hpp"
 #include "worker/tokenizer/strings.h"
 #include "worker/tokenizer/tokenizer.h"

@@ -12,7 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "kernels/base/status.h"
+#include "base/status.h"
 #include "worker/tokenizer/strings.h"
 #include "worker/tokenizer/tokenizer_spec.h"
 

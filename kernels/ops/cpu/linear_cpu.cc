@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 #include "kernels/dequant/gemv.h"
 #include "kernels/ops/cpu/cpu_ops.h"
 

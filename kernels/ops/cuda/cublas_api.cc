@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "kernels/base/dynamic_library.h"
+#include "base/dynamic_library.h"
 
 namespace ripplekv::kernels::cuda {
 

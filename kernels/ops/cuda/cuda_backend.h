@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/base/allocator.h"
+#include "kernels/tensor/allocator.h"
 #include "kernels/ops/op_context.h"
 
 namespace ripplekv::kernels::cuda {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "proto/client_channel.h"
 #include "ripplekv/v1/admin.grpc.pb.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "agent/agent.h"
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 #include "proto/client_channel.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "scheduler/service/scheduler_server.h"

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/base/tensor.h"
+#include "kernels/tensor/tensor.h"
 #include "worker/engine/kv_cache.h"
 #include "worker/model/model.h"
 

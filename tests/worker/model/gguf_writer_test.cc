@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/tensor.h"
+#include "kernels/tensor/tensor.h"
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/quantize.h"
 #include "worker/model/gguf_reader.h"

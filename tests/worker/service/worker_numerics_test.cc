@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "kernels/base/version.h"
+#include "base/version.h"
 
 namespace ripplekv::worker {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "kernels/base/device.h"
+#include "kernels/tensor/device.h"
 
 namespace ripplekv::kernels {
 

@@ -1,7 +1,7 @@
-// kernels/base/file_io.h: the path join, the errno -> Status mapping of docs/ERRORS.md, bounded
+// base/file_io.h: the path join, the errno -> Status mapping of docs/ERRORS.md, bounded
 // whole-file and prefix reads, atomic writes.
 
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 
 #include <cerrno>
 #include <filesystem>

@@ -1,7 +1,7 @@
-// kernels/base/stop_signals.h: SIGTERM and SIGINT reach the callback on a normal thread; one
+// base/stop_signals.h: SIGTERM and SIGINT reach the callback on a normal thread; one
 // watcher per process; the default handlers come back when it ends.
 
-#include "kernels/base/stop_signals.h"
+#include "base/stop_signals.h"
 
 #include <signal.h>
 

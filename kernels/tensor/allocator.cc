@@ -1,4 +1,4 @@
-#include "kernels/base/allocator.h"
+#include "kernels/tensor/allocator.h"
 
 #include <cstdlib>
 #include <cstring>

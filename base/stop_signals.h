@@ -11,7 +11,7 @@
 #include <memory>
 #include <thread>
 
-#include "kernels/base/status.h"
+#include "base/status.h"
 
 namespace ripplekv {
 

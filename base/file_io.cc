@@ -1,4 +1,4 @@
-#include "kernels/base/file_io.h"
+#include "base/file_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 namespace ripplekv {
 namespace {

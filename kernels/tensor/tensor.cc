@@ -1,8 +1,8 @@
-#include "kernels/base/tensor.h"
+#include "kernels/tensor/tensor.h"
 
 #include <cstring>
 
-#include "kernels/base/check.h"
+#include "base/check.h"
 
 namespace ripplekv::kernels {
 

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/allocator.h"
-#include "kernels/base/check.h"
-#include "kernels/base/device.h"
-#include "kernels/base/dtype.h"
+#include "kernels/tensor/allocator.h"
+#include "base/check.h"
+#include "kernels/tensor/device.h"
+#include "kernels/tensor/dtype.h"
 
 namespace ripplekv::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/base/version.h"
+#include "base/version.h"
 
 // Defined by kernels/CMakeLists.txt: RIPPLEKV_VERSION from PROJECT_VERSION, RIPPLEKV_BUILD_TYPE,
 // RIPPLEKV_BUILT_WITH_CUDA and RIPPLEKV_BUILT_WITH_MPI (0 or 1); the revision comes from the

@@ -1,4 +1,4 @@
-#include "kernels/base/stop_signals.h"
+#include "base/stop_signals.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <utility>
 
-#include "kernels/base/strings.h"
+#include "base/strings.h"
 
 namespace ripplekv {
 namespace {
