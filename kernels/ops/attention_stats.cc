@@ -1,10 +1,10 @@
 #include "kernels/ops/attention_stats.h"
 
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/attention_stats_cpu.h"
 #include "kernels/ops/dispatch.h"
 
 #if RIPPLEKV_WITH_CUDA
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/attention_stats.h"
 #endif
 
 namespace ripplekv::kernels {

@@ -5,7 +5,7 @@
 #include "base/strings.h"
 
 #if RIPPLEKV_WITH_CUDA
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/cuda_device.h"
 #endif
 
 namespace ripplekv::kernels {

@@ -1,11 +1,11 @@
 #include "kernels/ops/linear.h"
 
 #include "base/strings.h"
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/linear_cpu.h"
 #include "kernels/ops/dispatch.h"
 
 #if RIPPLEKV_WITH_CUDA
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/linear.h"
 #endif
 
 namespace ripplekv::kernels {

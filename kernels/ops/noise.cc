@@ -4,11 +4,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/noise_cpu.h"
 #include "kernels/ops/dispatch.h"
 
 #if RIPPLEKV_WITH_CUDA
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/noise.h"
 #endif
 
 namespace ripplekv::kernels {

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <numbers>
 
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/rope_cpu.h"
 #include "kernels/ops/dispatch.h"
 
 #if RIPPLEKV_WITH_CUDA
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/rope.h"
 #endif
 
 namespace ripplekv::kernels {

@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "kernels/ops/communicator.h"
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/softmax_cpu.h"
 #include "kernels/ops/dispatch.h"
 
 #if RIPPLEKV_WITH_CUDA
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/softmax.h"
 #endif
 
 namespace ripplekv::kernels {
@@ -63,8 +63,8 @@ Status VocabParallelLogSumExp(const OpContext& ctx, const ConstTensorView& x,
   return absl::OkStatus();
 }
 
-// The KL of rows whose vocabulary is split over ranks (kl_cpu.cc's steps, combined over ranks);
-// on the op's device.
+// The KL of rows whose vocabulary is split over ranks (softmax_cpu.cc's steps, combined over
+// ranks); on the op's device.
 Status VocabParallelKl(const OpContext& ctx, const ConstTensorView& p, const ConstTensorView& q,
                        std::span<float> out) {
   const int64_t m = p.dim(0), v = p.dim(1);

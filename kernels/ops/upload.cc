@@ -6,7 +6,7 @@
 #include "kernels/ops/dispatch.h"
 
 #if RIPPLEKV_WITH_CUDA
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/upload.h"
 #endif
 
 namespace ripplekv::kernels {

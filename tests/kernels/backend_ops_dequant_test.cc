@@ -1,4 +1,4 @@
-// The device's weight expansion (kernels/ops/cuda/dequant.cu, cuda_backend.h DequantizeRows)
+// The device's weight expansion (kernels/ops/cuda/upload.cu, cuda/upload.h DequantizeRows)
 // against the CPU's dequantization (kernels/dequant/dequant.h): for every GGML type, fp32 output
 // equal bit for bit and bf16 output equal to the CPU value rounded to nearest even (fp16.h
 // FloatToBf16), over single rows, several rows, rows of many blocks, an empty tensor, a tensor
@@ -22,7 +22,8 @@
 #include "kernels/dequant/fp16.h"
 #include "kernels/dequant/ggml_types.h"
 #include "kernels/dequant/quantize.h"
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/cuda_device.h"
+#include "kernels/ops/cuda/upload.h"
 #include "tests/kernels/backend_ops_fixture.h"
 #include "tests/kernels/ggml_blocks.h"
 

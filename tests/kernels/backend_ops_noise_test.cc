@@ -16,7 +16,7 @@
 #include "tests/kernels/backend_ops_fixture.h"
 
 #if defined(RIPPLEKV_TEST_HAVE_CUDA)
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/noise.h"
 #endif
 
 namespace ripplekv::kernels {

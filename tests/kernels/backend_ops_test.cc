@@ -16,7 +16,7 @@
 #include "kernels/ops/attention.h"
 #include "kernels/ops/communicator.h"
 #include "kernels/ops/gather.h"
-#include "kernels/ops/kv_cache_ops.h"
+#include "kernels/ops/kv_cache.h"
 #include "kernels/ops/rope.h"
 #include "kernels/ops/softmax.h"
 #include "kernels/ops/devices.h"

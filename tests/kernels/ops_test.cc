@@ -14,7 +14,7 @@
 #include "kernels/ops/attention_stats.h"
 #include "kernels/ops/devices.h"
 #include "kernels/ops/gather.h"
-#include "kernels/ops/kv_cache_ops.h"
+#include "kernels/ops/kv_cache.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/noise.h"
 #include "kernels/ops/norm.h"

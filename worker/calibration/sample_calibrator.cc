@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/gather.h"
-#include "kernels/ops/kv_cache_ops.h"
+#include "kernels/ops/kv_cache.h"
 #include "kernels/ops/noise.h"
 #include "kernels/ops/softmax.h"
 

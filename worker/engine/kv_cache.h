@@ -20,7 +20,7 @@
 #include "kernels/tensor/tensor.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/devices.h"
-#include "kernels/ops/kv_cache_ops.h"
+#include "kernels/ops/kv_cache.h"
 #include "kernels/ops/op_context.h"
 #include "worker/model/model.h"
 

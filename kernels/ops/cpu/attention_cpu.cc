@@ -11,7 +11,8 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/attention_cpu.h"
+#include "kernels/ops/cpu/blas_threads.h"
 #include "kernels/ops/cpu/vec_math.h"
 
 namespace ripplekv::kernels::cpu {
@@ -53,7 +54,7 @@ void CausalAttention(int num_threads, const float* q, const int32_t* q_positions
   const int64_t n_items = n_heads * n_blocks;
   const int64_t n_segments = static_cast<int64_t>(segments.size());
 
-  // BLAS is single-threaded (see linear_cpu.cc); the parallelism is over work items.
+  // BLAS is single-threaded (blas_threads.h); the parallelism is over work items.
 #pragma omp parallel num_threads(num_threads) if (n_items > 1)
   {
     std::vector<float> scores;

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/attention_stats_cpu.h"
 
 namespace ripplekv::kernels::cpu {
 

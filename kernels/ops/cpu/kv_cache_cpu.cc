@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/kv_cache_cpu.h"
 
 namespace ripplekv::kernels::cpu {
 

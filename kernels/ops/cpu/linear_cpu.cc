@@ -6,12 +6,12 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <mutex>
 #include <vector>
 
 #include "base/check.h"
 #include "kernels/dequant/gemv.h"
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/blas_threads.h"
+#include "kernels/ops/cpu/linear_cpu.h"
 
 namespace ripplekv::kernels::cpu {
 
@@ -25,11 +25,6 @@ void AddBias(const float* bias, float* y, int64_t m, int64_t n, int64_t n0, int6
   }
 }
 }  // namespace
-
-void UseSingleThreadedBlas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
 
 void Linear(int num_threads, const float* x, int64_t x_stride, const float* w, const float* bias,
             float* y, int64_t m, int64_t n, int64_t k, bool accumulate) {

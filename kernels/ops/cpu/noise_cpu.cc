@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/noise_cpu.h"
 #include "kernels/ops/philox.h"
 
 namespace ripplekv::kernels::cpu {

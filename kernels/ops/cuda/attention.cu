@@ -45,6 +45,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/ops/cuda/attention.h"
 #include "kernels/ops/cuda/launch.cuh"
 
 namespace ripplekv::kernels::cuda {

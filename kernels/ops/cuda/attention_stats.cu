@@ -18,6 +18,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/ops/cuda/attention_stats.h"
 #include "kernels/ops/cuda/launch.cuh"
 
 namespace ripplekv::kernels::cuda {

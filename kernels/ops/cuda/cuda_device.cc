@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/ops/cuda/cublas_api.h"
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/cuda_device.h"
 
 namespace ripplekv::kernels::cuda {
 

@@ -3,7 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/cuda_device.h"
 
 namespace ripplekv::kernels::cuda {
 

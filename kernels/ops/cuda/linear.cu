@@ -6,6 +6,7 @@
 
 #include "kernels/ops/cuda/cublas_api.h"
 #include "kernels/ops/cuda/launch.cuh"
+#include "kernels/ops/cuda/linear.h"
 
 namespace ripplekv::kernels::cuda {
 

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/ops/cuda/launch.cuh"
+#include "kernels/ops/cuda/noise.h"
 #include "kernels/ops/philox.h"
 
 namespace ripplekv::kernels::cuda {

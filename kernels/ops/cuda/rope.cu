@@ -1,10 +1,11 @@
-// RoPE on the device, with the CPU's arithmetic (kernels/ops/cpu/elementwise_cpu.cc): the angle
+// RoPE on the device, with the CPU's arithmetic (kernels/ops/cpu/rope_cpu.cc): the angle
 // position * inv_freq[p] in double, its cosine and sine in double rounded to float, the rotation
 // in float (the compilers may contract it into FMAs differently: tested within tolerance).
 
 #include <cuda_runtime.h>
 
 #include "kernels/ops/cuda/launch.cuh"
+#include "kernels/ops/cuda/rope.h"
 
 namespace ripplekv::kernels::cuda {
 

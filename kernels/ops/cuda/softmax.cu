@@ -1,5 +1,5 @@
 // Row-wise KL(softmax(p) || softmax(q)), log-sum-exp and log-softmax on the device, with the CPU's
-// formulas and precision (kernels/ops/cpu/kl_cpu.cc, elementwise_cpu.cc): one block per row, float
+// formulas and precision (kernels/ops/cpu/softmax_cpu.cc): one block per row, float
 // maxima, then the exponentials and the vocabulary sums in double (block reductions: another order
 // than the CPU's sequential sums, so equal within rounding, which the gpu tests bound), the KL
 // clamped at 0. Per-row results (KL, log-sum-exp) are copied to host memory: calibration and the
@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "kernels/ops/cuda/launch.cuh"
+#include "kernels/ops/cuda/softmax.h"
 
 namespace ripplekv::kernels::cuda {
 
@@ -115,7 +116,7 @@ double* ToDevice(cudaStream_t stream, const double* host, int64_t count) {
   return device;
 }
 
-// The pieces of a vocabulary slice, one block per row (kernels/ops/cpu/kl_cpu.cc's steps): with
+// The pieces of a vocabulary slice, one block per row (kernels/ops/cpu/softmax_cpu.cc's steps): with
 // maxima == nullptr, the float maxima of p (and q) as doubles: out[k * i + 0 (1)], k = 1 or 2;
 // else the sums over the slice against the whole rows' maxima: (Sp, Sq, cross) per row when q is
 // given, sum exp(p - max) when not.

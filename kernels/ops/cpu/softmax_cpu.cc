@@ -1,6 +1,6 @@
-// Row-wise KL(softmax(p) || softmax(q)), in three steps so a vocabulary split over ranks can
-// combine them (maxima, then partial sums, then the KL). Parallel over rows; each row is reduced
-// in a fixed order, so results do not depend on the thread count.
+// Row-wise log-sum-exp and KL(softmax(p) || softmax(q)) on the CPU, the KL in three steps so a
+// vocabulary split over ranks can combine them (maxima, then partial sums, then the KL). Parallel
+// over rows; each row is reduced in a fixed order, so results do not depend on the thread count.
 //
 // With a_j = p_j - max(p), b_j = q_j - max(q), Sp = sum exp(a), Sq = sum exp(b):
 //   log P_j - log Q_j = (a_j - b_j) - log(Sp / Sq),  so  KL = sum_j exp(a_j) (a_j - b_j) / Sp
@@ -14,9 +14,21 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/softmax_cpu.h"
 
 namespace ripplekv::kernels::cpu {
+
+void LogSumExp(int num_threads, const float* x, int64_t m, int64_t v, float* lse) {
+#pragma omp parallel for num_threads(num_threads) schedule(static) if (m > 1)
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * v;
+    float mx = xi[0];
+    for (int64_t j = 1; j < v; ++j) mx = std::max(mx, xi[j]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < v; ++j) sum += std::exp(static_cast<double>(xi[j] - mx));
+    lse[i] = mx + static_cast<float>(std::log(sum));
+  }
+}
 
 void KlRowMaxima(int num_threads, const float* p_logits, const float* q_logits, int64_t m,
                  int64_t v, double* maxima) {

@@ -1,6 +1,6 @@
-// GGML weights expanded on the device (cuda_backend.h DequantizeRows): the CPU's block decoders
-// (kernels/dequant/dequant_cpu.cc) value by value, with the same float operations in the same
-// order, each rounded on its own (__fmul_rn, __fadd_rn, __fsub_rn: nvcc never fuses them into an
+// GGML weights expanded on the device for UploadWeight (cuda/upload.h DequantizeRows): the CPU's
+// block decoders (kernels/dequant/dequant_cpu.cc) value by value, with the same float operations in
+// the same order, each rounded on its own (__fmul_rn, __fadd_rn, __fsub_rn: nvcc never fuses them into an
 // FMA the CPU does not do), so the fp32 values equal the CPU's bit for bit. (Every product here is
 // exact, an fp16 scale times small integers, so a fused one would round alike; the intrinsics keep
 // the contract from resting on that.) The one exception is a NaN made by the arithmetic (from a
@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "kernels/ops/cuda/launch.cuh"
+#include "kernels/ops/cuda/upload.h"
 
 namespace ripplekv::kernels::cuda {
 

@@ -1,8 +1,9 @@
-// Row gathers and KV-cache writes on the device (kernels/ops/gather.h, kv_cache_ops.h): pure data
-// movement, so the results equal the CPU's bit for bit.
+// KV-cache writes on the device (kernels/ops/kv_cache.h): pure data movement, so the results equal
+// the CPU's bit for bit.
 
 #include <cuda_runtime.h>
 
+#include "kernels/ops/cuda/kv_cache.h"
 #include "kernels/ops/cuda/launch.cuh"
 
 namespace ripplekv::kernels::cuda {
@@ -10,13 +11,6 @@ namespace ripplekv::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-
-// One block per gathered row.
-__global__ void GatherRowsKernel(const float* src, int64_t d, const int32_t* rows, float* out) {
-  const float* from = src + static_cast<int64_t>(rows[blockIdx.x]) * d;
-  float* to = out + static_cast<int64_t>(blockIdx.x) * d;
-  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) to[e] = from[e];
-}
 
 // One block per (token, head): its key and value vectors into the head's next entries.
 __global__ void KvAppendKernel(const float* k_rows, const float* v_rows, const int32_t* positions,
@@ -50,18 +44,6 @@ __global__ void KvRetainKernel(const int32_t* keep, int count, CacheLayer layer)
 }
 
 }  // namespace
-
-void GatherRows(const OpContext& ctx, const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out) {
-  if (n_rows == 0 || d == 0) return;
-  GatherRowsKernel<<<static_cast<unsigned>(n_rows), kThreads, 0, StreamOf(ctx)>>>(src, d, rows, out);
-}
-
-void CopyRows(const OpContext& ctx, const float* src, int64_t d, int64_t first, int64_t n_rows, float* out) {
-  if (n_rows == 0 || d == 0) return;
-  CheckCuda(cudaMemcpyAsync(out, src + first * d, static_cast<size_t>(n_rows * d) * sizeof(float),
-                            cudaMemcpyDeviceToDevice, StreamOf(ctx)),
-            "CopyRows");
-}
 
 void KvAppend(const OpContext& ctx, const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
               const CacheLayer& layer) {

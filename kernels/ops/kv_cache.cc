@@ -1,10 +1,10 @@
-#include "kernels/ops/kv_cache_ops.h"
+#include "kernels/ops/kv_cache.h"
 
-#include "kernels/ops/cpu/cpu_ops.h"
+#include "kernels/ops/cpu/kv_cache_cpu.h"
 #include "kernels/ops/dispatch.h"
 
 #if RIPPLEKV_WITH_CUDA
-#include "kernels/ops/cuda/cuda_backend.h"
+#include "kernels/ops/cuda/kv_cache.h"
 #endif
 
 namespace ripplekv::kernels {
