@@ -108,8 +108,7 @@ int RunHealth(const AdminArgs& args) {
   std::unique_ptr<grpc::health::v1::Health::Stub> stub =
       grpc::health::v1::Health::NewStub(*channel);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(args.timeout_ms));
+  SetDeadline(context, std::chrono::milliseconds(args.timeout_ms));
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(args.service);
   grpc::health::v1::HealthCheckResponse response;

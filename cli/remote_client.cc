@@ -8,7 +8,7 @@
 
 namespace ripplekv::cli {
 
-void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline) {
+void SetDeadline(grpc::ClientContext& context, std::chrono::milliseconds deadline) {
   context.set_deadline(std::chrono::system_clock::now() + deadline);
 }
 

@@ -63,7 +63,7 @@ class RemoteClient {
 Status FromGrpc(const grpc::Status& status, const std::string& address, bool plaintext = false);
 
 // Sets `context`'s deadline `deadline` from now (the one way the CLI's clients set deadlines).
-void SetDeadline(grpc::ClientContext& context, std::chrono::seconds deadline);
+void SetDeadline(grpc::ClientContext& context, std::chrono::milliseconds deadline);
 
 // The largest page the services serve (calibration.proto, rollout.proto); fewer round trips for
 // long listings.

@@ -15,7 +15,9 @@
 #include "grpcpp/grpcpp.h"
 #include "base/version.h"
 #include "method/profile_aggregate.h"
+#include "proto/calibration_params.h"
 #include "proto/client_channel.h"
+#include "proto/profile.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "spdlog/spdlog.h"
 #include "telemetry/logging.h"
@@ -50,22 +52,16 @@ pb::RefusalReason ToProto(Refusal r) {
   return pb::REFUSAL_REASON_TRANSIENT;
 }
 
-TaskSpec SpecFromProto(const pb::TaskAssignment& a) {
+// The assignment as a task; InvalidArgument for parameters the message cannot state
+// (proto/calibration_params.h). The method's rules are TaskRunner::Check's.
+StatusOr<TaskSpec> SpecFromProto(const pb::TaskAssignment& a) {
   TaskSpec spec;
   spec.task_id = a.task_id();
   spec.job_id = a.job_id();
   spec.model_hash = a.model_hash();
   spec.sample = a.sample();
   spec.layer = a.layer();
-  const pb::CalibrationParams& p = a.params();
-  spec.mode = p.mode() == pb::PERTURB_MODE_PREFILL ? PerturbMode::kPrefill : PerturbMode::kCache;
-  if (p.has_alpha()) spec.trials.alpha = p.alpha();
-  if (p.has_trials()) spec.trials.trials = p.trials();
-  spec.trials.seed = p.seed();
-  if (p.has_samples()) spec.data.samples = p.samples();
-  if (p.has_context_len()) spec.data.context_len = p.context_len();
-  if (p.has_probe_len()) spec.data.probe_len = p.probe_len();
-  spec.data.data_seed = p.data_seed();
+  ASSIGN_OR_RETURN(spec.params, pb::CalibrationParamsFromProto(a.params(), "params"));
   return spec;
 }
 
@@ -210,15 +206,7 @@ struct WorkerClient::Impl {
     req.set_numerics(options.numerics);
     req.set_instance(instance);
     req.set_host(options.host);
-    pb::ModelInfo* m = req.mutable_model();
-    m->set_model_hash(model.hash);
-    m->set_architecture(model.architecture);
-    m->set_name(model.name);
-    m->set_n_layers(model.n_layers);
-    m->set_n_kv_heads(model.n_kv_heads);
-    m->set_head_dim(model.head_dim);
-    m->set_d_model(model.d_model);
-    m->set_vocab_size(model.vocab_size);
+    pb::ModelToProto(model, req.mutable_model());
     req.set_capacity(1 + options.prefetch);  // the running task and the queued ones
     req.set_memory_limit_bytes(options.memory_limit_bytes);
     req.set_worker_memory_limit_bytes(options.memory.limit_bytes);
@@ -345,7 +333,7 @@ struct WorkerClient::Impl {
     ctx.set_deadline(std::chrono::system_clock::now() + options.job_data_deadline);
     grpc::Status gs = stub->GetJobData(&ctx, req, &resp);
     if (!gs.ok()) return FromGrpcStatus(gs);
-    return runner->LoadJob(spec.job_id, JobDataFromProto(resp.data()), spec.data);
+    return runner->LoadJob(spec.job_id, JobDataFromProto(resp.data()), DataOptionsOf(spec.params));
   }
 
   // Runs one assignment and reports it on the stream.
@@ -363,15 +351,20 @@ struct WorkerClient::Impl {
   }
 
   void HandleTask(Session& s, const pb::TaskAssignment& a) {
-    const TaskSpec spec = SpecFromProto(a);
+    StatusOr<TaskSpec> converted = SpecFromProto(a);
+    if (!converted.ok()) {
+      return Refuse(s, a.task_id(),
+                    {Refusal::kInvalidTask, std::string(converted.status().message())});
+    }
+    const TaskSpec& spec = *converted;
     // One line per task started: operators (and the fault-injection tests) follow work by it.
     spdlog::info("task {} (job {}, sample {}, layer {}, {} trials)", spec.task_id, spec.job_id,
-                 spec.sample, spec.layer, spec.trials.trials);
+                 spec.sample, spec.layer, spec.params.trials);
     if (std::optional<TaskRefusal> r = runner->Check(spec)) return Refuse(s, spec.task_id, *r);
     const auto t0 = Clock::now();
     // A job's next round asks for more samples than were loaded: load them (LoadJob mirrors the
     // new set to a tensor-parallel group's other ranks).
-    if (!runner->HasJob(spec.job_id, spec.data.samples)) {
+    if (!runner->HasJob(spec.job_id, static_cast<int>(spec.params.samples))) {
       if (Status st = LoadJobData(spec); !st.ok()) {
         const Refusal reason = st.code() == absl::StatusCode::kUnavailable ||
                                        st.code() == absl::StatusCode::kDeadlineExceeded
