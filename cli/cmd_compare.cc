@@ -15,33 +15,26 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "base/strings.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "base/file_io.h"
-#include "base/strings.h"
-#include "method/jsonl.h"
+#include "eval/fidelity_task.h"
+#include "eval/records.h"
 #include "method/paired_stats.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
-#include "worker/eval/fidelity_task.h"
 
 namespace ripplekv::cli {
 namespace {
-
-using Json = nlohmann::json;
-
-constexpr uint64_t kMaxRecordsBytes = uint64_t{1} << 30;
 
 struct CompareArgs {
   std::string records;
@@ -54,84 +47,6 @@ struct CompareArgs {
   int64_t resamples = 10000;  // bootstrap replicates per row
   double alpha = 0.05;        // family-wise error rate over the printed rows; CI level 1 - alpha
 };
-
-// One line of the records file, as `ripplekv eval --records-out` writes it.
-struct Record {
-  std::string method;
-  int budget = 0;  // 0: the full cache
-  std::string task;
-  std::string example;
-  double score = 0.0;
-};
-
-Status FieldError(std::string_view where, std::string_view field, std::string_view what) {
-  return absl::InvalidArgumentError(Cat(where, ": field \"", field, "\" ", what));
-}
-
-StatusOr<std::string> NonEmptyString(const Json& object, std::string_view where,
-                                     const char* field) {
-  const auto it = object.find(field);
-  if (it == object.end()) return FieldError(where, field, "is missing");
-  if (!it->is_string()) {
-    return FieldError(where, field, Cat("must be a string, got ", it->type_name()));
-  }
-  std::string value = it->get<std::string>();
-  if (value.empty()) return FieldError(where, field, "is empty");
-  return value;
-}
-
-// The record of one line's object `j`. Errors name `where` ("file:line").
-StatusOr<Record> ParseRecord(const Json& j, std::string_view where) {
-  Record r;
-  ASSIGN_OR_RETURN(r.method, NonEmptyString(j, where, "method"));
-  ASSIGN_OR_RETURN(r.task, NonEmptyString(j, where, "task"));
-  ASSIGN_OR_RETURN(r.example, NonEmptyString(j, where, "example"));
-  const auto budget = j.find("budget");
-  if (budget == j.end()) return FieldError(where, "budget", "is missing");
-  if (!budget->is_number_integer()) {
-    return FieldError(where, "budget", Cat("must be an integer, got ", budget->type_name()));
-  }
-  const bool in_range =
-      budget->is_number_unsigned()
-          ? budget->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max())
-          : budget->get<int64_t>() >= 0 &&
-                budget->get<int64_t>() <= std::numeric_limits<int>::max();
-  if (!in_range) return FieldError(where, "budget", Cat("is out of range: ", budget->dump()));
-  r.budget = budget->get<int>();
-  const auto score = j.find("score");
-  if (score == j.end()) return FieldError(where, "score", "is missing");
-  if (!score->is_number()) {
-    return FieldError(where, "score", Cat("must be a number, got ", score->type_name()));
-  }
-  r.score = score->get<double>();
-  if (!std::isfinite(r.score)) return FieldError(where, "score", "is not finite");
-  return r;
-}
-
-// Every record of the file, in file order. Blank lines are skipped; a record repeated for the same
-// (method, budget, task, example) is an error naming both lines.
-StatusOr<std::vector<Record>> ReadRecords(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string bytes, ReadFileBounded(path, kMaxRecordsBytes));
-  std::vector<Record> records;
-  std::map<std::tuple<std::string, int, std::string, std::string>, int64_t> first_line;
-  // Blank: only spaces and tabs; no line limit (the file cap bounds lines).
-  RETURN_IF_ERROR(method::ForEachJsonlLine(
-      bytes, path, {.blank_chars = " \t"},
-      [&](const method::JsonlLine& line) -> StatusOr<method::JsonlNext> {
-        ASSIGN_OR_RETURN(Record r, ParseRecord(line.value, line.where));
-        const auto [it, inserted] =
-            first_line.try_emplace({r.method, r.budget, r.task, r.example}, line.number);
-        if (!inserted) {
-          return absl::InvalidArgumentError(
-              Cat(line.where, ": field \"example\" repeats ", r.example, " of method ", r.method,
-                  ", budget ", r.budget, ", task ", r.task, " (first at line ", it->second, ")"));
-        }
-        records.push_back(std::move(r));
-        return method::JsonlNext::kMore;
-      }));
-  if (records.empty()) return absl::InvalidArgumentError(Cat(path, ": no records"));
-  return records;
-}
 
 std::string BudgetLabel(int budget) { return budget == 0 ? "full" : Cat(budget); }
 
@@ -207,19 +122,20 @@ Status ComputeRow(Row& row, const CompareArgs& args) {
 
 // Pairs the two methods' scores by example within each (task, budget) and collects the pairs into
 // the rows --by asks for, in order: tasks as they first appear in the file, budgets ascending.
-StatusOr<std::vector<Row>> BuildRows(const std::vector<Record>& records, const CompareArgs& args,
-                                     const Comparison& pair, bool by_task, bool by_budget) {
+StatusOr<std::vector<Row>> BuildRows(const std::vector<worker::ScoreRecord>& records,
+                                     const CompareArgs& args, const Comparison& pair,
+                                     bool by_task, bool by_budget) {
   std::vector<std::string> task_order;
   std::set<std::string> methods;
   // (task, budget) -> example -> score, per method.
   std::map<std::pair<std::string, int>, std::map<std::string, double>> of_a, of_b;
-  for (const Record& r : records) {
+  for (const worker::ScoreRecord& r : records) {
     methods.insert(r.method);
     if (r.method != pair.a && r.method != pair.b) continue;
     if (std::find(task_order.begin(), task_order.end(), r.task) == task_order.end()) {
       task_order.push_back(r.task);
     }
-    (r.method == pair.a ? of_a : of_b)[{r.task, r.budget}][r.example] = r.score;
+    (r.method == pair.a ? of_a : of_b)[{r.task, r.budget}][r.example_id] = r.score;
   }
   for (const std::string& m : {pair.a, pair.b}) {
     if (!methods.contains(m)) {
@@ -447,7 +363,7 @@ int RunCompare(const CompareArgs& args) {
   }
   const bool by_task = args.by != "budget";
   const bool by_budget = args.by != "task";
-  auto records = ReadRecords(args.records);
+  auto records = worker::ReadRecordsFile(args.records);
   if (!records.ok()) return ReportError(records.status());
   std::vector<Row> rows;  // every pair's, in the order the pairs were given
   for (const Comparison& pair : *pairs) {

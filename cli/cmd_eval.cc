@@ -11,8 +11,8 @@
 // Methods: docs/COMPRESSION.md ("ripple+snapkv" needs --profile: its budget map per budget is
 // computed from the profile as `ripplekv budgets` does; "map+..." takes --budget-map). Tasks:
 // fidelity, passkey, kv-retrieval, multi-needle, longbench (needs --longbench). Corpus text comes
-// from a built-in book or a file (worker/eval/corpus_file.h), from the region of --split only
-// (worker/eval/split.h; checked before anything runs). stdout: the results table (markdown,
+// from a built-in book or a file (eval/corpus_file.h), from the region of --split only
+// (eval/split.h; checked before anything runs). stdout: the results table (markdown,
 // --json or --csv); stderr: progress and the throughput line.
 
 #include <cstdio>
@@ -23,19 +23,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_io.h"
 #include "cli/commands.h"
 #include "cli/eval_setup.h"
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
 #include "cli/tuned_settings.h"
-#include "base/file_io.h"
+#include "eval/compress/method.h"
+#include "eval/eval_runner.h"
+#include "eval/results_table.h"
 #include "method/budget_format.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
 #include "spdlog/spdlog.h"
-#include "worker/compress/method.h"
-#include "worker/eval/eval_runner.h"
-#include "worker/eval/results_table.h"
 #include "worker/model/model_hash.h"
 
 namespace ripplekv::cli {

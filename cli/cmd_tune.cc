@@ -20,15 +20,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/file_io.h"
 #include "cli/commands.h"
 #include "cli/eval_setup.h"
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
 #include "cli/tuned_settings.h"
-#include "base/file_io.h"
+#include "eval/fidelity_task.h"
 #include "method/budget_map.h"
 #include "spdlog/spdlog.h"
-#include "worker/eval/fidelity_task.h"
 #include "worker/model/model_hash.h"
 
 namespace ripplekv::cli {

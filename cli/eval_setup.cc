@@ -8,16 +8,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/strings.h"
 #include "cli/model_session.h"
 #include "cli/progress.h"
-#include "base/strings.h"
+#include "eval/fidelity_task.h"
+#include "eval/longbench.h"
+#include "eval/split.h"
+#include "eval/synthetic_tasks.h"
 #include "method/budget_map.h"
-#include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
-#include "worker/eval/fidelity_task.h"
-#include "worker/eval/longbench.h"
-#include "worker/eval/split.h"
-#include "worker/eval/synthetic_tasks.h"
 #include "worker/model/model_hash.h"
 
 namespace ripplekv::cli {
@@ -246,50 +245,23 @@ StatusOr<method::SensitivityProfile> ReadProfileOfModel(const std::string& path,
   return profile;
 }
 
-StatusOr<ScoredRun> ScoreExamples(const ModelSession& session,
-                                  const std::vector<worker::EvalExample>& examples,
-                                  const worker::EvalRunOptions& run) {
-  ScoredRun out;
+StatusOr<worker::ScoredRun> ScoreExamples(const ModelSession& session,
+                                          const std::vector<worker::EvalExample>& examples,
+                                          const worker::EvalRunOptions& run) {
   const auto start = std::chrono::steady_clock::now();
+  StatusOr<worker::ScoredRun> out;
   {
     Progress progress("eval", static_cast<int64_t>(examples.size()), "examples");
-    for (size_t i = 0; i < examples.size(); ++i) {
-      const worker::EvalExample& example = examples[i];
-      ASSIGN_OR_RETURN(
-          worker::ExampleRun result,
-          worker::EvaluateExample(*session.transformer, *session.tokenizer, example, run));
-      for (const auto& [key, answer] : result.predictions) {
-        spdlog::debug("{} {}@{}: {:?}", example.id, key.first, key.second, answer);
-      }
-      for (const worker::ScoreRecord& r : result.records) {
-        nlohmann::json line = {{"method", r.method},
-                               {"budget", r.budget},
-                               {"task", r.task},
-                               {"example", r.example_id},
-                               {"score", r.score}};
-        auto answer = result.predictions.find({r.method, r.budget});
-        if (answer != result.predictions.end()) line["prediction"] = answer->second;
-        if (example.split) {  // for an audit of the split: the region and the text's tokens
-          line["split"] = std::string(worker::EvalSplitName(*example.split));
-          line["region"] = {example.split_region.begin, example.split_region.end};
-          if (!example.corpus_tokens.empty()) {
-            line["corpus_tokens"] = {example.corpus_tokens.begin, example.corpus_tokens.end};
-          }
-        }
-        out.record_lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-        out.record_lines += '\n';
-      }
-      out.records.insert(out.records.end(), result.records.begin(), result.records.end());
-      out.prefills += result.prefills;
-      progress.Update(static_cast<int64_t>(i + 1));
-    }
+    out = worker::ScoreExamples(*session.transformer, *session.tokenizer, examples, run,
+                                [&progress](int64_t done) { progress.Update(done); });
   }
+  if (!out.ok()) return out.status();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info(
       "{} examples, {} prefills, {:.1f} s: {:.2f} examples/min ({} methods and {} "
       "variants x {} budgets)",
-      examples.size(), out.prefills, seconds,
+      examples.size(), out->prefills, seconds,
       seconds > 0 ? 60.0 * static_cast<double>(examples.size()) / seconds : 0.0, run.methods.size(),
       run.variants.size(), run.budgets.size());
   return out;

@@ -11,18 +11,18 @@
 
 #include "CLI/CLI.hpp"
 #include "base/status.h"
+#include "cli/model_session.h"
+#include "eval/compress/method.h"
+#include "eval/eval_example.h"
+#include "eval/eval_runner.h"
+#include "eval/haystack.h"
+#include "eval/results_table.h"
+#include "eval/score_examples.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
-#include "worker/compress/method.h"
-#include "worker/eval/eval_example.h"
-#include "worker/eval/eval_runner.h"
-#include "worker/eval/haystack.h"
-#include "worker/eval/results_table.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace ripplekv::cli {
-
-struct ModelSession;
 
 struct ExampleFlags {
   std::string tasks = "fidelity,passkey,kv-retrieval,multi-needle";
@@ -88,17 +88,10 @@ struct RippleMapSettings {
 [[nodiscard]] StatusOr<method::SensitivityProfile> ReadProfileOfModel(
     const std::string& path, const std::string& model_path);
 
-struct ScoredRun {
-  std::vector<worker::ScoreRecord> records;
-  std::string record_lines;  // one JSON object per score (--records-out)
-  int64_t prefills = 0;
-};
-
-// EvaluateExample over every example with a progress bar, collecting the records and their JSONL
-// lines (method, budget, task, example, score, prediction, split audit fields), and logging the
-// throughput. Errors: the first example's error.
-[[nodiscard]] StatusOr<ScoredRun> ScoreExamples(const ModelSession& session,
-                                                const std::vector<worker::EvalExample>& examples,
-                                                const worker::EvalRunOptions& run);
+// worker::ScoreExamples (eval/score_examples.h) over the session's model with a progress bar on
+// stderr, then logs the throughput. Errors: the first example's error.
+[[nodiscard]] StatusOr<worker::ScoredRun> ScoreExamples(
+    const ModelSession& session, const std::vector<worker::EvalExample>& examples,
+    const worker::EvalRunOptions& run);
 
 }  // namespace ripplekv::cli

@@ -3,7 +3,7 @@
 // total, in proportion to per-layer weights where bounds allow. RippleKV's budget maps (weights
 // r ^ n_l), uniform and PyramidKV (its linear schedule) use it, so a map computed by the scheduler
 // is the map the compression runtime applies. CAKE rounds as its reference code does
-// (worker/compress/allocation.h) and falls back to this routine only where that leaves the
+// (eval/compress/allocation.h) and falls back to this routine only where that leaves the
 // bounds; every method still spends exactly the same total.
 //
 // The rule, for weights w_l of L layers, a total T and bounds [lo, hi]:

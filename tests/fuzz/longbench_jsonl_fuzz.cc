@@ -1,5 +1,5 @@
-// libFuzzer target for LongBench data (worker/eval/longbench.h) and the answer metrics
-// (worker/eval/metrics.h). Any bytes must give a Status or records with their invariants; the
+// libFuzzer target for LongBench data (eval/longbench.h) and the answer metrics
+// (eval/metrics.h). Any bytes must give a Status or records with their invariants; the
 // same bytes must give the same records again; examples built from them must respect the prompt
 // limit and the vocabulary; every metric must score the bytes as a prediction within [0, 1]. A
 // broken property traps.
@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include "eval/longbench.h"
+#include "eval/metrics.h"
 #include "tests/fuzz/scratch_file.h"
 #include "tests/worker/tokenizer/test_vocab.h"
-#include "worker/eval/longbench.h"
-#include "worker/eval/metrics.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace {

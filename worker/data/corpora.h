@@ -6,7 +6,7 @@
 //   * code: a fixed list of Python standard library modules (kPythonStdlib; BuiltinFileSet);
 //   * docs: a fixed list of CMake's reStructuredText reference manuals (kCmakeManuals).
 // Calibration uses prose, code and docs together by default (the built-in set "mixed" of
-// worker/data/calibration_data.h); evaluation haystacks use the books (worker/eval/haystack.h).
+// worker/data/calibration_data.h); evaluation haystacks use the books (eval/haystack.h).
 //
 // Thread-safety: the functions keep no state and may be called concurrently.
 
