@@ -1,5 +1,5 @@
 // ripplekv-make-model: writes a synthetic GGUF model of a published shape with random weights
-// (worker/model/synthetic_model.h), for benchmarks and tests at real sizes. Streams the file:
+// (bench/model/synthetic_model.h), for benchmarks and tests at real sizes. Streams the file:
 // memory stays around the chunk size whatever the model size.
 //
 //   ripplekv-make-model --shape llama3-8b [--layers N] [--vocab N] [--type q4_0|q8_0|f16|bf16|f32]
@@ -13,8 +13,8 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "bench/model/synthetic_model.h"
 #include "kernels/dequant/ggml_types.h"
-#include "worker/model/synthetic_model.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <string>
 
+#include "bench/model/synthetic_model.h"
 #include "worker/model/model_loader.h"
-#include "worker/model/synthetic_model.h"
 
 namespace ripplekv::worker {
 namespace {

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/model/synthetic_model.h"
 #include "worker/calibration/memory_estimate.h"
 #include "worker/model/model_loader.h"
-#include "worker/model/synthetic_model.h"
 
 namespace ripplekv::worker {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/model/synthetic_model.h"
+#include "bench/model/synthetic_model.h"
 
 #include <omp.h>
 
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "bench/model/gguf_writer.h"
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/quantize.h"
-#include "worker/model/gguf_writer.h"
 
 namespace ripplekv::worker {
 

@@ -1,4 +1,4 @@
-#include "worker/model/gguf_writer.h"
+#include "bench/model/gguf_writer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/tensor/tensor.h"
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/quantize.h"
+#include "kernels/tensor/tensor.h"
 #include "worker/model/gguf_reader.h"
 
 namespace ripplekv::worker {

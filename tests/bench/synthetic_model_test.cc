@@ -1,4 +1,4 @@
-#include "worker/model/synthetic_model.h"
+#include "bench/model/synthetic_model.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

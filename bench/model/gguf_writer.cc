@@ -1,4 +1,4 @@
-#include "worker/model/gguf_writer.h"
+#include "bench/model/gguf_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
