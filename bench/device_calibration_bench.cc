@@ -27,10 +27,7 @@
 #include "kernels/ops/devices.h"
 #include "nlohmann/json.hpp"
 #include "worker/calibration/sample_calibrator.h"
-#include "worker/engine/device_model.h"
-#include "worker/engine/tp_group.h"
-#include "worker/engine/transformer.h"
-#include "worker/model/model_loader.h"
+#include "worker/engine/open_engine.h"
 
 namespace ripplekv {
 namespace {
@@ -104,43 +101,22 @@ int Main(int argc, char** argv) {
   app.add_option("--tp", tp, "Tensor-parallel ranks (under mpirun -np N)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  auto spec = kernels::ParseDevice(device);
-  if (!spec.ok()) return Fail(spec.status());
-  if (tp > 1) {
-#if RIPPLEKV_WITH_MPI
-    spec = worker::TpDevice(tp, *spec, /*whole_world=*/true);
-    if (!spec.ok()) return Fail(spec.status());
-#else
-    return Fail(absl::FailedPreconditionError("--tp: this build has no MPI"));
-#endif
-  }
-  auto weights_type = worker::ParseDeviceWeights(device_weights);
-  if (!weights_type.ok()) return Fail(weights_type.status());
-  auto session = kernels::DeviceSession::Open(*spec, threads);
-  if (!session.ok()) return Fail(session.status());
-
-  auto t0 = Clock::now();
-  auto model = worker::LoadModel(model_path);
-  if (!model.ok()) return Fail(model.status());
-  std::unique_ptr<worker::TpGroup> group;
-#if RIPPLEKV_WITH_MPI
-  if (tp > 1) {
-    auto joined = worker::JoinTpGroup(tp, *session, *model, /*commands=*/false);
-    if (!joined.ok()) return Fail(joined.status());
-    group = std::move(*joined);
-  }
-#endif
+  auto opened = worker::OpenEngine(model_path, {.device = device,
+                                                .device_weights = device_weights,
+                                                .tp = tp,
+                                                .num_threads = threads});
+  if (!opened.ok()) return Fail(opened.status());
+  const worker::Engine& engine = **opened;
+  kernels::DeviceSession* session = engine.device.get();
+  const worker::TpGroup* group = engine.tp.get();
+  worker::Transformer* transformer = engine.transformer.get();
   kernels::Communicator* comm = group ? group->model.get() : nullptr;
-  auto transformer = worker::Transformer::Create(group ? group->shard : *model,
-                                                 {.num_threads = threads,
-                                                  .device = &*session,
-                                                  .device_weights = *weights_type,
-                                                  .communicator = comm});
-  if (!transformer.ok()) return Fail(transformer.status());
+  auto t0 = Clock::now();
   if (Status s = session->Synchronize(); !s.ok()) return Fail(s);
-  const double load_s = Seconds(t0);
+  const double load_s = engine.load_seconds + Seconds(t0);  // reading the model and uploading it
 
-  const worker::ModelConfig& c = model->config;
+
+  const worker::ModelConfig& c = engine.model.config;
   const worker::TrialOptions options{.alpha = 0.5f, .trials = trials, .seed = 1};
   double prepare_s = 0, trials_s = 0, kl_sum = 0;
   for (int s = 0; s < samples; ++s) {
@@ -189,7 +165,7 @@ int Main(int argc, char** argv) {
       (f.prefill_gemm + f.prefill_attention + f.trial_gemm + f.trial_attention) / 1e15;
   std::printf("model %s (%s, %d layers), %s weights on %s\n", model_path.c_str(),
               c.architecture.c_str(), c.n_layers, device_weights.c_str(),
-              kernels::DeviceSpecName(*spec).c_str());
+              kernels::DeviceSpecName(engine.device_spec).c_str());
   std::printf("job: %d samples x %d context, probe %d, %d trials, all layers: %.4g PFLOP "
               "(prefill GEMM %.4g + attention %.4g, trials GEMM %.4g + attention %.4g)\n",
               samples, context, probe, trials, job_pflop, f.prefill_gemm / 1e15,
@@ -213,7 +189,7 @@ int Main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     const nlohmann::json j = {
-        {"model", model_path}, {"device", kernels::DeviceSpecName(*spec)},
+        {"model", model_path}, {"device", kernels::DeviceSpecName(engine.device_spec)},
         {"device_weights", device_weights}, {"samples", samples}, {"context", context},
         {"probe", probe}, {"trials", trials}, {"load_s", load_s}, {"prepare_s", prepare_s},
         {"trials_s", trials_s}, {"trials_per_s", total_trials / trials_s},

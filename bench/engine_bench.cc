@@ -12,22 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "worker/engine/transformer.h"
-#include "worker/model/model_loader.h"
+#include "worker/engine/open_engine.h"
 
 namespace {
 
 using ripplekv::worker::ForwardRequest;
 using ripplekv::worker::KvCache;
 using ripplekv::worker::LogitRows;
-using ripplekv::worker::Model;
 using ripplekv::worker::Transformer;
 
-struct Loaded {
-  Model model;
-  std::unique_ptr<Transformer> transformer;
-};
-Loaded* g_loaded = nullptr;  // set once in main before any benchmark runs
+const ripplekv::worker::Engine* g_loaded = nullptr;  // set once in main before any benchmark runs
 
 // Deterministic token ids spread over the vocabulary (content does not change the cost).
 std::vector<int32_t> PromptTokens(int n, int vocab) {
@@ -107,21 +101,13 @@ int main(int argc, char** argv) {
                  "[benchmark flags]\n");
     return 2;
   }
-  auto storage = ripplekv::worker::ParseWeightStorage(weights);
-  if (!storage.ok()) {
-    std::fprintf(stderr, "engine_bench: %s\n", std::string(storage.status().message()).c_str());
-    return 2;
-  }
-  auto model = ripplekv::worker::LoadModel(model_path, *storage);
-  if (!model.ok()) {
-    std::fprintf(stderr, "engine_bench: %s\n", std::string(model.status().message()).c_str());
+  auto opened =
+      ripplekv::worker::OpenEngine(model_path, {.weights = weights, .num_threads = threads});
+  if (!opened.ok()) {
+    std::fprintf(stderr, "engine_bench: %s\n", std::string(opened.status().message()).c_str());
     return 1;
   }
-  static Loaded loaded{std::move(model).value(), nullptr};
-  auto t = Transformer::Create(loaded.model, {.num_threads = threads});
-  if (!t.ok()) return 1;
-  loaded.transformer = std::make_unique<Transformer>(std::move(t).value());
-  g_loaded = &loaded;
+  g_loaded = opened->get();
   benchmark::AddCustomContext("threads", std::to_string(threads));
   benchmark::AddCustomContext("model", model_path);
   benchmark::AddCustomContext("weights", weights);

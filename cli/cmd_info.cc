@@ -46,7 +46,7 @@ StatusOr<worker::TokenizerFacts> ReadTokenizerFacts(const std::string& path,
     ASSIGN_OR_RETURN(std::unique_ptr<worker::GgufFile> file, worker::GgufFile::Open(path));
     return worker::TokenizerFactsFromGguf(*file);
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<worker::Tokenizer> tokenizer, OpenTokenizer(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<worker::Tokenizer> tokenizer, worker::OpenTokenizer(path));
   return worker::TokenizerFacts{.vocab_size = tokenizer->vocab_size(),
                                 .bos_id = tokenizer->bos_id(),
                                 .eos_id = tokenizer->eos_id(),

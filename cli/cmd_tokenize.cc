@@ -97,7 +97,7 @@ int RunTokenize(const TokenizeArgs& args) {
     text = *std::move(contents);  // the whole file, trailing newline included
   }
 
-  auto tokenizer_or = OpenTokenizer(args.model);
+  auto tokenizer_or = worker::OpenTokenizer(args.model);
   if (!tokenizer_or.ok()) return ReportError(tokenizer_or.status());
   const worker::Tokenizer& tok = **tokenizer_or;
   const std::vector<int32_t> ids =

@@ -1,27 +1,10 @@
 #include "cli/model_session.h"
 
-#include <filesystem>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
-#include "worker/engine/device_model.h"
-#include "worker/model/gguf_reader.h"
-#include "worker/model/model_loader.h"
-
 
 namespace ripplekv::cli {
-
-StatusOr<std::unique_ptr<worker::Tokenizer>> OpenTokenizer(const std::string& path) {
-  ASSIGN_OR_RETURN(worker::ModelFormat format, worker::DetectModelFormat(path));
-  if (format == worker::ModelFormat::kGguf) {
-    ASSIGN_OR_RETURN(std::unique_ptr<worker::GgufFile> file, worker::GgufFile::Open(path));
-    return worker::TokenizerFromGguf(*file);
-  }
-  const std::filesystem::path dir(path);
-  return worker::TokenizerFromHfJson((dir / "tokenizer.json").string(),
-                                     (dir / "tokenizer_config.json").string());
-}
 
 void AddModelFlags(CLI::App* cmd, ModelFlags& flags, bool tensor_parallel) {
   cmd->add_option("--weights", flags.weights,
@@ -46,53 +29,22 @@ void AddModelFlags(CLI::App* cmd, ModelFlags& flags, bool tensor_parallel) {
       ->check(CLI::IsMember({"bf16", "f32"}));
 }
 
-bool ModelSession::primary() const { return tp == nullptr || tp->rank == 0; }
-
 StatusOr<std::unique_ptr<ModelSession>> OpenModel(const std::string& path, int num_threads,
                                                   const ModelFlags& flags) {
-  ASSIGN_OR_RETURN(const worker::WeightStorage storage, worker::ParseWeightStorage(flags.weights));
-  ASSIGN_OR_RETURN(kernels::DeviceSpec spec, kernels::ParseDevice(flags.device));
-  ASSIGN_OR_RETURN(const kernels::DType device_weights,
-                   worker::ParseDeviceWeights(flags.device_weights));
-  auto session = std::make_unique<ModelSession>();
-  session->path = path;
-  if (flags.tp > 1) {
-#if RIPPLEKV_WITH_MPI
-    ASSIGN_OR_RETURN(spec, worker::TpDevice(flags.tp, spec, /*whole_world=*/true));
-#else
-    return absl::FailedPreconditionError(
-        absl::StrCat("--tp ", flags.tp, ": this build has no MPI (install Open MPI and rebuild)"));
-#endif
-  }
-  // The device first: a machine without one fails before the model is read.
-  ASSIGN_OR_RETURN(kernels::DeviceSession device, kernels::DeviceSession::Open(spec, num_threads));
-  session->device = std::make_unique<kernels::DeviceSession>(std::move(device));
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(session->model, worker::LoadModel(path, storage));
-  ASSIGN_OR_RETURN(session->tokenizer, OpenTokenizer(path));
-#if RIPPLEKV_WITH_MPI
-  if (flags.tp > 1) {
-    ASSIGN_OR_RETURN(session->tp, worker::JoinTpGroup(flags.tp, *session->device, session->model,
-                                                      /*commands=*/false));
-  }
-#endif
-  ASSIGN_OR_RETURN(
-      worker::Transformer transformer,
-      worker::Transformer::Create(session->tp ? session->tp->shard : session->model,
-                                  {.num_threads = num_threads,
-                                   .device = session->device.get(),
-                                   .device_weights = device_weights,
-                                   .communicator = session->tp ? session->tp->model.get()
-                                                               : nullptr}));
-  session->transformer = std::make_unique<worker::Transformer>(std::move(transformer));
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelSession> session,
+                   worker::OpenEngine(path, {.weights = flags.weights,
+                                             .device = flags.device,
+                                             .device_weights = flags.device_weights,
+                                             .tp = flags.tp,
+                                             .tp_layout = worker::TpLayout::kWholeWorld,
+                                             .num_threads = num_threads}));
   const auto& c = session->model.config;
   spdlog::info(
       "loaded {} ({}, {} layers, d_model {}, {} heads / {} kv heads; {} weights, {:.1f} MiB) on "
       "{} in {:.2f} s",
       path, c.architecture, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, flags.weights,
       static_cast<double>(worker::WeightBytes(session->model)) / (1 << 20),
-      kernels::DeviceSpecName(spec), s);
+      kernels::DeviceSpecName(session->device_spec), session->load_seconds);
   return session;
 }
 

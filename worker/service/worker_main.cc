@@ -46,7 +46,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -65,10 +64,7 @@
 #include "telemetry/metrics_server.h"
 #include "worker/calibration/calibration_run.h"
 #include "worker/calibration/memory_estimate.h"
-#include "worker/engine/device_model.h"
-#include "worker/engine/tp_group.h"
-#include "worker/engine/transformer.h"
-#include "worker/model/gguf_reader.h"
+#include "worker/engine/open_engine.h"
 #include "worker/model/model_hash.h"
 #include "worker/model/model_loader.h"
 #include "worker/service/memory_limit.h"
@@ -78,21 +74,9 @@
 #include "worker/service/worker_identity.h"
 #include "worker/service/worker_metrics.h"
 #include "worker/service/worker_numerics.h"
-#include "worker/tokenizer/tokenizer.h"
 
 namespace ripplekv::worker {
 namespace {
-
-StatusOr<std::unique_ptr<Tokenizer>> OpenTokenizer(const std::string& path) {
-  ASSIGN_OR_RETURN(ModelFormat format, DetectModelFormat(path));
-  if (format == ModelFormat::kGguf) {
-    ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
-    return TokenizerFromGguf(*file);
-  }
-  const std::filesystem::path dir(path);
-  return TokenizerFromHfJson((dir / "tokenizer.json").string(),
-                             (dir / "tokenizer_config.json").string());
-}
 
 int Fail(const Status& s) {
   spdlog::error("{}", s.ToString());
@@ -203,53 +187,27 @@ int Main(int argc, char** argv) {
   // Before the model: a mistyped directory fails at once.
   auto dirs = DataDirs::Open(data_dirs);
   if (!dirs.ok()) return Fail(dirs.status());
-  auto storage = ParseWeightStorage(weights);
-  if (!storage.ok()) return Fail(storage.status());
-  auto device_weights_type = ParseDeviceWeights(device_weights);
-  if (!device_weights_type.ok()) return Fail(device_weights_type.status());
-  auto device_spec = kernels::ParseDevice(device);
-  if (!device_spec.ok()) return Fail(device_spec.status());
-  if (tp > 1) {
-#if RIPPLEKV_WITH_MPI
-    device_spec = TpDevice(tp, *device_spec, /*whole_world=*/false);  // cuda:(N + local rank)
-    if (!device_spec.ok()) return Fail(device_spec.status());
-#else
-    return Fail(absl::FailedPreconditionError("--tp: this build has no MPI"));
-#endif
-  }
-  // The device first: a machine without one fails before the model is read.
-  auto session = kernels::DeviceSession::Open(*device_spec, threads);
-  if (!session.ok()) return Fail(session.status());
-  auto model = LoadModel(model_path, *storage);
-  if (!model.ok()) return Fail(model.status());
-  auto tokenizer = OpenTokenizer(model_path);
-  if (!tokenizer.ok()) return Fail(tokenizer.status());
-  std::unique_ptr<TpGroup> group;
-#if RIPPLEKV_WITH_MPI
-  if (tp > 1) {
-    auto joined = JoinTpGroup(tp, *session, *model, /*commands=*/true);
-    if (!joined.ok()) return Fail(joined.status());
-    group = std::move(*joined);
-    if (group->groups > 1 && !id.empty()) id = absl::StrCat(id, "-g", group->group);
-  }
-#endif
-  const Model& held = group ? group->shard : *model;  // this rank's weights
-  auto transformer =
-      Transformer::Create(held, {.num_threads = threads,
-                                 .device = &*session,
-                                 .device_weights = *device_weights_type,
-                                 .communicator = group ? group->model.get() : nullptr});
-  if (!transformer.ok()) return Fail(transformer.status());
+  auto opened = OpenEngine(model_path, {.weights = weights,
+                                         .device = device,
+                                         .device_weights = device_weights,
+                                         .tp = tp,
+                                         .tp_layout = TpLayout::kWorkerGroups,
+                                         .num_threads = threads});
+  if (!opened.ok()) return Fail(opened.status());
+  const Engine& engine = **opened;
+  const TpGroup* group = engine.tp.get();
+  if (group && group->groups > 1 && !id.empty()) id = absl::StrCat(id, "-g", group->group);
   if (group && group->rank != 0) {
     // A follower: runs rank 0's commands until dismissed (the model hash is rank 0's check).
-    TaskRunner runner(*transformer, tokenizer->get(), "", {.weights = *storage});
+    TaskRunner runner(*engine.transformer, engine.tokenizer.get(), "",
+                      {.weights = engine.storage});
     TaskGroup follower(*group->commands);
     const Status followed = follower.Follow(runner);
     if (!followed.ok()) return Fail(followed);
     return 0;
   }
   // The registering rank's id; the lock (when one is taken) is held until the process ends.
-  std::string id_device = kernels::DeviceSpecName(*device_spec);
+  std::string id_device = kernels::DeviceSpecName(engine.device_spec);
   if (group && group->groups > 1) id_device = absl::StrCat(id_device, "-g", group->group);
   ChosenIdentity identity = ChooseWorkerIdentity(
       id, {.host = HostName(),
@@ -267,9 +225,9 @@ int Main(int argc, char** argv) {
   id = identity.identity.id();
   auto hash = ModelHash(model_path);
   if (!hash.ok()) return Fail(hash.status());
-  const ModelConfig& c = model->config;
+  const ModelConfig& c = engine.model.config;
   spdlog::info("loaded {} ({}, {} layers) on {}, model hash {}", model_path, c.architecture,
-               c.n_layers, kernels::DeviceSpecName(*device_spec), *hash);
+               c.n_layers, kernels::DeviceSpecName(engine.device_spec), *hash);
 
   if (dirs->empty()) {
     spdlog::info("no --data-dir: jobs whose calibration data is a path are refused");
@@ -282,14 +240,16 @@ int Main(int argc, char** argv) {
   constexpr int64_t kMiB = int64_t{1} << 20;
   const int64_t limit_bytes = memory_limit_mb * kMiB;
   int64_t f32_load_mapped_bytes = 0;  // the file mapped while expanding (f32 only)
-  if (*storage == WeightStorage::kF32) {
+  if (engine.storage == WeightStorage::kF32) {
     auto summary = DescribeModel(model_path);
     if (!summary.ok()) return Fail(summary.status());
     f32_load_mapped_bytes = summary->stored_weight_bytes;
   }
   const MemoryEstimate reserve = EstimateCalibrationMemory(
-      c, WeightBytes(held),
-      {.threads = threads, .weights = *storage, .f32_load_mapped_bytes = f32_load_mapped_bytes});
+      c, WeightBytes(engine.held()),
+      {.threads = threads,
+       .weights = engine.storage,
+       .f32_load_mapped_bytes = f32_load_mapped_bytes});
   const int64_t cache_bytes =
       std::max<int64_t>(0, std::min(cache_mb * kMiB, limit_bytes - reserve.total_bytes()));
   spdlog::info(
@@ -303,11 +263,11 @@ int Main(int argc, char** argv) {
         "no memory left under the limit for the prepared-sample cache: every task "
         "prepares its sample again");
   }
-  TaskRunner runner(*transformer, tokenizer->get(), *hash,
+  TaskRunner runner(*engine.transformer, engine.tokenizer.get(), *hash,
                     {.cache = {.max_bytes = cache_bytes},
                      .no_compute = no_compute,
                      .memory_limit_bytes = limit_bytes,
-                     .weights = *storage,
+                     .weights = engine.storage,
                      .data_dirs = *dirs});
   std::unique_ptr<TaskGroup> leader;
   if (group) {
@@ -317,13 +277,13 @@ int Main(int argc, char** argv) {
   }
   WorkerClientOptions options;
   options.tensor_parallel = tp;
-  options.device = kernels::DeviceSpecName(*device_spec);
+  options.device = kernels::DeviceSpecName(engine.device_spec);
   options.host = HostName();
   options.scheduler_address = scheduler;
   options.channel = channel;
   options.worker_id = id;
   options.replace = replace;
-  options.numerics = WorkerNumerics(device_spec->device, *device_weights_type, tp);
+  options.numerics = WorkerNumerics(engine.device_spec.device, engine.device_weights, tp);
   spdlog::info("numerics {}", options.numerics);
   options.prefetch = prefetch;
   options.memory_limit_bytes = cache_bytes;
@@ -337,7 +297,7 @@ int Main(int argc, char** argv) {
   std::unique_ptr<telemetry::MetricsServer> metrics_server;
   if (!metrics_listen.empty()) {
     telemetry::AddBuildInfo(metrics, "worker");
-    AddWorkerCollectors(metrics, &client, &runner, &*session);
+    AddWorkerCollectors(metrics, &client, &runner, engine.device.get());
     auto started = telemetry::MetricsServer::Start(metrics_listen, &metrics);
     if (!started.ok()) return Fail(started.status());
     metrics_server = std::move(*started);
