@@ -95,7 +95,7 @@ std::vector<worker::CalibrationInput> InputsOf(const worker::CalibrationSet& set
 // --until-stable: rounds of --samples samples (the first N of the data's nested order each time),
 // until every layer's budget share at ratio 2 has a 90% bootstrap interval within +-5%, or
 // --max-samples (worker/calibration/until_stable.h).
-int CalibrateUntilStable(const CalibrateArgs& args, method::PerturbMode mode,
+int CalibrateUntilStable(const CalibrateArgs& args, const method::CalibrationParams& params,
                          const std::vector<int>& layers, ModelSession& s, const std::string& hash,
                          const std::string& builtin, worker::DataOptions data_options,
                          worker::CalibrationSet first) {
@@ -118,15 +118,10 @@ int CalibrateUntilStable(const CalibrateArgs& args, method::PerturbMode mode,
     domain = set.domain;
     return InputsOf(set);
   };
-  const worker::CalibrationOptions options = CalibrationOptionsOf(args, mode, layers);
+  const worker::CalibrationOptions options = CalibrationOptionsOf(args, params.mode, layers);
   const worker::ProfileContext context{
       .model = worker::ProfileModelOf(s.model.config, hash),
-      .params = {.mode = mode,
-                 .alpha = args.method.alpha,
-                 .trials = args.method.trials,
-                 .seed = args.method.seed,
-                 .context_len = args.method.context_len,
-                 .probe_len = args.method.probe},
+      .params = method::MeasuredParams(params, params.samples, "", ""),
       .created_at = method::FormatIso8601Utc(std::chrono::system_clock::now())};
   spdlog::info("calibrating until stable: rounds of {} samples, at most {}", args.method.samples,
                args.max_samples);
@@ -196,7 +191,7 @@ int RunCalibrate(const CalibrateArgs& args) {
     if (s.tp) {
       return ReportError(absl::InvalidArgumentError("--until-stable does not run with --tp yet"));
     }
-    return CalibrateUntilStable(args, mode, layers, s, *hash, *builtin, data_options,
+    return CalibrateUntilStable(args, *method_params, layers, s, *hash, *builtin, data_options,
                                 *std::move(data));
   }
 
@@ -226,15 +221,8 @@ int RunCalibrate(const CalibrateArgs& args) {
                  comm.calls, comm.seconds, 100.0 * comm.seconds / std::max(seconds, 1e-9));
   }
 
-  const method::ProfileParams params{.mode = mode,
-                                     .alpha = args.method.alpha,
-                                     .trials = args.method.trials,
-                                     .seed = args.method.seed,
-                                     .samples = static_cast<int64_t>(inputs.size()),
-                                     .context_len = args.method.context_len,
-                                     .probe_len = args.method.probe,
-                                     .data_source = data->description,
-                                     .data_domain = data->domain};
+  const method::ProfileParams params = method::MeasuredParams(
+      *method_params, static_cast<int64_t>(inputs.size()), data->description, data->domain);
   auto assembled =
       method::AssembleProfile(worker::ProfileModelOf(cfg, *hash), params, *results,
                               method::FormatIso8601Utc(std::chrono::system_clock::now()));
@@ -266,8 +254,7 @@ void AddCalibrateCommand(CLI::App& app, Action& run) {
                 "Add --samples samples at a time until every layer's budget share at ratio 2 has "
                 "a 90% bootstrap interval within +-5% (or --max-samples is reached)");
   cmd->add_option("--max-samples", a->max_samples, "The cap of --until-stable")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 65536));
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print the profile JSON instead of the table");
   cmd->callback([a, &run] { run = [a] { return RunCalibrate(*a); }; });
 }

@@ -22,21 +22,17 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_hel
   cmd->add_option("--data-seed", flags.data_seed,
                   "Seed of the order in which plain-text windows are spread over the text")
       ->capture_default_str();
-  cmd->add_option("--samples", flags.samples, "Samples N")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  // The values are checked by CheckedCalibrationParams, with the method's messages (the same a
+  // scheduler and a worker give), not by the parser.
+  cmd->add_option("--samples", flags.samples, "Samples N")->capture_default_str();
   cmd->add_option("--context-len", flags.context_len, "Context tokens C per sample")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->capture_default_str();
   cmd->add_option("--probe", flags.probe, "Probe tokens W per sample (W < C)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->capture_default_str();
   cmd->add_option("--alpha", flags.alpha,
                   "Noise scale: expected relative perturbation per value vector")
       ->capture_default_str();
-  cmd->add_option("--trials", flags.trials, "Trials per (sample, layer)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--trials", flags.trials, "Trials per (sample, layer)")->capture_default_str();
   cmd->add_option("--seed", flags.seed, "Noise seed")->capture_default_str();
   cmd->add_option("--mode", flags.mode, "cache (perturb the cache after prefill) or prefill")
       ->capture_default_str();
@@ -57,6 +53,7 @@ StatusOr<method::CalibrationParams> CheckedCalibrationParams(const MethodFlags& 
                                          .context_len = flags.context_len,
                                          .probe_len = flags.probe,
                                          .layers = {layers.begin(), layers.end()},
+                                         .data_seed = flags.data_seed,
                                          .until_stable = until_stable,
                                          .max_samples = max_samples};
   RETURN_IF_ERROR(method::ValidateCalibrationParams(params, /*n_layers=*/0));

@@ -22,6 +22,23 @@ Status AtLeast(int64_t value, int64_t min, std::string_view field) {
 
 }  // namespace
 
+std::string_view PerturbModeName(PerturbMode mode) {
+  switch (mode) {
+    case PerturbMode::kCache:
+      return "cache";
+    case PerturbMode::kPrefill:
+      return "prefill";
+  }
+  return "unknown";
+}
+
+StatusOr<PerturbMode> ParsePerturbMode(std::string_view name) {
+  if (name == "cache") return PerturbMode::kCache;
+  if (name == "prefill") return PerturbMode::kPrefill;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown perturbation mode \"", Sv(name), "\" (expected cache or prefill)"));
+}
+
 Status ValidateCalibrationParams(const CalibrationParams& p, int64_t n_layers) {
   // Written so that NaN fails too. Alpha 0 measures nothing, and a profile requires alpha > 0.
   if (!std::isfinite(p.alpha) || !(p.alpha > 0)) {

@@ -1,19 +1,31 @@
 #pragma once
 // The calibration method's parameters and their rules, in one place (docs/DESIGN.md §2). Every
-// shape the parameters travel in (the CLI's flags, the proto, store::MethodParams, a worker's
-// TaskSpec, method::ProfileParams) converts to CalibrationParams where it is validated, so a value
-// is refused by the same rule, with the same message, wherever it enters: `--alpha 0` fails in
-// `ripplekv calibrate` before any model work exactly as it fails a submitted job.
+// shape the parameters travel in embeds CalibrationParams or converts to it in one place: a job's
+// spec in the store and a worker's TaskSpec hold it, method::ProfileParams extends it, the proto
+// converts in proto/calibration_params.h, the CLI's flags in cli/method_flags.h, and its one JSON
+// form is method/calibration_params_json.h. Each entry checks it with ValidateCalibrationParams,
+// so a value is refused by the same rule, with the same message, wherever it enters: `--alpha 0`
+// fails in `ripplekv calibrate` before any model work exactly as it fails a submitted job.
 //
 // All functions are pure and thread-safe.
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
-#include "method/profile.h"
 
 namespace ripplekv::method {
+
+// Where the perturbation is applied (docs/DESIGN.md §2).
+enum class PerturbMode {
+  kCache,    // "cache": after prefill, layer l's cached values only (the default method)
+  kPrefill,  // "prefill": inside the forward pass, rippling into deeper layers' caches
+};
+// "cache" / "prefill".
+std::string_view PerturbModeName(PerturbMode mode);
+// The inverse of PerturbModeName(); InvalidArgument for any other string.
+[[nodiscard]] StatusOr<PerturbMode> ParsePerturbMode(std::string_view name);
 
 struct CalibrationParams {
   PerturbMode mode = PerturbMode::kCache;  // where the noise goes (cache after prefill, prefill)
@@ -24,11 +36,14 @@ struct CalibrationParams {
   int64_t context_len = 512;    // tokens of the perturbed context C per sample, >= 1
   int64_t probe_len = 32;       // tokens of the probe W per sample, >= 1 and < context_len
   std::vector<int64_t> layers;  // layers to measure, each in [0, n_layers), no repeats; empty: all
+  uint64_t data_seed = 0;       // seed of the plain-text windows' spread order; JSONL ignores it
   // Adaptive sampling: rounds of `samples` samples until the profile is stable or `max_samples`
   // is reached (NextRoundSamples). With it, samples >= 2 (a round is resampled) and
   // max_samples >= samples; without it, max_samples is not read.
   bool until_stable = false;
   int64_t max_samples = 64;  // the cap of until_stable, samples
+
+  friend bool operator==(const CalibrationParams&, const CalibrationParams&) = default;
 };
 
 // Checks every rule of the method's parameters. `n_layers` is the model's layer count; <= 0 means

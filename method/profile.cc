@@ -10,6 +10,7 @@
 #include "base/file_io.h"
 #include "base/strings.h"
 #include "method/calibration_params.h"
+#include "method/calibration_params_json.h"
 #include "method/json_fields.h"
 
 namespace ripplekv::method {
@@ -29,18 +30,6 @@ constexpr std::string_view kWhat = "profile";
 
 Status Bad(const std::string& path, std::string_view problem) {
   return json_fields::Error(kWhat, path, problem);
-}
-
-// The method's parameters a profile records (samples: those measured, so until_stable is off).
-CalibrationParams CalibrationParamsOf(const ProfileParams& p) {
-  return {.mode = p.mode,
-          .alpha = p.alpha,
-          .trials = p.trials,
-          .seed = p.seed,
-          .samples = p.samples,
-          .context_len = p.context_len,
-          .probe_len = p.probe_len,
-          .layers = p.layers};
 }
 
 Status CheckPositive(int64_t value, const std::string& path) {
@@ -107,31 +96,9 @@ StatusOr<ProfileModel> ModelFromJson(const Json& j) {
 
 StatusOr<ProfileParams> ParamsFromJson(const Json& j) {
   const std::string path = "params";
-  RETURN_IF_ERROR(
-      json_fields::ExpectObject(j, kWhat, path,
-                                {"mode", "alpha", "trials", "seed", "samples", "context_len",
-                                 "probe_len", "layers", "data_source", "data_domain"}));
   ProfileParams p;
-  ASSIGN_OR_RETURN(std::string mode, GetString(j, path, "mode"));
-  StatusOr<PerturbMode> parsed_mode = ParsePerturbMode(mode);
-  if (!parsed_mode.ok()) {
-    return Bad(Child(path, "mode"), absl::StrCat("unknown mode \"", mode, "\" (cache|prefill)"));
-  }
-  p.mode = *parsed_mode;
-  ASSIGN_OR_RETURN(p.alpha, GetDouble(j, path, "alpha"));
-  ASSIGN_OR_RETURN(p.trials, GetInt(j, path, "trials"));
-  ASSIGN_OR_RETURN(const Json* seed, Member(j, kWhat, path, "seed"));
-  ASSIGN_OR_RETURN(p.seed, AsUint(*seed, kWhat, Child(path, "seed")));
-  ASSIGN_OR_RETURN(p.samples, GetInt(j, path, "samples"));
-  ASSIGN_OR_RETURN(p.context_len, GetInt(j, path, "context_len"));
-  ASSIGN_OR_RETURN(p.probe_len, GetInt(j, path, "probe_len"));
-  ASSIGN_OR_RETURN(const Json* layers, GetArray(j, path, "layers"));
-  const std::string layers_path = Child(path, "layers");
-  p.layers.reserve(layers->size());
-  for (size_t i = 0; i < layers->size(); ++i) {
-    ASSIGN_OR_RETURN(int64_t layer, AsInt((*layers)[i], kWhat, Index(layers_path, i)));
-    p.layers.push_back(layer);
-  }
+  ASSIGN_OR_RETURN(static_cast<CalibrationParams&>(p),
+                   CalibrationParamsFromJson(j, kWhat, path, {"data_source", "data_domain"}));
   ASSIGN_OR_RETURN(p.data_source, GetString(j, path, "data_source"));
   if (j.contains("data_domain")) {
     ASSIGN_OR_RETURN(p.data_domain, GetString(j, path, "data_domain"));
@@ -362,21 +329,15 @@ StatusOr<LayerSensitivity> LayerFromJson(const Json& j, const std::string& path)
 
 }  // namespace
 
-std::string_view PerturbModeName(PerturbMode mode) {
-  switch (mode) {
-    case PerturbMode::kCache:
-      return "cache";
-    case PerturbMode::kPrefill:
-      return "prefill";
-  }
-  return "unknown";
-}
-
-StatusOr<PerturbMode> ParsePerturbMode(std::string_view name) {
-  if (name == "cache") return PerturbMode::kCache;
-  if (name == "prefill") return PerturbMode::kPrefill;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown perturbation mode \"", Sv(name), "\" (expected cache or prefill)"));
+ProfileParams MeasuredParams(const CalibrationParams& params, int64_t samples,
+                             std::string data_source, std::string data_domain) {
+  const CalibrationParams defaults;
+  ProfileParams out{params, std::move(data_source), std::move(data_domain)};
+  out.samples = samples;
+  out.until_stable = defaults.until_stable;
+  out.max_samples = defaults.max_samples;
+  out.data_seed = defaults.data_seed;
+  return out;
 }
 
 Status ValidateProfile(const SensitivityProfile& profile) {
@@ -394,10 +355,18 @@ Status ValidateProfile(const SensitivityProfile& profile) {
   RETURN_IF_ERROR(CheckPositive(m.vocab_size, "model.vocab_size"));
 
   const ProfileParams& p = profile.params;
-  // The method's rules (method/calibration_params.h); then what a profile adds: its layers are
-  // listed, and strictly ascending.
-  if (Status s = ValidateCalibrationParams(CalibrationParamsOf(p), m.n_layers); !s.ok()) {
+  // The method's rules (method/calibration_params.h); then what a profile adds: it records the
+  // samples measured, and its layers are listed, strictly ascending.
+  if (Status s = ValidateCalibrationParams(p, m.n_layers); !s.ok()) {
     return Status(s.code(), absl::StrCat(Sv(kWhat), ": ", s.message()));
+  }
+  const CalibrationParams defaults;
+  if (p.until_stable) return Bad("params.until_stable", "a profile records the samples measured");
+  if (p.max_samples != defaults.max_samples) {
+    return Bad("params.max_samples", "a profile records the samples measured");
+  }
+  if (p.data_seed != defaults.data_seed) {
+    return Bad("params.data_seed", "a profile names its data in params.data_source");
   }
   if (p.layers.empty()) return Bad("params.layers", "must list at least one layer");
   for (size_t i = 1; i < p.layers.size(); ++i) {
@@ -512,15 +481,8 @@ StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile) {
   RETURN_IF_ERROR(ValidateProfile(profile));
   const ProfileParams& p = profile.params;
   OrderedJson model = ModelToJson(profile.model);
-  OrderedJson params = {{"mode", std::string(PerturbModeName(p.mode))},
-                        {"alpha", p.alpha},
-                        {"trials", p.trials},
-                        {"seed", p.seed},
-                        {"samples", p.samples},
-                        {"context_len", p.context_len},
-                        {"probe_len", p.probe_len},
-                        {"layers", p.layers},
-                        {"data_source", p.data_source}};
+  OrderedJson params = CalibrationParamsToJson(p);
+  params["data_source"] = p.data_source;
   if (!p.data_domain.empty()) params["data_domain"] = p.data_domain;
   OrderedJson layers = OrderedJson::array();
   for (const LayerSensitivity& l : profile.layers) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "method/calibration_params.h"
 
 namespace ripplekv::method {
 
@@ -26,16 +27,6 @@ namespace ripplekv::method {
 inline constexpr int kProfileSchemaVersion = 1;
 // Largest profile file ReadProfileFile() accepts, bytes.
 inline constexpr uint64_t kMaxProfileFileBytes = 256ull << 20;
-
-// Where the perturbation is applied (docs/DESIGN.md §2).
-enum class PerturbMode {
-  kCache,    // "cache": after prefill, layer l's cached values only (the default method)
-  kPrefill,  // "prefill": inside the forward pass, rippling into deeper layers' caches
-};
-// "cache" / "prefill".
-std::string_view PerturbModeName(PerturbMode mode);
-// The inverse of PerturbModeName(); InvalidArgument for any other string.
-[[nodiscard]] StatusOr<PerturbMode> ParsePerturbMode(std::string_view name);
 
 // The model a profile was measured on.
 struct ProfileModel {
@@ -49,22 +40,23 @@ struct ProfileModel {
   int64_t vocab_size = 0;    // > 0
 };
 
-// The calibration parameters of the measurement.
-struct ProfileParams {
-  PerturbMode mode = PerturbMode::kCache;
-  double alpha = 0.0;           // relative perturbation scale (norm-adaptive), > 0
-  int64_t trials = 0;           // trials per (sample, layer), > 0
-  uint64_t seed = 0;            // Philox key of the noise
-  int64_t samples = 0;          // calibration samples, > 0
-  int64_t context_len = 0;      // tokens of the perturbed context C, > 0
-  int64_t probe_len = 0;        // tokens of the probe P (W), > 0
-  std::vector<int64_t> layers;  // layers evaluated, strictly ascending, each in [0, n_layers)
-  std::string data_source;      // description of the calibration set (file, dataset, hash)
+// The calibration parameters of the measurement (method/calibration_params.h) and where its data
+// came from. A profile records the samples measured: `samples` is their count (the final one of an
+// until_stable calibration), and the submission-only members stay at their defaults (until_stable
+// false, max_samples and data_seed as CalibrationParams{} has them; MeasuredParams sets them so).
+// `layers` lists the layers evaluated, strictly ascending, each in [0, n_layers).
+struct ProfileParams : CalibrationParams {
+  std::string data_source;  // description of the calibration set (file, dataset, hash)
   // The kind of text the samples are: "prose", "code", "docs", "mixed" (the built-in sets,
   // docs/DATA.md), "user" (a file or inline data); empty when unknown (profiles written before the
   // field existed). JSON: "data_domain", omitted when empty.
   std::string data_domain;
 };
+
+// What a profile records of a calibration with `params` that measured `samples` samples: the same
+// parameters with that sample count and the submission-only members at their defaults.
+ProfileParams MeasuredParams(const CalibrationParams& params, int64_t samples,
+                             std::string data_source, std::string data_domain);
 
 // One layer's sensitivity.
 struct LayerSensitivity {

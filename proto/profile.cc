@@ -7,10 +7,6 @@
 
 namespace ripplekv::v1 {
 
-PerturbMode PerturbModeToProto(method::PerturbMode mode) {
-  return mode == method::PerturbMode::kPrefill ? PERTURB_MODE_PREFILL : PERTURB_MODE_CACHE;
-}
-
 void ModelToProto(const method::ProfileModel& model, ModelInfo* out) {
   out->set_model_hash(model.hash);
   out->set_architecture(model.architecture);
@@ -35,15 +31,7 @@ method::ProfileModel ModelFromProto(const ModelInfo& m) {
 
 void ProfileToProto(const method::SensitivityProfile& profile, bool with_layers, Profile* out) {
   ModelToProto(profile.model, out->mutable_model());
-  CalibrationParams* params = out->mutable_params();
-  params->set_mode(PerturbModeToProto(profile.params.mode));
-  params->set_alpha(static_cast<float>(profile.params.alpha));
-  params->set_trials(static_cast<int32_t>(profile.params.trials));
-  params->set_seed(profile.params.seed);
-  params->set_samples(static_cast<int32_t>(profile.params.samples));
-  params->set_context_len(static_cast<int32_t>(profile.params.context_len));
-  params->set_probe_len(static_cast<int32_t>(profile.params.probe_len));
-  for (int64_t layer : profile.params.layers) params->add_layers(static_cast<int32_t>(layer));
+  CalibrationParamsToProto(profile.params, out->mutable_params());
   out->set_data_source(profile.params.data_source);
   out->set_data_domain(profile.params.data_domain);
   out->set_tool_version(profile.tool_version);
@@ -102,16 +90,12 @@ method::SensitivityProfile ProfileFromProto(const Profile& p) {
   method::SensitivityProfile out;
   out.model = ModelFromProto(p.model());
   out.model.hash = p.model_hash();  // the stored profile's key, not the model message's copy
-  const CalibrationParams& params = p.params();
-  out.params.mode = params.mode() == PERTURB_MODE_PREFILL ? method::PerturbMode::kPrefill
-                                                          : method::PerturbMode::kCache;
-  out.params.alpha = params.alpha();
-  out.params.trials = params.trials();
-  out.params.seed = params.seed();
-  out.params.samples = params.samples();
-  out.params.context_len = params.context_len();
-  out.params.probe_len = params.probe_len();
-  for (int32_t l : params.layers()) out.params.layers.push_back(l);
+  // A response sets every field; one the conversion refuses leaves the defaults, which the
+  // profile's validation (method::ValidateProfile) then judges.
+  if (StatusOr<method::CalibrationParams> params = CalibrationParamsFromProto(p.params(), "params");
+      params.ok()) {
+    static_cast<method::CalibrationParams&>(out.params) = *std::move(params);
+  }
   out.params.data_source = p.data_source();
   out.params.data_domain = p.data_domain();
   for (const LayerSensitivity& l : p.layers()) {

@@ -7,6 +7,7 @@
 // Thread-safe (pure functions).
 
 #include "method/profile.h"
+#include "proto/calibration_params.h"
 #include "ripplekv/v1/calibration.pb.h"
 
 namespace ripplekv::v1 {
@@ -18,9 +19,6 @@ void ProfileToProto(const method::SensitivityProfile& profile, bool with_layers,
 // The Profile message as the profile document (lossless for every field `ripplekv calibrate
 // --json` prints; created_at from create_time, seconds precision).
 method::SensitivityProfile ProfileFromProto(const Profile& profile);
-
-// A perturbation mode as the message's enum (kPrefill -> PERTURB_MODE_PREFILL, else CACHE).
-PerturbMode PerturbModeToProto(method::PerturbMode mode);
 
 // The model of a profile (or of a registering worker) as the ModelInfo message and back;
 // model_hash <-> hash.

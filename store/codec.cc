@@ -8,6 +8,7 @@
 
 #include "base/sha256.h"
 #include "base/strings.h"
+#include "method/calibration_params_json.h"
 #include "nlohmann/json.hpp"
 
 namespace ripplekv::store {
@@ -81,6 +82,7 @@ class Reader {
   }
 
   bool Has(std::string_view name) const { return obj_.contains(std::string(name)); }
+  const std::string& Prefix() const { return prefix_; }
 
   StatusOr<const Json*> Member(std::string_view name) const {
     auto it = obj_.find(std::string(name));
@@ -135,21 +137,6 @@ class Reader {
     return v->get<std::string>();
   }
 
-  StatusOr<std::vector<uint32_t>> U32Array(std::string_view name) const {
-    ASSIGN_OR_RETURN(const Json* v, Member(name));
-    if (!v->is_array()) return Corrupt(Join(prefix_, name), "is not an array");
-    std::vector<uint32_t> out;
-    out.reserve(v->size());
-    for (size_t i = 0; i < v->size(); ++i) {
-      const Json& e = (*v)[i];
-      if (!e.is_number_unsigned() || e.get<uint64_t>() > UINT32_MAX) {
-        return Corrupt(Cat(Join(prefix_, name), "[", i, "]"), "is not an unsigned 32-bit integer");
-      }
-      out.push_back(static_cast<uint32_t>(e.get<uint64_t>()));
-    }
-    return out;
-  }
-
   StatusOr<Reader> Object(std::string_view name) const {
     ASSIGN_OR_RETURN(const Json* v, Member(name));
     if (!v->is_object()) return Corrupt(Join(prefix_, name), "is not an object");
@@ -199,7 +186,6 @@ Status CheckSpecEncodable(const JobSpec& spec) {
 }
 
 Json SpecToJson(const JobSpec& spec) {
-  const MethodParams& p = spec.params;
   Json j{
       {"model_path", spec.model_path},
       {"model_hash", spec.model_hash},
@@ -207,26 +193,14 @@ Json SpecToJson(const JobSpec& spec) {
       {"data_format", DataFormatName(spec.data_format)},
       {"data_strict", spec.data_strict},
       {"data_builtin", spec.data_builtin},
-      {"params",
-       {{"mode", CalibrationModeName(p.mode)},
-        {"alpha", p.alpha},
-        {"trials", p.trials},
-        {"seed", p.seed},
-        {"samples", p.samples},
-        {"context_len", p.context_len},
-        {"probe_len", p.probe_len},
-        {"layers", p.layers}}},
+      // The one JSON form of the method's parameters (method/calibration_params_json.h); its
+      // optional members are written only when used, so such a job encodes as before they
+      // existed (and older records decode with the defaults).
+      {"params", Json(method::CalibrationParamsToJson(spec.params))},
       {"priority", spec.priority},
       {"idempotency_key", spec.idempotency_key},
   };
-  // Written only when they differ from their defaults, so a job that uses none of them encodes
-  // as before they existed (and older records decode with the defaults).
-  Json& params = j["params"];
-  if (p.data_seed != 0) params["data_seed"] = p.data_seed;
-  if (p.until_stable) params["until_stable"] = true;
-  if (p.until_stable || p.max_samples != MethodParams().max_samples) {
-    params["max_samples"] = p.max_samples;
-  }
+  // Written only when it differs from its default, as the optional parameters.
   if (spec.verify_fraction != 0) j["verify_fraction"] = spec.verify_fraction;
   return j;
 }
@@ -259,29 +233,12 @@ StatusOr<JobSpec> SpecFromJson(const Reader& r) {
     }
   }
 
-  ASSIGN_OR_RETURN(Reader p, r.Object("params"));
-  RETURN_IF_ERROR(
-      p.OnlyFields({"mode", "alpha", "trials", "seed", "samples", "context_len", "probe_len",
-                    "layers", "data_seed", "until_stable", "max_samples"}));
-  MethodParams& m = spec.params;
-  ASSIGN_OR_RETURN(m.mode, p.Enumerated<CalibrationMode>("mode", &ParseCalibrationMode));
-  ASSIGN_OR_RETURN(m.alpha, p.Double("alpha"));
-  ASSIGN_OR_RETURN(m.trials, p.U32("trials"));
-  ASSIGN_OR_RETURN(m.seed, p.U64("seed"));
-  ASSIGN_OR_RETURN(m.samples, p.U32("samples"));
-  ASSIGN_OR_RETURN(m.context_len, p.U32("context_len"));
-  ASSIGN_OR_RETURN(m.probe_len, p.U32("probe_len"));
-  ASSIGN_OR_RETURN(m.layers, p.U32Array("layers"));
-  // Absent (records written before the fields existed, or defaults): the defaults.
-  if (p.Has("data_seed")) {
-    ASSIGN_OR_RETURN(m.data_seed, p.U64("data_seed"));
-  }
-  if (p.Has("until_stable")) {
-    ASSIGN_OR_RETURN(m.until_stable, p.Bool("until_stable"));
-  }
-  if (p.Has("max_samples")) {
-    ASSIGN_OR_RETURN(m.max_samples, p.U32("max_samples"));
-  }
+  // Read as stored (types only): the scheduler checked the rules when it accepted the job.
+  ASSIGN_OR_RETURN(const Json* params, r.Member("params"));
+  StatusOr<method::CalibrationParams> p =
+      method::CalibrationParamsFromJson(*params, "stored job", Join(r.Prefix(), "params"));
+  if (!p.ok()) return absl::DataLossError(p.status().message());
+  spec.params = *std::move(p);
   return spec;
 }
 

@@ -23,10 +23,6 @@ std::string_view NameOf(const std::array<std::pair<Enum, std::string_view>, N>& 
   return "unknown";
 }
 
-constexpr std::array<std::pair<CalibrationMode, std::string_view>, 2> kModes = {{
-    {CalibrationMode::kCache, "cache"},
-    {CalibrationMode::kPrefill, "prefill"},
-}};
 constexpr std::array<std::pair<DataFormat, std::string_view>, 3> kDataFormats = {{
     {DataFormat::kAuto, "auto"},
     {DataFormat::kJsonl, "jsonl"},
@@ -52,14 +48,10 @@ bool IsTerminal(JobState state) {
          state == JobState::kCancelled;
 }
 
-std::string_view CalibrationModeName(CalibrationMode mode) { return NameOf(kModes, mode); }
 std::string_view DataFormatName(DataFormat format) { return NameOf(kDataFormats, format); }
 std::string_view JobStateName(JobState state) { return NameOf(kJobStates, state); }
 std::string_view TaskStateName(TaskState state) { return NameOf(kTaskStates, state); }
 
-std::optional<CalibrationMode> ParseCalibrationMode(std::string_view name) {
-  return Lookup(kModes, name);
-}
 std::optional<DataFormat> ParseDataFormat(std::string_view name) {
   return Lookup(kDataFormats, name);
 }

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "method/calibration_params.h"
+
 namespace ripplekv::store {
 
 // Milliseconds since 1970-01-01T00:00:00Z.
@@ -25,12 +27,6 @@ inline constexpr JobId kNoJob = 0;
 // Profile and budget-map versions count from 1 per model hash. 0 means "the latest" in lookups.
 inline constexpr uint32_t kLatestVersion = 0;
 
-// Where the perturbation is applied (docs/DESIGN.md §2).
-enum class CalibrationMode : uint8_t {
-  kCache = 0,    // "cache": after a clean prefill, layer l's cached context values only
-  kPrefill = 1,  // "prefill": inside the forward pass, rippling into deeper layers' caches
-};
-
 // How workers read a job's calibration data (worker/data/calibration_data.h).
 enum class DataFormat : uint8_t {
   kAuto = 0,   // by the path's extension (.jsonl/.ndjson/.json are JSONL); data_path only
@@ -38,24 +34,8 @@ enum class DataFormat : uint8_t {
   kText = 2,   // plain text cut into windows of C + W tokens
 };
 
-// The calibration method's parameters, as submitted.
-struct MethodParams {
-  CalibrationMode mode = CalibrationMode::kCache;
-  double alpha = 0.5;            // norm-adaptive perturbation scale (relative), >= 0
-  uint32_t trials = 2;           // trials per (sample, layer), >= 1
-  uint64_t seed = 0;             // Philox key of the noise
-  uint32_t samples = 8;          // calibration samples N
-  uint32_t context_len = 512;    // tokens of the perturbed context C per sample
-  uint32_t probe_len = 32;       // tokens of the probe W per sample
-  std::vector<uint32_t> layers;  // layers to measure; empty = every layer of the model
-  uint64_t data_seed = 0;        // seed of the plain-text windows' spread order; JSONL ignores it
-  // Adaptive sampling (docs/SCHEDULER.md, "Rounds"): rounds of `samples` samples until the
-  // profile is stable or `max_samples` is reached; Job::samples_planned counts the rounds begun.
-  bool until_stable = false;
-  uint32_t max_samples = 64;  // the cap of until_stable, samples; meaningful only with it
-
-  friend bool operator==(const MethodParams&, const MethodParams&) = default;
-};
+// The calibration method's parameters as a job's spec holds them: the method's one type.
+using MethodParams = method::CalibrationParams;
 
 // What a client submits. The store checks only what its own invariants need (see
 // Store::CreateJob); validating the method belongs to the scheduler.
@@ -70,6 +50,9 @@ struct JobSpec {
   DataFormat data_format = DataFormat::kAuto;
   bool data_strict = false;  // a JSONL record with too few tokens fails the job instead of a skip
   std::string data_builtin;  // built-in corpus name when neither inline nor path; empty: default
+  // The calibration method's parameters as submitted (method/calibration_params.h; the scheduler
+  // checks them with ValidateCalibrationParams). With until_stable (docs/SCHEDULER.md, "Rounds"),
+  // Job::samples_planned counts the rounds' samples begun.
   MethodParams params;
   int32_t priority = 0;         // higher runs first
   std::string idempotency_key;  // empty = none; else a resubmission returns the existing job
@@ -206,13 +189,11 @@ struct RolloutNodeRecord {
   friend bool operator==(const RolloutNodeRecord&, const RolloutNodeRecord&) = default;
 };
 
-// Lower-case names used in messages and in the stored encoding: "cache", "pending", "leased"...
-std::string_view CalibrationModeName(CalibrationMode mode);
+// Lower-case names used in messages and in the stored encoding: "jsonl", "pending", "leased"...
 std::string_view DataFormatName(DataFormat format);
 std::string_view JobStateName(JobState state);
 std::string_view TaskStateName(TaskState state);
 // Inverses of the above; nullopt for any other string.
-std::optional<CalibrationMode> ParseCalibrationMode(std::string_view name);
 std::optional<DataFormat> ParseDataFormat(std::string_view name);
 std::optional<JobState> ParseJobState(std::string_view name);
 std::optional<TaskState> ParseTaskState(std::string_view name);

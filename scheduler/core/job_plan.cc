@@ -17,25 +17,6 @@ Status Bad(std::string_view field, std::string_view why) {
 
 }  // namespace
 
-method::PerturbMode PerturbModeOf(store::CalibrationMode mode) {
-  return mode == store::CalibrationMode::kPrefill ? method::PerturbMode::kPrefill
-                                                  : method::PerturbMode::kCache;
-}
-
-method::CalibrationParams CalibrationParamsOf(const store::MethodParams& p) {
-  method::CalibrationParams out{.mode = PerturbModeOf(p.mode),
-                                .alpha = p.alpha,
-                                .trials = p.trials,
-                                .seed = p.seed,
-                                .samples = p.samples,
-                                .context_len = p.context_len,
-                                .probe_len = p.probe_len,
-                                .until_stable = p.until_stable,
-                                .max_samples = p.max_samples};
-  out.layers.assign(p.layers.begin(), p.layers.end());
-  return out;
-}
-
 Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers) {
   if (spec.model_hash.empty()) return Bad("model_hash", "is required");
   if (!spec.data_inline.empty() && !spec.data_path.empty()) {
@@ -56,9 +37,7 @@ Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers) {
     return Bad("data_format", "inline data needs kJsonl or kText");
   }
   // The method's rules, stated once (method/calibration_params.h).
-  if (Status s =
-          method::ValidateCalibrationParams(CalibrationParamsOf(spec.params), model_n_layers);
-      !s.ok()) {
+  if (Status s = method::ValidateCalibrationParams(spec.params, model_n_layers); !s.ok()) {
     return Status(s.code(), absl::StrCat("job spec field ", s.message()));
   }
   if (model_n_layers <= 0) {
@@ -68,7 +47,7 @@ Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers) {
 }
 
 std::vector<uint32_t> JobLayers(const store::JobSpec& spec, int64_t model_n_layers) {
-  std::vector<uint32_t> layers = spec.params.layers;
+  std::vector<uint32_t> layers(spec.params.layers.begin(), spec.params.layers.end());
   if (layers.empty()) {
     for (int64_t l = 0; l < model_n_layers; ++l) layers.push_back(static_cast<uint32_t>(l));
   }
@@ -76,18 +55,19 @@ std::vector<uint32_t> JobLayers(const store::JobSpec& spec, int64_t model_n_laye
   return layers;
 }
 
-uint32_t MaxJobSamples(const store::MethodParams& params) {
-  return params.until_stable ? std::max(params.samples, params.max_samples) : params.samples;
+uint32_t MaxJobSamples(const method::CalibrationParams& params) {
+  return static_cast<uint32_t>(params.until_stable ? std::max(params.samples, params.max_samples)
+                                                   : params.samples);
 }
 
-uint32_t NextRoundSamples(const store::MethodParams& params, uint32_t planned) {
+uint32_t NextRoundSamples(const method::CalibrationParams& params, uint32_t planned) {
   // In int64, so planned + samples cannot wrap; the result is at most max(planned, max_samples).
   return static_cast<uint32_t>(
       method::NextRoundSamples(params.samples, params.max_samples, planned));
 }
 
 std::vector<store::PlannedTask> PlanTasks(const store::JobSpec& spec, int64_t model_n_layers) {
-  return PlanRound(spec, model_n_layers, 0, spec.params.samples);
+  return PlanRound(spec, model_n_layers, 0, static_cast<uint32_t>(spec.params.samples));
 }
 
 std::vector<store::PlannedTask> PlanRound(const store::JobSpec& spec, int64_t model_n_layers,

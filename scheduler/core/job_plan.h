@@ -24,19 +24,14 @@ namespace ripplekv::scheduler {
 // repeated, until_stable's rounds); model_n_layers <= 0.
 [[nodiscard]] Status ValidateJobSpec(const store::JobSpec& spec, int64_t model_n_layers);
 
-// The method's parameters of a job's store form, for method::ValidateCalibrationParams.
-method::CalibrationParams CalibrationParamsOf(const store::MethodParams& params);
-// The method's perturbation mode of a stored job's mode.
-method::PerturbMode PerturbModeOf(store::CalibrationMode mode);
-
 // The most samples a job may plan: params.max_samples for an until_stable job, else
 // params.samples. What the per-job task and trial limits are checked against at submission.
-uint32_t MaxJobSamples(const store::MethodParams& params);
+uint32_t MaxJobSamples(const method::CalibrationParams& params);
 
 // The samples planned after the round that follows `planned` samples of an until_stable job:
 // min(params.max_samples, planned + params.samples), the step of
 // worker::CalibrateUntilStable. Equal to `planned` when the cap is reached.
-uint32_t NextRoundSamples(const store::MethodParams& params, uint32_t planned);
+uint32_t NextRoundSamples(const method::CalibrationParams& params, uint32_t planned);
 
 // The layers a job measures: params.layers sorted ascending, or 0..model_n_layers-1 when empty.
 std::vector<uint32_t> JobLayers(const store::JobSpec& spec, int64_t model_n_layers);

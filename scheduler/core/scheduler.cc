@@ -924,7 +924,7 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     w.leased[*key] = Lease{.attempt = leased.attempts,
                            .lease_deadline_ms = leased.lease_deadline_ms,
                            .task_deadline_ms = task_deadline,
-                           .trials = job.spec.params.trials,
+                           .trials = static_cast<uint32_t>(job.spec.params.trials),
                            .leased_ms = now};
     Changed();
     const bool held = w.held.contains(PrefillKey{key->job, key->sample});
@@ -936,7 +936,7 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
                                                 .task_deadline_ms = task_deadline,
                                                 .model_hash = job.spec.model_hash,
                                                 .params = std::move(params),
-                                                .trials = job.spec.params.trials,
+                                                .trials = static_cast<uint32_t>(job.spec.params.trials),
                                                 .attempts = leased.attempts,
                                                 .prefill_held = held});
   }
@@ -1214,16 +1214,10 @@ StatusOr<Scheduler::Finished> Scheduler::FinishJob(const store::Job& job) {
   trials.reserve(stored.size());
   for (const store::TrialResult& r : stored) trials.push_back({r.sample, r.layer, r.trial, r.kl});
   const store::MethodParams& p = job.spec.params;
-  const method::ProfileParams params{
-      .mode = PerturbModeOf(p.mode),
-      .alpha = p.alpha,
-      .trials = p.trials,
-      .seed = p.seed,
-      .samples = job.samples_planned,
-      .context_len = p.context_len,
-      .probe_len = p.probe_len,
-      .data_source = job.data_description.empty() ? DescribeDataSource(job) : job.data_description,
-      .data_domain = std::string(DataDomainOf(job))};
+  const method::ProfileParams params = method::MeasuredParams(
+      p, job.samples_planned,
+      job.data_description.empty() ? DescribeDataSource(job) : job.data_description,
+      std::string(DataDomainOf(job)));
   StatusOr<method::SensitivityProfile> profile = method::AssembleProfile(
       model->second, params, trials,
       method::FormatIso8601Utc(

@@ -13,6 +13,7 @@
 #include "method/calibration_params.h"
 #include "method/calibration_sets.h"
 #include "proto/budget_params.h"
+#include "proto/calibration_params.h"
 #include "proto/profile.h"
 #include "scheduler/core/job_plan.h"
 
@@ -38,14 +39,11 @@ bool ParseDecimal(absl::string_view text, T* out) {
 }
 
 // Checks an optional int32 against [lo, hi]; returns its value or `fallback` when unset.
-StatusOr<uint32_t> OptionalInRange(bool has, int32_t value, int64_t lo, int64_t hi,
-                                   uint32_t fallback, std::string_view field) {
-  if (!has) return fallback;
-  if (value < lo || value > hi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(std::string(field), ": ", value, " is outside ", lo, "..", hi));
-  }
-  return static_cast<uint32_t>(value);
+// This API's limit on a parameter the method bounds only from below.
+Status AtMost(int64_t value, int64_t max, std::string_view field) {
+  if (value <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(field), ": ", value, " is over ", max));
 }
 
 // ResourceExhausted naming `field` when `text` is longer than `max_bytes`.
@@ -203,60 +201,27 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
                                                      kMaxInlineDataBytes));
   }
 
-  const v1::CalibrationParams& p = in.params();
-  store::MethodParams& params = spec.params;
-  switch (p.mode()) {
-    case v1::PERTURB_MODE_UNSPECIFIED:
-    case v1::PERTURB_MODE_CACHE:
-      params.mode = store::CalibrationMode::kCache;
-      break;
-    case v1::PERTURB_MODE_PREFILL:
-      params.mode = store::CalibrationMode::kPrefill;
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("spec.params.mode: unknown value ", static_cast<int>(p.mode())));
-  }
-  if (p.has_alpha()) {
-    params.alpha = static_cast<double>(p.alpha());  // exact: the engine computes with this float
-  }
-  ASSIGN_OR_RETURN(params.trials,
-                   OptionalInRange(p.has_trials(), p.trials(), 1, 1024, 2, "spec.params.trials"));
-  params.seed = p.seed();
-  ASSIGN_OR_RETURN(params.samples, OptionalInRange(p.has_samples(), p.samples(), 1, 65536, 8,
-                                                   "spec.params.samples"));
-  params.data_seed = p.data_seed();
-  params.until_stable = p.until_stable();
-  if (p.has_max_samples() && !p.until_stable()) {
-    return absl::InvalidArgumentError(
-        "spec.params.max_samples: only with spec.params.until_stable");
-  }
-  ASSIGN_OR_RETURN(params.max_samples,
-                   OptionalInRange(p.has_max_samples(), p.max_samples(), 1, 65536,
-                                   store::MethodParams().max_samples, "spec.params.max_samples"));
-  ASSIGN_OR_RETURN(params.context_len,
-                   OptionalInRange(p.has_context_len(), p.context_len(), 1, kMaxContextLen, 512,
-                                   "spec.params.context_len"));
-  ASSIGN_OR_RETURN(params.probe_len, OptionalInRange(p.has_probe_len(), p.probe_len(), 1,
-                                                     std::numeric_limits<int32_t>::max(), 32,
-                                                     "spec.params.probe_len"));
-  std::vector<uint32_t> layers;
-  for (int i = 0; i < p.layers_size(); ++i) {
-    if (p.layers(i) < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("spec.params.layers[", i, "]: ", p.layers(i), " is negative"));
+  // The one conversion (proto/calibration_params.h), then the method's rules, stated once
+  // (method/calibration_params.h; the layer count is the core's), then this API's limits.
+  ASSIGN_OR_RETURN(spec.params, v1::CalibrationParamsFromProto(in.params(), "spec.params"));
+  method::CalibrationParams& params = spec.params;
+  // The server deduplicates and sorts the layers (calibration.proto): a repeat is not an error
+  // here, and a negative layer is named at its place among the distinct ones as given.
+  std::vector<int64_t> distinct;
+  for (int64_t layer : params.layers) {
+    if (std::find(distinct.begin(), distinct.end(), layer) == distinct.end()) {
+      distinct.push_back(layer);
     }
-    layers.push_back(static_cast<uint32_t>(p.layers(i)));
   }
-  // The server sorts and deduplicates (calibration.proto).
-  std::sort(layers.begin(), layers.end());
-  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
-  params.layers = std::move(layers);
-  // The method's rules, stated once (method/calibration_params.h); the layer count is the core's.
-  if (Status s = method::ValidateCalibrationParams(CalibrationParamsOf(params), /*n_layers=*/0);
-      !s.ok()) {
+  params.layers = std::move(distinct);
+  if (Status s = method::ValidateCalibrationParams(params, /*n_layers=*/0); !s.ok()) {
     return Status(s.code(), absl::StrCat("spec.", s.message()));
   }
+  std::sort(params.layers.begin(), params.layers.end());
+  RETURN_IF_ERROR(AtMost(params.trials, 1024, "spec.params.trials"));
+  RETURN_IF_ERROR(AtMost(params.samples, 65536, "spec.params.samples"));
+  RETURN_IF_ERROR(AtMost(params.max_samples, 65536, "spec.params.max_samples"));
+  RETURN_IF_ERROR(AtMost(params.context_len, kMaxContextLen, "spec.params.context_len"));
   return out;
 }
 
@@ -285,21 +250,6 @@ void CalibrationDataToProto(const store::JobSpec& spec, uint64_t inline_bytes,
     out->set_builtin(spec.data_builtin.empty() ? std::string(method::kDefaultCalibrationSet)
                                                : spec.data_builtin);
   }
-}
-
-void MethodParamsToProto(const store::MethodParams& params, v1::CalibrationParams* out) {
-  out->set_mode(params.mode == store::CalibrationMode::kPrefill ? v1::PERTURB_MODE_PREFILL
-                                                                : v1::PERTURB_MODE_CACHE);
-  out->set_alpha(static_cast<float>(params.alpha));
-  out->set_trials(static_cast<int32_t>(params.trials));
-  out->set_seed(params.seed);
-  out->set_samples(static_cast<int32_t>(params.samples));
-  out->set_context_len(static_cast<int32_t>(params.context_len));
-  out->set_probe_len(static_cast<int32_t>(params.probe_len));
-  for (uint32_t layer : params.layers) out->add_layers(static_cast<int32_t>(layer));
-  out->set_data_seed(params.data_seed);
-  out->set_until_stable(params.until_stable);
-  if (params.until_stable) out->set_max_samples(static_cast<int32_t>(params.max_samples));
 }
 
 v1::JobState JobStateToProto(store::JobState state) {
@@ -373,7 +323,7 @@ v1::Job JobToProto(const store::Job& job) {
   spec->mutable_model()->set_path(job.spec.model_path);
   CalibrationDataToProto(job.spec, job.data_inline_bytes, /*with_inline_data=*/false,
                          spec->mutable_data());
-  MethodParamsToProto(job.spec.params, spec->mutable_params());
+  v1::CalibrationParamsToProto(job.spec.params, spec->mutable_params());
   spec->set_priority(job.spec.priority);
   spec->set_verify(job.spec.verify_fraction);
   out.set_state(JobStateToProto(job.state));
@@ -624,7 +574,7 @@ v1::TaskAssignment AssignmentToProto(const Assignment& assignment) {
   out.set_model_hash(assignment.model_hash);
   out.set_sample(static_cast<int32_t>(assignment.key.sample));
   out.set_layer(static_cast<int32_t>(assignment.key.layer));
-  MethodParamsToProto(assignment.params, out.mutable_params());
+  v1::CalibrationParamsToProto(assignment.params, out.mutable_params());
   return out;
 }
 

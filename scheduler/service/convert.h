@@ -73,7 +73,6 @@ inline constexpr size_t kMaxSubmitBytes = kMaxInlineDataBytes + (1u << 20);
 // unless `with_inline_data`.
 void CalibrationDataToProto(const store::JobSpec& spec, uint64_t inline_bytes,
                             bool with_inline_data, v1::CalibrationData* out);
-void MethodParamsToProto(const store::MethodParams& params, v1::CalibrationParams* out);
 v1::JobState JobStateToProto(store::JobState state);
 // nullopt for JOB_STATE_UNSPECIFIED and unknown numbers.
 std::optional<store::JobState> JobStateFromProto(v1::JobState state);

@@ -210,6 +210,40 @@ TEST(CliTest, CalibrateRefusesAlphaZeroBeforeAnyModelWork) {
       << stable.err;
 }
 
+// Every rule of method/calibration_params.h, each edge refused by calibrate before the model is
+// opened (the path does not exist), exit 2, with the message a scheduler and a worker give.
+TEST(CliTest, CalibrateRefusesEveryInvalidParameterWithTheMethodsMessage) {
+  struct Edge {
+    const char* flags;
+    const char* message;
+  };
+  const std::vector<Edge> edges = {
+      {"--alpha 0", "params.alpha: must be finite and > 0, got 0"},
+      {"--alpha -0.5", "params.alpha: must be finite and > 0, got -0.5"},
+      {"--alpha nan", "params.alpha: must be finite and > 0, got nan"},
+      {"--alpha inf", "params.alpha: must be finite and > 0, got inf"},
+      {"--trials 0", "params.trials: must be >= 1, got 0"},
+      {"--samples 0", "params.samples: must be >= 1, got 0"},
+      {"--samples -3", "params.samples: must be >= 1, got -3"},
+      {"--context-len 0", "params.context_len: must be >= 1, got 0"},
+      {"--probe 0", "params.probe_len: must be >= 1, got 0"},
+      {"--context-len 32 --probe 32",
+       "params.probe_len: must be < params.context_len (32), got 32"},
+      {"--layers 2,2", "params.layers[1]: layer 2 repeated"},
+      {"--until-stable --samples 1",
+       "params.samples: until_stable needs rounds of at least 2 samples, got 1"},
+      {"--until-stable --samples 8 --max-samples 4",
+       "params.max_samples: must be >= params.samples (8), got 4"},
+  };
+  for (const Edge& edge : edges) {
+    const CliResult r = RunCli(std::string("calibrate --model /nonexistent.gguf ") + edge.flags);
+    EXPECT_EQ(r.exit_code, 2) << edge.flags;
+    EXPECT_NE(r.err.find(std::string("ripplekv: error: ") + edge.message), std::string::npos)
+        << edge.flags << ": " << r.err;
+    EXPECT_EQ(r.err.find("nonexistent"), std::string::npos) << r.err;  // the model not opened
+  }
+}
+
 TEST(CliTest, CalibrateRejectsBadParametersNamingThem) {
   const CliResult alpha = RunCli("calibrate --model /nonexistent.gguf --alpha -1");
   EXPECT_EQ(alpha.exit_code, 2);

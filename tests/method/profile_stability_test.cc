@@ -35,12 +35,12 @@ SensitivityProfile MakeProfile(const std::vector<std::vector<double>>& per_sampl
                            .head_dim = 8,
                            .d_model = 8,
                            .vocab_size = 16};
-  const ProfileParams params{.alpha = 0.5,
-                             .trials = 1,
-                             .samples = static_cast<int64_t>(per_sample[0].size()),
-                             .context_len = 8,
-                             .probe_len = 2,
-                             .data_source = "test"};
+  const ProfileParams params{{.alpha = 0.5,
+                              .trials = 1,
+                              .samples = static_cast<int64_t>(per_sample[0].size()),
+                              .context_len = 8,
+                              .probe_len = 2},
+                             "test"};
   StatusOr<SensitivityProfile> p = AssembleProfile(model, params, results, "2026-01-01T00:00:00Z");
   EXPECT_TRUE(p.ok()) << p.status();
   return *p;

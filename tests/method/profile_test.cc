@@ -44,15 +44,15 @@ SensitivityProfile SampleProfile() {
              .head_dim = 64,
              .d_model = 576,
              .vocab_size = 49152};
-  p.params = {.mode = PerturbMode::kCache,
-              .alpha = 0.1,
-              .trials = 2,
-              .seed = std::numeric_limits<uint64_t>::max(),
-              .samples = 3,
-              .context_len = 512,
-              .probe_len = 64,
-              .layers = {0, 1, 3},
-              .data_source = "wikitext-2 test, 3 x 576"};
+  p.params = {{.mode = PerturbMode::kCache,
+               .alpha = 0.1,
+               .trials = 2,
+               .seed = std::numeric_limits<uint64_t>::max(),
+               .samples = 3,
+               .context_len = 512,
+               .probe_len = 64,
+               .layers = {0, 1, 3}},
+              "wikitext-2 test, 3 x 576"};
   const double third = 1.0 / 3.0;
   p.layers = {
       {.layer = 0,
@@ -204,6 +204,26 @@ TEST(ProfileJsonTest, MistypedFieldNamesItsPathAndType) {
   ExpectInvalid([](Json& j) { j["model"] = Json::array(); }, "model: expected an object");
   ExpectInvalid([](Json& j) { j["layers"][0]["count"] = 1e30; },
                 "layers[0].count: expected an integer");
+}
+
+// A profile records the samples measured: the parameters that only a submission carries (the
+// rounds of until_stable, the data's spread seed) are refused in one, and MeasuredParams clears
+// them.
+TEST(ProfileJsonTest, SubmissionOnlyParametersAreRejected) {
+  ExpectInvalid([](Json& j) { j["params"]["until_stable"] = true; },
+                "params.until_stable: a profile records the samples measured");
+  ExpectInvalid([](Json& j) { j["params"]["max_samples"] = 16; },
+                "params.max_samples: a profile records the samples measured");
+  ExpectInvalid([](Json& j) { j["params"]["data_seed"] = 3; },
+                "params.data_seed: a profile names its data in params.data_source");
+  const ProfileParams measured = MeasuredParams(
+      {.samples = 8, .data_seed = 3, .until_stable = true, .max_samples = 16}, 24, "d", "prose");
+  EXPECT_EQ(measured.samples, 24);
+  EXPECT_FALSE(measured.until_stable);
+  EXPECT_EQ(measured.max_samples, CalibrationParams().max_samples);
+  EXPECT_EQ(measured.data_seed, 0u);
+  EXPECT_EQ(measured.data_source, "d");
+  EXPECT_EQ(measured.data_domain, "prose");
 }
 
 TEST(ProfileJsonTest, InconsistentValuesAreRejected) {

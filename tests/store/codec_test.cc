@@ -21,7 +21,7 @@ Job FullJob() {
   job.spec.data_path = "";
   job.spec.data_format = DataFormat::kJsonl;
   job.spec.data_strict = true;
-  job.spec.params = {.mode = CalibrationMode::kPrefill,
+  job.spec.params = {.mode = method::PerturbMode::kPrefill,
                      .alpha = 0.1,
                      .trials = 7,
                      .seed = std::numeric_limits<uint64_t>::max(),
@@ -90,6 +90,53 @@ TEST(StoreCodecTest, JobRecordsWrittenBeforeTheDataFieldsReadWithDefaults) {
   StatusOr<Job> bad = DecodeJob(job.id, j.dump());
   ASSERT_TRUE(absl::IsDataLoss(bad.status()));
   EXPECT_NE(bad.status().message().find("spec.data_format"), std::string_view::npos);
+}
+
+// Job records exactly as the build before the one codec of the calibration parameters
+// (method/calibration_params_json.h) wrote them: they read with every value, and encode again
+// byte for byte, so the stored form did not change.
+TEST(StoreCodecTest, JobRecordsOfTheEarlierCodecReadAndEncodeByteForByte) {
+  const std::string until_stable =
+      R"({"conflicting_results":0,"created_at_ms":1700000000123,"data_description":"",)"
+      R"("duplicate_results":0,"error":"","profile_version":0,"results_stored":9,)"
+      R"("samples_planned":8,"spec":{"data_builtin":"","data_format":"text",)"
+      R"("data_path":"/data/calib.txt","data_strict":false,"idempotency_key":"k",)"
+      R"("model_hash":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",)"
+      R"("model_path":"/models/smollm2.gguf","params":{"alpha":0.10000000149011612,)"
+      R"("context_len":256,"data_seed":9,"layers":[0,5,29],"max_samples":12,"mode":"prefill",)"
+      R"("probe_len":16,"samples":4,"seed":18446744073709551615,"trials":3,"until_stable":true},)"
+      R"("priority":2},"state":"running","tasks_done":3,"tasks_total":24,)"
+      R"("updated_at_ms":1700000000456,"v":1})";
+  StatusOr<Job> job = DecodeJob(7, until_stable);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const method::CalibrationParams want{.mode = method::PerturbMode::kPrefill,
+                                       .alpha = static_cast<double>(0.1f),
+                                       .trials = 3,
+                                       .seed = std::numeric_limits<uint64_t>::max(),
+                                       .samples = 4,
+                                       .context_len = 256,
+                                       .probe_len = 16,
+                                       .layers = {0, 5, 29},
+                                       .data_seed = 9,
+                                       .until_stable = true,
+                                       .max_samples = 12};
+  EXPECT_EQ(job->spec.params, want);
+  EXPECT_EQ(job->samples_planned, 8u);
+  EXPECT_EQ(*EncodeJob(*job), until_stable);
+
+  const std::string plain =
+      R"({"conflicting_results":0,"created_at_ms":0,"data_description":"",)"
+      R"("duplicate_results":0,"error":"","profile_version":0,"results_stored":0,)"
+      R"("spec":{"data_builtin":"","data_format":"auto","data_path":"","data_strict":false,)"
+      R"("idempotency_key":"",)"
+      R"("model_hash":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",)"
+      R"("model_path":"m","params":{"alpha":0.5,"context_len":512,"layers":[],"mode":"cache",)"
+      R"("probe_len":32,"samples":8,"seed":0,"trials":2},"priority":0},"state":"pending",)"
+      R"("tasks_done":0,"tasks_total":0,"updated_at_ms":0,"v":1})";
+  job = DecodeJob(8, plain);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->spec.params, method::CalibrationParams());
+  EXPECT_EQ(*EncodeJob(*job), plain);
 }
 
 TEST(StoreCodecTest, JobRecordsWrittenBeforeTheRoundFieldsReadWithDefaults) {
@@ -256,11 +303,15 @@ TEST(StoreCodecTest, MalformedJobFieldsAreDataLossWithTheirPath) {
     std::string expect;
   };
   const std::vector<Case> cases = {
-      {with("\"trials\":7", "\"trials\":4294967296"), "field 'spec.params.trials' is 4294967296"},
-      {with("\"trials\":7", "\"trials\":-1"), "'spec.params.trials' is not a non-negative"},
+      {with("\"trials\":7", "\"trials\":7.5"),
+       "stored job: spec.params.trials: expected an integer, got number"},
+      {with("\"seed\":18446744073709551615", "\"seed\":-1"),
+       "stored job: spec.params.seed: integer -1 is negative"},
       {with("\"mode\":\"prefill\"", "\"mode\":\"other\""),
-       "'spec.params.mode' has an unknown value"},
-      {with("\"layers\":[0,5,29]", "\"layers\":[0,-5]"), "'spec.params.layers[1]'"},
+       "stored job: spec.params.mode: unknown mode \"other\""},
+      {with("\"layers\":[0,5,29]", "\"layers\":[0,\"5\"]"),
+       "stored job: spec.params.layers[1]: expected an integer, got string"},
+      {with("\"probe_len\":64", "\"probe\":64"), "stored job: spec.params.probe: unknown field"},
       {with("\"priority\":-3", "\"priority\":3000000000"), "field 'spec.priority' is 3000000000"},
       {with("\"state\":\"failed\"", "\"state\":7"), "field 'state' is not a string"},
       {with("\"tasks_done\":12", "\"tasks_done\":91"), "'tasks_done' is 91, above tasks_total 90"},

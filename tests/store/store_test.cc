@@ -118,7 +118,7 @@ TEST_F(StoreTest, FirstModelSummaryWinsAndSurvivesReopen) {
 
 TEST_F(StoreTest, JobSpecSurvivesReopenExactly) {
   JobSpec spec = MakeSpec("9f86d0", 5);
-  spec.params = {.mode = CalibrationMode::kPrefill,
+  spec.params = {.mode = method::PerturbMode::kPrefill,
                  .alpha = 0.1,
                  .trials = 5,
                  .seed = 0xFFFFFFFFFFFFFFFFull,

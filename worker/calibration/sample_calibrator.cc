@@ -12,6 +12,12 @@
 
 namespace ripplekv::worker {
 
+TrialOptions TrialOptionsOf(const method::CalibrationParams& params) {
+  return {.alpha = static_cast<float>(params.alpha),
+          .trials = static_cast<int>(params.trials),
+          .seed = params.seed};
+}
+
 using kernels::ConstTensorView;
 using kernels::KvCacheView;
 using kernels::NoiseKey;

@@ -27,6 +27,7 @@
 
 #include "base/status.h"
 #include "kernels/tensor/tensor.h"
+#include "method/calibration_params.h"
 #include "method/profile.h"
 #include "worker/engine/kv_cache.h"
 #include "worker/engine/transformer.h"
@@ -37,11 +38,15 @@ namespace ripplekv::worker {
 // kPrefill: perturb V_l inside the forward pass at every position (ablation). The method's enum.
 using method::PerturbMode;
 
+// The engine's view of the method's trial parameters (method/calibration_params.h).
 struct TrialOptions {
   float alpha = 0.5f;  // noise scale: expected relative perturbation of each value vector
   int trials = 2;      // trials per (sample, layer), run as one batch in cache mode
   uint64_t seed = 0;   // job seed
 };
+// The trial options of the method's parameters: alpha as the float the engine computes with
+// (exact for every alpha that came as a float: the CLI's flag, the API's field), trials, seed.
+TrialOptions TrialOptionsOf(const method::CalibrationParams& params);
 
 class SampleCalibrator {
  public:

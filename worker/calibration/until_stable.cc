@@ -16,15 +16,11 @@ namespace {
 // `initial_samples` up to `max_samples`.
 method::CalibrationParams CalibrationParamsOf(const method::ProfileParams& p,
                                               const UntilStableOptions& until) {
-  return {.mode = p.mode,
-          .alpha = p.alpha,
-          .trials = p.trials,
-          .seed = p.seed,
-          .samples = until.initial_samples,
-          .context_len = p.context_len,
-          .probe_len = p.probe_len,
-          .until_stable = true,
-          .max_samples = until.max_samples};
+  method::CalibrationParams params = p;
+  params.samples = until.initial_samples;
+  params.until_stable = true;
+  params.max_samples = until.max_samples;
+  return params;
 }
 
 }  // namespace

@@ -261,25 +261,21 @@ bool IsJsonlPath(std::string_view path) {
          EndsWithNoCase(path, ".json");
 }
 
+DataOptions DataOptionsOf(const method::CalibrationParams& params, bool strict, DataFormat format) {
+  return {.samples = static_cast<int>(params.samples),
+          .context_len = static_cast<int>(params.context_len),
+          .probe_len = static_cast<int>(params.probe_len),
+          .strict = strict,
+          .format = format,
+          .data_seed = params.data_seed};
+}
+
 Status ValidateDataOptions(const DataOptions& options) {
-  if (options.samples < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("calibration samples must be >= 1, got ", options.samples));
-  }
-  if (options.context_len < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("context length must be >= 1 token, got ", options.context_len));
-  }
-  if (options.probe_len < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("probe length must be >= 1 token, got ", options.probe_len));
-  }
-  if (options.probe_len >= options.context_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "probe length (", options.probe_len, ") must be shorter than the context length (",
-        options.context_len, "): the probe is the short scored tail after the context"));
-  }
-  return absl::OkStatus();
+  method::CalibrationParams params;
+  params.samples = options.samples;
+  params.context_len = options.context_len;
+  params.probe_len = options.probe_len;
+  return method::ValidateCalibrationParams(params, /*n_layers=*/0);
 }
 
 std::vector<int64_t> SpreadWindowOrder(int64_t windows, int64_t count, uint64_t seed) {

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "method/calibration_params.h"
 #include "worker/data/corpora.h"
 #include "worker/tokenizer/tokenizer.h"
 
@@ -111,8 +112,14 @@ struct CalibrationSet {
 // (CHECK).
 [[nodiscard]] std::vector<int64_t> SpreadWindowOrder(int64_t windows, int64_t count, uint64_t seed);
 
-// InvalidArgument unless samples >= 1, context_len >= 1, probe_len >= 1 and probe_len <
-// context_len (the probe is the short scored tail; W >= C is almost surely a swapped flag).
+// The data options of the method's parameters (samples, context_len, probe_len, data_seed), with
+// the data's own strict flag and format: the one conversion.
+DataOptions DataOptionsOf(const method::CalibrationParams& params, bool strict = false,
+                          DataFormat format = DataFormat::kAuto);
+
+// The method's rules on samples, context_len and probe_len (method::ValidateCalibrationParams,
+// with its messages: "params.probe_len: must be < params.context_len (4), got 4"; the probe is the
+// short scored tail, W >= C is almost surely a swapped flag). InvalidArgument.
 [[nodiscard]] Status ValidateDataOptions(const DataOptions& options);
 
 // True when DataFormat::kAuto reads `path` as JSONL: it ends in ".jsonl", ".ndjson" or ".json", in

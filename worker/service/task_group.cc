@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "base/strings.h"
+#include "method/calibration_params_json.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -12,27 +13,25 @@ namespace {
 
 using nlohmann::json;
 
+// A task as rank 0 mirrors it; its parameters in their one JSON form
+// (method/calibration_params_json.h), so every rank runs exactly rank 0's values.
 json SpecToJson(const TaskSpec& s) {
-  return {{"task", s.task_id},        {"job", s.job_id},
-          {"hash", s.model_hash},     {"sample", s.sample},
-          {"layer", s.layer},         {"mode", s.mode == PerturbMode::kCache ? "cache" : "prefill"},
-          {"alpha", s.trials.alpha},  {"trials", s.trials.trials},
-          {"seed", s.trials.seed},    {"samples", s.data.samples},
-          {"context", s.data.context_len}, {"probe", s.data.probe_len}};
+  return {{"task", s.task_id},    {"job", s.job_id},
+          {"hash", s.model_hash}, {"sample", s.sample},
+          {"layer", s.layer},     {"params", json(method::CalibrationParamsToJson(s.params))}};
 }
 
-TaskSpec SpecFromJson(const json& j) {
+StatusOr<TaskSpec> SpecFromJson(const json& j) {
   TaskSpec s;
   s.task_id = j.at("task");
   s.job_id = j.at("job");
   s.model_hash = j.at("hash");
   s.sample = j.at("sample");
   s.layer = j.at("layer");
-  s.mode = j.at("mode") == "cache" ? PerturbMode::kCache : PerturbMode::kPrefill;
-  s.trials = {.alpha = j.at("alpha"), .trials = j.at("trials"), .seed = j.at("seed")};
-  s.data.samples = j.at("samples");
-  s.data.context_len = j.at("context");
-  s.data.probe_len = j.at("probe");
+  StatusOr<method::CalibrationParams> params =
+      method::CalibrationParamsFromJson(j.at("params"), "task group", "params");
+  if (!params.ok()) return absl::DataLossError(params.status().message());
+  s.params = *std::move(params);
   return s;
 }
 
@@ -120,7 +119,7 @@ Status TaskGroup::Follow(TaskRunner& runner) {
       }
       runner.SetJobSamples(c.at("job"), std::move(samples), c.at("description"));
     } else if (kind == "run") {
-      const TaskSpec spec = SpecFromJson(c);
+      ASSIGN_OR_RETURN(const TaskSpec spec, SpecFromJson(c));
       if (auto outcome = runner.Run(spec); !outcome.ok()) {
         spdlog::warn("task {} (layer {}): {}", spec.task_id, spec.layer,
                      outcome.status().ToString());

@@ -18,14 +18,9 @@ namespace {
 // The method's parameters of one task: its layer is the one layer measured, and the samples are
 // those planned so far (a task is one round's member; the rounds themselves are the scheduler's).
 method::CalibrationParams CalibrationParamsOf(const TaskSpec& spec) {
-  return {.mode = spec.mode,
-          .alpha = spec.trials.alpha,
-          .trials = spec.trials.trials,
-          .seed = spec.trials.seed,
-          .samples = spec.data.samples,
-          .context_len = spec.data.context_len,
-          .probe_len = spec.data.probe_len,
-          .layers = {spec.layer}};
+  method::CalibrationParams params = spec.params;
+  params.layers = {spec.layer};
+  return params;
 }
 
 // Stands for the file in sample sources ("inline jsonl:3") and messages of inline JSONL data.
@@ -99,11 +94,11 @@ TaskRunner::TaskRunner(const Transformer& model, const Tokenizer* tokenizer, std
 MemoryEstimate TaskRunner::Estimate(const TaskSpec& spec) const {
   return EstimateCalibrationMemory(model_->config(), WeightBytes(model_->model()),
                                    {.threads = model_->op_context().num_threads,
-                                    .context_len = spec.data.context_len,
-                                    .probe_len = spec.data.probe_len,
-                                    .trials = spec.trials.trials,
+                                    .context_len = static_cast<int>(spec.params.context_len),
+                                    .probe_len = static_cast<int>(spec.params.probe_len),
+                                    .trials = static_cast<int>(spec.params.trials),
                                     .weights = weights_,
-                                    .mode = spec.mode});
+                                    .mode = spec.params.mode});
 }
 
 std::optional<TaskRefusal> TaskRunner::Check(const TaskSpec& spec) const {
@@ -118,10 +113,10 @@ std::optional<TaskRefusal> TaskRunner::Check(const TaskSpec& spec) const {
       !s.ok()) {
     return TaskRefusal{Refusal::kInvalidTask, std::string(s.message())};
   }
-  if (spec.sample < 0 || spec.sample >= spec.data.samples) {
+  if (spec.sample < 0 || spec.sample >= spec.params.samples) {
     return TaskRefusal{
         Refusal::kInvalidTask,
-        absl::StrCat("sample ", spec.sample, " out of range [0, ", spec.data.samples, ")")};
+        absl::StrCat("sample ", spec.sample, " out of range [0, ", spec.params.samples, ")")};
   }
   if (memory_limit_bytes_ > 0) {
     const MemoryEstimate e = Estimate(spec);
@@ -129,8 +124,8 @@ std::optional<TaskRefusal> TaskRunner::Check(const TaskSpec& spec) const {
       return TaskRefusal{
           Refusal::kInsufficientMemory,
           absl::StrCat("job ", spec.job_id, " needs an estimated ", DescribeEstimate(e),
-                       " for context ", spec.data.context_len, ", probe ", spec.data.probe_len,
-                       ", ", spec.trials.trials, " trials but this worker's limit is ",
+                       " for context ", spec.params.context_len, ", probe ", spec.params.probe_len,
+                       ", ", spec.params.trials, " trials but this worker's limit is ",
                        FormatBytes(memory_limit_bytes_))};
     }
   }
@@ -196,8 +191,8 @@ StatusOr<TaskOutcome> TaskRunner::RunOnSample(const TaskSpec& spec,
   TaskOutcome outcome;
   outcome.prefill_reused = true;
   if (no_compute_) {
-    for (int t = 0; t < spec.trials.trials; ++t) {
-      outcome.kl.push_back(NoComputeKl(spec.trials.seed, spec.sample, spec.layer, t));
+    for (int t = 0; t < spec.params.trials; ++t) {
+      outcome.kl.push_back(NoComputeKl(spec.params.seed, spec.sample, spec.layer, t));
     }
     return outcome;
   }
@@ -206,9 +201,9 @@ StatusOr<TaskOutcome> TaskRunner::RunOnSample(const TaskSpec& spec,
                    cache_.GetOrPrepare(SampleKey(spec.job_id, spec.sample), [&]() {
                      outcome.prefill_reused = false;
                      return SampleCalibrator::Prepare(model, spec.sample, sample.context,
-                                                      sample.probe, spec.mode);
+                                                      sample.probe, spec.params.mode);
                    }));
-  ASSIGN_OR_RETURN(outcome.kl, prepared->RunLayer(spec.layer, spec.trials));
+  ASSIGN_OR_RETURN(outcome.kl, prepared->RunLayer(spec.layer, TrialOptionsOf(spec.params)));
   return outcome;
 }
 

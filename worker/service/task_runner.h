@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "method/calibration_params.h"
 #include "worker/calibration/memory_estimate.h"
 #include "worker/calibration/prepared_cache.h"
 #include "worker/calibration/sample_calibrator.h"
@@ -47,10 +48,10 @@ struct TaskSpec {
   std::string model_hash;  // the job's model, 64 lowercase hex
   int sample = 0;          // index into the job's calibration set
   int layer = 0;           // layer to perturb
-  PerturbMode mode = PerturbMode::kCache;
-  TrialOptions trials;  // alpha, trials, seed
-  // samples (planned so far), context_len, probe_len, data_seed (strict/format come from JobData)
-  DataOptions data;
+  // The job's method parameters (method/calibration_params.h) as the scheduler assigns them:
+  // samples is the samples planned so far; the data's strict flag and format come from JobData.
+  // The engine reads them through TrialOptionsOf and DataOptionsOf.
+  method::CalibrationParams params;
 };
 
 // Why a task is not run (mirrors ripplekv.v1.RefusalReason).

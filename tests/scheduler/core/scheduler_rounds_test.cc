@@ -88,15 +88,7 @@ method::SensitivityProfile LocalUntilStable(const store::MethodParams& p, KlFn k
       }
     }
     done = target;
-    const method::ProfileParams params{.mode = method::PerturbMode::kCache,
-                                       .alpha = p.alpha,
-                                       .trials = p.trials,
-                                       .seed = p.seed,
-                                       .samples = done,
-                                       .context_len = p.context_len,
-                                       .probe_len = p.probe_len,
-                                       .data_source = Description(done),
-                                       .data_domain = "user"};
+    const method::ProfileParams params = method::MeasuredParams(p, done, Description(done), "user");
     StatusOr<method::SensitivityProfile> profile =
         method::AssembleProfile(Model(), params, results, "2024-01-01T00:00:00Z");
     EXPECT_TRUE(profile.ok()) << profile.status();

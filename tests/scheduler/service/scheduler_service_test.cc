@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <latch>
 #include <map>
@@ -17,6 +18,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "method/calibration_params.h"
+#include "proto/calibration_params.h"
 #include "ripplekv/v1/calibration.grpc.pb.h"
 #include "ripplekv/v1/worker.grpc.pb.h"
 #include "scheduler/service/convert.h"
@@ -176,6 +179,67 @@ TEST_F(SchedulerServiceTest, ConcurrentSubmitsOfOneIdempotencyKeyCreateOneJob) {
   EXPECT_EQ(listed, all_jobs);
   EXPECT_TRUE(list.next_page_token().empty());
   (*server)->Shutdown();
+}
+
+// Every rule of the method's parameters refuses a submission before anything is stored, with
+// the message of method::ValidateCalibrationParams for the same values (the CLI's and a worker's),
+// the field named by its path in the request.
+TEST_F(SchedulerServiceTest, EveryInvalidParameterIsRefusedWithTheMethodsMessage) {
+  Register("w1");  // a worker of a 2-layer model: the model's layer count is known
+  struct Edge {
+    const char* name;
+    void (*edit)(v1::CalibrationParams*);
+  };
+  const std::vector<Edge> edges = {
+      {"alpha 0", [](v1::CalibrationParams* p) { p->set_alpha(0); }},
+      {"alpha -1", [](v1::CalibrationParams* p) { p->set_alpha(-1); }},
+      {"alpha NaN", [](v1::CalibrationParams* p) { p->set_alpha(std::nanf("")); }},
+      {"alpha inf", [](v1::CalibrationParams* p) { p->set_alpha(HUGE_VALF); }},
+      {"trials 0", [](v1::CalibrationParams* p) { p->set_trials(0); }},
+      {"samples 0", [](v1::CalibrationParams* p) { p->set_samples(0); }},
+      {"context_len 0", [](v1::CalibrationParams* p) { p->set_context_len(0); }},
+      {"probe_len 0", [](v1::CalibrationParams* p) { p->set_probe_len(0); }},
+      {"probe_len = context_len", [](v1::CalibrationParams* p) { p->set_probe_len(16); }},
+      {"negative layer", [](v1::CalibrationParams* p) { p->add_layers(-1); }},
+      {"until_stable, rounds of 1", [](v1::CalibrationParams* p) { p->set_until_stable(true); }},
+      {"until_stable, cap below a round",
+       [](v1::CalibrationParams* p) {
+         p->set_samples(4);
+         p->set_until_stable(true);
+         p->set_max_samples(2);
+       }},
+  };
+  for (const Edge& edge : edges) {
+    v1::SubmitJobRequest request = OneSampleJob();
+    edge.edit(request.mutable_spec()->mutable_params());
+    StatusOr<method::CalibrationParams> params =
+        v1::CalibrationParamsFromProto(request.spec().params(), "spec.params");
+    ASSERT_TRUE(params.ok()) << edge.name << ": " << params.status();
+    const Status rule = method::ValidateCalibrationParams(*params, /*n_layers=*/0);
+    ASSERT_FALSE(rule.ok()) << edge.name;
+    v1::SubmitJobResponse response;
+    const grpc::Status status = Submit(request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << edge.name;
+    EXPECT_EQ(status.error_message(), absl::StrCat("spec.", rule.message())) << edge.name;
+  }
+  v1::SubmitJobRequest zero_alpha = OneSampleJob();
+  zero_alpha.mutable_spec()->mutable_params()->set_alpha(0);
+  v1::SubmitJobResponse response;
+  EXPECT_EQ(Submit(zero_alpha, &response).error_message(),
+            "spec.params.alpha: must be finite and > 0, got 0");
+  // The layer range needs the model's layer count: the core's planner checks it, same rule.
+  v1::SubmitJobRequest out_of_range = OneSampleJob();
+  out_of_range.mutable_spec()->mutable_params()->add_layers(2);  // the model has layers 0 and 1
+  const grpc::Status layer = Submit(out_of_range, &response);
+  EXPECT_EQ(layer.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(layer.error_message(),
+            "job spec field params.layers[0]: layer 2 is out of range: the model has 2 layers");
+
+  v1::ListJobsResponse list;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  ASSERT_TRUE(calibration_->ListJobs(&context, v1::ListJobsRequest(), &list).ok());
+  EXPECT_EQ(list.jobs_size(), 0);  // nothing was stored
 }
 
 TEST_F(SchedulerServiceTest, BadRequestsNameTheField) {
@@ -693,7 +757,7 @@ TEST(ConvertTest, AlphaIsCarriedBitForBit) {
   ASSERT_TRUE(submit.ok()) << submit.status();
   EXPECT_EQ(submit->spec.params.alpha, static_cast<double>(0.1f));
   v1::CalibrationParams back;
-  MethodParamsToProto(submit->spec.params, &back);
+  v1::CalibrationParamsToProto(submit->spec.params, &back);
   EXPECT_EQ(back.alpha(), 0.1f);
 }
 

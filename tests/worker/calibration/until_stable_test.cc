@@ -43,12 +43,8 @@ class UntilStableTest : public ::testing::Test {
 
   ProfileContext Context() const {
     return {.model = ProfileModelOf(model_->config, "test-hash"),
-            .params = {.alpha = 0.5,
-                       .trials = 1,
-                       .seed = 3,
-                       .context_len = 48,
-                       .probe_len = 4,
-                       .data_source = "test ids"},
+            .params = {{.alpha = 0.5, .trials = 1, .seed = 3, .context_len = 48, .probe_len = 4},
+                       "test ids"},
             .created_at = "2026-01-01T00:00:00Z"};
   }
 

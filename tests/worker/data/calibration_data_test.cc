@@ -447,7 +447,8 @@ TEST_F(CalibrationDataTest, ContextAndProbeLengthsAreValidated) {
     ASSERT_FALSE(set.ok()) << c << "," << w;
     EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument) << c << "," << w;
   }
-  EXPECT_THAT(Load(path, 1, 4, 4).status().message(), HasSubstr("probe length (4)"));
+  EXPECT_THAT(Load(path, 1, 4, 4).status().message(),
+              HasSubstr("params.probe_len: must be < params.context_len (4), got 4"));
   EXPECT_EQ(Load(path, 0, 4, 2).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Load(path, 1, 4, 3).ok());
   EXPECT_EQ(DefaultCalibrationData(*tokenizer_, {.context_len = 8, .probe_len = 8}).status().code(),

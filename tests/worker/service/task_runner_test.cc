@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "tests/worker/engine/tiny_model.h"
 #include "tests/worker/tokenizer/test_vocab.h"
@@ -45,8 +48,8 @@ TaskSpec Spec(int sample, int layer) {
   spec.model_hash = kHash;
   spec.sample = sample;
   spec.layer = layer;
-  spec.trials = {.alpha = 0.5f, .trials = 3, .seed = 11};
-  spec.data = {.samples = 2, .context_len = 24, .probe_len = 6};
+  spec.params = {
+      .alpha = 0.5, .trials = 3, .seed = 11, .samples = 2, .context_len = 24, .probe_len = 6};
   return spec;
 }
 
@@ -56,8 +59,9 @@ TEST(TaskRunnerTest, ResultsEqualSampleCalibratorRunLayer) {
   JobData data;
   data.source = JobData::Source::kText;
   data.text = Text(200, 1);
-  ASSERT_TRUE(runner.LoadJob("job1", data, Spec(0, 0).data).ok());
-  auto set = CalibrationDataFromText(data.text, "x", *f->tokenizer, Spec(0, 0).data);
+  ASSERT_TRUE(runner.LoadJob("job1", data, DataOptionsOf(Spec(0, 0).params)).ok());
+  auto set =
+      CalibrationDataFromText(data.text, "x", *f->tokenizer, DataOptionsOf(Spec(0, 0).params));
   ASSERT_TRUE(set.ok()) << set.status();
   for (int layer = 0; layer < 3; ++layer) {
     const TaskSpec spec = Spec(1, layer);
@@ -66,7 +70,7 @@ TEST(TaskRunnerTest, ResultsEqualSampleCalibratorRunLayer) {
     auto cal = SampleCalibrator::Prepare(*f->transformer, 1, set->samples[1].context,
                                          set->samples[1].probe, PerturbMode::kCache);
     ASSERT_TRUE(cal.ok());
-    auto want = (*cal)->RunLayer(layer, spec.trials);
+    auto want = (*cal)->RunLayer(layer, TrialOptionsOf(spec.params));
     ASSERT_TRUE(want.ok());
     ASSERT_EQ(out->kl.size(), 3u);
     EXPECT_EQ(out->kl, *want) << "layer " << layer;  // bit-identical
@@ -91,11 +95,60 @@ TEST(TaskRunnerTest, RefusesModelHashMismatchAndBadLayer) {
   EXPECT_EQ(r->message, "params.layers[0]: layer 3 is out of range: the model has 3 layers");
   // The method's rules are the scheduler's and the CLI's (method/calibration_params.h).
   spec = Spec(0, 0);
-  spec.trials.alpha = 0.0f;
+  spec.params.alpha = 0;
   r = runner.Check(spec);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->reason, Refusal::kInvalidTask);
   EXPECT_EQ(r->message, "params.alpha: must be finite and > 0, got 0");
+}
+
+// Every rule of method/calibration_params.h refuses a task in Check(), before any data is loaded
+// or any work done, with the message the CLI and the scheduler give for the same values (the
+// task's one layer is the layer list checked).
+TEST(TaskRunnerTest, EveryInvalidParameterIsRefusedWithTheMethodsMessage) {
+  auto f = MakeFixture();
+  TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, {});
+  struct Edge {
+    const char* name;
+    void (*edit)(TaskSpec&);
+    const char* message;
+  };
+  const std::vector<Edge> edges = {
+      {"alpha 0", [](TaskSpec& s) { s.params.alpha = 0; },
+       "params.alpha: must be finite and > 0, got 0"},
+      {"alpha -1", [](TaskSpec& s) { s.params.alpha = -1; },
+       "params.alpha: must be finite and > 0, got -1"},
+      {"alpha NaN", [](TaskSpec& s) { s.params.alpha = std::nan(""); },
+       "params.alpha: must be finite and > 0, got nan"},
+      {"trials 0", [](TaskSpec& s) { s.params.trials = 0; }, "params.trials: must be >= 1, got 0"},
+      {"samples 0", [](TaskSpec& s) { s.params.samples = 0; },
+       "params.samples: must be >= 1, got 0"},
+      {"context_len 0", [](TaskSpec& s) { s.params.context_len = 0; },
+       "params.context_len: must be >= 1, got 0"},
+      {"probe_len 0", [](TaskSpec& s) { s.params.probe_len = 0; },
+       "params.probe_len: must be >= 1, got 0"},
+      {"probe_len = context_len", [](TaskSpec& s) { s.params.probe_len = 24; },
+       "params.probe_len: must be < params.context_len (24), got 24"},
+      {"negative layer", [](TaskSpec& s) { s.layer = -1; },
+       "params.layers[0]: layer -1 is negative"},
+      {"layer out of range", [](TaskSpec& s) { s.layer = 3; },
+       "params.layers[0]: layer 3 is out of range: the model has 3 layers"},
+      {"until_stable, cap below a round",
+       [](TaskSpec& s) {
+         s.params.until_stable = true;
+         s.params.max_samples = 1;
+       },
+       "params.max_samples: must be >= params.samples (2), got 1"},
+  };
+  for (const Edge& edge : edges) {
+    TaskSpec spec = Spec(0, 0);
+    edge.edit(spec);
+    const std::optional<TaskRefusal> r = runner.Check(spec);
+    ASSERT_TRUE(r.has_value()) << edge.name;
+    EXPECT_EQ(r->reason, Refusal::kInvalidTask) << edge.name;
+    EXPECT_EQ(r->message, edge.message) << edge.name;
+  }
+  EXPECT_FALSE(runner.HasJob("job1"));  // nothing was loaded
 }
 
 TEST(TaskRunnerTest, ReusesPrefillAcrossLayersOfOneSampleAndDropsJob) {
@@ -104,7 +157,7 @@ TEST(TaskRunnerTest, ReusesPrefillAcrossLayersOfOneSampleAndDropsJob) {
   JobData data;
   data.source = JobData::Source::kText;
   data.text = Text(200, 2);
-  ASSERT_TRUE(runner.LoadJob("job1", data, Spec(0, 0).data).ok());
+  ASSERT_TRUE(runner.LoadJob("job1", data, DataOptionsOf(Spec(0, 0).params)).ok());
   auto first = runner.Run(Spec(0, 0));
   auto second = runner.Run(Spec(0, 2));
   ASSERT_TRUE(first.ok() && second.ok());
@@ -173,9 +226,11 @@ TEST(TaskRunnerTest, PathDataInsideTheDataDirectoriesIsReadLikeInlineData) {
   const std::string text = Text(200, 6);
   const std::string path = tree.Write("data/calib.txt", text);
   TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, {.data_dirs = tree.Dirs()});
-  ASSERT_TRUE(runner.LoadJob("job1", PathData(path), Spec(0, 0).data).ok());
-  auto from_path = BuildCalibrationSet(PathData(path), *f->tokenizer, Spec(0, 0).data, tree.Dirs());
-  auto inline_text = CalibrationDataFromText(text, path, *f->tokenizer, Spec(0, 0).data);
+  ASSERT_TRUE(runner.LoadJob("job1", PathData(path), DataOptionsOf(Spec(0, 0).params)).ok());
+  auto from_path = BuildCalibrationSet(PathData(path), *f->tokenizer,
+                                       DataOptionsOf(Spec(0, 0).params), tree.Dirs());
+  auto inline_text =
+      CalibrationDataFromText(text, path, *f->tokenizer, DataOptionsOf(Spec(0, 0).params));
   ASSERT_TRUE(from_path.ok() && inline_text.ok()) << from_path.status();
   EXPECT_EQ(from_path->fingerprint, inline_text->fingerprint);
   EXPECT_EQ(from_path->samples[1].source, inline_text->samples[1].source);
@@ -190,7 +245,7 @@ TEST(TaskRunnerTest, PathDataNotReadableUnderTheDataDirectoriesGetsOneGenericMes
   tree.Write("data/short.txt", "x");
   std::filesystem::create_directories(tree.Path("data/dir"));
   std::filesystem::create_symlink(secret, tree.Path("data/link.txt"));
-  const DataOptions options = Spec(0, 0).data;
+  const DataOptions options = DataOptionsOf(Spec(0, 0).params);
   struct Case {
     std::string path;
     bool with_dirs;
@@ -220,7 +275,7 @@ TEST(TaskRunnerTest, ParseErrorsOfAFileInsideTheDataDirectoriesKeepTheirDetail) 
   DataTree tree;
   const std::string path = tree.Write("data/bad.jsonl", "{\"text\": 3}\n");
   TaskRunner runner(*f->transformer, f->tokenizer.get(), kHash, {.data_dirs = tree.Dirs()});
-  const Status s = runner.LoadJob("job1", PathData(path), Spec(0, 0).data);
+  const Status s = runner.LoadJob("job1", PathData(path), DataOptionsOf(Spec(0, 0).params));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find(path + ":1"), std::string::npos) << s;
 }
@@ -236,7 +291,7 @@ TEST(TaskRunnerTest, SampleOutOfRangeIsInvalidArgument) {
 // set `ripplekv calibrate` reads for the same name and options.
 TEST(TaskRunnerTest, BuiltinDataIsTheNamedSetAndEmptyMeansTheDefault) {
   auto f = MakeFixture();
-  const DataOptions options = Spec(0, 0).data;
+  const DataOptions options = DataOptionsOf(Spec(0, 0).params);
   JobData data;
   data.source = JobData::Source::kBuiltin;
   data.builtin = "moby-dick";

@@ -255,12 +255,12 @@ TEST(WorkerClientTest, RunsAnAssignedTaskAndReportsItsTrialsInTaskDoneThenDrains
   // Expected values: the same task run directly by the core.
   TaskRunner reference(*worker.transformer, worker.tokenizer.get(), kHash, {});
   TaskSpec spec{.task_id = "x", .job_id = "job1", .model_hash = kHash, .sample = 1, .layer = 2};
-  spec.trials = {.alpha = 0.5f, .trials = 3, .seed = 11};
-  spec.data = {.samples = 2, .context_len = 24, .probe_len = 6};
+  spec.params = {
+      .alpha = 0.5, .trials = 3, .seed = 11, .samples = 2, .context_len = 24, .probe_len = 6};
   JobData data;
   data.source = JobData::Source::kText;
   data.text = Text(200);
-  ASSERT_TRUE(reference.LoadJob("job1", data, spec.data).ok());
+  ASSERT_TRUE(reference.LoadJob("job1", data, DataOptionsOf(spec.params)).ok());
   auto want = reference.Run(spec);
   ASSERT_TRUE(want.ok()) << want.status();
 
