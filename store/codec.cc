@@ -465,4 +465,145 @@ std::string BudgetMapDigest(std::string_view budget_json) {
   return Sha256Hex(budget_json).substr(0, kMapDigestChars);
 }
 
+namespace {
+
+// The checks every stored rollout passes, as "<field> ..." (the encoder's InvalidArgument, the
+// decoder's DataLoss).
+std::optional<std::string> RolloutProblem(const RolloutRecord& r) {
+  if (r.stages.empty()) return "stages is empty";
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    const RolloutStage& s = r.stages[i];
+    if (s.nodes.has_value() == s.percent.has_value()) {
+      return Cat("stages[", i, "] has ", s.nodes ? "both nodes and percent" : "no size");
+    }
+    if (s.nodes && *s.nodes < 1) return Cat("stages[", i, "].nodes is ", *s.nodes, ", below 1");
+    if (s.percent && !(*s.percent > 0 && *s.percent <= 100)) {
+      return Cat("stages[", i, "].percent is ", *s.percent, ", outside (0, 100]");
+    }
+  }
+  if (r.stage < 0 || static_cast<size_t>(r.stage) >= r.stages.size()) {
+    return Cat("stage is ", r.stage, ", not an index into ", r.stages.size(), " stages");
+  }
+  if (r.soak_ms < 0) return Cat("soak_ms is ", r.soak_ms, ", below 0");
+  if (r.stage_timeout_ms <= 0) return Cat("stage_timeout_ms is ", r.stage_timeout_ms, ", not > 0");
+  if (!(r.min_ack_share > 0 && r.min_ack_share <= 1)) {
+    return Cat("min_ack_share is ", r.min_ack_share, ", outside (0, 1]");
+  }
+  return std::nullopt;
+}
+
+StatusOr<RolloutStage> StageFromJson(const Json& j, const std::string& path) {
+  if (!j.is_object()) return Corrupt(path, "is not an object");
+  const Reader r(j, path);
+  RETURN_IF_ERROR(r.OnlyFields({"nodes", "percent"}));
+  RolloutStage stage;
+  if (r.Has("nodes")) {
+    ASSIGN_OR_RETURN(int64_t nodes, r.I64("nodes", 1, INT32_MAX));
+    stage.nodes = static_cast<int32_t>(nodes);
+  }
+  if (r.Has("percent")) {
+    ASSIGN_OR_RETURN(stage.percent, r.Double("percent"));
+  }
+  return stage;
+}
+
+}  // namespace
+
+StatusOr<std::string> EncodeRollout(const RolloutRecord& rollout) {
+  if (std::optional<std::string> problem = RolloutProblem(rollout)) {
+    return absl::InvalidArgumentError(Cat("rollout ", rollout.id, ": ", *problem));
+  }
+  RETURN_IF_ERROR(CheckUtf8(rollout.model_hash, "model_hash"));
+  RETURN_IF_ERROR(CheckUtf8(rollout.map_version, "map_version"));
+  RETURN_IF_ERROR(CheckUtf8(rollout.previous_version, "previous_version"));
+  RETURN_IF_ERROR(CheckUtf8(rollout.pause_reason, "pause_reason"));
+  Json stages = Json::array();
+  for (const RolloutStage& s : rollout.stages) {
+    stages.push_back(s.nodes ? Json{{"nodes", *s.nodes}} : Json{{"percent", *s.percent}});
+  }
+  const Json j = {
+      {"v", kValueFormatVersion},
+      {"model_hash", rollout.model_hash},
+      {"map_version", rollout.map_version},
+      {"previous_version", rollout.previous_version},
+      {"stages", std::move(stages)},
+      {"soak_ms", rollout.soak_ms},
+      {"stage_timeout_ms", rollout.stage_timeout_ms},
+      {"min_ack_share", rollout.min_ack_share},
+      {"state", RolloutStateName(rollout.state)},
+      {"stage", rollout.stage},
+      {"pause_reason", rollout.pause_reason},
+      {"created_at_ms", rollout.created_at_ms},
+      {"updated_at_ms", rollout.updated_at_ms},
+      {"stage_started_at_ms", rollout.stage_started_at_ms},
+  };
+  return Dump(j, "rollout");
+}
+
+StatusOr<RolloutRecord> DecodeRollout(uint64_t id, std::string_view value) {
+  ASSIGN_OR_RETURN(Json j, ParseValue(value));
+  const Reader r(j, "");
+  RETURN_IF_ERROR(
+      r.OnlyFields({"v", "model_hash", "map_version", "previous_version", "stages", "soak_ms",
+                    "stage_timeout_ms", "min_ack_share", "state", "stage", "pause_reason",
+                    "created_at_ms", "updated_at_ms", "stage_started_at_ms"}));
+  RolloutRecord out;
+  out.id = id;
+  ASSIGN_OR_RETURN(out.model_hash, r.String("model_hash"));
+  ASSIGN_OR_RETURN(out.map_version, r.String("map_version"));
+  ASSIGN_OR_RETURN(out.previous_version, r.String("previous_version"));
+  ASSIGN_OR_RETURN(const Json* stages, r.Member("stages"));
+  if (!stages->is_array()) return Corrupt("stages", "is not an array");
+  for (size_t i = 0; i < stages->size(); ++i) {
+    ASSIGN_OR_RETURN(RolloutStage stage, StageFromJson((*stages)[i], Cat("stages[", i, "]")));
+    out.stages.push_back(stage);
+  }
+  ASSIGN_OR_RETURN(out.soak_ms, r.I64("soak_ms"));
+  ASSIGN_OR_RETURN(out.stage_timeout_ms, r.I64("stage_timeout_ms"));
+  ASSIGN_OR_RETURN(out.min_ack_share, r.Double("min_ack_share"));
+  ASSIGN_OR_RETURN(out.state, r.Enumerated<RolloutState>("state", &ParseRolloutState));
+  ASSIGN_OR_RETURN(int64_t stage, r.I64("stage", 0, INT32_MAX));
+  out.stage = static_cast<int32_t>(stage);
+  ASSIGN_OR_RETURN(out.pause_reason, r.String("pause_reason"));
+  ASSIGN_OR_RETURN(out.created_at_ms, r.I64("created_at_ms"));
+  ASSIGN_OR_RETURN(out.updated_at_ms, r.I64("updated_at_ms"));
+  ASSIGN_OR_RETURN(out.stage_started_at_ms, r.I64("stage_started_at_ms"));
+  if (std::optional<std::string> problem = RolloutProblem(out)) {
+    return absl::DataLossError(*problem);
+  }
+  return out;
+}
+
+StatusOr<std::string> EncodeRolloutNode(const RolloutNodeRecord& node) {
+  RETURN_IF_ERROR(CheckUtf8(node.assigned_version, "assigned_version"));
+  RETURN_IF_ERROR(CheckUtf8(node.held_version, "held_version"));
+  RETURN_IF_ERROR(CheckUtf8(node.error, "error"));
+  const Json j = {
+      {"v", kValueFormatVersion},
+      {"in_rollout", node.in_rollout},
+      {"assigned_version", node.assigned_version},
+      {"held_version", node.held_version},
+      {"state", NodeMapStateName(node.state)},
+      {"error", node.error},
+      {"updated_at_ms", node.updated_at_ms},
+  };
+  return Dump(j, "rollout node");
+}
+
+StatusOr<RolloutNodeRecord> DecodeRolloutNode(std::string_view node_id, std::string_view value) {
+  ASSIGN_OR_RETURN(Json j, ParseValue(value));
+  const Reader r(j, "");
+  RETURN_IF_ERROR(r.OnlyFields(
+      {"v", "in_rollout", "assigned_version", "held_version", "state", "error", "updated_at_ms"}));
+  RolloutNodeRecord out;
+  out.node_id = std::string(node_id);
+  ASSIGN_OR_RETURN(out.in_rollout, r.Bool("in_rollout"));
+  ASSIGN_OR_RETURN(out.assigned_version, r.String("assigned_version"));
+  ASSIGN_OR_RETURN(out.held_version, r.String("held_version"));
+  ASSIGN_OR_RETURN(out.state, r.Enumerated<NodeMapState>("state", &ParseNodeMapState));
+  ASSIGN_OR_RETURN(out.error, r.String("error"));
+  ASSIGN_OR_RETURN(out.updated_at_ms, r.I64("updated_at_ms"));
+  return out;
+}
+
 }  // namespace ripplekv::store

@@ -51,6 +51,16 @@ std::string EncodeResultValue(double kl);
 [[nodiscard]] StatusOr<BudgetMapRecord> DecodeV2BudgetMap(const VersionKeyParts& key,
                                                           std::string_view value);
 
+// Rollouts and their node records. The encoders also refuse (InvalidArgument) a rollout that
+// breaks RolloutRecord's ranges (no stage, a stage without exactly one size, a stage index out of
+// range, a negative soak, a timeout not > 0, a share outside (0, 1]); the decoder checks the same
+// (DataLoss). Ids come from the key.
+[[nodiscard]] StatusOr<std::string> EncodeRollout(const RolloutRecord& rollout);
+[[nodiscard]] StatusOr<RolloutRecord> DecodeRollout(uint64_t id, std::string_view value);
+[[nodiscard]] StatusOr<std::string> EncodeRolloutNode(const RolloutNodeRecord& node);
+[[nodiscard]] StatusOr<RolloutNodeRecord> DecodeRolloutNode(std::string_view node_id,
+                                                            std::string_view value);
+
 // A budget map's content id (BudgetMapRecord::digest): the first kMapDigestChars lowercase hex
 // digits of SHA-256(budget_json).
 std::string BudgetMapDigest(std::string_view budget_json);

@@ -34,11 +34,12 @@ inline constexpr std::string_view kRolloutNodesCf = "rollout_nodes";
 // Keys of the meta column family.
 inline constexpr std::string_view kSchemaVersionKey = "schema_version";  // value: decimal text
 // The schema version (key layout + value format) this code writes and reads. Versions 1 (before
-// the job_data, active_jobs and finished_jobs column families) and 2 (before budget-map digests
-// and rollouts) are migrated on open.
-inline constexpr std::string_view kSchemaVersion = "3";
+// the job_data, active_jobs and finished_jobs column families), 2 (before budget-map digests
+// and rollouts) and 3 (rollout values as the API's protobuf bytes) are migrated on open.
+inline constexpr std::string_view kSchemaVersion = "4";
 inline constexpr std::string_view kSchemaVersion1 = "1";
 inline constexpr std::string_view kSchemaVersion2 = "2";
+inline constexpr std::string_view kSchemaVersion3 = "3";
 inline constexpr std::string_view kNextJobIdKey = "next_job_id";          // value: 8 bytes BE
 inline constexpr std::string_view kNextRolloutIdKey = "next_rollout_id";  // value: 8 bytes BE
 inline constexpr std::string_view kIdempotencyPrefix = "idempotency/";    // + key; value: job id

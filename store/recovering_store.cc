@@ -189,12 +189,12 @@ StatusOr<std::vector<BudgetMapRecord>> RecoveringStore::ListBudgetMaps(
   return With([&](Store& s) { return s.ListBudgetMaps(model_hash); });
 }
 
-StatusOr<RolloutRecord> RecoveringStore::CreateRollout(const std::string& value) {
-  return With([&](Store& s) { return s.CreateRollout(value); });
+StatusOr<RolloutRecord> RecoveringStore::CreateRollout(const RolloutRecord& rollout) {
+  return With([&](Store& s) { return s.CreateRollout(rollout); });
 }
-Status RecoveringStore::WriteRollout(uint64_t id, const std::optional<std::string>& value,
+Status RecoveringStore::WriteRollout(uint64_t id, const RolloutRecord* rollout,
                                      std::span<const RolloutNodeRecord> nodes, bool sync) {
-  return With([&](Store& s) { return s.WriteRollout(id, value, nodes, sync); });
+  return With([&](Store& s) { return s.WriteRollout(id, rollout, nodes, sync); });
 }
 StatusOr<RolloutRecord> RecoveringStore::GetRollout(uint64_t id) const {
   return With([&](Store& s) { return s.GetRollout(id); });

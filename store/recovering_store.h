@@ -93,8 +93,8 @@ class RecoveringStore final : public Store {
   StatusOr<std::vector<BudgetMapRecord>> ListBudgetMaps(
       const std::string& model_hash) const override;
 
-  StatusOr<RolloutRecord> CreateRollout(const std::string& value) override;
-  Status WriteRollout(uint64_t id, const std::optional<std::string>& value,
+  StatusOr<RolloutRecord> CreateRollout(const RolloutRecord& rollout) override;
+  Status WriteRollout(uint64_t id, const RolloutRecord* rollout,
                       std::span<const RolloutNodeRecord> nodes, bool sync) override;
   StatusOr<RolloutRecord> GetRollout(uint64_t id) const override;
   StatusOr<std::vector<RolloutRecord>> ListRollouts() const override;

@@ -208,20 +208,24 @@ RocksStore::~RocksStore() {
 Status RocksStore::Initialize() {
   ASSIGN_OR_RETURN(std::optional<std::string> schema, Get(kMeta, kSchemaVersionKey));
   if (schema.has_value() && *schema != kSchemaVersion && *schema != kSchemaVersion1 &&
-      *schema != kSchemaVersion2) {
+      *schema != kSchemaVersion2 && *schema != kSchemaVersion3) {
     return absl::FailedPreconditionError(Cat("schema version '", *schema, "'; this build reads ",
-                                             kSchemaVersion1, ", ", kSchemaVersion2, " and ",
-                                             kSchemaVersion));
+                                             kSchemaVersion1, ", ", kSchemaVersion2, ", ",
+                                             kSchemaVersion3, " and ", kSchemaVersion));
   }
   std::lock_guard<std::mutex> lock(write_mu_);
-  // Each step is one write of its own: a crash between them leaves a version-2 database, which
-  // the next open migrates on.
+  // Each step is one write of its own: a crash between them leaves a database of the version
+  // that step starts from, which the next open migrates on.
   if (schema.has_value() && *schema == kSchemaVersion1) {
     RETURN_IF_ERROR(MigrateFromV1());
     schema = std::string(kSchemaVersion2);
   }
   if (schema.has_value() && *schema == kSchemaVersion2) {
     RETURN_IF_ERROR(MigrateFromV2());
+    schema = std::string(kSchemaVersion3);
+  }
+  if (schema.has_value() && *schema == kSchemaVersion3) {
+    RETURN_IF_ERROR(MigrateFromV3());
     schema = std::string(kSchemaVersion);
   }
   rocksdb::WriteBatch batch;

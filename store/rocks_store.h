@@ -106,8 +106,8 @@ class RocksStore final : public Store {
   StatusOr<std::vector<BudgetMapRecord>> ListBudgetMaps(
       const std::string& model_hash) const override;
 
-  StatusOr<RolloutRecord> CreateRollout(const std::string& value) override;
-  Status WriteRollout(uint64_t id, const std::optional<std::string>& value,
+  StatusOr<RolloutRecord> CreateRollout(const RolloutRecord& rollout) override;
+  Status WriteRollout(uint64_t id, const RolloutRecord* rollout,
                       std::span<const RolloutNodeRecord> nodes, bool sync) override;
   StatusOr<RolloutRecord> GetRollout(uint64_t id) const override;
   StatusOr<std::vector<RolloutRecord>> ListRollouts() const override;
@@ -226,6 +226,10 @@ class RocksStore final : public Store {
   // Rewrites a schema-version-2 database as version 3 in one write (rocks_store_migrate.cc):
   // every budget map re-encoded with its digest, and the digest index.
   Status MigrateFromV2();
+  // Rewrites a schema-version-3 database as version 4 in one write (rocks_store_migrate.cc):
+  // every rollout and rollout node value, stored as the API's protobuf bytes, re-encoded as the
+  // store's own (store/legacy_rollouts.h reads the old bytes).
+  Status MigrateFromV3();
   // Raises meta next_job_id and next_rollout_id, when needed, above every id in the data: the
   // last key of jobs and rollouts, and, with `dropped` (an accepted write-ahead-log loss), the
   // ids the dropped records held (rocks_store_recovery.cc). Adds a note for each one raised.

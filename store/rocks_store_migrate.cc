@@ -6,6 +6,7 @@
 #include "base/strings.h"
 #include "store/codec.h"
 #include "store/keys.h"
+#include "store/legacy_rollouts.h"
 #include "store/rocks_store.h"
 
 namespace ripplekv::store {
@@ -71,10 +72,44 @@ Status RocksStore::MigrateFromV2() {
     if (!indexed.insert(index).second) return absl::OkStatus();
     return PutRaw(&batch, kMeta, index, MapDigestValue(map->version));
   }));
-  RETURN_IF_ERROR(PutRaw(&batch, kMeta, kSchemaVersionKey, kSchemaVersion));
+  RETURN_IF_ERROR(PutRaw(&batch, kMeta, kSchemaVersionKey, kSchemaVersion3));
   rocksdb::WriteOptions write_options;
   write_options.sync = true;
   return FromRocks(db_->Write(write_options, &batch), "migrating schema version 2 to 3");
+}
+
+// Version 3 stored each rollout and rollout node value as the wire bytes of the API's message
+// (ripplekv.v1.Rollout, RolloutNode). Version 4 re-encodes every one as the store's own value
+// (codec.h), under the same key. A value that does not decode, or decodes to a rollout the codec
+// refuses, is DataLoss naming its key, and nothing is written. One batch, synced, as above; it
+// holds every rollout node once (about 200 bytes each).
+Status RocksStore::MigrateFromV3() {
+  rocksdb::WriteBatch batch;
+  RETURN_IF_ERROR(Scan(kRollouts, "", [&](std::string_view key, std::string_view value) {
+    std::optional<uint64_t> id = ParseRolloutKey(key);
+    if (!id) return Damaged(kRollouts, key, absl::DataLossError("malformed key"));
+    StatusOr<RolloutRecord> rollout = DecodeV3Rollout(*id, value);
+    if (!rollout.ok()) return Damaged(kRollouts, key, rollout.status());
+    StatusOr<std::string> encoded = EncodeRollout(*rollout);
+    if (!encoded.ok())
+      return Damaged(kRollouts, key, absl::DataLossError(encoded.status().message()));
+    return PutRaw(&batch, kRollouts, key, *encoded);
+  }));
+  RETURN_IF_ERROR(Scan(kRolloutNodes, "", [&](std::string_view key, std::string_view value) {
+    std::optional<RolloutNodeKeyParts> parts = ParseRolloutNodeKey(key);
+    if (!parts) return Damaged(kRolloutNodes, key, absl::DataLossError("malformed key"));
+    StatusOr<RolloutNodeRecord> node = DecodeV3RolloutNode(parts->node_id, value);
+    if (!node.ok()) return Damaged(kRolloutNodes, key, node.status());
+    StatusOr<std::string> encoded = EncodeRolloutNode(*node);
+    if (!encoded.ok()) {
+      return Damaged(kRolloutNodes, key, absl::DataLossError(encoded.status().message()));
+    }
+    return PutRaw(&batch, kRolloutNodes, key, *encoded);
+  }));
+  RETURN_IF_ERROR(PutRaw(&batch, kMeta, kSchemaVersionKey, kSchemaVersion));
+  rocksdb::WriteOptions write_options;
+  write_options.sync = true;
+  return FromRocks(db_->Write(write_options, &batch), "migrating schema version 3 to 4");
 }
 
 }  // namespace ripplekv::store

@@ -1,11 +1,11 @@
-// RocksStore: rollouts and their node records, values opaque (see store/store.h for the
-// contracts). A value is stored as the caller's bytes; the only check a read can make is that it
-// is not empty, which every write ensures.
+// RocksStore: rollouts and their node records (see store/store.h for the contracts), values in
+// the store's own encoding (store/codec.h; docs/STORE.md).
 
 #include <algorithm>
 #include <vector>
 
 #include "base/strings.h"
+#include "store/codec.h"
 #include "store/keys.h"
 #include "store/rocks_store.h"
 
@@ -17,11 +17,13 @@ StatusOr<RolloutRecord> RocksStore::ReadRollout(uint64_t id,
   ASSIGN_OR_RETURN(std::optional<std::string> value, Get(kRollouts, key, snapshot));
   if (!value) return absl::NotFoundError(Cat("rollout ", id, " not found"));
   if (value->empty()) return Damaged(kRollouts, key, absl::DataLossError("value is empty"));
-  return RolloutRecord{.id = id, .value = *std::move(value)};
+  StatusOr<RolloutRecord> rollout = DecodeRollout(id, *value);
+  if (!rollout.ok()) return Damaged(kRollouts, key, rollout.status());
+  return rollout;
 }
 
-StatusOr<RolloutRecord> RocksStore::CreateRollout(const std::string& value) {
-  if (value.empty()) return absl::InvalidArgumentError("rollout value is empty");
+StatusOr<RolloutRecord> RocksStore::CreateRollout(const RolloutRecord& rollout) {
+  ASSIGN_OR_RETURN(std::string value, EncodeRollout(rollout));
   std::lock_guard<std::mutex> lock(write_mu_);
   ASSIGN_OR_RETURN(std::optional<std::string> next, Get(kMeta, kNextRolloutIdKey));
   uint64_t id = 1;
@@ -35,26 +37,38 @@ StatusOr<RolloutRecord> RocksStore::CreateRollout(const std::string& value) {
   RETURN_IF_ERROR(PutRaw(&batch, kRollouts, RolloutKey(id), value));
   RETURN_IF_ERROR(PutRaw(&batch, kMeta, kNextRolloutIdKey, RolloutKey(id + 1)));
   RETURN_IF_ERROR(Write(&batch));
-  return RolloutRecord{.id = id, .value = value};
+  RolloutRecord created = rollout;
+  created.id = id;
+  return created;
 }
 
-Status RocksStore::WriteRollout(uint64_t id, const std::optional<std::string>& value,
+Status RocksStore::WriteRollout(uint64_t id, const RolloutRecord* rollout,
                                 std::span<const RolloutNodeRecord> nodes, bool sync) {
-  if (value && value->empty()) {
-    return absl::InvalidArgumentError(Cat("rollout ", id, ": value is empty"));
+  std::optional<std::string> value;
+  if (rollout != nullptr) {
+    StatusOr<std::string> encoded = EncodeRollout(*rollout);
+    if (!encoded.ok()) {
+      return absl::InvalidArgumentError(
+          Cat("rollout ", id, ": ", std::string(encoded.status().message())));
+    }
+    value = *std::move(encoded);
   }
   std::vector<std::string_view> node_ids;
+  std::vector<std::string> node_values;
   node_ids.reserve(nodes.size());
+  node_values.reserve(nodes.size());
   for (const RolloutNodeRecord& node : nodes) {
     const Status valid = ValidateNodeId(node.node_id);
     if (!valid.ok()) {
       return absl::InvalidArgumentError(Cat("rollout ", id, ": ", std::string(valid.message())));
     }
-    if (node.value.empty()) {
-      return absl::InvalidArgumentError(
-          Cat("rollout ", id, ": the value of node ", ShowNodeId(node.node_id), " is empty"));
+    StatusOr<std::string> encoded = EncodeRolloutNode(node);
+    if (!encoded.ok()) {
+      return absl::InvalidArgumentError(Cat("rollout ", id, ": node ", ShowNodeId(node.node_id),
+                                            ": ", std::string(encoded.status().message())));
     }
     node_ids.push_back(node.node_id);
+    node_values.push_back(*std::move(encoded));
   }
   std::sort(node_ids.begin(), node_ids.end());
   if (auto dup = std::adjacent_find(node_ids.begin(), node_ids.end()); dup != node_ids.end()) {
@@ -66,8 +80,9 @@ Status RocksStore::WriteRollout(uint64_t id, const std::optional<std::string>& v
   RETURN_IF_ERROR(ReadRollout(id).status());
   rocksdb::WriteBatch batch;
   if (value) RETURN_IF_ERROR(PutRaw(&batch, kRollouts, RolloutKey(id), *value));
-  for (const RolloutNodeRecord& node : nodes) {
-    RETURN_IF_ERROR(PutRaw(&batch, kRolloutNodes, RolloutNodeKey(id, node.node_id), node.value));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    RETURN_IF_ERROR(
+        PutRaw(&batch, kRolloutNodes, RolloutNodeKey(id, nodes[i].node_id), node_values[i]));
   }
   if (batch.Count() == 0) return absl::OkStatus();
   if (sync) return Write(&batch);  // synced as StoreOptions::sync_writes says
@@ -85,7 +100,9 @@ StatusOr<std::vector<RolloutRecord>> RocksStore::ListRollouts() const {
     std::optional<uint64_t> id = ParseRolloutKey(key);
     if (!id) return Damaged(kRollouts, key, absl::DataLossError("malformed key"));
     if (value.empty()) return Damaged(kRollouts, key, absl::DataLossError("value is empty"));
-    out.push_back({.id = *id, .value = std::string(value)});
+    StatusOr<RolloutRecord> rollout = DecodeRollout(*id, value);
+    if (!rollout.ok()) return Damaged(kRollouts, key, rollout.status());
+    out.push_back(*std::move(rollout));
     return absl::OkStatus();
   }));
   return out;
@@ -103,7 +120,9 @@ StatusOr<std::vector<RolloutNodeRecord>> RocksStore::ListRolloutNodes(uint64_t i
         if (value.empty()) {
           return Damaged(kRolloutNodes, key, absl::DataLossError("value is empty"));
         }
-        out.push_back({.node_id = std::move(parts->node_id), .value = std::string(value)});
+        StatusOr<RolloutNodeRecord> node = DecodeRolloutNode(parts->node_id, value);
+        if (!node.ok()) return Damaged(kRolloutNodes, key, node.status());
+        out.push_back(*std::move(node));
         return absl::OkStatus();
       },
       /*values=*/true, snapshot.get()));

@@ -345,18 +345,20 @@ class Store {
   [[nodiscard]] virtual StatusOr<std::vector<BudgetMapRecord>> ListBudgetMaps(
       const std::string& model_hash = {}) const = 0;
 
-  // ---- Rollouts (values encoded by the caller; docs/ROLLOUTS.md) ----
+  // ---- Rollouts (docs/ROLLOUTS.md; their values in docs/STORE.md) ----
 
-  // Stores a new rollout with the next id (1 for the first) in one write. InvalidArgument: empty
-  // or too large a value.
-  [[nodiscard]] virtual StatusOr<RolloutRecord> CreateRollout(const std::string& value) = 0;
+  // Stores `rollout` as a new rollout with the next id (1 for the first; rollout.id is ignored)
+  // in one write and returns it with its id. InvalidArgument: a rollout the codec refuses (out of
+  // its ranges, a string not UTF-8: store/codec.h), too large a value.
+  [[nodiscard]] virtual StatusOr<RolloutRecord> CreateRollout(const RolloutRecord& rollout) = 0;
 
-  // One atomic write of a rollout's change: its record when `value` is set, and the given node
-  // records (inserted or replaced). With `sync` false the write survives a process crash but not
-  // necessarily a power failure, whatever StoreOptions::sync_writes says (for state the nodes
-  // report again on reconnect). NotFound: no rollout `id`; InvalidArgument: an empty value, a bad
-  // or repeated node id, a value too large.
-  [[nodiscard]] virtual Status WriteRollout(uint64_t id, const std::optional<std::string>& value,
+  // One atomic write of a change of rollout `id`: its record when `rollout` is non-null (its id is
+  // ignored), and the given node records (inserted or replaced). With `sync` false the write
+  // survives a process crash but not necessarily a power failure, whatever
+  // StoreOptions::sync_writes says (for state the nodes report again on reconnect). NotFound: no
+  // rollout `id`; InvalidArgument: a record the codec refuses, a bad or repeated node id, a value
+  // too large.
+  [[nodiscard]] virtual Status WriteRollout(uint64_t id, const RolloutRecord* rollout,
                                             std::span<const RolloutNodeRecord> nodes,
                                             bool sync = true) = 0;
 

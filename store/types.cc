@@ -40,6 +40,18 @@ constexpr std::array<std::pair<TaskState, std::string_view>, 3> kTaskStates = {{
     {TaskState::kLeased, "leased"},
     {TaskState::kDone, "done"},
 }};
+constexpr std::array<std::pair<RolloutState, std::string_view>, 4> kRolloutStates = {{
+    {RolloutState::kRunning, "running"},
+    {RolloutState::kPaused, "paused"},
+    {RolloutState::kSucceeded, "succeeded"},
+    {RolloutState::kRolledBack, "rolled_back"},
+}};
+constexpr std::array<std::pair<NodeMapState, std::string_view>, 4> kNodeMapStates = {{
+    {NodeMapState::kUnspecified, "unspecified"},
+    {NodeMapState::kPending, "pending"},
+    {NodeMapState::kApplied, "applied"},
+    {NodeMapState::kFailed, "failed"},
+}};
 
 }  // namespace
 
@@ -51,11 +63,19 @@ bool IsTerminal(JobState state) {
 std::string_view DataFormatName(DataFormat format) { return NameOf(kDataFormats, format); }
 std::string_view JobStateName(JobState state) { return NameOf(kJobStates, state); }
 std::string_view TaskStateName(TaskState state) { return NameOf(kTaskStates, state); }
+std::string_view RolloutStateName(RolloutState state) { return NameOf(kRolloutStates, state); }
+std::string_view NodeMapStateName(NodeMapState state) { return NameOf(kNodeMapStates, state); }
 
 std::optional<DataFormat> ParseDataFormat(std::string_view name) {
   return Lookup(kDataFormats, name);
 }
 std::optional<JobState> ParseJobState(std::string_view name) { return Lookup(kJobStates, name); }
 std::optional<TaskState> ParseTaskState(std::string_view name) { return Lookup(kTaskStates, name); }
+std::optional<RolloutState> ParseRolloutState(std::string_view name) {
+  return Lookup(kRolloutStates, name);
+}
+std::optional<NodeMapState> ParseNodeMapState(std::string_view name) {
+  return Lookup(kNodeMapStates, name);
+}
 
 }  // namespace ripplekv::store

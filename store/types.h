@@ -1,7 +1,7 @@
 #pragma once
 // Domain types of the scheduler's durable state (docs/DESIGN.md §3): jobs, their tasks, trial
-// results, profile versions and budget maps. Plain structs, no protobuf and no RocksDB: the gRPC
-// adapters in scheduler/service/ convert to and from these, and store/store.h keeps them.
+// results, profile versions, budget maps and rollouts. Plain structs, no protobuf and no RocksDB:
+// the gRPC adapters in scheduler/service/ convert to and from these, and store/store.h keeps them.
 //
 // Units: times are milliseconds since the Unix epoch (UTC) in an int64 (`TimeMs`); token counts
 // are tokens; KL divergences are nats.
@@ -172,19 +172,60 @@ struct BudgetMapRecord {
   friend bool operator==(const BudgetMapRecord&, const BudgetMapRecord&) = default;
 };
 
-// A rollout's durable state (docs/ROLLOUTS.md). The store keeps the value as given (the scheduler
-// encodes it) and guarantees only atomicity and durability.
+// Where a rollout stands (docs/ROLLOUTS.md, "States").
+enum class RolloutState : uint8_t {
+  kRunning = 0,     // "running": moving through its stages
+  kPaused = 1,      // "paused": stopped where it is; pause_reason says why
+  kSucceeded = 2,   // "succeeded": every stage done; its map is the model's active one
+  kRolledBack = 3,  // "rolled_back": the previous map was restored
+};
+
+// How a node stands with the version it is assigned.
+enum class NodeMapState : uint8_t {
+  kUnspecified = 0,  // "unspecified": a report about another version than the assigned one
+  kPending = 1,      // "pending": assigned, not yet reported
+  kApplied = 2,      // "applied": reported written and applied
+  kFailed = 3,       // "failed": reported a failure (error)
+};
+
+// Which nodes a rollout stage covers: exactly one of a node count or a share of the model's
+// connected nodes. A stored stage always has exactly one; a requested one may have neither.
+struct RolloutStage {
+  std::optional<int32_t> nodes;   // >= 1
+  std::optional<double> percent;  // (0, 100]
+
+  friend bool operator==(const RolloutStage&, const RolloutStage&) = default;
+};
+
+// A rollout's durable state (docs/ROLLOUTS.md; its value in docs/STORE.md, "rollouts").
 struct RolloutRecord {
-  uint64_t id = 0;    // 1, 2, ... allocated by Store::CreateRollout
-  std::string value;  // encoded by the caller; opaque here; non-empty
+  uint64_t id = 0;                   // 1, 2, ... allocated by Store::CreateRollout (the key)
+  std::string model_hash;            // 1..kMaxModelHashBytes bytes
+  std::string map_version;           // the budget map version it rolls out (a digest)
+  std::string previous_version;      // the model's active map when it started; "" none
+  std::vector<RolloutStage> stages;  // at least one, each with exactly one size
+  int64_t soak_ms = 0;               // >= 0: least time a stage is held once acknowledged
+  int64_t stage_timeout_ms = 0;      // > 0: longest time a stage may take before it pauses
+  double min_ack_share = 1.0;        // (0, 1]: acknowledged share of a stage's nodes to advance
+  RolloutState state = RolloutState::kRunning;
+  int32_t stage = 0;         // index into stages of the current (or last) stage
+  std::string pause_reason;  // set when paused (kept after a rollback from paused)
+  TimeMs created_at_ms = 0;
+  TimeMs updated_at_ms = 0;
+  TimeMs stage_started_at_ms = 0;
 
   friend bool operator==(const RolloutRecord&, const RolloutRecord&) = default;
 };
 
-// One serving node's state in a rollout; the value is opaque as RolloutRecord's.
+// One serving node's state in a rollout (its value in docs/STORE.md, "rollout_nodes").
 struct RolloutNodeRecord {
-  std::string node_id;  // 1..256 bytes
-  std::string value;    // non-empty
+  std::string node_id;           // 1..kMaxNodeIdBytes bytes (the key)
+  bool in_rollout = false;       // assigned the rollout's map (false: kept the previous map)
+  std::string assigned_version;  // what the node is told to hold; "" no map
+  std::string held_version;      // what the node last reported holding; "" none or unknown
+  NodeMapState state = NodeMapState::kUnspecified;  // of assigned_version
+  std::string error;                                // the failure, one line, when state is kFailed
+  TimeMs updated_at_ms = 0;
 
   friend bool operator==(const RolloutNodeRecord&, const RolloutNodeRecord&) = default;
 };
@@ -193,9 +234,13 @@ struct RolloutNodeRecord {
 std::string_view DataFormatName(DataFormat format);
 std::string_view JobStateName(JobState state);
 std::string_view TaskStateName(TaskState state);
+std::string_view RolloutStateName(RolloutState state);
+std::string_view NodeMapStateName(NodeMapState state);
 // Inverses of the above; nullopt for any other string.
 std::optional<DataFormat> ParseDataFormat(std::string_view name);
 std::optional<JobState> ParseJobState(std::string_view name);
 std::optional<TaskState> ParseTaskState(std::string_view name);
+std::optional<RolloutState> ParseRolloutState(std::string_view name);
+std::optional<NodeMapState> ParseNodeMapState(std::string_view name);
 
 }  // namespace ripplekv::store

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "base/strings.h"
-#include "scheduler/service/budget_versions.h"
 #include "scheduler/service/convert.h"
+#include "scheduler/service/rollout_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace ripplekv::scheduler::service {
@@ -53,12 +53,13 @@ class RolloutServiceImpl::NodeStream final : public grpc::ServerWriteReactor<v1:
   NodeStream(RolloutServiceImpl* owner, const v1::WatchBudgetsRequest& request)
       : owner_(owner), node_id_(request.node_id()), model_hash_(request.model_hash()) {}
 
-  void Offer(const v1::BudgetAssignment& assignment, uint64_t sequence) override {
+  void Offer(const rollout::Assignment& assignment, uint64_t sequence) override {
+    v1::BudgetAssignment message = AssignmentToProto(assignment);
     {
       std::lock_guard lock(mu_);
       if (sequence <= last_sequence_) return;
       last_sequence_ = sequence;
-      waiting_ = assignment;
+      waiting_ = std::move(message);
     }
     Pump();
   }
@@ -210,15 +211,18 @@ Status RolloutServiceImpl::DoCreateBudgetMap(const v1::CreateBudgetMapRequest& r
   v1::BudgetParams params = request.params();
   params.clear_format();  // formats are chosen per node
   ASSIGN_OR_RETURN(BudgetRequest budget, BudgetRequestFromProto(params));
-  const method::SelectionIntent selection = rollout::SelectionFromProto(request.selection());
+  const method::SelectionIntent selection = SelectionFromProto(request.selection());
   RETURN_IF_ERROR(method::ValidateSelectionIntent(selection));
   ASSIGN_OR_RETURN(
       ProfileBudgetMap computed,
       options_.scheduler->GetBudgetMap(
           request.model_hash(), static_cast<uint32_t>(request.profile_version()), budget.options));
-  ASSIGN_OR_RETURN(*response, rollout::FreezeBudgetMap(*options_.store, computed.profile.version,
-                                                       computed.map, selection));
-  if (!response->existing()) {
+  ASSIGN_OR_RETURN(
+      rollout::FrozenVersion frozen,
+      rollout::FreezeBudgetMap(*options_.store, computed.profile.version, computed.map, selection));
+  *response->mutable_map() = BudgetMapVersionToProto(frozen.map, /*full=*/true);
+  response->set_existing(!frozen.created);
+  if (frozen.created) {
     spdlog::info("budget map {} of model {} frozen (sequence {}, profile version {})",
                  response->map().version(), request.model_hash().substr(0, 12),
                  response->map().sequence(), computed.profile.version);
@@ -237,7 +241,7 @@ Status RolloutServiceImpl::DoGetBudgetMap(const v1::GetBudgetMapVersionRequest& 
     record = options_.store->GetBudgetMapByDigest(request.model_hash(), request.version());
   }
   RETURN_IF_ERROR(record.status());
-  ASSIGN_OR_RETURN(*response, rollout::BudgetMapVersionFromRecord(*record, /*full=*/true));
+  ASSIGN_OR_RETURN(*response, BudgetMapVersionFromRecord(*record, /*full=*/true));
   return absl::OkStatus();
 }
 
@@ -251,8 +255,7 @@ Status RolloutServiceImpl::DoListBudgetMaps(const v1::ListBudgetMapVersionsReque
       PageRange range,
       Page({.page_size = request.page_size(), .page_token = request.page_token()}, records.size()));
   for (size_t i = range.begin; i < range.end; ++i) {
-    ASSIGN_OR_RETURN(*response->add_maps(),
-                     rollout::BudgetMapVersionFromRecord(records[i], /*full=*/false));
+    ASSIGN_OR_RETURN(*response->add_maps(), BudgetMapVersionFromRecord(records[i], /*full=*/false));
   }
   response->set_next_page_token(NextPageToken(range, records.size()));
   return absl::OkStatus();
@@ -263,12 +266,13 @@ Status RolloutServiceImpl::DoListRollouts(const v1::ListRolloutsRequest& request
   if (!request.model_hash().empty()) {
     RETURN_IF_ERROR(CheckModelHash(request.model_hash(), "model_hash"));
   }
-  std::vector<v1::Rollout> rollouts = options_.engine->List(request.model_hash());  // newest first
+  const std::vector<rollout::RolloutView> rollouts =
+      options_.engine->List(request.model_hash());  // newest first
   ASSIGN_OR_RETURN(PageRange range,
                    Page({.page_size = request.page_size(), .page_token = request.page_token()},
                         rollouts.size()));
   for (size_t i = range.begin; i < range.end; ++i) {
-    *response->add_rollouts() = std::move(rollouts[i]);
+    *response->add_rollouts() = RolloutToProto(rollouts[i]);
   }
   response->set_next_page_token(NextPageToken(range, rollouts.size()));
   return absl::OkStatus();
@@ -301,7 +305,9 @@ grpc::ServerUnaryReactor* RolloutServiceImpl::CreateRollout(grpc::CallbackServer
   return AnswerOnPool(options_.pool, context, [=, this]() -> Status {
     RETURN_IF_ERROR(CheckModelHash(request->model_hash(), "model_hash"));
     RETURN_IF_ERROR(CheckVersion(request->map_version(), "map_version", /*optional=*/false));
-    ASSIGN_OR_RETURN(*response, options_.engine->Create(*request));
+    ASSIGN_OR_RETURN(rollout::RolloutView view,
+                     options_.engine->Create(RolloutRequestFromProto(*request)));
+    *response = RolloutToProto(view);
     return absl::OkStatus();
   });
 }
@@ -310,7 +316,9 @@ grpc::ServerUnaryReactor* RolloutServiceImpl::GetRollout(grpc::CallbackServerCon
                                                          const v1::GetRolloutRequest* request,
                                                          v1::Rollout* response) {
   return AnswerOnPool(options_.pool, context, [=, this]() -> Status {
-    ASSIGN_OR_RETURN(*response, options_.engine->Get(request->rollout_id(), /*with_nodes=*/true));
+    ASSIGN_OR_RETURN(rollout::RolloutView view,
+                     options_.engine->Get(request->rollout_id(), /*with_nodes=*/true));
+    *response = RolloutToProto(view);
     return absl::OkStatus();
   });
 }
@@ -329,7 +337,9 @@ grpc::ServerUnaryReactor* RolloutServiceImpl::PauseRollout(grpc::CallbackServerC
     if (request->reason().size() > 1024) {
       return absl::InvalidArgumentError("reason: longer than 1024 characters");
     }
-    ASSIGN_OR_RETURN(*response, options_.engine->Pause(request->rollout_id(), request->reason()));
+    ASSIGN_OR_RETURN(rollout::RolloutView view,
+                     options_.engine->Pause(request->rollout_id(), request->reason()));
+    *response = RolloutToProto(view);
     return absl::OkStatus();
   });
 }
@@ -338,7 +348,8 @@ grpc::ServerUnaryReactor* RolloutServiceImpl::ResumeRollout(grpc::CallbackServer
                                                             const v1::ResumeRolloutRequest* request,
                                                             v1::Rollout* response) {
   return AnswerOnPool(options_.pool, context, [=, this]() -> Status {
-    ASSIGN_OR_RETURN(*response, options_.engine->Resume(request->rollout_id()));
+    ASSIGN_OR_RETURN(rollout::RolloutView view, options_.engine->Resume(request->rollout_id()));
+    *response = RolloutToProto(view);
     return absl::OkStatus();
   });
 }
@@ -347,7 +358,8 @@ grpc::ServerUnaryReactor* RolloutServiceImpl::RollbackRollout(
     grpc::CallbackServerContext* context, const v1::RollbackRolloutRequest* request,
     v1::Rollout* response) {
   return AnswerOnPool(options_.pool, context, [=, this]() -> Status {
-    ASSIGN_OR_RETURN(*response, options_.engine->Rollback(request->rollout_id()));
+    ASSIGN_OR_RETURN(rollout::RolloutView view, options_.engine->Rollback(request->rollout_id()));
+    *response = RolloutToProto(view);
     return absl::OkStatus();
   });
 }
@@ -406,8 +418,9 @@ grpc::ServerUnaryReactor* RolloutServiceImpl::ReportBudget(grpc::CallbackServerC
     reactor->Finish(ToGrpcStatus(checked));
     return reactor;
   }
-  return AnswerOnPool(options_.pool, context,
-                      [=, this] { return options_.engine->Report(*request); });
+  return AnswerOnPool(options_.pool, context, [=, this] {
+    return options_.engine->Report(BudgetReportFromProto(*request));
+  });
 }
 
 }  // namespace ripplekv::scheduler::service

@@ -1,8 +1,9 @@
 #pragma once
 // ripplekv.v1.RolloutService (docs/ROLLOUTS.md, docs/API.md): frozen budget-map versions over the
-// store and the scheduler's budget mapping, rollouts over rollout::RolloutEngine, and the serving
-// nodes' WatchBudgets streams and reports. A thin adapter: it checks what the message alone can
-// say, binds an agent's calls to the node id of its token (docs/SECURITY.md), and maps Status
+// store and the scheduler's budget mapping, rollouts over rollout::RolloutEngine
+// (scheduler/rollout/), and the serving nodes' WatchBudgets streams and reports. A thin adapter:
+// it checks what the message alone can say, binds an agent's calls to the node id of its token
+// (docs/SECURITY.md), converts messages (rollout_convert.h) and moves the bytes, and maps Status
 // codes one to one.
 //
 // Thread-safety: handlers run on gRPC's callback threads and the work pool. Shutdown() must be
@@ -17,8 +18,8 @@
 
 #include "ripplekv/v1/rollout.grpc.pb.h"
 #include "scheduler/core/scheduler.h"
+#include "scheduler/rollout/rollout_engine.h"
 #include "scheduler/service/auth.h"
-#include "scheduler/service/rollout_engine.h"
 #include "scheduler/service/work_pool.h"
 #include "store/store.h"
 

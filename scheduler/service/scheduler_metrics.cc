@@ -4,8 +4,6 @@
 #include <map>
 #include <system_error>
 
-#include "ripplekv/v1/rollout.pb.h"
-
 namespace ripplekv::scheduler::service {
 namespace {
 
@@ -28,23 +26,9 @@ double DirectoryBytes(const std::string& dir) {
   return static_cast<double>(bytes);
 }
 
-std::string RolloutStateLabel(v1::RolloutState state) {
-  switch (state) {
-    case v1::ROLLOUT_STATE_RUNNING:
-      return "running";
-    case v1::ROLLOUT_STATE_PAUSED:
-      return "paused";
-    case v1::ROLLOUT_STATE_SUCCEEDED:
-      return "succeeded";
-    case v1::ROLLOUT_STATE_ROLLED_BACK:
-      return "rolled_back";
-    default:
-      return "unspecified";
-  }
-}
-
-bool Active(const v1::Rollout& r) {
-  return r.state() == v1::ROLLOUT_STATE_RUNNING || r.state() == v1::ROLLOUT_STATE_PAUSED;
+bool Active(const rollout::RolloutView& r) {
+  return r.record.state == store::RolloutState::kRunning ||
+         r.record.state == store::RolloutState::kPaused;
 }
 
 }  // namespace
@@ -82,8 +66,8 @@ void AddSchedulerCollectors(MetricsRegistry& registry, const SchedulerMetricSour
                           for (const char* s : {"running", "paused", "succeeded", "rolled_back"}) {
                             by_state[s] = 0;
                           }
-                          for (const v1::Rollout& r : rollouts->List("")) {
-                            by_state[RolloutStateLabel(r.state())] += 1;
+                          for (const rollout::RolloutView& r : rollouts->List("")) {
+                            by_state[std::string(store::RolloutStateName(r.record.state))] += 1;
                           }
                           std::vector<Sample> out;
                           for (const auto& [state, n] : by_state) out.push_back({{state}, n});
@@ -94,8 +78,10 @@ void AddSchedulerCollectors(MetricsRegistry& registry, const SchedulerMetricSour
       "Index of the current stage of each running or paused rollout (0 = the first).",
       MetricsRegistry::Type::kGauge, {"rollout", "model"}, [rollouts] {
         std::vector<Sample> out;
-        for (const v1::Rollout& r : rollouts->List("")) {
-          if (Active(r)) out.push_back({{r.rollout_id(), r.model_hash()}, double(r.stage())});
+        for (const rollout::RolloutView& r : rollouts->List("")) {
+          if (Active(r)) {
+            out.push_back({{r.rollout_id, r.record.model_hash}, double(r.record.stage)});
+          }
         }
         return out;
       });
@@ -105,11 +91,11 @@ void AddSchedulerCollectors(MetricsRegistry& registry, const SchedulerMetricSour
       "pending, failed).",
       MetricsRegistry::Type::kGauge, {"rollout", "state"}, [rollouts] {
         std::vector<Sample> out;
-        for (const v1::Rollout& r : rollouts->List("")) {
+        for (const rollout::RolloutView& r : rollouts->List("")) {
           if (!Active(r)) continue;
-          out.push_back({{r.rollout_id(), "acknowledged"}, double(r.acknowledged())});
-          out.push_back({{r.rollout_id(), "pending"}, double(r.pending())});
-          out.push_back({{r.rollout_id(), "failed"}, double(r.failed())});
+          out.push_back({{r.rollout_id, "acknowledged"}, double(r.acknowledged)});
+          out.push_back({{r.rollout_id, "pending"}, double(r.pending)});
+          out.push_back({{r.rollout_id, "failed"}, double(r.failed)});
         }
         return out;
       });

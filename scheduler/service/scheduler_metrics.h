@@ -7,7 +7,7 @@
 #include <string>
 
 #include "scheduler/core/scheduler.h"
-#include "scheduler/service/rollout_engine.h"
+#include "scheduler/rollout/rollout_engine.h"
 #include "store/store.h"
 #include "telemetry/metrics.h"
 

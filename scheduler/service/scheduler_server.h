@@ -20,9 +20,9 @@
 
 #include "base/status.h"
 #include "scheduler/core/scheduler.h"
+#include "scheduler/rollout/rollout_engine.h"
 #include "scheduler/service/admin_service.h"
 #include "scheduler/service/calibration_service.h"
-#include "scheduler/service/rollout_engine.h"
 #include "scheduler/service/rollout_service.h"
 #include "scheduler/service/server_security.h"
 #include "scheduler/service/worker_service.h"

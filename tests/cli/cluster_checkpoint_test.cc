@@ -74,7 +74,7 @@ TEST_F(ClusterCheckpointTest, JobResumedFromACheckpointEqualsLocalCalibrateBitFo
   EXPECT_EQ(response["dir"], checkpoint.string());
   EXPECT_GT(JsonInt(response, {"bytes"}), 0);
   EXPECT_GT(JsonInt(response, {"created_unix_ms"}), 0);
-  EXPECT_EQ(response["schema_version"], "3");
+  EXPECT_EQ(response["schema_version"], "4");
   // A second checkpoint into the same directory is refused with the path named (exit 2).
   const CliResult again =
       RunCli(tmp_.path(), "checkpoint-again",

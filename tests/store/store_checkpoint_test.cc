@@ -68,7 +68,7 @@ TEST_F(StoreCheckpointTest, CopyOpensWithTheSameJobsTasksResultsAndProfiles) {
   EXPECT_EQ(info->dir, CheckpointDir());
   EXPECT_GT(info->bytes, 0u);
   EXPECT_EQ(info->created_at_ms, now_);
-  EXPECT_EQ(info->schema_version, "3");
+  EXPECT_EQ(info->schema_version, "4");
   EXPECT_TRUE(std::filesystem::exists(CheckpointDir() + "/CURRENT"));
 
   // Written after the checkpoint: in the original only.

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "store/keys.h"
 #include "store/store.h"
+#include "tests/store/rollout_samples.h"
 #include "tests/store/store_test_util.h"
 
 namespace ripplekv::store {
@@ -14,6 +15,8 @@ namespace {
 
 using ::ripplekv::store::testing::MakeSpec;
 using ::ripplekv::store::testing::PutRaw;
+using ::ripplekv::store::testing::SampleNode;
+using ::ripplekv::store::testing::SampleRollout;
 using ::ripplekv::store::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -119,13 +122,13 @@ TEST(StoreCorruptionTest, NewerValueFormatIsDataLoss) {
                         "version 2"));
 }
 
-// Creates rollout 1 ("v1") with node "n1"; closes the store.
+// Creates rollout 1 with node "n1"; closes the store.
 void SeedRollout(const std::string& path) {
   StatusOr<std::unique_ptr<Store>> store = OpenStore(path, kOptions);
   ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->CreateRollout("v1").ok());
-  const std::vector<RolloutNodeRecord> nodes = {{.node_id = "n1", .value = "x"}};
-  ASSERT_TRUE((*store)->WriteRollout(1, std::nullopt, nodes).ok());
+  ASSERT_TRUE((*store)->CreateRollout(SampleRollout()).ok());
+  const std::vector<RolloutNodeRecord> nodes = {SampleNode("n1")};
+  ASSERT_TRUE((*store)->WriteRollout(1, nullptr, nodes).ok());
 }
 
 TEST(StoreCorruptionTest, DamagedRolloutValueIsDataLossNamingItsKey) {
@@ -134,9 +137,10 @@ TEST(StoreCorruptionTest, DamagedRolloutValueIsDataLossNamingItsKey) {
   ASSERT_TRUE(PutRaw(dir.db(), kRolloutsCf, RolloutKey(1), ""));
   StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
   ASSERT_TRUE(store.ok()) << store.status();  // rollouts are not read when opening
+  const RolloutRecord rollout = SampleRollout();
   for (const Status& s :
        {(*store)->GetRollout(1).status(), (*store)->ListRollouts().status(),
-        (*store)->ListRolloutNodes(1).status(), (*store)->WriteRollout(1, "v2", {})}) {
+        (*store)->ListRolloutNodes(1).status(), (*store)->WriteRollout(1, &rollout, {})}) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
     EXPECT_THAT(std::string(s.message()),
                 HasSubstr("column family 'rollouts', key rollout=1: value is empty"));
@@ -154,6 +158,40 @@ TEST(StoreCorruptionTest, DamagedRolloutNodeIsDataLossNamingItsKey) {
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("column family 'rollout_nodes', key rollout=1 node='n2': value is empty"));
   EXPECT_TRUE((*store)->GetRollout(1).ok());  // the rollout's own record is intact
+}
+
+TEST(StoreCorruptionTest, UndecodableRolloutIsDataLossNamingKeyAndField) {
+  TempDir dir;
+  SeedRollout(dir.db());
+  ASSERT_TRUE(
+      PutRaw(dir.db(), kRolloutsCf, RolloutKey(1),
+             R"({"v":1,"model_hash":"ab","map_version":"0123456789abcdef","previous_version":"",)"
+             R"("stages":[{"percent":100}],"soak_ms":0,"stage_timeout_ms":1,"min_ack_share":1,)"
+             R"("state":"resting","stage":0,"pause_reason":"","created_at_ms":0,"updated_at_ms":0,)"
+             R"("stage_started_at_ms":0})"));
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (const Status& s : {(*store)->GetRollout(1).status(), (*store)->ListRollouts().status()}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("column family 'rollouts', key rollout=1: field 'state' has an unknown "
+                          "value 'resting'"));
+  }
+}
+
+TEST(StoreCorruptionTest, UndecodableRolloutNodeIsDataLossNamingKeyAndField) {
+  TempDir dir;
+  SeedRollout(dir.db());
+  ASSERT_TRUE(PutRaw(dir.db(), kRolloutNodesCf, RolloutNodeKey(1, "n1"),
+                     R"({"v":1,"in_rollout":true,"assigned_version":"","held_version":"",)"
+                     R"("state":"pending","error":"","updated_at_ms":0,"connected":true})"));
+  StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const Status s = (*store)->ListRolloutNodes(1).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("column family 'rollout_nodes', key rollout=1 node='n1': field "
+                        "'connected' is not a known field"));
 }
 
 TEST(StoreCorruptionTest, MalformedRolloutKeysAreDataLossShownInHex) {
@@ -219,10 +257,10 @@ TEST(StoreCorruptionTest, DigestIndexNamingAMissingMapIsDataLoss) {
 TEST(StoreCorruptionTest, AnotherSchemaVersionIsFailedPrecondition) {
   TempDir dir;
   SeedDatabase(dir.db());
-  ASSERT_TRUE(PutRaw(dir.db(), kMetaCf, kSchemaVersionKey, "4"));
+  ASSERT_TRUE(PutRaw(dir.db(), kMetaCf, kSchemaVersionKey, "5"));
   StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), kOptions);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(store.status().message()), HasSubstr("schema version '4'"));
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("schema version '5'"));
 }
 
 TEST(StoreCorruptionTest, ForeignRocksDbIsRefusedUntouched) {

@@ -14,6 +14,7 @@
 #include "rocksdb/db.h"
 #include "store/keys.h"
 #include "store/store.h"
+#include "tests/store/rollout_samples.h"
 #include "tests/store/store_test_util.h"
 
 namespace ripplekv::store {
@@ -22,6 +23,7 @@ namespace {
 using ::ripplekv::store::testing::GetRaw;
 using ::ripplekv::store::testing::MakeSpec;
 using ::ripplekv::store::testing::PutRaw;
+using ::ripplekv::store::testing::SampleRollout;
 using ::ripplekv::store::testing::StoreFixture;
 using ::ripplekv::store::testing::TempDir;
 using ::ripplekv::store::testing::Trials;
@@ -266,8 +268,8 @@ TEST(StoreMigrationTest, SchemaVersionOneIsMigratedInPlaceOnOpen) {
   EXPECT_EQ((*store)->PurgeFinishedJobs(21, 10)->purged, 1u);  // finished at its last update
   EXPECT_TRUE((*store)->GetJob(2)->spec.data_inline.empty());
   store->reset();
-  EXPECT_EQ(GetRaw(dir.db(), kMetaCf, kSchemaVersionKey), "3");
-  store = OpenStore(dir.db(), options);  // version 3 now: opens without migrating again
+  EXPECT_EQ(GetRaw(dir.db(), kMetaCf, kSchemaVersionKey), kSchemaVersion);
+  store = OpenStore(dir.db(), options);  // the current version now: opens without migrating
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->GetJob(1)->spec.data_inline, "one");
 }
@@ -329,14 +331,18 @@ TEST(StoreMigrationTest, SchemaVersionTwoIsMigratedInPlaceOnOpen) {
   EXPECT_FALSE(again->created);
   EXPECT_EQ(again->map, expected[0]);
   // The rollout column families exist.
-  EXPECT_EQ((*store)->CreateRollout("r")->id, 1u);
+  EXPECT_EQ((*store)->CreateRollout(SampleRollout())->id, 1u);
   store->reset();
 
-  EXPECT_EQ(GetRaw(dir.db(), kMetaCf, kSchemaVersionKey), "3");
+  EXPECT_EQ(GetRaw(dir.db(), kMetaCf, kSchemaVersionKey), kSchemaVersion);
   store = OpenStore(dir.db(), options);
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ(*(*store)->ListBudgetMaps(), expected);
-  EXPECT_EQ((*store)->GetRollout(1)->value, "r");
+  EXPECT_EQ(*(*store)->GetRollout(1), [] {
+    RolloutRecord r = SampleRollout();
+    r.id = 1;
+    return r;
+  }());
 }
 
 TEST(StoreMigrationTest, DamagedVersionTwoBudgetMapIsDataLossAndNothingIsMigrated) {

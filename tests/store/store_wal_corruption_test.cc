@@ -18,6 +18,7 @@
 #include "store/keys.h"
 #include "store/store.h"
 #include "store/wal_check.h"
+#include "tests/store/rollout_samples.h"
 #include "tests/store/store_test_util.h"
 
 namespace ripplekv::store {
@@ -280,8 +281,8 @@ TEST(StoreWalCorruptionTest, CountersBelowTheStoredIdsAreRaised) {
   {
     StatusOr<std::unique_ptr<Store>> store = OpenStore(dir.db(), {});
     ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_TRUE((*store)->CreateRollout("r1").ok());
-    ASSERT_TRUE((*store)->CreateRollout("r2").ok());
+    ASSERT_TRUE((*store)->CreateRollout(testing::SampleRollout()).ok());
+    ASSERT_TRUE((*store)->CreateRollout(testing::SampleRollout()).ok());
   }
   // Counters that fell behind the data (as a lost counter write would leave them).
   ASSERT_TRUE(
@@ -296,7 +297,7 @@ TEST(StoreWalCorruptionTest, CountersBelowTheStoredIdsAreRaised) {
   StatusOr<CreateJobOutcome> job = (*store)->CreateJob(MakeSpec(), kTasks);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->job.id, 4u);
-  StatusOr<RolloutRecord> rollout = (*store)->CreateRollout("r3");
+  StatusOr<RolloutRecord> rollout = (*store)->CreateRollout(testing::SampleRollout());
   ASSERT_TRUE(rollout.ok()) << rollout.status();
   EXPECT_EQ(rollout->id, 3u);
 }

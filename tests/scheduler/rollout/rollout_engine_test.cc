@@ -1,9 +1,7 @@
 // The rollout state machine over a real store: node selection per stage, acknowledgements, soak
 // and deadlines, failure and pause, resume, rollback, supersession and a restart from the store.
 
-#include "scheduler/service/rollout_engine.h"
-
-#include <google/protobuf/util/time_util.h>
+#include "scheduler/rollout/rollout_engine.h"
 
 #include <algorithm>
 #include <map>
@@ -13,21 +11,22 @@
 
 #include "gtest/gtest.h"
 #include "method/frozen_map.h"
-#include "scheduler/service/node_order.h"
+#include "scheduler/rollout/node_order.h"
 #include "store/store.h"
 #include "tests/store/store_test_util.h"
 
 namespace ripplekv::scheduler::rollout {
 namespace {
 
-using google::protobuf::util::TimeUtil;
+using store::NodeMapState;
+using store::RolloutState;
 
 const std::string kModel(64, 'a');
 
 // Records what a node's stream was offered.
 class FakeSink : public AssignmentSink {
  public:
-  void Offer(const v1::BudgetAssignment& assignment, uint64_t sequence) override {
+  void Offer(const Assignment& assignment, uint64_t sequence) override {
     EXPECT_GT(sequence, last_sequence);
     last_sequence = sequence;
     offers.push_back(assignment);
@@ -35,9 +34,9 @@ class FakeSink : public AssignmentSink {
   void Replace() override { replaced = true; }
 
   // The version last offered; "(none)" before any offer.
-  std::string version() const { return offers.empty() ? "(none)" : offers.back().version(); }
+  std::string version() const { return offers.empty() ? "(none)" : offers.back().version; }
 
-  std::vector<v1::BudgetAssignment> offers;
+  std::vector<Assignment> offers;
   uint64_t last_sequence = 0;
   bool replaced = false;
 };
@@ -91,32 +90,29 @@ class RolloutEngineTest : public ::testing::Test {
     return *sink;
   }
 
-  v1::CreateRolloutRequest Request(const std::string& map, std::vector<std::string> stages,
-                                   int64_t soak_ms = 0) {
-    v1::CreateRolloutRequest request;
-    request.set_model_hash(kModel);
-    request.set_map_version(map);
+  RolloutRequest Request(const std::string& map, std::vector<std::string> stages,
+                         int64_t soak_ms = 0) {
+    RolloutRequest request{.model_hash = kModel, .map_version = map, .soak_ms = soak_ms};
     for (const std::string& s : stages) {
       if (s.ends_with('%')) {
-        request.add_stages()->set_percent(std::stod(s));
+        request.stages.push_back({.percent = std::stod(s)});
       } else {
-        request.add_stages()->set_nodes(std::stoi(s));
+        request.stages.push_back({.nodes = std::stoi(s)});
       }
     }
-    *request.mutable_soak() = TimeUtil::MillisecondsToDuration(soak_ms);
     return request;
   }
 
-  v1::Rollout Start(const v1::CreateRolloutRequest& request) {
-    StatusOr<v1::Rollout> rollout = engine_->Create(request);
+  RolloutView Start(const RolloutRequest& request) {
+    StatusOr<RolloutView> rollout = engine_->Create(request);
     EXPECT_TRUE(rollout.ok()) << rollout.status();
-    return rollout.ok() ? *rollout : v1::Rollout();
+    return rollout.ok() ? *rollout : RolloutView();
   }
 
-  v1::Rollout Get(const std::string& id) {
-    StatusOr<v1::Rollout> rollout = engine_->Get(id, /*with_nodes=*/true);
+  RolloutView Get(const std::string& id) {
+    StatusOr<RolloutView> rollout = engine_->Get(id, /*with_nodes=*/true);
     EXPECT_TRUE(rollout.ok()) << rollout.status();
-    return rollout.ok() ? *rollout : v1::Rollout();
+    return rollout.ok() ? *rollout : RolloutView();
   }
 
   // Every connected node reports what it was last offered, applied (or failed).
@@ -125,13 +121,8 @@ class RolloutEngineTest : public ::testing::Test {
   }
   Status Report(const std::string& node, const std::string& version, bool ok,
                 const std::string& error = "") {
-    v1::ReportBudgetRequest report;
-    report.set_node_id(node);
-    report.set_model_hash(kModel);
-    report.set_version(version);
-    report.set_ok(ok);
-    report.set_error(error);
-    return engine_->Report(report);
+    return engine_->Report(
+        {.node_id = node, .model_hash = kModel, .version = version, .ok = ok, .error = error});
   }
 
   // Nodes whose last offer is `version`.
@@ -170,10 +161,8 @@ class RolloutEngineTest : public ::testing::Test {
 };
 
 TEST(NodeOrderTest, StageSizesRoundUpAndStayWithinTheConnectedNodes) {
-  v1::RolloutStage nodes;
-  nodes.set_nodes(3);
-  v1::RolloutStage percent;
-  percent.set_percent(10);
+  const store::RolloutStage nodes{.nodes = 3};
+  store::RolloutStage percent{.percent = 10};
   EXPECT_EQ(StageSize(nodes, 0), 0u);
   EXPECT_EQ(StageSize(nodes, 2), 2u);
   EXPECT_EQ(StageSize(nodes, 50), 3u);
@@ -181,7 +170,7 @@ TEST(NodeOrderTest, StageSizesRoundUpAndStayWithinTheConnectedNodes) {
   EXPECT_EQ(StageSize(percent, 1), 1u);
   EXPECT_EQ(StageSize(percent, 50), 5u);  // 0.1 * 50 is 5.000000000000001 in binary
   EXPECT_EQ(StageSize(percent, 51), 6u);
-  percent.set_percent(100);
+  percent.percent = 100;
   EXPECT_EQ(StageSize(percent, 1000), 1000u);
 }
 
@@ -196,43 +185,43 @@ TEST(NodeOrderTest, RanksDependOnRolloutAndNode) {
 TEST_F(RolloutEngineTest, NodesWithoutARolloutAreToldNoMap) {
   FakeSink& sink = Watch("n00");
   ASSERT_EQ(sink.offers.size(), 1u);
-  EXPECT_EQ(sink.offers[0].version(), "");
-  EXPECT_EQ(sink.offers[0].rollout_id(), "");
+  EXPECT_EQ(sink.offers[0].version, "");
+  EXPECT_EQ(sink.offers[0].rollout_id, "");
 }
 
 TEST_F(RolloutEngineTest, StagesCoverTheFirstNodesByRankAndAdvanceOnAcknowledgement) {
   Connect(10);
-  const v1::Rollout started = Start(Request(map_a_, {"1", "50%", "100%"}));
-  ASSERT_EQ(started.rollout_id(), "r1");
-  EXPECT_EQ(started.state(), v1::ROLLOUT_STATE_RUNNING);
+  const RolloutView started = Start(Request(map_a_, {"1", "50%", "100%"}));
+  ASSERT_EQ(started.rollout_id, "r1");
+  EXPECT_EQ(started.record.state, RolloutState::kRunning);
   // The canary: the node of lowest rank, told the map together with the whole document.
   EXPECT_EQ(Holding(map_a_), FirstByRank("r1", AllNames(10), 1));
-  const v1::BudgetAssignment& canary = sinks_[Holding(map_a_)[0]]->offers.back();
-  EXPECT_EQ(canary.rollout_id(), "r1");
-  EXPECT_EQ(canary.map().version(), map_a_);
-  EXPECT_TRUE(method::FrozenMapFromJson(canary.map().document()).ok());
-  EXPECT_EQ(Get("r1").stage(), 0);
+  const Assignment& canary = sinks_[Holding(map_a_)[0]]->offers.back();
+  EXPECT_EQ(canary.rollout_id, "r1");
+  EXPECT_EQ(canary.map->record.digest, map_a_);
+  EXPECT_TRUE(method::FrozenMapFromJson(canary.map->record.budget_json).ok());
+  EXPECT_EQ(Get("r1").record.stage, 0);
 
   ASSERT_TRUE(Report(Holding(map_a_)[0], map_a_, true).ok());  // the canary acknowledges
-  v1::Rollout r = Get("r1");
-  EXPECT_EQ(r.stage(), 1);
+  RolloutView r = Get("r1");
+  EXPECT_EQ(r.record.stage, 1);
   EXPECT_EQ(Holding(map_a_), FirstByRank("r1", AllNames(10), 5));  // 50% of 10, canary included
-  EXPECT_EQ(r.stage_nodes(), 5);
-  EXPECT_EQ(r.acknowledged(), 1);
-  EXPECT_EQ(r.pending(), 4);
+  EXPECT_EQ(r.stage_nodes, 5);
+  EXPECT_EQ(r.acknowledged, 1);
+  EXPECT_EQ(r.pending, 4);
 
   ReportAll();
   r = Get("r1");
-  EXPECT_EQ(r.stage(), 2);
+  EXPECT_EQ(r.record.stage, 2);
   EXPECT_EQ(Holding(map_a_).size(), 10u);
   ReportAll();
   r = Get("r1");
-  EXPECT_EQ(r.state(), v1::ROLLOUT_STATE_SUCCEEDED);
-  EXPECT_EQ(r.acknowledged(), 10);
-  ASSERT_EQ(r.nodes_size(), 10);
-  for (const v1::RolloutNode& node : r.nodes()) {
-    EXPECT_EQ(node.held_version(), map_a_) << node.node_id();
-    EXPECT_EQ(node.state(), v1::NODE_MAP_STATE_APPLIED) << node.node_id();
+  EXPECT_EQ(r.record.state, RolloutState::kSucceeded);
+  EXPECT_EQ(r.acknowledged, 10);
+  ASSERT_EQ(r.nodes.size(), 10u);
+  for (const NodeView& node : r.nodes) {
+    EXPECT_EQ(node.record.held_version, map_a_) << node.record.node_id;
+    EXPECT_EQ(node.record.state, NodeMapState::kApplied) << node.record.node_id;
   }
   // A node that joins after the rollout succeeded gets the new map.
   EXPECT_EQ(Watch("late").version(), map_a_);
@@ -242,15 +231,15 @@ TEST_F(RolloutEngineTest, AStageWaitsForItsSoakTime) {
   Connect(4);
   Start(Request(map_a_, {"1", "100%"}, /*soak_ms=*/10'000));
   ReportAll();
-  v1::Rollout r = Get("r1");
-  EXPECT_EQ(r.stage(), 0);
-  EXPECT_EQ(TimeUtil::DurationToMilliseconds(r.soak_left()), 10'000);
+  RolloutView r = Get("r1");
+  EXPECT_EQ(r.record.stage, 0);
+  EXPECT_EQ(r.soak_left_ms.value_or(-1), 10'000);
   now_ms_ += 9'999;
   engine_->Tick();
-  EXPECT_EQ(Get("r1").stage(), 0);
+  EXPECT_EQ(Get("r1").record.stage, 0);
   now_ms_ += 1;
   engine_->Tick();
-  EXPECT_EQ(Get("r1").stage(), 1);
+  EXPECT_EQ(Get("r1").record.stage, 1);
   EXPECT_EQ(Holding(map_a_).size(), 4u);
 }
 
@@ -259,18 +248,18 @@ TEST_F(RolloutEngineTest, AFailureReportPausesAndRollbackRestoresThePreviousMap)
   Connect(6);
   Start(Request(map_a_, {"100%"}));
   ReportAll();
-  ASSERT_EQ(Get("r1").state(), v1::ROLLOUT_STATE_SUCCEEDED);
+  ASSERT_EQ(Get("r1").record.state, RolloutState::kSucceeded);
 
-  const v1::Rollout r2 = Start(Request(map_b_, {"1", "100%"}));
-  EXPECT_EQ(r2.previous_version(), map_a_);
+  const RolloutView r2 = Start(Request(map_b_, {"1", "100%"}));
+  EXPECT_EQ(r2.record.previous_version, map_a_);
   const std::vector<std::string> canary = Holding(map_b_);
   ASSERT_EQ(canary, FirstByRank("r2", AllNames(6), 1));
   ASSERT_TRUE(Report(canary[0], map_b_, false, "apply hook exited 3: bad config").ok());
-  v1::Rollout r = Get("r2");
-  EXPECT_EQ(r.state(), v1::ROLLOUT_STATE_PAUSED);
-  EXPECT_NE(r.pause_reason().find(canary[0]), std::string::npos) << r.pause_reason();
-  EXPECT_NE(r.pause_reason().find("bad config"), std::string::npos) << r.pause_reason();
-  EXPECT_EQ(r.failed(), 1);
+  RolloutView r = Get("r2");
+  EXPECT_EQ(r.record.state, RolloutState::kPaused);
+  EXPECT_NE(r.record.pause_reason.find(canary[0]), std::string::npos) << r.record.pause_reason;
+  EXPECT_NE(r.record.pause_reason.find("bad config"), std::string::npos) << r.record.pause_reason;
+  EXPECT_EQ(r.failed, 1);
   // Paused: nobody else is added, whoever connects.
   Watch("n99", map_a_);
   EXPECT_EQ(Holding(map_b_), canary);
@@ -281,11 +270,11 @@ TEST_F(RolloutEngineTest, AFailureReportPausesAndRollbackRestoresThePreviousMap)
   EXPECT_EQ(sinks_[canary[0]]->offers.size(), offers + 1);
   EXPECT_EQ(sinks_[canary[0]]->version(), map_b_);
   ASSERT_TRUE(Report(canary[0], map_b_, false, "apply hook exited 3: still bad").ok());
-  EXPECT_EQ(Get("r2").state(), v1::ROLLOUT_STATE_PAUSED);
+  EXPECT_EQ(Get("r2").record.state, RolloutState::kPaused);
 
-  StatusOr<v1::Rollout> rolled = engine_->Rollback("r2");
+  StatusOr<RolloutView> rolled = engine_->Rollback("r2");
   ASSERT_TRUE(rolled.ok()) << rolled.status();
-  EXPECT_EQ(rolled->state(), v1::ROLLOUT_STATE_ROLLED_BACK);
+  EXPECT_EQ(rolled->record.state, RolloutState::kRolledBack);
   EXPECT_TRUE(Holding(map_b_).empty());
   EXPECT_EQ(Holding(map_a_).size(), sinks_.size());
   EXPECT_EQ(engine_->Rollback("r2").status().code(), absl::StatusCode::kFailedPrecondition);
@@ -299,7 +288,7 @@ TEST_F(RolloutEngineTest, RollbackOfASucceededRolloutReachesNodesThatJoinedAfter
   ReportAll();
   Start(Request(map_b_, {"100%"}));
   ReportAll();
-  ASSERT_EQ(Get("r2").state(), v1::ROLLOUT_STATE_SUCCEEDED);
+  ASSERT_EQ(Get("r2").record.state, RolloutState::kSucceeded);
   Watch("joined-later");
   EXPECT_EQ(Holding(map_b_).size(), 4u);
   ASSERT_TRUE(engine_->Rollback("r2").ok());
@@ -310,40 +299,40 @@ TEST_F(RolloutEngineTest, RollbackOfASucceededRolloutReachesNodesThatJoinedAfter
 
 TEST_F(RolloutEngineTest, AStageThatIsNotAcknowledgedInTimePausesWithTheCounts) {
   Connect(3);
-  v1::CreateRolloutRequest request = Request(map_a_, {"1", "100%"});
-  *request.mutable_stage_timeout() = TimeUtil::MillisecondsToDuration(60'000);
+  RolloutRequest request = Request(map_a_, {"1", "100%"});
+  request.stage_timeout_ms = 60'000;
   Start(request);
   now_ms_ += 59'999;
   engine_->Tick();
-  EXPECT_EQ(Get("r1").state(), v1::ROLLOUT_STATE_RUNNING);
+  EXPECT_EQ(Get("r1").record.state, RolloutState::kRunning);
   now_ms_ += 1;
   engine_->Tick();
-  const v1::Rollout r = Get("r1");
-  EXPECT_EQ(r.state(), v1::ROLLOUT_STATE_PAUSED);
-  EXPECT_NE(r.pause_reason().find("0 of 1 nodes acknowledged"), std::string::npos)
-      << r.pause_reason();
+  const RolloutView r = Get("r1");
+  EXPECT_EQ(r.record.state, RolloutState::kPaused);
+  EXPECT_NE(r.record.pause_reason.find("0 of 1 nodes acknowledged"), std::string::npos)
+      << r.record.pause_reason;
 }
 
 TEST_F(RolloutEngineTest, WithoutConnectedNodesAStageWaitsAndThenPauses) {
   Start(Request(map_a_, {"1", "100%"}));
   now_ms_ += kDefaultStageTimeoutMs;
   engine_->Tick();
-  const v1::Rollout r = Get("r1");
-  EXPECT_EQ(r.state(), v1::ROLLOUT_STATE_PAUSED);
-  EXPECT_NE(r.pause_reason().find("no node"), std::string::npos) << r.pause_reason();
+  const RolloutView r = Get("r1");
+  EXPECT_EQ(r.record.state, RolloutState::kPaused);
+  EXPECT_NE(r.record.pause_reason.find("no node"), std::string::npos) << r.record.pause_reason;
 }
 
 TEST_F(RolloutEngineTest, MinimumAcknowledgedShareLetsAStageAdvanceWithoutStragglers) {
   Connect(10);
-  v1::CreateRolloutRequest request = Request(map_a_, {"50%", "100%"});
-  request.set_min_ack_share(0.8);
+  RolloutRequest request = Request(map_a_, {"50%", "100%"});
+  request.min_ack_share = 0.8;
   Start(request);
   std::vector<std::string> stage = Holding(map_a_);
   ASSERT_EQ(stage.size(), 5u);
   for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(Report(stage[i], map_a_, true).ok());
-  EXPECT_EQ(Get("r1").stage(), 0);  // 3 of 5 < 80%
+  EXPECT_EQ(Get("r1").record.stage, 0);  // 3 of 5 < 80%
   ASSERT_TRUE(Report(stage[3], map_a_, true).ok());
-  EXPECT_EQ(Get("r1").stage(), 1);  // 4 of 5
+  EXPECT_EQ(Get("r1").record.stage, 1);  // 4 of 5
 }
 
 TEST_F(RolloutEngineTest, OneActiveRolloutPerModel) {
@@ -352,23 +341,23 @@ TEST_F(RolloutEngineTest, OneActiveRolloutPerModel) {
   EXPECT_EQ(engine_->Create(Request(map_b_, {"100%"})).status().code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(engine_->Pause("r1", "").ok());
-  EXPECT_EQ(Get("r1").pause_reason(), "paused by operator");
+  EXPECT_EQ(Get("r1").record.pause_reason, "paused by operator");
   EXPECT_EQ(engine_->Create(Request(map_b_, {"100%"})).status().code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(engine_->Resume("r1").ok());
   ReportAll();
   ReportAll();
-  ASSERT_EQ(Get("r1").state(), v1::ROLLOUT_STATE_SUCCEEDED);
+  ASSERT_EQ(Get("r1").record.state, RolloutState::kSucceeded);
   // The active map again: refused; another map supersedes the finished rollout.
   EXPECT_EQ(engine_->Create(Request(map_a_, {"100%"})).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(Start(Request(map_b_, {"100%"})).rollout_id(), "r2");
+  EXPECT_EQ(Start(Request(map_b_, {"100%"})).rollout_id, "r2");
   // Listing: newest first.
-  const std::vector<v1::Rollout> listed = engine_->List(kModel);
+  const std::vector<RolloutView> listed = engine_->List(kModel);
   ASSERT_EQ(listed.size(), 2u);
-  EXPECT_EQ(listed[0].rollout_id(), "r2");
+  EXPECT_EQ(listed[0].rollout_id, "r2");
   // The superseded rollout's node records come from the store.
-  EXPECT_EQ(Get("r1").nodes_size(), 2);
+  EXPECT_EQ(Get("r1").nodes.size(), 2u);
 }
 
 TEST_F(RolloutEngineTest, CreateChecksItsArguments) {
@@ -380,18 +369,18 @@ TEST_F(RolloutEngineTest, CreateChecksItsArguments) {
             absl::StatusCode::kInvalidArgument);  // shrinking
   EXPECT_EQ(engine_->Create(Request(map_a_, {"0", "100%"})).status().code(),
             absl::StatusCode::kInvalidArgument);
-  v1::CreateRolloutRequest request = Request(map_a_, {"100%"});
-  request.set_min_ack_share(1.5);
+  RolloutRequest request = Request(map_a_, {"100%"});
+  request.min_ack_share = 1.5;
   EXPECT_EQ(engine_->Create(request).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine_->Get("7", false).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine_->Get("r7", false).status().code(), absl::StatusCode::kNotFound);
   // Defaults: 1 node, 10%, 50%, 100%; acknowledged by all; 5 minute stages.
-  const v1::Rollout r = Start(Request(map_a_, {}));
-  ASSERT_EQ(r.stages_size(), 4);
-  EXPECT_EQ(r.stages(0).nodes(), 1);
-  EXPECT_EQ(r.stages(3).percent(), 100);
-  EXPECT_EQ(r.min_ack_share(), 1.0);
-  EXPECT_EQ(TimeUtil::DurationToMilliseconds(r.stage_timeout()), kDefaultStageTimeoutMs);
+  const RolloutView r = Start(Request(map_a_, {}));
+  ASSERT_EQ(r.record.stages.size(), 4u);
+  EXPECT_EQ(r.record.stages[0].nodes.value_or(0), 1);
+  EXPECT_EQ(r.record.stages[3].percent.value_or(0), 100);
+  EXPECT_EQ(r.record.min_ack_share, 1.0);
+  EXPECT_EQ(r.record.stage_timeout_ms, kDefaultStageTimeoutMs);
 }
 
 TEST_F(RolloutEngineTest, ANewerStreamOfANodeReplacesTheOlder) {
@@ -412,9 +401,9 @@ TEST_F(RolloutEngineTest, ReportsNeedAWatchAndCountOnlyForTheAssignedVersion) {
   const std::string canary = Holding(map_a_)[0];
   // A success for another version (what it held before) acknowledges nothing.
   ASSERT_TRUE(Report(canary, "", true).ok());
-  EXPECT_EQ(Get("r1").stage(), 0);
+  EXPECT_EQ(Get("r1").record.stage, 0);
   ASSERT_TRUE(Report(canary, map_a_, true).ok());
-  EXPECT_EQ(Get("r1").stage(), 1);
+  EXPECT_EQ(Get("r1").record.stage, 1);
 }
 
 TEST_F(RolloutEngineTest, AWatchOfAModelTheStoreDoesNotKnowIsNotFoundAndKeepsNothing) {
@@ -462,14 +451,14 @@ TEST_F(RolloutEngineTest, MembersWhoseStreamsEndStayMembersAndMayStillReport) {
   }
   EXPECT_EQ(engine_->tracked_nodes(), 2u);
   engine_->Tick();
-  v1::Rollout r = Get("r1");
+  RolloutView r = Get("r1");
   // The stage still counts its two members; no connected node was added in their place.
-  EXPECT_EQ(r.stage(), 0);
-  EXPECT_EQ(r.stage_nodes(), 2);
-  EXPECT_EQ(r.connected_nodes(), 2);
+  EXPECT_EQ(r.record.stage, 0);
+  EXPECT_EQ(r.stage_nodes, 2);
+  EXPECT_EQ(r.connected_nodes, 2);
   // The members applied the map before their streams ended: their reports still count.
   for (const std::string& member : members) ASSERT_TRUE(Report(member, map_a_, true).ok());
-  EXPECT_EQ(Get("r1").stage(), 1);
+  EXPECT_EQ(Get("r1").record.stage, 1);
   // Everyone goes: the rollout keeps the model, the nodes go.
   for (const auto& [node, sink] : sinks_) engine_->Unwatch(node, kModel, sink.get());
   EXPECT_EQ(engine_->tracked_nodes(), 0u);
@@ -482,7 +471,7 @@ TEST_F(RolloutEngineTest, ARestartResumesWhereTheStoreLeftIt) {
   ReportAll();  // stage 2 (50%): 5 nodes hold A, 1 acknowledged
   const std::vector<std::string> members = Holding(map_a_);
   ASSERT_EQ(members.size(), 5u);
-  const v1::Rollout before = Get("r1");
+  const RolloutView before = Get("r1");
 
   // The process dies: engine and store go; the nodes reconnect to the new process.
   engine_.reset();
@@ -490,11 +479,11 @@ TEST_F(RolloutEngineTest, ARestartResumesWhereTheStoreLeftIt) {
   sinks_.clear();
   OpenStore();
   LoadEngine();
-  v1::Rollout after = Get("r1");
-  EXPECT_EQ(after.stage(), before.stage());
-  EXPECT_EQ(after.state(), v1::ROLLOUT_STATE_RUNNING);
-  EXPECT_EQ(after.stage_nodes(), 5);
-  EXPECT_EQ(after.connected_nodes(), 0);
+  RolloutView after = Get("r1");
+  EXPECT_EQ(after.record.stage, before.record.stage);
+  EXPECT_EQ(after.record.state, RolloutState::kRunning);
+  EXPECT_EQ(after.stage_nodes, 5);
+  EXPECT_EQ(after.connected_nodes, 0);
   // Nodes report what they hold on reconnect. Non-members first: they keep no map although the
   // stage covers 50% of the connected (members stay members, none is added while enough are).
   for (int i = 0; i < 10; ++i) {
@@ -504,9 +493,9 @@ TEST_F(RolloutEngineTest, ARestartResumesWhereTheStoreLeftIt) {
   for (const std::string& member : members) EXPECT_EQ(Watch(member, map_a_).version(), map_a_);
   after = Get("r1");
   // Every member reported A held: the stage was acknowledged and the last one started.
-  EXPECT_EQ(after.stage(), 2);
+  EXPECT_EQ(after.record.stage, 2);
   ReportAll();
-  EXPECT_EQ(Get("r1").state(), v1::ROLLOUT_STATE_SUCCEEDED);
+  EXPECT_EQ(Get("r1").record.state, RolloutState::kSucceeded);
 }
 
 }  // namespace

@@ -2,9 +2,9 @@
 // Staged rollouts of frozen budget maps to serving nodes (docs/ROLLOUTS.md): which map each node
 // of a model should hold, the rollouts' state machine (running -> paused / succeeded / rolled
 // back), node selection per stage, acknowledgements, soak and deadlines, and durability through
-// the store. Its state is the API's own messages (ripplekv/v1/rollout.proto), stored as they are,
-// which is why it lives at the network edge. The gRPC adapter (rollout_service.h) turns RPCs into
-// calls here and gives each WatchBudgets stream an AssignmentSink.
+// the store. Its state is the store's rollout records (store/types.h) and it knows no RPC: the
+// gRPC adapter (scheduler/service/rollout_service.h) converts messages to the calls here and
+// gives each WatchBudgets stream an AssignmentSink.
 //
 // What a node of model M is told to hold follows from M's newest rollout R alone:
 //   none                 -> no map ("")
@@ -37,12 +37,11 @@
 #include <vector>
 
 #include "base/status.h"
-#include "ripplekv/v1/rollout.pb.h"
+#include "scheduler/rollout/map_version.h"
+#include "scheduler/rollout/rollout_types.h"
 #include "store/store.h"
 
 namespace ripplekv::scheduler::rollout {
-
-namespace v1 = ::ripplekv::v1;
 
 // One node's open WatchBudgets stream.
 class AssignmentSink {
@@ -50,7 +49,7 @@ class AssignmentSink {
   virtual ~AssignmentSink() = default;
   // Queues `assignment` for the node; a newer one may replace one not yet sent. `sequence`
   // increases with every offer the engine makes: ignore one lower than an offer already taken.
-  virtual void Offer(const v1::BudgetAssignment& assignment, uint64_t sequence) = 0;
+  virtual void Offer(const Assignment& assignment, uint64_t sequence) = 0;
   // A newer stream of the same node replaced this one: end it (ABORTED).
   virtual void Replace() = 0;
 };
@@ -58,10 +57,6 @@ class AssignmentSink {
 struct RolloutEngineOptions {
   std::function<int64_t()> now_ms;  // wall clock, ms since the epoch; null: the system clock
 };
-
-// Defaults of CreateRolloutRequest (docs/ROLLOUTS.md).
-inline constexpr int64_t kDefaultStageTimeoutMs = 5 * 60 * 1000;
-inline constexpr int kMaxStages = 16;
 
 class RolloutEngine {
  public:
@@ -73,15 +68,15 @@ class RolloutEngine {
   // Starts a rollout (docs/ROLLOUTS.md for every check). InvalidArgument naming the field;
   // NotFound: no such map version; FailedPrecondition: the model has a running or paused rollout,
   // or the map is what its nodes already hold.
-  [[nodiscard]] StatusOr<v1::Rollout> Create(const v1::CreateRolloutRequest& request);
+  [[nodiscard]] StatusOr<RolloutView> Create(const RolloutRequest& request);
   // NotFound for an unknown id; InvalidArgument for a malformed one.
-  [[nodiscard]] StatusOr<v1::Rollout> Get(const std::string& rollout_id, bool with_nodes) const;
+  [[nodiscard]] StatusOr<RolloutView> Get(const std::string& rollout_id, bool with_nodes) const;
   // Newest first; `model_hash` empty: every model.
-  [[nodiscard]] std::vector<v1::Rollout> List(const std::string& model_hash) const;
-  [[nodiscard]] StatusOr<v1::Rollout> Pause(const std::string& rollout_id,
+  [[nodiscard]] std::vector<RolloutView> List(const std::string& model_hash) const;
+  [[nodiscard]] StatusOr<RolloutView> Pause(const std::string& rollout_id,
                                             const std::string& reason);
-  [[nodiscard]] StatusOr<v1::Rollout> Resume(const std::string& rollout_id);
-  [[nodiscard]] StatusOr<v1::Rollout> Rollback(const std::string& rollout_id);
+  [[nodiscard]] StatusOr<RolloutView> Resume(const std::string& rollout_id);
+  [[nodiscard]] StatusOr<RolloutView> Rollback(const std::string& rollout_id);
 
   // A node's stream opened: records what it holds, replaces an older stream of the node, may
   // select it into the running stage, and offers its assignment to `sink` at once. NotFound
@@ -94,9 +89,10 @@ class RolloutEngine {
   // it and it has no rollout: what the engine holds per caller is bounded by the open streams.
   void Unwatch(const std::string& node_id, const std::string& model_hash,
                const AssignmentSink* sink);
-  // A node's outcome. FailedPrecondition when the node neither watches the model now nor has a
-  // record in its newest rollout.
-  [[nodiscard]] Status Report(const v1::ReportBudgetRequest& report);
+  // A node's outcome (an error is kept to its first 512 bytes, whole characters).
+  // FailedPrecondition when the node neither watches the model now nor has a record in its newest
+  // rollout.
+  [[nodiscard]] Status Report(const BudgetReport& report);
 
   // Node entries held (watching nodes, by model), and models held (watched or with a rollout):
   // for tests and the soak benchmark that check nothing stays behind a closed stream.
@@ -114,9 +110,10 @@ class RolloutEngine {
   };
   struct Run {
     uint64_t id = 0;
-    v1::Rollout state;  // persisted fields only (no counts, no nodes)
+    std::string rollout_id;      // "r" + id
+    store::RolloutRecord state;  // as stored
     // Nodes with a record in this rollout, by node id (loaded for each model's newest rollout).
-    std::map<std::string, v1::RolloutNode> nodes;
+    std::map<std::string, store::RolloutNodeRecord> nodes;
     std::map<std::string, uint64_t> ranks;  // NodeRank cache
     int64_t acked_since_ms = 0;             // when the stage became acknowledged; 0 not yet
   };
@@ -127,7 +124,7 @@ class RolloutEngine {
 
   // Sink calls decided under mu_, made after it is released.
   struct Outbox {
-    std::vector<std::tuple<std::shared_ptr<AssignmentSink>, v1::BudgetAssignment, uint64_t>> offers;
+    std::vector<std::tuple<std::shared_ptr<AssignmentSink>, Assignment, uint64_t>> offers;
     std::vector<std::shared_ptr<AssignmentSink>> replaced;
   };
 
@@ -138,17 +135,17 @@ class RolloutEngine {
   auto Locked(Body body) -> decltype(body());
 
   // Everything below runs with mu_ held.
-  StatusOr<v1::Rollout> CreateLocked(const v1::CreateRolloutRequest& request);
+  StatusOr<RolloutView> CreateLocked(const RolloutRequest& request);
   Status WatchLocked(const std::string& node_id, const std::string& model_hash,
                      const std::string& held_version, std::shared_ptr<AssignmentSink> sink);
-  Status ReportLocked(const v1::ReportBudgetRequest& report);
+  Status ReportLocked(const BudgetReport& report);
   // Whether the store knows `model_hash`: it has a profile or a budget map (a rollout needs a
   // map, so a model with rollouts has one too).
   bool KnownModel(const std::string& model_hash) const;
   StatusOr<Run*> FindRun(const std::string& rollout_id);
   StatusOr<const Run*> FindRun(const std::string& rollout_id) const;
   // What `node_id` of `model` should hold, and the rollout that says so ("" none).
-  v1::BudgetAssignment AssignmentFor(const Model& model, const std::string& node_id) const;
+  Assignment AssignmentFor(const Model& model, const std::string& node_id) const;
   // Offers every connected node of `model` its assignment when it differs from the last offer.
   void OfferChanges(const std::string& model_hash, Model& model);
   // Persists `run`'s record and `changed` node records in one write (synced when `sync`).
@@ -156,16 +153,18 @@ class RolloutEngine {
   // Selects nodes, advances stages, checks deadlines; persists and offers what changed.
   void Step(Run& run);
   Status PauseLocked(Run& run, const std::string& reason);
-  // The rollout message with counts (and nodes when asked).
-  v1::Rollout View(const Run& run, bool with_nodes) const;
-  const v1::BudgetMapVersion* MapFor(const std::string& model_hash, const std::string& version);
+  // The rollout with counts (and nodes when asked).
+  RolloutView View(const Run& run, bool with_nodes) const;
+  // The stored map version, read once; null when it cannot be read.
+  std::shared_ptr<const MapVersion> MapFor(const std::string& model_hash,
+                                           const std::string& version);
 
   store::Store* const store_;
   const RolloutEngineOptions options_;
   mutable std::mutex mu_;
   std::map<uint64_t, Run> runs_;         // every rollout; nodes only for each model's newest
   std::map<std::string, Model> models_;  // by model hash
-  std::map<std::string, v1::BudgetMapVersion> maps_;  // "hash/version" -> map, read once
+  std::map<std::string, std::shared_ptr<const MapVersion>> maps_;  // "hash/version", read once
   Outbox outbox_;
   uint64_t offer_sequence_ = 0;
 };

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "ripplekv/v1/rollout.pb.h"
+#include "store/types.h"
 
 namespace ripplekv::scheduler::rollout {
 
@@ -19,7 +19,7 @@ uint64_t NodeRank(std::string_view rollout_id, std::string_view node_id);
 
 // How many nodes `stage` covers when `connected` nodes of the model are connected: a node count
 // (at most `connected`), or the percent of `connected` rounded up and at least 1; 0 when no node
-// is connected.
-size_t StageSize(const v1::RolloutStage& stage, size_t connected);
+// is connected. A stage with neither size (never stored) covers every node.
+size_t StageSize(const store::RolloutStage& stage, size_t connected);
 
 }  // namespace ripplekv::scheduler::rollout
