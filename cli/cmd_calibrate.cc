@@ -73,14 +73,13 @@ int WriteAndPrint(const CalibrateArgs& args, const method::SensitivityProfile& p
   return kExitOk;
 }
 
-// The engine's options for the method flags.
-worker::CalibrationOptions CalibrationOptionsOf(const CalibrateArgs& args, method::PerturbMode mode,
-                                                const std::vector<int>& layers) {
+// The engine's options for the method's parameters (and --naive).
+worker::CalibrationOptions CalibrationOptionsOf(const CalibrateArgs& args,
+                                                const method::CalibrationParams& params) {
   worker::CalibrationOptions options;
-  options.trials = {
-      .alpha = args.method.alpha, .trials = args.method.trials, .seed = args.method.seed};
-  options.mode = mode;
-  options.layers = layers;
+  options.trials = worker::TrialOptionsOf(params);
+  options.mode = params.mode;
+  options.layers.assign(params.layers.begin(), params.layers.end());
   options.naive = args.naive;
   return options;
 }
@@ -96,9 +95,8 @@ std::vector<worker::CalibrationInput> InputsOf(const worker::CalibrationSet& set
 // until every layer's budget share at ratio 2 has a 90% bootstrap interval within +-5%, or
 // --max-samples (worker/calibration/until_stable.h).
 int CalibrateUntilStable(const CalibrateArgs& args, const method::CalibrationParams& params,
-                         const std::vector<int>& layers, ModelSession& s, const std::string& hash,
-                         const std::string& builtin, worker::DataOptions data_options,
-                         worker::CalibrationSet first) {
+                         ModelSession& s, const std::string& hash, const std::string& builtin,
+                         worker::DataOptions data_options, worker::CalibrationSet first) {
   std::string description, domain;
   // Round 1's samples are the set already loaded; later rounds load the first n of the same order.
   worker::SampleSource samples =
@@ -118,10 +116,10 @@ int CalibrateUntilStable(const CalibrateArgs& args, const method::CalibrationPar
     domain = set.domain;
     return InputsOf(set);
   };
-  const worker::CalibrationOptions options = CalibrationOptionsOf(args, params.mode, layers);
+  const worker::CalibrationOptions options = CalibrationOptionsOf(args, params);
   const worker::ProfileContext context{
       .model = worker::ProfileModelOf(s.model.config, hash),
-      .params = method::MeasuredParams(params, params.samples, "", ""),
+      .params = params,
       .created_at = method::FormatIso8601Utc(std::chrono::system_clock::now())};
   spdlog::info("calibrating until stable: rounds of {} samples, at most {}", args.method.samples,
                args.max_samples);
@@ -132,9 +130,8 @@ int CalibrateUntilStable(const CalibrateArgs& args, const method::CalibrationPar
     }
     progress->Update(done);
   };
-  auto result = worker::CalibrateUntilStable(
-      *s.transformer, samples, options, context,
-      {.initial_samples = args.method.samples, .max_samples = args.max_samples}, on_progress);
+  auto result =
+      worker::CalibrateUntilStable(*s.transformer, samples, options, context, {}, on_progress);
   progress.reset();
   if (!result.ok()) return ReportError(result.status());
   result->profile.params.data_source = description;
@@ -156,13 +153,8 @@ int RunCalibrate(const CalibrateArgs& args) {
   // the layer range once the model's layer count is known.
   auto method_params = CheckedCalibrationParams(args.method, args.until_stable, args.max_samples);
   if (!method_params.ok()) return ReportError(method_params.status());
-  const method::PerturbMode mode = method_params->mode;
-  const std::vector<int> layers(method_params->layers.begin(), method_params->layers.end());
-  const worker::DataOptions data_options{.samples = args.method.samples,
-                                         .context_len = args.method.context_len,
-                                         .probe_len = args.method.probe,
-                                         .strict = args.method.strict,
-                                         .data_seed = args.method.data_seed};
+  const worker::DataOptions data_options =
+      worker::DataOptionsOf(*method_params, args.method.strict);
   auto builtin = BuiltinFromFlags(args.method);
   if (!builtin.ok()) return ReportError(builtin.status());
 
@@ -191,16 +183,18 @@ int RunCalibrate(const CalibrateArgs& args) {
     if (s.tp) {
       return ReportError(absl::InvalidArgumentError("--until-stable does not run with --tp yet"));
     }
-    return CalibrateUntilStable(args, *method_params, layers, s, *hash, *builtin, data_options,
+    return CalibrateUntilStable(args, *method_params, s, *hash, *builtin, data_options,
                                 *std::move(data));
   }
 
   const std::vector<worker::CalibrationInput> inputs = InputsOf(*data);
-  const worker::CalibrationOptions options = CalibrationOptionsOf(args, mode, layers);
-  spdlog::info("calibrating {} samples x {} layers x {} trials ({} mode{}, C={}, W={}, alpha={})",
-               inputs.size(), layers.empty() ? cfg.n_layers : static_cast<int>(layers.size()),
-               args.method.trials, args.method.mode, args.naive ? ", naive" : "",
-               args.method.context_len, args.method.probe, args.method.alpha);
+  const worker::CalibrationOptions options = CalibrationOptionsOf(args, *method_params);
+  spdlog::info(
+      "calibrating {} samples x {} layers x {} trials ({} mode{}, C={}, W={}, alpha={})",
+      inputs.size(),
+      method_params->layers.empty() ? cfg.n_layers : static_cast<int>(method_params->layers.size()),
+      args.method.trials, args.method.mode, args.naive ? ", naive" : "", args.method.context_len,
+      args.method.probe, args.method.alpha);
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Progress> progress;
   worker::CalibrationProgress on_progress = [&](int64_t done, int64_t total) {

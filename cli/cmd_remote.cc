@@ -50,6 +50,7 @@
 #include "method/budget_map.h"
 #include "method/calibration_params.h"
 #include "method/profile.h"
+#include "proto/calibration_params.h"
 #include "proto/client_security_flags.h"
 #include "proto/profile.h"
 #include "spdlog/spdlog.h"
@@ -244,7 +245,6 @@ int RunSubmit(const SubmitArgs& args) {
   // the scheduler checks the layer range against the model.
   auto method_params = CheckedCalibrationParams(args.method, args.until_stable, args.max_samples);
   if (!method_params.ok()) return ReportError(method_params.status());
-  const method::PerturbMode mode = method_params->mode;
   auto builtin = BuiltinFromFlags(args.method);
   if (!builtin.ok()) return ReportError(builtin.status());
   std::string hash = args.model_hash;
@@ -290,20 +290,7 @@ int RunSubmit(const SubmitArgs& args) {
     spec->mutable_data()->set_builtin(*builtin);
   }
   spec->mutable_data()->set_strict(args.method.strict);
-  v1::CalibrationParams* params = spec->mutable_params();
-  params->set_mode(v1::PerturbModeToProto(mode));
-  params->set_alpha(args.method.alpha);
-  params->set_trials(args.method.trials);
-  params->set_seed(args.method.seed);
-  params->set_samples(args.method.samples);
-  params->set_context_len(args.method.context_len);
-  params->set_probe_len(args.method.probe);
-  params->set_data_seed(args.method.data_seed);
-  if (args.until_stable) {
-    params->set_until_stable(true);
-    params->set_max_samples(args.max_samples);
-  }
-  for (int64_t l : method_params->layers) params->add_layers(static_cast<int32_t>(l));
+  v1::CalibrationParamsToProto(*method_params, spec->mutable_params());
   spec->set_priority(args.priority);
   if (args.verify_set) spec->set_verify(args.verify);
 

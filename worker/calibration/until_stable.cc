@@ -12,14 +12,10 @@
 namespace ripplekv::worker {
 namespace {
 
-// The method's parameters of an until-stable calibration: the profile's, in rounds of
-// `initial_samples` up to `max_samples`.
-method::CalibrationParams CalibrationParamsOf(const method::ProfileParams& p,
-                                              const UntilStableOptions& until) {
+// The method's parameters of an until-stable calibration: the context's, in rounds.
+method::CalibrationParams RoundsOf(const method::CalibrationParams& p) {
   method::CalibrationParams params = p;
-  params.samples = until.initial_samples;
   params.until_stable = true;
-  params.max_samples = until.max_samples;
   return params;
 }
 
@@ -33,14 +29,14 @@ StatusOr<UntilStableResult> CalibrateUntilStable(const Transformer& model,
                                                  const CalibrationProgress& progress) {
   // The method's rules, the rounds' among them (method/calibration_params.h); the layers are
   // RunCalibration's to check against the model.
-  RETURN_IF_ERROR(method::ValidateCalibrationParams(CalibrationParamsOf(context.params, until),
-                                                    /*n_layers=*/0));
+  const method::CalibrationParams rounds = RoundsOf(context.params);
+  RETURN_IF_ERROR(method::ValidateCalibrationParams(rounds, /*n_layers=*/0));
   UntilStableResult out;
   std::vector<TrialKl> results;
   int done = 0;
   while (true) {
     const int target =
-        static_cast<int>(method::NextRoundSamples(until.initial_samples, until.max_samples, done));
+        static_cast<int>(method::NextRoundSamples(rounds.samples, rounds.max_samples, done));
     StatusOr<std::vector<CalibrationInput>> set = samples(target);
     if (!set.ok()) {
       return Status(set.status().code(),
@@ -59,17 +55,16 @@ StatusOr<UntilStableResult> CalibrateUntilStable(const Transformer& model,
     done = target;
     out.rounds.push_back(done);
 
-    method::ProfileParams params = context.params;
-    params.samples = done;
-    ASSIGN_OR_RETURN(out.profile,
-                     method::AssembleProfile(context.model, params, results, context.created_at));
+    ASSIGN_OR_RETURN(out.profile, method::AssembleProfile(
+                                      context.model, method::MeasuredParams(rounds, done, "", ""),
+                                      results, context.created_at));
     ASSIGN_OR_RETURN(out.profile.stability, method::ComputeStability(out.profile, until.stability));
     const method::ProfileStability& st = *out.profile.stability;
     spdlog::info(
         "--until-stable: {} samples, largest budget-share deviation {:.1f}% (target {:.1f}%)", done,
         100 * st.max_share_deviation, 100 * st.tolerance);
     if (st.stable) return out;
-    if (done >= until.max_samples) {
+    if (done >= rounds.max_samples) {
       out.capped = true;
       return out;
     }

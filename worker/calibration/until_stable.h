@@ -25,8 +25,6 @@
 namespace ripplekv::worker {
 
 struct UntilStableOptions {
-  int initial_samples = 8;  // samples of the first round, and the step of every later round, >= 2
-  int max_samples = 64;     // the cap, >= initial_samples
   method::StabilityOptions stability;  // the criterion: ratio, level, tolerance, seed, resamples
 };
 
@@ -34,11 +32,14 @@ struct UntilStableOptions {
 // (e.g. InvalidArgument when the data has fewer than n samples).
 using SampleSource = std::function<StatusOr<std::vector<CalibrationInput>>(int n)>;
 
-// Everything but the results that goes into the profile (method::AssembleProfile); params.samples
-// is set by the loop.
+// Everything but the results that goes into the profile (method::AssembleProfile).
 struct ProfileContext {
   method::ProfileModel model;
-  method::ProfileParams params;
+  // The method's parameters (method/calibration_params.h), until_stable implied: rounds of
+  // params.samples samples (the first round, and the step of every later one) up to
+  // params.max_samples. The profile records method::MeasuredParams of the samples reached, with
+  // an empty data source (the caller's to describe).
+  method::CalibrationParams params;
   std::string created_at;
 };
 
@@ -48,9 +49,10 @@ struct UntilStableResult {
   bool capped = false;                 // stopped at max_samples without being stable
 };
 
-// Errors: InvalidArgument for options out of range; those of `samples`, RunCalibration and
-// AssembleProfile. A sample source that runs out of samples before the profile is stable stops
-// the loop with that source's error, naming how many samples were reached.
+// Errors: InvalidArgument for parameters method::ValidateCalibrationParams refuses (the rounds'
+// rules among them: rounds of at least 2 samples, a cap of at least one round); those of `samples`,
+// RunCalibration and AssembleProfile. A sample source that runs out of samples before the profile
+// is stable stops the loop with that source's error, naming how many samples were reached.
 [[nodiscard]] StatusOr<UntilStableResult> CalibrateUntilStable(
     const Transformer& model, const SampleSource& samples, const CalibrationOptions& options,
     const ProfileContext& context, const UntilStableOptions& until,

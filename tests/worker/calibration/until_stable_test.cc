@@ -41,10 +41,17 @@ class UntilStableTest : public ::testing::Test {
     return out;
   }
 
-  ProfileContext Context() const {
+  // Rounds of `samples` up to `max_samples`.
+  ProfileContext Context(int64_t samples = 3, int64_t max_samples = 8) const {
     return {.model = ProfileModelOf(model_->config, "test-hash"),
-            .params = {{.alpha = 0.5, .trials = 1, .seed = 3, .context_len = 48, .probe_len = 4},
-                       "test ids"},
+            .params = {.alpha = 0.5,
+                       .trials = 1,
+                       .seed = 3,
+                       .samples = samples,
+                       .context_len = 48,
+                       .probe_len = 4,
+                       .until_stable = true,
+                       .max_samples = max_samples},
             .created_at = "2026-01-01T00:00:00Z"};
   }
 
@@ -61,10 +68,9 @@ class UntilStableTest : public ::testing::Test {
 
 TEST_F(UntilStableTest, RunsToTheCapAndEqualsAPlainCalibrationOfTheSameSamples) {
   // A tolerance of 0 is never met by real KL values: every round runs, up to the cap.
-  const UntilStableOptions until{
-      .initial_samples = 3, .max_samples = 8, .stability = {.tolerance = 0.0}};
+  const UntilStableOptions until{.stability = {.tolerance = 0.0}};
   StatusOr<UntilStableResult> r =
-      CalibrateUntilStable(*transformer_, Samples, Options(), Context(), until);
+      CalibrateUntilStable(*transformer_, Samples, Options(), Context(3, 8), until);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->rounds, (std::vector<int>{3, 6, 8}));
   EXPECT_TRUE(r->capped);
@@ -74,10 +80,9 @@ TEST_F(UntilStableTest, RunsToTheCapAndEqualsAPlainCalibrationOfTheSameSamples) 
   auto all = Samples(8);
   StatusOr<std::vector<TrialKl>> direct = RunCalibration(*transformer_, *all, Options());
   ASSERT_TRUE(direct.ok()) << direct.status();
-  method::ProfileParams params = Context().params;
-  params.samples = 8;
   StatusOr<method::SensitivityProfile> plain =
-      method::AssembleProfile(Context().model, params, *direct, Context().created_at);
+      method::AssembleProfile(Context().model, method::MeasuredParams(Context().params, 8, "", ""),
+                              *direct, Context().created_at);
   ASSERT_TRUE(plain.ok()) << plain.status();
   ASSERT_EQ(plain->layers.size(), r->profile.layers.size());
   for (size_t l = 0; l < plain->layers.size(); ++l) {
@@ -88,10 +93,9 @@ TEST_F(UntilStableTest, RunsToTheCapAndEqualsAPlainCalibrationOfTheSameSamples) 
 
 TEST_F(UntilStableTest, StopsAtTheFirstStableRound) {
   // A tolerance of 1000% is met at once.
-  const UntilStableOptions until{
-      .initial_samples = 2, .max_samples = 8, .stability = {.tolerance = 10.0}};
+  const UntilStableOptions until{.stability = {.tolerance = 10.0}};
   StatusOr<UntilStableResult> r =
-      CalibrateUntilStable(*transformer_, Samples, Options(), Context(), until);
+      CalibrateUntilStable(*transformer_, Samples, Options(), Context(2, 8), until);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->rounds, (std::vector<int>{2}));
   EXPECT_FALSE(r->capped);
@@ -100,10 +104,9 @@ TEST_F(UntilStableTest, StopsAtTheFirstStableRound) {
 }
 
 TEST_F(UntilStableTest, ASourceThatRunsOutIsAnErrorNamingTheSamplesReached) {
-  const UntilStableOptions until{
-      .initial_samples = 6, .max_samples = 20, .stability = {.tolerance = 0.0}};
+  const UntilStableOptions until{.stability = {.tolerance = 0.0}};
   StatusOr<UntilStableResult> r =
-      CalibrateUntilStable(*transformer_, Samples, Options(), Context(), until);
+      CalibrateUntilStable(*transformer_, Samples, Options(), Context(6, 20), until);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("after 12 samples"), std::string::npos) << r.status();
 }
@@ -112,16 +115,15 @@ TEST_F(UntilStableTest, RejectsRoundsBelowTwoAndACapBelowTheFirstRound) {
   auto no_samples = [](int) -> StatusOr<std::vector<CalibrationInput>> {
     return absl::InternalError("not called");
   };
-  EXPECT_EQ(
-      CalibrateUntilStable(*transformer_, no_samples, Options(), Context(), {.initial_samples = 1})
-          .status()
-          .code(),
-      absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CalibrateUntilStable(*transformer_, no_samples, Options(), Context(),
-                                 {.initial_samples = 8, .max_samples = 4})
+  // The rules and messages of method/calibration_params.h.
+  EXPECT_EQ(CalibrateUntilStable(*transformer_, no_samples, Options(), Context(1, 8), {})
                 .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+                .message(),
+            "params.samples: until_stable needs rounds of at least 2 samples, got 1");
+  EXPECT_EQ(CalibrateUntilStable(*transformer_, no_samples, Options(), Context(8, 4), {})
+                .status()
+                .message(),
+            "params.max_samples: must be >= params.samples (8), got 4");
 }
 
 }  // namespace
