@@ -154,7 +154,7 @@ TEST(StoreCodecTest, JobRecordsWrittenBeforeTheRoundFieldsReadWithDefaults) {
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->spec.params.data_seed, 0u);
   EXPECT_FALSE(decoded->spec.params.until_stable);
-  EXPECT_EQ(decoded->spec.params.max_samples, MethodParams().max_samples);
+  EXPECT_EQ(decoded->spec.params.max_samples, method::CalibrationParams().max_samples);
   EXPECT_EQ(decoded->samples_planned, job.spec.params.samples);  // absent: as submitted
   j["spec"]["params"]["until_stable"] = "yes";
   StatusOr<Job> bad = DecodeJob(job.id, j.dump());
@@ -168,7 +168,7 @@ TEST(StoreCodecTest, JobsWithoutRoundsOrADataSeedEncodeWithoutTheNewFields) {
   Job job = FullJob();
   job.spec.params.data_seed = 0;
   job.spec.params.until_stable = false;
-  job.spec.params.max_samples = MethodParams().max_samples;
+  job.spec.params.max_samples = method::CalibrationParams().max_samples;
   job.spec.verify_fraction = 0;
   job.samples_planned = job.spec.params.samples;
   StatusOr<std::string> encoded = EncodeJob(job);

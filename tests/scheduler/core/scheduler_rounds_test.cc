@@ -77,7 +77,7 @@ std::string Description(uint32_t samples) {
 
 // What `ripplekv calibrate --until-stable` would write for these KLs: rounds of params.samples
 // up to max_samples, each assembled over every sample so far, stopping when stable.
-method::SensitivityProfile LocalUntilStable(const store::MethodParams& p, KlFn kl) {
+method::SensitivityProfile LocalUntilStable(const method::CalibrationParams& p, KlFn kl) {
   std::vector<method::TrialKl> results;
   uint32_t done = 0;
   while (true) {
@@ -166,7 +166,7 @@ class SchedulerRoundsTest : public ::testing::Test {
   }
 
   // Equal to the local loop's profile in every field but created_at.
-  void ExpectLocalProfile(store::JobId id, const store::MethodParams& params, KlFn kl) {
+  void ExpectLocalProfile(store::JobId id, const method::CalibrationParams& params, KlFn kl) {
     method::SensitivityProfile got = StoredProfile(id);
     method::SensitivityProfile want = LocalUntilStable(params, kl);
     got.created_at = want.created_at;
