@@ -5,6 +5,21 @@
 // and when a job's last task is done aggregates its results in canonical order into a new
 // profile version. No network: the gRPC adapters in scheduler/service/ call this class.
 //
+// Structure: this class is the façade the adapters call. It owns one mutex and the per-domain
+// managers that keep the state under it, and it does the steps that cross domains (a lease
+// released back into its job's pending index, a job ended everywhere at once):
+//   - JobManager (job_manager.h): jobs and rounds: the active jobs, their pending-task index,
+//     the submission limits, the next round of an until_stable job, pending-job expiry, rates;
+//   - WorkerManager (worker_manager.h): workers and leases: the registry, each worker's leases
+//     and prefill affinity, the choice of its next task, failures, health and quarantine;
+//   - ModelRegistry (model_registry.h): the recorded model summaries and jobs' ModelRefs;
+//   - ResultManager (result_manager.h): results and the committer: the results rule, verified
+//     results, the completions whose write is in flight, the CompletionCommitter;
+//   - Catalog (catalog.h): the reads for the adapters (listings, profiles, budget maps);
+//   - EventOutbox (events.h): what workers must be told (revocations, quarantines, ended jobs),
+//     appended in order under the mutex and drained by the server (TakeEvents), and the change
+//     counter WatchJob streams wait on.
+//
 // State: everything durable lives in the store (store/store.h), which this class only uses
 // through its interface; the worker registry, prefill affinity and rate observations are in
 // memory and rebuilt as workers register again. So is an index of each active job's pending
@@ -31,7 +46,7 @@
 // to its worker as well as its task. The task is not leased to that worker again while another
 // eligible worker is registered, nor before exclusion_grace_ms has passed; a worker charged
 // quarantine_failures times inside quarantine_window_ms is quarantined (no tasks, its leases back
-// to pending, a notice for its stream: TakeQuarantines) until quarantine_ms has passed or an
+// to pending, a QuarantineNotice event for its stream) until quarantine_ms has passed or an
 // admin lifts it (LiftQuarantine). Disconnects and restarts are counted against the task only.
 // A job that has made no progress for job_wait_ms because of faults (every worker of its model
 // quarantined, a disagreement no third worker can decide) fails, naming why; a job merely waiting
@@ -51,8 +66,9 @@
 // is refused (AlreadyExists naming that session) unless it asks to replace it or comes from the
 // same process (WorkerRegistration::instance).
 //
-// Ended jobs: every job that succeeds, fails or is cancelled through this class is queued for
-// TakeEndedJobs(), so the adapter can tell workers to drop the job's data.
+// Events: every job that succeeds, fails or is cancelled through this class, every quarantine and
+// every lease taken back from a registered worker (expired, or its job cancelled) is appended to
+// the outbox as it happens (TakeEvents), so the adapter tells the workers concerned.
 //
 // Rounds (docs/SCHEDULER.md): an until_stable job is planned one round of params.samples samples
 // at a time. When a round's last task is done the profile of every sample so far is assembled;
@@ -82,21 +98,18 @@
 // job (its layer count from its tasks; the name is not stored). SubmitJob needs the model's layer
 // count: given in the request, or known from the recorded summary or the registered workers.
 //
-// Thread-safety: every method may be called from any thread; calls are serialized by one mutex,
+// Thread-safety: every method may be called from any thread; calls are serialized by one mutex
+// (the managers have no lock of their own),
 // except the store write of a completion, which runs on the CompletionCommitter's thread so that
 // completions arriving together share one write, and the caller need not wait for it
 // (SubmitTaskResults).
 // The store must outlive the Scheduler.
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -104,281 +117,20 @@
 #include "base/status.h"
 #include "method/budget_map.h"
 #include "method/profile.h"
+#include "scheduler/core/catalog.h"
 #include "scheduler/core/completion_committer.h"
+#include "scheduler/core/core_metrics.h"
+#include "scheduler/core/events.h"
+#include "scheduler/core/job_manager.h"
+#include "scheduler/core/model_registry.h"
+#include "scheduler/core/result_manager.h"
+#include "scheduler/core/types.h"
+#include "scheduler/core/worker_manager.h"
 #include "store/store.h"
 #include "store/types.h"
 #include "telemetry/metrics.h"
 
 namespace ripplekv::scheduler {
-
-// How the scheduler treats faulty workers and verifies results (see the class comment and
-// docs/SCHEDULER.md, "Faulty workers").
-struct FaultOptions {
-  uint32_t quarantine_failures = 3;        // failed attempts charged to a worker inside the
-                                           // window that quarantine it, >= 1
-  int64_t quarantine_window_ms = 600'000;  // the window, ms
-  int64_t quarantine_ms = 1'800'000;       // how long a quarantine lasts, ms
-  int64_t exclusion_grace_ms = 60'000;     // a task a worker failed goes back to that worker only
-                                           // this long after, and only with no other eligible
-                                           // worker registered, ms
-  int64_t job_wait_ms = 3'600'000;         // a job stalled by faults this long fails, ms; 0: never
-  int64_t live_session_ms = 10'000;        // a registration of an id heard from within this is
-                                           // refused unless it replaces, ms
-  double default_verify_fraction = 0.05;   // JobSpec::verify_fraction of a submit that gives none
-  int64_t verify_wait_ms = 10'000;         // how long a first run waits for a second eligible
-                                           // worker before it completes unverified, ms
-  uint64_t verify_key = 0;                 // key of the verification sample; 0: random per start
-};
-
-struct SchedulerOptions {
-  int64_t lease_duration_ms = 120'000;     // a lease's deadline is now + this, ms, capped by
-                                           // the task deadline; heartbeats listing it move it
-  int64_t heartbeat_timeout_ms = 30'000;   // a worker silent for longer is dropped, ms
-  uint64_t max_tasks_per_job = 1u << 20;   // most (sample, layer) tasks one job may plan
-  uint64_t max_trials_per_job = 1u << 24;  // most tasks x trials one job may plan
-  // The longest one lease of a task may last, however often its holder heartbeats, ms; 0: derived
-  // from the job's size and the model (DeriveTaskDeadlineMs).
-  int64_t task_deadline_ms = 0;
-  uint32_t max_attempts = 4;     // failed attempts of one task that fail its job
-  bool prefill_affinity = true;  // false: always hand out the lowest (sample, layer)
-                                 // (the baseline that docs/SCHEDULER.md measures)
-  FaultOptions faults;
-  // The inline calibration data that pending jobs (submitted, no task leased yet) hold together,
-  // bytes: a submit that would pass it is ResourceExhausted. 0: no cap. With no worker to start
-  // them, pending jobs would otherwise take the store's memory and disk without bound.
-  uint64_t max_pending_inline_bytes = 1024ull << 20;
-  // A job still pending this long after its submission fails (ExpireLeases), ms, and its data no
-  // longer counts against max_pending_inline_bytes (retention deletes it later). 0: never.
-  int64_t pending_job_ttl_ms = 7 * 24 * 3600 * 1000LL;
-  // Where the scheduler's counters and latency histogram go (docs/OPERATIONS.md, "Metrics"):
-  // tasks leased, completed and retried, lease expiries, workers lost, jobs finished by state,
-  // result latency. Must outlive the scheduler; null: a registry of its own, never scraped.
-  telemetry::MetricsRegistry* metrics = nullptr;
-};
-
-// Milliseconds since the Unix epoch; injected so tests drive time.
-using Clock = std::function<int64_t()>;
-
-struct SubmitRequest {
-  store::JobSpec spec;
-  // The model's layer count L. 0: take it from a registered worker holding spec.model_hash
-  // (InvalidArgument naming "model_n_layers" when none has registered).
-  int64_t model_n_layers = 0;
-  // The submitter's name of the model (ModelRef.name); empty: not given. Until the hash's summary
-  // is recorded, only workers reporting this name (when given) run the job, and the first job's
-  // name and layer count choose the summary recorded.
-  std::string model_name;
-  // The fraction of tasks verified (spec.verify_fraction is ignored); unset: the scheduler's
-  // FaultOptions::default_verify_fraction. InvalidArgument naming "verify" outside [0, 1].
-  std::optional<double> verify_fraction;
-};
-
-struct WorkerRegistration {
-  std::string worker_id;       // 1..256 bytes, unique per live worker
-  method::ProfileModel model;  // the model the worker loaded; model.hash identifies it
-  uint32_t capacity = 1;       // tasks it runs at once (leases it may hold), >= 1
-  std::string version;         // what it reported ("ripplekv 0.1.0 (REVISION)"); may be empty
-  std::string host;            // where it runs, for operators; may be empty
-  std::string device;          // "cpu", "cuda:0"; may be empty
-  // "<device class>/<build>": equal strings give bit-identical results (worker.proto); may be
-  // empty (unknown: compared within the loosest tolerance).
-  std::string numerics;
-  std::string instance;  // random per process start; may be empty
-  bool replace = false;  // take the id over from a session that still looks alive
-};
-
-// A prepared sample a worker holds in its PreparedSampleCache.
-struct PrefillKey {
-  store::JobId job = store::kNoJob;
-  uint32_t sample = 0;
-  friend auto operator<=>(const PrefillKey&, const PrefillKey&) = default;
-};
-
-// One lease of a task: the attempt number is the store's Task::attempts when it was leased.
-struct LeaseId {
-  store::TaskKey key;
-  uint32_t attempt = 0;
-  friend auto operator<=>(const LeaseId&, const LeaseId&) = default;
-};
-
-struct Assignment {
-  store::TaskKey key;
-  store::TimeMs lease_deadline_ms = 0;
-  store::TimeMs task_deadline_ms = 0;  // heartbeats never move the lease past this
-  std::string model_hash;              // the job's spec.model_hash
-  // The job's params, as stored (defaults resolved at submit), except `samples`: the samples
-  // planned so far (Job::samples_planned), which the worker reads its data with.
-  store::MethodParams params;
-  uint32_t trials = 0;        // the job's params.trials: the worker runs trials 0..trials-1
-  uint32_t attempts = 0;      // times the task has been leased, this one included
-  bool prefill_held = false;  // the worker said it holds this sample's prefill
-};
-
-struct TaskResultsOutcome {
-  uint64_t stored = 0;      // results written now
-  uint64_t duplicates = 0;  // results that were stored already (a retried write)
-  uint64_t conflicts = 0;   // duplicates whose KL differed bitwise: a determinism bug upstream
-  bool task_completed = false;
-  bool job_succeeded = false;    // this call finished the job
-  uint32_t profile_version = 0;  // the version written when job_succeeded
-  // This call completed a round of an until_stable job that was not stable yet: the job was
-  // extended by the next round (its tasks are pending now) instead of finished.
-  bool job_extended = false;
-  uint32_t samples_planned = 0;  // the job's samples planned after the call, when job_extended
-};
-
-// What SubmitTaskResults did with checked results.
-enum class Submitted {
-  kCommitting,            // queued for the store write; `done` runs once it lands
-  kAwaitingVerification,  // held until a distinct worker's run of the task agrees (or the
-                          // verify wait passes); `done` is never called; the slot is free
-};
-
-// A quarantine the adapter should tell its worker about (TakeQuarantines).
-struct QuarantineNotice {
-  std::string worker_id;
-  std::string reason;  // one line
-  store::TimeMs until_ms = 0;
-};
-
-// A worker as ListWorkers shows it: a registered one, or an id known for its quarantine.
-struct WorkerInfo {
-  std::string worker_id;
-  bool connected = false;  // registered now
-  std::string model_hash;  // when connected
-  std::string version;
-  std::string device;
-  std::string numerics;
-  uint32_t capacity = 0;
-  uint32_t leases = 0;
-  store::TimeMs last_seen_ms = 0;
-  uint32_t recent_failures = 0;  // charged inside the quarantine window
-  bool quarantined = false;
-  std::string quarantine_reason;
-  store::TimeMs quarantined_until_ms = 0;
-  uint64_t tasks_completed = 0;  // results delivered since the scheduler started
-};
-
-struct WorkerPage {
-  std::vector<WorkerInfo> workers;  // by worker id
-  std::string next_page_token;      // empty on the last page
-};
-
-// A lease the adapter should revoke on the worker (its job ended, or its deadline passed).
-struct Revocation {
-  std::string worker_id;
-  LeaseId lease;
-  std::string reason;  // one line, for the worker's log
-};
-
-struct ExpireOutcome {
-  std::vector<std::string> dropped_workers;  // silent past heartbeat_timeout_ms
-  std::vector<store::TaskKey> released;      // leases returned to pending, canonical order
-  std::vector<Revocation> revocations;       // expired leases whose holder is still registered
-  std::vector<uint32_t> profiles_written;    // versions of jobs finished by this tick
-  // Until_stable jobs left complete at the end of a round that this tick extended by the next
-  // round (their new tasks are pending).
-  std::vector<store::JobId> jobs_extended;
-  // Jobs complete but not yet profiled that this tick could not finish (the model's summary is
-  // unknown, or the store failed), one line each; retried on the next tick.
-  std::vector<std::string> finish_errors;
-};
-
-// A job that reached a final state through this class (TakeEndedJobs).
-struct EndedJob {
-  store::JobId id = store::kNoJob;
-  std::string model_hash;
-  store::JobState state = store::JobState::kPending;
-};
-
-struct SubmitOutcome {
-  store::Job job;
-  // true: this call created the job; false: the idempotency key named an existing job with an
-  // equal spec, which `job` is. Decided by the store write itself, so of concurrent submits with
-  // one key exactly one sees true.
-  bool created = false;
-};
-
-struct CancelOutcome {
-  store::Job job;  // the job after the call (state cancelled); spec.data_inline left empty
-  bool already_cancelled = false;       // the job was cancelled before: nothing was changed
-  std::vector<Revocation> revocations;  // leases workers should abandon (empty when already
-                                        // cancelled)
-};
-
-// Paging of the listings (AIP-158). A page token is the decimal offset of the page's first item
-// in the listing, so it stays meaningful while the listing does not change between pages.
-inline constexpr int32_t kDefaultPageSize = 50;  // items per page when none is asked
-inline constexpr int32_t kMaxPageSize = 1000;    // a larger page size is cut to this
-
-struct PageRequest {
-  int32_t page_size = 0;   // items; 0: kDefaultPageSize; above kMaxPageSize: kMaxPageSize;
-                           // negative: InvalidArgument naming "page_size"
-  std::string page_token;  // empty: the first page; else a next_page_token of the same listing
-                           // (InvalidArgument naming "page_token" for anything else)
-};
-
-// The page's [begin, end) in a listing of `total` items, and the token of the next page (empty
-// on the last page). Every listing of the scheduler, CalibrationService's and RolloutService's,
-// pages this way. Errors: InvalidArgument naming page_size or page_token.
-struct PageRange {
-  size_t begin = 0;
-  size_t end = 0;
-};
-[[nodiscard]] StatusOr<PageRange> Page(const PageRequest& page, size_t total);
-std::string NextPageToken(const PageRange& range, size_t total);
-
-struct JobFilter {
-  std::vector<store::JobState> states;  // keep jobs in one of these states; empty: every state
-  std::string model_hash;               // keep jobs of this model; empty: every model
-  PageRequest page;
-};
-
-struct JobPage {
-  // Newest first: by create time, then id, both descending. spec.data_inline left empty.
-  std::vector<store::Job> jobs;
-  std::string next_page_token;  // empty on the last page
-};
-
-struct TaskPage {
-  // In (sample, layer) order; lease fields as stored (a lease past its deadline that ExpireLeases
-  // has not returned yet still reads as leased).
-  std::vector<store::Task> tasks;
-  std::string next_page_token;  // empty on the last page
-};
-
-// A stored profile version, parsed (method/profile.h), with the store's record of it.
-struct StoredProfile {
-  std::string model_hash;
-  uint32_t version = 0;              // 1, 2, ... per model hash
-  store::JobId job = store::kNoJob;  // the job that measured it; kNoJob for an imported profile
-  store::TimeMs created_at_ms = 0;   // when the store wrote it, ms since the epoch
-  method::SensitivityProfile profile;
-};
-
-struct ProfilePage {
-  std::vector<StoredProfile> profiles;  // by model hash (bytewise), then version descending
-  std::string next_page_token;          // empty on the last page
-};
-
-struct ProfileBudgetMap {
-  StoredProfile profile;  // the version the map was computed from (kLatestVersion resolved)
-  method::BudgetMap map;
-};
-
-struct JobProgress {
-  store::Job job;  // spec.data_inline left empty
-  uint64_t tasks_leased = 0;
-  // Observed completion rate in this process (tasks per second) and the remaining time it
-  // implies; both -1 until two completions have been observed.
-  double tasks_per_second = -1;
-  int64_t eta_ms = -1;
-  // Why the job does not progress now (no healthy worker of its model registered, a
-  // verification waiting for a distinct worker, ...), one line; empty while it progresses.
-  std::string waiting_reason;
-  uint64_t tasks_verified = 0;  // tasks two distinct workers agreed on (in this process)
-  uint32_t disagreements = 0;   // verifications in which a worker was outvoted
-};
 
 class Scheduler {
  public:
@@ -455,7 +207,7 @@ class Scheduler {
 
   // Writes the completions submitted so far and stops taking more (their `done` then gets
   // Unavailable): for shutdown, before what the callbacks use goes away. Idempotent.
-  void StopCompletions() { committer_.Stop(); }
+  void StopCompletions() { results_.committer().Stop(); }
 
   // The attempt `lease` failed (`why`: a retryable error, invalid results): its lease returns to
   // pending and the failure is counted; the task's max_attempts-th failure fails the job.
@@ -494,7 +246,8 @@ class Scheduler {
   [[nodiscard]] Status FailJob(store::JobId id, const std::string& why);
 
   // Call periodically: drops workers silent past heartbeat_timeout_ms (their leases return to
-  // pending), returns every lease past its deadline to pending (each a failed attempt), and
+  // pending), returns every lease past its deadline to pending (each a failed attempt; a
+  // Revocation event when its holder is still registered), and
   // finishes jobs whose tasks are all done but that have no profile yet (a crash between the two
   // writes, or a model summary that was unknown then).
   // While the store cannot write (store::Store::write_failure), it does nothing: nothing moves
@@ -508,8 +261,9 @@ class Scheduler {
   // cannot write, NextTask hands out nothing and Heartbeat extends no lease in the store.
   void StoreReopened();
 
-  // The jobs that ended since the last call, in the order they ended.
-  std::vector<EndedJob> TakeEndedJobs();
+  // Every event appended since the last call (events.h), in the order they happened: the adapter
+  // sends each down the worker streams. Cheap when there is none (no lock taken).
+  std::vector<Event> TakeEvents();
 
   // Change notification for watchers: a counter that every change of a job's state or progress
   // (submit, lease, completion, release, failure, cancellation, expiry) increases. Returns the
@@ -517,8 +271,9 @@ class Scheduler {
   uint64_t WaitForChange(uint64_t seen, int64_t timeout_ms);
 
   // Cancels a pending or running job: its tasks are no longer handed out and later results are
-  // ignored. Returns the job after cancelling and the leases workers should abandon. Cancelling
-  // a cancelled job changes nothing and is not an error (outcome.already_cancelled). NotFound;
+  // ignored. Returns the job after cancelling; a Revocation event for each lease a worker held
+  // (appended before the job's EndedJob). Cancelling a cancelled job changes nothing and is not an
+  // error (outcome.already_cancelled). NotFound;
   // FailedPrecondition when the job succeeded or failed.
   [[nodiscard]] StatusOr<CancelOutcome> CancelJob(store::JobId id, const std::string& reason = {});
 
@@ -576,112 +331,39 @@ class Scheduler {
   // was quarantined. NotFound when it is not quarantined.
   [[nodiscard]] StatusOr<std::string> LiftQuarantine(const std::string& worker_id);
 
-  // The quarantines since the last call, in order: the adapter tells each worker on its stream.
-  std::vector<QuarantineNotice> TakeQuarantines();
-
   // Called on the committer's thread with the outcome of a held verification run that completed
   // unverified (no caller waits for it: ExpireLeases queued it), so the adapter logs it and acts
   // on a job it finished or extended as for any completion. Null: nobody is told. Replacing it
   // waits for a call in flight, so an adapter going away resets it first.
-  using HeldCompletionListener =
-      std::function<void(const std::string& worker_id, const store::TaskKey& key,
-                         const StatusOr<TaskResultsOutcome>& outcome)>;
+  using HeldCompletionListener = ResultManager::HeldCompletionListener;
   void SetHeldCompletionListener(HeldCompletionListener listener);
 
   // Task completions written so far and the store writes that carried them (group commit).
-  CompletionCommitter::Counts CommitCounts() const { return committer_.counts(); }
+  CompletionCommitter::Counts CommitCounts() const { return results_.committer().counts(); }
 
  private:
-  // A lease as the store holds it: the scheduler's memory mirrors every lease in the store, so
-  // expiry needs no scan of the store.
-  struct Lease {
-    uint32_t attempt = 0;
-    int64_t lease_deadline_ms = 0;  // the store's deadline: renewed by heartbeats
-    int64_t task_deadline_ms = 0;   // the lease never extends past this
-    uint32_t trials = 0;            // the job's params.trials
-    int64_t leased_ms = 0;          // when it was leased (the result-latency metric)
-  };
-  // A lease whose task's results were submitted and are being written: no longer the worker's
-  // (its slot is free), still leased in the store until the write lands.
-  struct Completing {
-    std::string worker_id;
-    Lease lease;
-  };
-  struct WorkerState {
-    method::ProfileModel model;
-    uint32_t capacity = 1;
-    std::string version;  // recorded with the tasks it completes (store::Task::completed_by*)
-    std::string host;
-    std::string device;
-    std::string numerics;
-    std::string instance;
-    int64_t registered_ms = 0;
-    uint64_t tasks_completed = 0;  // results it delivered that passed the checks
-    int64_t last_seen_ms = 0;
-    std::set<PrefillKey> held;
-    std::map<store::JobId, uint32_t> last_sample;  // affinity: sample given last, per job
-    std::map<store::TaskKey, Lease> leased;
-    std::set<store::JobId> refused_jobs;  // jobs it refused as a whole (RefuseJob)
-  };
-  // A task's failed attempts: the distinct workers they failed on (max_attempts counts these),
-  // when each last failed it (exclusion), and the last reason.
-  struct TaskFailures {
-    std::map<std::string, int64_t> failed_at;
-    std::string last_reason;
-  };
-  // What the scheduler holds about a worker id beyond one registration: the failures charged to
-  // it and its quarantine (FaultOptions). Erased once it holds nothing worth keeping.
-  struct WorkerHealth {
-    std::vector<int64_t> failures;   // times charged, inside the quarantine window, oldest first
-    int64_t quarantined_until = 0;   // ms; 0: not quarantined
-    std::string quarantine_reason;
-    std::string model_hash;          // of its last registration
-    int64_t last_seen_ms = 0;        // when it was last heard from, as registered
-  };
-  // A run of a task selected for verification, held until another agrees with it.
-  struct VerifyRun {
-    std::string worker_id;
-    std::string numerics;
-    std::vector<store::TrialResult> results;  // exactly the task's trials, by trial
-  };
-  struct Verification {
-    std::vector<VerifyRun> runs;  // from distinct workers, in arrival order
-    int64_t first_ms = 0;         // when the first run arrived
-  };
-  // A job's verification record, for its progress and its profile.
-  struct JobVerification {
-    uint64_t verified = 0;
-    uint64_t unverified = 0;
-    uint64_t recomputed = 0;
-    std::vector<method::ProfileVerification::Disagreement> disagreements;
-    std::set<std::string> outvoted;  // workers outvoted in this job: what they complete is redone
-  };
-  struct RateObservation {
-    int64_t first_ms = 0;
-    uint64_t first_done = 0;
-    int64_t last_ms = 0;
-    uint64_t last_done = 0;
-  };
-
-  using PendingSet = std::set<store::TaskKey>;  // canonical (sample, layer) order
-
-  std::optional<store::TaskKey> Choose(const std::string& worker_id, const WorkerState& worker,
-                                       store::JobId job, const PendingSet& pending,
-                                       int64_t now) const;
-  // Whether `key` may be leased to `worker_id` now (verification runs and failure exclusion).
-  bool MayLease(const std::string& worker_id, const WorkerState& worker, const store::TaskKey& key,
-                int64_t now) const;
-  // Whether a registered worker other than `worker_id`, of model `hash`, healthy, that has not
-  // refused the job and neither failed nor ran `key`, could take `key`.
-  bool OtherEligible(const std::string& worker_id, const std::string& hash,
-                     const store::TaskKey& key) const;
-  bool Quarantined(const std::string& worker_id, int64_t now) const;
-  // Charges a failed attempt to `worker_id`: quarantines it at quarantine_failures inside the
-  // window.
-  [[nodiscard]] Status ChargeWorker(const std::string& worker_id, const std::string& why);
+  // Returns a lease the worker holds to pending in the store and the index.
+  [[nodiscard]] Status Release(const std::string& worker_id, WorkerState& worker,
+                               const store::TaskKey& key);
+  // Counts a failed attempt of `key`; the max_attempts-th fails the job.
+  // `charge`: the worker is at fault (not a disconnect or the store's slowness), so the failure
+  // counts towards its quarantine too.
+  [[nodiscard]] Status CountFailure(const store::TaskKey& key, const std::string& worker_id,
+                                    const std::string& why, bool charge);
   // Quarantines `worker_id` (registered or not) for quarantine_ms: its leases return to pending
   // uncounted, its held verification runs are dropped, and a notice is queued.
   [[nodiscard]] Status Quarantine(const std::string& worker_id, const std::string& why);
+  // Drops a worker; its leases return to pending, each a failed attempt (`why`).
+  [[nodiscard]] Status DropWorker(const std::string& worker_id, const std::string& why);
+  // Moves an active job to a final state and forgets its in-memory state; once the state is
+  // written, appends the events of `revoked` (leases its workers must abandon) and the job's
+  // EndedJob, in that order.
+  [[nodiscard]] Status EndJob(store::JobId id, store::JobState state, const std::string& why,
+                              const std::string& model_hash, std::vector<Revocation> revoked = {});
+  // Forgets job `id` in every manager.
+  void ForgetJob(store::JobId id);
+  // Records that job `ended` reached a final state: an event and the metrics.
+  void NoteEnded(EndedJob ended);
   // Verification of a checked run of `key` by the worker (see "Verified results"). Returns the
   // results to commit now, or nullopt when the run is held (its lease was released).
   [[nodiscard]] StatusOr<std::optional<std::vector<store::TrialResult>>> Verify(
@@ -692,12 +374,14 @@ class Scheduler {
   // Returns done tasks of `job` to pending with their results deleted (Store::ReopenTasks), into
   // the index, counted as recomputed in the job's verification record.
   [[nodiscard]] Status Reopen(store::JobId job, std::span<const store::TaskKey> keys);
-  // The health record of `worker_id`, created if missing, with its model and last heartbeat
-  // refreshed from the registry while it is registered.
-  WorkerHealth& HealthOf(const std::string& worker_id);
-  // Queues `results` of `key` for the store write with no lease and no caller waiting (a held
-  // run completing unverified).
-  void CommitHeld(const store::TaskKey& key, const VerifyRun& run);
+  // Queues the results of a held run of `key` for the store write with no lease and no caller
+  // waiting (a held run completing unverified).
+  void CommitHeld(const store::TaskKey& key, const ResultManager::VerifyRun& run);
+  // On the committer's thread, once a completion is written: the index, the job's progress, and
+  // the profile when it was the job's last task.
+  StatusOr<TaskResultsOutcome> AfterCompletion(const store::TaskKey& key, uint32_t attempt,
+                                               const std::string& worker_id,
+                                               const store::ResultWriteOutcome& written);
   // Why `job` makes no progress now, and whether faults cause it (so job_wait_ms applies);
   // empty while it progresses or has nothing to hand out.
   struct Waiting {
@@ -711,38 +395,6 @@ class Scheduler {
   [[nodiscard]] Status TickFaults(int64_t now);
   // Fails pending jobs submitted more than pending_job_ttl_ms ago (for ExpireLeases).
   [[nodiscard]] Status ExpirePendingJobs(int64_t now);
-  // The inline data bytes that pending jobs hold, from the active jobs.
-  [[nodiscard]] StatusOr<uint64_t> PendingInlineBytes();
-  // The job's verify fraction, from the active jobs (0 for a job not active).
-  double VerifyFraction(store::JobId job);
-  // The pending tasks of `job`, loaded from the store on first use.
-  [[nodiscard]] StatusOr<PendingSet*> Pending(store::JobId job);
-  // A lease of `key` went back to pending in the store.
-  void MarkPending(const store::TaskKey& key);
-  // On the committer's thread, once a completion is written: the index, the job's progress, and
-  // the profile when it was the job's last task.
-  StatusOr<TaskResultsOutcome> AfterCompletion(const store::TaskKey& key, uint32_t attempt,
-                                               const std::string& worker_id,
-                                               const store::ResultWriteOutcome& written);
-  // The active job `id` (priority order list), or null when it is not active.
-  const store::Job* ActiveJob(store::JobId id);
-  // The worker and its lease `lease`. NotFound: unknown worker; FailedPrecondition: not held now.
-  [[nodiscard]] StatusOr<WorkerState*> HeldLease(const std::string& worker_id,
-                                                 const LeaseId& lease);
-  // Returns a lease the worker holds to pending in the store and the index.
-  [[nodiscard]] Status Release(const std::string& worker_id, WorkerState& worker,
-                               const store::TaskKey& key);
-  // Counts a failed attempt of `key`; the max_attempts-th fails the job.
-  // `charge`: the worker is at fault (not a disconnect or the store's slowness), so the failure
-  // counts towards its quarantine too.
-  [[nodiscard]] Status CountFailure(const store::TaskKey& key, const std::string& worker_id,
-                                    const std::string& why, bool charge);
-  // Drops a worker; its leases return to pending, each a failed attempt (`why`).
-  [[nodiscard]] Status DropWorker(const std::string& worker_id, const std::string& why);
-  // Moves an active job to a final state and forgets its in-memory state.
-  [[nodiscard]] Status EndJob(store::JobId id, store::JobState state, const std::string& why,
-                              const std::string& model_hash);
-  void ForgetJob(store::JobId id);
   // What FinishJob did with a complete job: wrote its profile (version > 0), or, for an
   // until_stable job not yet stable below its cap, began its next round (samples_planned).
   struct Finished {
@@ -753,139 +405,29 @@ class Scheduler {
   // Aggregates a complete job (its record without inline data is enough) into its profile over
   // its samples planned. An until_stable job whose profile is not stable (method::ComputeStability
   // with default options, as worker::CalibrateUntilStable) and that is below max_samples is
-  // extended by the next round (Store::ExtendJob, one write) and its new tasks indexed as
-  // pending; otherwise the profile is written and the job succeeds.
+  // extended by the next round (JobManager::BeginRound); otherwise the profile is written and the
+  // job succeeds.
   [[nodiscard]] StatusOr<Finished> FinishJob(const store::Job& job);
-  // FinishJob's extension of `job` (complete) to `samples_planned` samples.
-  [[nodiscard]] StatusOr<Finished> BeginRound(const store::Job& job, int64_t model_n_layers,
-                                              uint32_t samples_planned);
-  // Loads the stored model summaries into models_ once.
-  [[nodiscard]] Status LoadModels();
-  // What a job's submitter said of its model: 0 / empty when not given.
-  struct ModelRef {
-    int64_t n_layers = 0;
-    std::string name;
-    // Whether a worker's summary agrees with what was given (fields not given agree).
-    bool Admits(const method::ProfileModel& m) const {
-      return (n_layers == 0 || m.n_layers == n_layers) && (name.empty() || m.name == name);
-    }
-  };
-  // The ModelRef of an active job: as submitted to this process, else derived from the job.
-  const ModelRef& JobRef(const store::Job& job);
   // Records the summary of `hash` when none is recorded and the registered workers establish one
   // ("Model summary" above), then drops every registered worker of the hash that differs.
   [[nodiscard]] Status RecordModel(const std::string& hash);
-  // The error for a call naming a worker that is not registered: FailedPrecondition with the
-  // reason when it was dropped for its model summary, else NotFound.
-  Status UnknownWorker(const std::string& worker_id) const;
   [[nodiscard]] Status FinishReadyJobs(ExpireOutcome& outcome);
-  void ObserveProgress(const store::Job& job);
-  int64_t TaskDeadline(const store::JobSpec& spec, const method::ProfileModel& model,
-                       int64_t now) const;
   // Requires mu_: a job's state or progress changed (WaitForChange).
-  void Changed();
+  void Changed() { outbox_.NoteChange(); }
 
   store::Store* const store_;
   const SchedulerOptions options_;
   const Clock clock_;
-  CompletionCommitter committer_;  // completions' store writes, grouped (no lock of this class)
-
-  // The metrics of SchedulerOptions::metrics (each series lives as long as its registry).
-  struct Metrics {
-    explicit Metrics(telemetry::MetricsRegistry& registry);
-    telemetry::Counter& tasks_leased;
-    telemetry::Counter& tasks_completed;
-    telemetry::Counter& tasks_retried;
-    telemetry::Counter& lease_expiries;
-    telemetry::Counter& workers_lost;
-    telemetry::Counter& jobs_succeeded;
-    telemetry::Counter& jobs_failed;
-    telemetry::Counter& jobs_cancelled;
-    telemetry::Histogram& result_latency;
-    telemetry::Counter& quarantines;
-    telemetry::Gauge& workers_quarantined;
-    telemetry::Counter& tasks_verified;
-    telemetry::Counter& verification_disagreements;
-    telemetry::Counter& tasks_recomputed;
-    telemetry::Counter& tasks_unverified;
-  };
   std::unique_ptr<telemetry::MetricsRegistry> own_metrics_;  // when options_.metrics is null
-  Metrics metrics_;
-  // Records that job `ended` reached a final state: for TakeEndedJobs and the metrics.
-  void NoteEnded(EndedJob ended);
+  CoreMetrics metrics_;
+  const Catalog catalog_;  // stateless reads: no lock
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;  // with mu_; signalled by Changed()
-  uint64_t changes_ = 0;             // guarded by mu_
-  std::map<std::string, WorkerState> workers_;
-  std::map<std::string, method::ProfileModel> models_;  // by hash, the recorded ones (durable)
-  bool models_loaded_ = false;                          // the stored ones are in models_
-  // By hash without a recorded summary: the ModelRef of its first job (RecordModel).
-  std::map<std::string, ModelRef> first_refs_;
-  std::map<store::JobId, ModelRef> job_refs_;  // active jobs' ModelRefs; dropped when a job ends
-  // Workers dropped because their summary differs from the recorded one, with why; an entry goes
-  // when the worker registers again.
-  std::map<std::string, std::string> evicted_;
-  std::map<store::JobId, RateObservation> rates_;
-  std::map<store::JobId, PendingSet> pending_;  // loaded jobs only; dropped when a job ends
-  // The store's active jobs (priority, then age) for NextTask; read again after a job is created
-  // or ends (only this class changes which jobs are active).
-  std::optional<std::vector<store::Job>> active_jobs_;
-  std::map<store::JobId, std::string> data_descriptions_;  // as stored; dropped when a job ends
-  std::map<store::TaskKey, TaskFailures> failures_;        // dropped when the job ends
-  std::map<std::string, WorkerHealth> health_;             // by worker id
-  std::vector<QuarantineNotice> quarantines_;              // until TakeQuarantines
-  std::map<store::TaskKey, Verification> verifying_;       // held runs; dropped when the job ends
-  std::map<store::JobId, JobVerification> verification_;   // dropped when the job ends
-  std::map<store::JobId, int64_t> stalled_since_;          // jobs waiting on faults, since when
-  uint64_t verify_key_ = 0;                                // FaultOptions::verify_key or random
-  std::mutex listener_mu_;  // held while the listener runs; never with mu_
-  HeldCompletionListener held_listener_;  // guarded by listener_mu_
-  std::map<store::TaskKey, Completing> completing_;        // results submitted, write pending
-  std::vector<EndedJob> ended_;                            // until TakeEndedJobs
-  // !ended_.empty(), readable without mu_ (TakeEndedJobs runs after every worker message).
-  std::atomic<bool> any_ended_{false};
-  std::atomic<bool> any_quarantined_{false};  // !quarantines_.empty(), likewise
-  // Jobs whose tasks may all be done without a profile: every active job until the first
-  // ExpireLeases has looked (a crash may have left some), then those whose FinishJob failed.
-  bool checked_unprofiled_ = false;
-  std::set<store::JobId> unprofiled_;
+  mutable std::mutex mu_;  // guards every manager below and the outbox
+  JobManager jobs_;
+  WorkerManager workers_;
+  ModelRegistry models_;
+  ResultManager results_;  // its committer's callbacks lock mu_
+  EventOutbox outbox_;
 };
-
-// The task deadline the scheduler derives when SchedulerOptions::task_deadline_ms is 0: 5 minutes
-// plus the task's forward-pass work (the sample's context and every trial's probe through the
-// model, 24 d_model^2 FLOPs per token per layer) at a pessimistic 1e10 FLOP/s.
-int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::ProfileModel& model);
-
-// Whether task `key` is in the verification sample of a job verifying `fraction` of its tasks,
-// under `verify_key`: a hash of (key, job, sample, layer) below fraction, so each task is drawn
-// independently with probability `fraction` (0: none; 1: all).
-bool VerificationSelected(uint64_t verify_key, const store::TaskKey& key, double fraction);
-
-// Whether two runs' results of one task agree: trial by trial, bitwise when `same_numerics`, else
-// within `rel_tolerance` relative (|a - b| <= rel_tolerance * max(|a|, |b|) + 1e-12). Both are
-// exactly the task's trials.
-bool ResultsAgree(std::span<const store::TrialResult> a, std::span<const store::TrialResult> b,
-                  bool same_numerics, double rel_tolerance);
-
-// The relative tolerance for two workers' numerics strings ("<device class>/<build>"): 1e-2
-// between two "cpu-fp32" builds, 5e-2 when either is on CUDA or unknown. Equal non-empty strings
-// agree bitwise instead (ResultsAgree's same_numerics).
-double NumericsTolerance(std::string_view a, std::string_view b);
-
-// Why `r` cannot be a result of task `key` of a job with `trials` trials (another task's, a trial
-// out of range, or repeated when `trial_seen`, a KL that fails method::CheckTrialKl), one line;
-// empty when it can. The one rule for results, where they arrive and where a task completes.
-std::string InvalidTaskResult(const store::TaskKey& key, uint32_t trials,
-                              const store::TrialResult& r, bool trial_seen);
-
-// The profile's data_domain for a job (method/calibration_sets.h): "user" for inline data (also
-// when the record was read without it: data_inline_bytes) or a path, else the built-in set's
-// domain (the default set's when none is named).
-std::string_view DataDomainOf(const store::Job& job);
-
-// The profile's data_source line for a spec when no worker described the data: "inline data, N
-// bytes", "file PATH" or "built-in calibration text".
-std::string DescribeDataSource(const store::Job& job);
 
 }  // namespace ripplekv::scheduler

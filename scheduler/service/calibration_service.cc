@@ -102,9 +102,7 @@ Status CalibrationServiceImpl::DoCancelJob(const v1::CancelJobRequest& request, 
   RETURN_IF_ERROR(CheckMessageSize(request, kMaxRequestBytes, "CancelJob"));
   ASSIGN_OR_RETURN(store::JobId id, ParseJobId(request.job_id(), "job_id"));
   ASSIGN_OR_RETURN(CancelOutcome outcome, scheduler_->CancelJob(id, "cancelled by CancelJob"));
-  if (!outcome.already_cancelled && options_.on_revocations) {
-    options_.on_revocations(outcome.revocations);
-  }
+  if (!outcome.already_cancelled && options_.on_cancelled) options_.on_cancelled();
   *response = JobToProto(outcome.job);
   return absl::OkStatus();
 }

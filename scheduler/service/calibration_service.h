@@ -23,9 +23,9 @@ namespace ripplekv::scheduler::service {
 struct CalibrationServiceOptions {
   JobWatchersOptions watch;  // WatchJob streams (job_watchers.h)
   WorkPool* pool = nullptr;  // runs the unary handlers; null: on gRPC's threads (not owned)
-  // Called with the leases to revoke after a successful CancelJob (the worker service sends the
-  // cancellations down the worker streams). May be empty.
-  std::function<void(const std::vector<Revocation>&)> on_revocations;
+  // Called after a successful CancelJob, whose revocations and ended job wait in the core's
+  // outbox (the worker service delivers them: WorkerServiceImpl::DeliverEvents). May be empty.
+  std::function<void()> on_cancelled;
 };
 
 class CalibrationServiceImpl final : public ::ripplekv::v1::CalibrationService::CallbackService {

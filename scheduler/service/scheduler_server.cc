@@ -117,9 +117,7 @@ StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   calibration_options.watch.poll_ms = options.watch_poll_ms;
   calibration_options.watch.max_streams = options.max_watchers;
   WorkerServiceImpl* workers = server->worker_service_.get();
-  calibration_options.on_revocations = [workers](const std::vector<Revocation>& revocations) {
-    workers->Revoke(revocations);
-  };
+  calibration_options.on_cancelled = [workers] { workers->DeliverEvents(); };
   server->calibration_service_ = std::make_unique<CalibrationServiceImpl>(
       server->scheduler_.get(), std::move(calibration_options));
 

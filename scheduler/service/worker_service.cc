@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/strings.h"
+#include "scheduler/core/worker_session.h"
 #include "scheduler/service/convert.h"
 #include "spdlog/spdlog.h"
 #include "telemetry/logging.h"
@@ -25,6 +26,27 @@ bool FailsJob(int32_t code) {
   const auto c = static_cast<absl::StatusCode>(code);
   return c == absl::StatusCode::kInvalidArgument || c == absl::StatusCode::kFailedPrecondition ||
          c == absl::StatusCode::kDataLoss;
+}
+
+RefusalReason RefusalReasonOf(v1::RefusalReason reason) {
+  switch (reason) {
+    case v1::REFUSAL_REASON_MODEL_HASH_MISMATCH:
+      return RefusalReason::kModelHashMismatch;
+    case v1::REFUSAL_REASON_AT_CAPACITY:
+      return RefusalReason::kAtCapacity;
+    case v1::REFUSAL_REASON_DRAINING:
+      return RefusalReason::kDraining;
+    case v1::REFUSAL_REASON_DATA_UNAVAILABLE:
+      return RefusalReason::kDataUnavailable;
+    case v1::REFUSAL_REASON_INVALID_TASK:
+      return RefusalReason::kInvalidTask;
+    case v1::REFUSAL_REASON_TRANSIENT:
+      return RefusalReason::kTransient;
+    case v1::REFUSAL_REASON_INSUFFICIENT_MEMORY:
+      return RefusalReason::kInsufficientMemory;
+    default:
+      return RefusalReason::kUnspecified;
+  }
 }
 
 // The ids the log lines about `m` from `worker_id` carry (docs/OPERATIONS.md, "Logs").
@@ -73,11 +95,9 @@ class WorkerServiceImpl::ConnectReactor final
   void CancelTask(const LeaseId& lease, const std::string& reason) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = std::find_if(leases_.begin(), leases_.end(),
-                             [&](const auto& held) { return held.second.lease == lease; });
-      if (it == leases_.end()) return;
-      EnqueueCancellation(it->first, reason);
-      leases_.erase(it);
+      std::optional<std::string> task_id = session_.Revoke(lease);
+      if (!task_id) return;
+      EnqueueCancellation(*task_id, reason);
     }
     Pump();
   }
@@ -104,7 +124,7 @@ class WorkerServiceImpl::ConnectReactor final
       message.mutable_quarantined()->set_reason(notice.reason);
       TimeMsToProto(notice.until_ms, message.mutable_quarantined()->mutable_until());
       Enqueue(std::move(message));
-      leases_.clear();
+      session_.Clear();
       closing_ = true;
       if (!pending_finish_) {
         pending_finish_ = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -122,8 +142,7 @@ class WorkerServiceImpl::ConnectReactor final
       message.mutable_task_cancellation()->set_job_id(FormatJobId(job));
       message.mutable_task_cancellation()->set_reason(reason);
       Enqueue(std::move(message));
-      std::erase_if(leases_, [&](const auto& held) { return held.second.lease.key.job == job; });
-      described_.erase(job);
+      session_.EndJob(job);
     }
     Pump();
   }
@@ -168,9 +187,9 @@ class WorkerServiceImpl::ConnectReactor final
         if (done.has_error() && done.error().code() != 0) return false;
         if (done.data_description().empty()) return true;
         std::lock_guard<std::mutex> lock(mu_);
-        auto held = leases_.find(done.task_id());
-        if (held == leases_.end()) return true;  // rejected without the store
-        return Described(held->second.lease.key.job, done.data_description());
+        const WorkerSession::HeldTask* held = session_.Held(done.task_id());
+        if (held == nullptr) return true;  // rejected without the store
+        return session_.Described(held->lease.key.job, done.data_description());
       }
       default:
         return false;
@@ -186,8 +205,9 @@ class WorkerServiceImpl::ConnectReactor final
       return;
     }
     if (!attached_) {
-      // Attach locks the service; the service locks streams (Revoke, Register) in that order,
-      // so this runs without mu_. Reads are serialized, so they read attached_ without a lock.
+      // Attach locks the service; the service locks streams (DeliverEvents, Register) in that
+      // order, so this runs without mu_. Reads are serialized, so they read attached_ without a
+      // lock.
       status = Hello(in_);
     } else {
       std::lock_guard<std::mutex> lock(mu_);
@@ -197,7 +217,7 @@ class WorkerServiceImpl::ConnectReactor final
       Close(ToGrpcStatus(status));
       return;
     }
-    service_->BroadcastEndedJobs();  // without mu_: it locks the service, then streams
+    service_->DeliverEvents();  // without mu_: it locks the service, then streams
     bool refill_others;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -245,13 +265,6 @@ class WorkerServiceImpl::ConnectReactor final
   }
 
  private:
-  // A lease this stream gave its worker, with the results received for it so far.
-  struct HeldTask {
-    LeaseId lease;
-    uint32_t trials = 0;
-    std::vector<store::TrialResult> results;  // checked; at most `trials`
-  };
-
   // Requires mu_.
   void Enqueue(v1::SchedulerMessage message) {
     if (!closing_) out_.push_back(std::move(message));
@@ -309,12 +322,9 @@ class WorkerServiceImpl::ConnectReactor final
             held.push_back({*job, static_cast<uint32_t>(sample.sample())});
           }
         }
-        std::vector<LeaseId> listed;
-        for (const std::string& task_id : message.heartbeat().task_ids()) {
-          if (auto it = leases_.find(task_id); it != leases_.end()) {
-            listed.push_back(it->second.lease);
-          }
-        }
+        const std::vector<std::string> task_ids(message.heartbeat().task_ids().begin(),
+                                                message.heartbeat().task_ids().end());
+        const std::vector<LeaseId> listed = session_.Listed(task_ids);
         Status status = service_->scheduler_->Heartbeat(worker_id_, held, listed);
         if (absl::IsNotFound(status)) {
           return absl::FailedPreconditionError(absl::StrCat(
@@ -335,7 +345,7 @@ class WorkerServiceImpl::ConnectReactor final
       case v1::WorkerMessage::kTaskDone:
         return Done(message.task_done());
       case v1::WorkerMessage::kDraining:
-        draining_ = true;
+        session_.Drain();
         return absl::OkStatus();
       case v1::WorkerMessage::KIND_NOT_SET:
         return absl::OkStatus();
@@ -345,7 +355,7 @@ class WorkerServiceImpl::ConnectReactor final
 
   // Sends assignments while the scheduler has work for this worker and it has capacity.
   Status Fill() {
-    if (draining_ || closing_) return absl::OkStatus();
+    if (session_.draining() || closing_) return absl::OkStatus();
     while (true) {
       StatusOr<std::optional<Assignment>> next = service_->scheduler_->NextTask(worker_id_);
       if (absl::IsNotFound(next.status())) {
@@ -357,9 +367,7 @@ class WorkerServiceImpl::ConnectReactor final
       const Assignment& assignment = **next;
       v1::SchedulerMessage message;
       *message.mutable_task_assignment() = AssignmentToProto(assignment);
-      leases_[message.task_assignment().task_id()] =
-          HeldTask{.lease = {.key = assignment.key, .attempt = assignment.attempts},
-                   .trials = assignment.trials};
+      session_.Assigned(message.task_assignment().task_id(), assignment);
       Enqueue(std::move(message));
     }
   }
@@ -370,9 +378,8 @@ class WorkerServiceImpl::ConnectReactor final
   // a lease stops the task and one that names made-up tasks learns why nothing happens. The
   // notices are not queued past kMaxQueuedNotices, so a worker that does not read cannot grow
   // this stream's queue.
-  HeldTask* Held(const std::string& task_id, std::string_view what) {
-    auto it = leases_.find(task_id);
-    if (it != leases_.end()) return &it->second;
+  WorkerSession::HeldTask* Held(const std::string& task_id, std::string_view what) {
+    if (WorkerSession::HeldTask* held = session_.Held(task_id)) return held;
     const std::string why =
         Cat(what, " for task \"", EscapeForLog(task_id), "\", which this stream does not hold");
     Reject(why);
@@ -401,36 +408,30 @@ class WorkerServiceImpl::ConnectReactor final
     }
   }
 
+  // The session decides what the refusal does (WorkerSession::StepFor); this carries it out.
   Status Refused(const v1::TaskRefused& refused) {
-    HeldTask* held = Held(refused.task_id(), "task_refused");
-    if (held == nullptr) return absl::OkStatus();
-    const LeaseId lease = held->lease;
-    leases_.erase(refused.task_id());
+    if (Held(refused.task_id(), "task_refused") == nullptr) return absl::OkStatus();
+    const LeaseId lease = session_.Take(refused.task_id())->lease;
     const std::string message = EscapeForLog(refused.message(), 512);
     spdlog::info("worker {} refused task {} ({}): {}", worker_id_, refused.task_id(),
                  v1::RefusalReason_Name(refused.reason()), message);
     Scheduler& scheduler = *service_->scheduler_;
-    switch (refused.reason()) {
-      case v1::REFUSAL_REASON_INVALID_TASK:
+    const bool memory = refused.reason() == v1::REFUSAL_REASON_INSUFFICIENT_MEMORY;
+    const RefusalStep step = WorkerSession::StepFor(RefusalReasonOf(refused.reason()));
+    switch (step) {
+      case RefusalStep::kFailJob:
         Report(scheduler.FailJobOfLease(worker_id_, lease,
                                         absl::StrCat("worker ", worker_id_, " refused task ",
                                                      refused.task_id(), " as invalid: ", message)),
                "refusal");
         break;
-      case v1::REFUSAL_REASON_MODEL_HASH_MISMATCH:
-      case v1::REFUSAL_REASON_DATA_UNAVAILABLE:
-      case v1::REFUSAL_REASON_INSUFFICIENT_MEMORY: {
-        // The job as a whole cannot run here; other jobs can. A job whose data no worker of its
-        // model can read, or that no such worker has the memory for, fails rather than circling
-        // (worker.proto, RefusalReason).
-        const bool memory = refused.reason() == v1::REFUSAL_REASON_INSUFFICIENT_MEMORY;
-        const bool fail_if_none_left =
-            memory || refused.reason() == v1::REFUSAL_REASON_DATA_UNAVAILABLE;
-        StatusOr<bool> failed =
-            scheduler.RefuseJob(worker_id_, lease, fail_if_none_left,
-                                absl::StrCat(memory ? "no worker has the memory for the job"
-                                                    : "every worker refused the job's data",
-                                             "; last: worker ", worker_id_, ": ", message));
+      case RefusalStep::kRefuseJob:
+      case RefusalStep::kRefuseJobOrFail: {
+        StatusOr<bool> failed = scheduler.RefuseJob(
+            worker_id_, lease, step == RefusalStep::kRefuseJobOrFail,
+            absl::StrCat(memory ? "no worker has the memory for the job"
+                                : "every worker refused the job's data",
+                         "; last: worker ", worker_id_, ": ", message));
         Report(failed.status(), "refusal");
         if (failed.ok() && *failed) {
           spdlog::warn("job {} failed: {}", lease.key.job,
@@ -438,11 +439,11 @@ class WorkerServiceImpl::ConnectReactor final
         }
         break;
       }
-      case v1::REFUSAL_REASON_DRAINING:
-        draining_ = true;
+      case RefusalStep::kReleaseAndDrain:
+        session_.Drain();
         Report(scheduler.ReleaseTask(worker_id_, lease), "refusal");
         break;
-      default:  // at capacity, transient, unspecified: offered again later
+      case RefusalStep::kRelease:
         Report(scheduler.ReleaseTask(worker_id_, lease), "refusal");
         break;
     }
@@ -453,39 +454,22 @@ class WorkerServiceImpl::ConnectReactor final
   // method::CheckTrialKl) and kept until task_done, which stores the task's results in one
   // write. An invalid one fails the attempt: the lease is released and the worker told to stop.
   Status Result(const v1::TrialResult& result) {
-    HeldTask* held = Held(result.task_id(), "trial_result");
-    if (held == nullptr) return absl::OkStatus();
-    return AddResult(result.task_id(), *held, result);
+    if (Held(result.task_id(), "trial_result") == nullptr) return absl::OkStatus();
+    return AddResult(result.task_id(), result);
   }
 
-  // Requires mu_. Result() for the task held as `task_id`, whichever message carried `result`.
-  Status AddResult(const std::string& task_id, HeldTask& held, const v1::TrialResult& result) {
-    const store::TaskKey& key = held.lease.key;
-    std::string invalid;
-    const store::TrialResult trial{key.job, static_cast<uint32_t>(result.sample()),
-                                   static_cast<uint32_t>(result.layer()),
-                                   static_cast<uint32_t>(result.trial()), result.kl()};
-    if (result.task_id() != task_id) {
-      invalid = absl::StrCat("a result in its task_done names task \"",
-                             EscapeForLog(result.task_id()), "\"");
-    } else if (result.job_id() != FormatJobId(key.job) || result.sample() < 0 ||
-               result.layer() < 0 || result.trial() < 0) {
-      invalid = absl::StrCat("trial_result names (job \"", EscapeForLog(result.job_id()),
-                             "\", sample ", result.sample(), ", layer ", result.layer(), ", trial ",
-                             result.trial(), "), not one of its task's trials");
-    } else {
-      invalid = InvalidTaskResult(
-          key, held.trials, trial,
-          std::any_of(held.results.begin(), held.results.end(),
-                      [&](const store::TrialResult& r) { return r.trial == trial.trial; }));
-    }
-    if (invalid.empty()) {
-      held.results.push_back(trial);
-      return absl::OkStatus();
-    }
+  // Requires mu_. Result() for the task held as `task_id`, whichever message carried `result`:
+  // the session checks and keeps it; an invalid one fails the attempt here.
+  Status AddResult(const std::string& task_id, const v1::TrialResult& result) {
+    const LeaseId lease = session_.Held(task_id)->lease;
+    const std::string invalid = session_.AddResult(task_id, {.task_id = result.task_id(),
+                                                             .job_id = result.job_id(),
+                                                             .sample = result.sample(),
+                                                             .layer = result.layer(),
+                                                             .trial = result.trial(),
+                                                             .kl = result.kl()});
+    if (invalid.empty()) return absl::OkStatus();
     service_->invalid_results_.fetch_add(1, std::memory_order_relaxed);
-    const LeaseId lease = held.lease;
-    leases_.erase(task_id);
     const std::string why = absl::StrCat("worker ", worker_id_, " sent an invalid result for task ",
                                          task_id, ": ", invalid);
     spdlog::warn("{}; the attempt fails", why);
@@ -495,17 +479,16 @@ class WorkerServiceImpl::ConnectReactor final
   }
 
   Status Done(const v1::TaskDone& done) {
-    HeldTask* held = Held(done.task_id(), "task_done");
-    if (held == nullptr) return absl::OkStatus();
+    if (Held(done.task_id(), "task_done") == nullptr) return absl::OkStatus();
     const bool failed = done.has_error() && done.error().code() != 0;
     if (!failed) {  // a failed task's results are not kept
       for (const v1::TrialResult& result : done.results()) {
-        RETURN_IF_ERROR(AddResult(done.task_id(), *held, result));
-        if (!leases_.contains(done.task_id())) return absl::OkStatus();  // invalid: attempt failed
+        RETURN_IF_ERROR(AddResult(done.task_id(), result));
+        // Invalid: the attempt failed and the session let the task go.
+        if (session_.Held(done.task_id()) == nullptr) return absl::OkStatus();
       }
     }
-    HeldTask task = std::move(*held);
-    leases_.erase(done.task_id());
+    WorkerSession::HeldTask task = *session_.Take(done.task_id());
     Scheduler& scheduler = *service_->scheduler_;
     if (failed) {
       const std::string why =
@@ -518,8 +501,8 @@ class WorkerServiceImpl::ConnectReactor final
     }
     // Every task_done carries the description: the scheduler hears each stream's once per job.
     if (!done.data_description().empty() &&
-        !Described(task.lease.key.job, done.data_description())) {
-      described_[task.lease.key.job] = done.data_description();
+        !session_.Described(task.lease.key.job, done.data_description())) {
+      session_.Describe(task.lease.key.job, done.data_description());
       StatusOr<bool> same = scheduler.DescribeJobData(task.lease.key.job, done.data_description());
       if (!same.ok()) {
         spdlog::warn("worker {}: data description of job {}: {}", worker_id_, task.lease.key.job,
@@ -552,12 +535,6 @@ class WorkerServiceImpl::ConnectReactor final
     return Fill();
   }
 
-  // Requires mu_. Whether this stream passed `description` of `job` on to the scheduler last.
-  bool Described(store::JobId job, const std::string& description) const {
-    auto it = described_.find(job);
-    return it != described_.end() && it->second == description;
-  }
-
   // Requires mu_.
   void EnqueueCancellation(const std::string& task_id, const std::string& reason) {
     v1::SchedulerMessage message;
@@ -573,17 +550,16 @@ class WorkerServiceImpl::ConnectReactor final
   bool attached_ = false;
 
   std::mutex mu_;
-  std::string worker_id_;                   // set by hello; guarded by mu_
-  std::map<std::string, HeldTask> leases_;  // by task id, the leases it holds; guarded by mu_
-  uint64_t rejected_ = 0;                   // messages rejected on this stream; guarded by mu_
-  // By job, the data description this stream's worker reported last; guarded by mu_.
-  std::map<store::JobId, std::string> described_;
+  std::string worker_id_;  // set by hello; guarded by mu_
+  // The leases it gave the worker, their results so far, what it reported: the fencing state and
+  // its rules; guarded by mu_.
+  WorkerSession session_;
+  uint64_t rejected_ = 0;  // messages rejected on this stream; guarded by mu_
   std::mutex life_mu_;     // orders OnDone with a message handled on the pool
   bool handling_ = false;  // guarded by life_mu_: a message is queued or running on the pool
   bool done_ = false;      // guarded by life_mu_: OnDone ran while handling_
   std::deque<v1::SchedulerMessage> out_;  // front is being written when writing_
   bool writing_ = false;
-  bool draining_ = false;
   bool refill_others_ = false;  // guarded by mu_: a task went back to pending for another worker
   bool closing_ = false;
   bool finish_called_ = false;
@@ -615,48 +591,37 @@ void WorkerServiceImpl::Shutdown() {
   streams_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return streams_.empty(); });
 }
 
-void WorkerServiceImpl::Revoke(const std::vector<Revocation>& revocations) {
-  {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    for (const Revocation& revocation : revocations) {
-      auto it = sessions_.find(revocation.worker_id);
-      if (it == sessions_.end() || it->second.stream == nullptr) continue;
-      it->second.stream->CancelTask(revocation.lease, revocation.reason);
-    }
-  }
-  BroadcastEndedJobs();
-}
-
-void WorkerServiceImpl::DeliverQuarantines() {
-  const std::vector<QuarantineNotice> notices = scheduler_->TakeQuarantines();
-  if (notices.empty()) return;
+void WorkerServiceImpl::DeliverEvents() {
+  const std::vector<Event> events = scheduler_->TakeEvents();
+  if (events.empty()) return;
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  for (const QuarantineNotice& notice : notices) {
-    spdlog::warn("worker {} quarantined: {}", EscapeForLog(notice.worker_id), notice.reason);
-    auto it = sessions_.find(notice.worker_id);
-    if (it != sessions_.end() && it->second.stream != nullptr) {
-      it->second.stream->Quarantine(notice);
-    }
-  }
-}
-
-void WorkerServiceImpl::BroadcastEndedJobs() {
-  DeliverQuarantines();
-  const std::vector<EndedJob> ended = scheduler_->TakeEndedJobs();
-  if (ended.empty()) return;
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  for (const EndedJob& job : ended) {
-    const std::string reason =
-        absl::StrCat("job ", job.id, " ", std::string(store::JobStateName(job.state)));
-    // Collected first: a stream's write may end it inline, and its Detach changes sessions_.
-    // Streams stay alive meanwhile (their OnDone waits for mu_ in Detach).
-    std::vector<ConnectReactor*> streams;
-    for (const auto& [worker_id, session] : sessions_) {
-      if (session.stream != nullptr && session.model_hash == job.model_hash) {
-        streams.push_back(session.stream);
+  // The stream of `worker_id`'s current session, or null. Streams stay alive while mu_ is held
+  // (their OnDone waits for it in Detach).
+  auto stream_of = [&](const std::string& worker_id) -> ConnectReactor* {
+    auto it = sessions_.find(worker_id);
+    return it == sessions_.end() ? nullptr : it->second.stream;
+  };
+  for (const Event& event : events) {
+    if (const auto* revocation = std::get_if<Revocation>(&event)) {
+      spdlog::warn("task {} taken back: {}", FormatTaskId(revocation->lease), revocation->reason);
+      if (ConnectReactor* stream = stream_of(revocation->worker_id)) {
+        stream->CancelTask(revocation->lease, revocation->reason);
       }
+    } else if (const auto* notice = std::get_if<QuarantineNotice>(&event)) {
+      spdlog::warn("worker {} quarantined: {}", EscapeForLog(notice->worker_id), notice->reason);
+      if (ConnectReactor* stream = stream_of(notice->worker_id)) stream->Quarantine(*notice);
+    } else if (const auto* job = std::get_if<EndedJob>(&event)) {
+      const std::string reason =
+          absl::StrCat("job ", job->id, " ", std::string(store::JobStateName(job->state)));
+      // Collected first: a stream's write may end it inline, and its Detach changes sessions_.
+      std::vector<ConnectReactor*> streams;
+      for (const auto& [worker_id, session] : sessions_) {
+        if (session.stream != nullptr && session.model_hash == job->model_hash) {
+          streams.push_back(session.stream);
+        }
+      }
+      for (ConnectReactor* stream : streams) stream->EndJob(job->id, reason);
     }
-    for (ConnectReactor* stream : streams) stream->EndJob(job.id, reason);
   }
 }
 
@@ -671,11 +636,7 @@ void WorkerServiceImpl::Tick() {
     if (!outcome->released.empty()) {
       spdlog::info("{} expired leases returned to pending", outcome->released.size());
     }
-    const bool freed = !outcome->released.empty() || !outcome->dropped_workers.empty() ||
-                       !outcome->revocations.empty();
-    for (const Revocation& r : outcome->revocations) {
-      spdlog::warn("task {} taken back: {}", FormatTaskId(r.lease), r.reason);
-    }
+    const bool freed = !outcome->released.empty() || !outcome->dropped_workers.empty();
     for (uint32_t version : outcome->profiles_written) {
       spdlog::info("a job left complete was finished: profile version {}", version);
     }
@@ -685,7 +646,7 @@ void WorkerServiceImpl::Tick() {
     for (const std::string& error : outcome->finish_errors) {
       spdlog::warn("finishing a complete job (retried on the next tick): {}", error);
     }
-    Revoke(outcome->revocations);  // also tells workers about jobs that ended
+    DeliverEvents();  // the revocations, quarantines and ended jobs of this tick
     if (freed || !outcome->jobs_extended.empty()) RefillWorkers({});
   }
 }
@@ -713,7 +674,7 @@ void WorkerServiceImpl::CompletionWritten(const std::string& worker_id, const st
   }
   // The job may have ended with this write. Only a written completion can end one; an error may
   // be answered on the submitting thread itself (the committer stopped), which holds its stream.
-  if (outcome.ok()) BroadcastEndedJobs();
+  if (outcome.ok()) DeliverEvents();
   // A new round's tasks go to idle workers now, not at their next heartbeat. This thread holds no
   // stream, so it takes the service and then each stream, as Tick does.
   if (outcome.ok() && outcome->job_extended) RefillWorkers({});

@@ -7,13 +7,16 @@
 // Connect: the first message must be `hello` naming the worker's current session
 // (FAILED_PRECONDITION otherwise). On a heartbeat the stream calls Scheduler::Heartbeat, answers
 // with a heartbeat_ack and, while the worker has capacity (Scheduler::NextTask), sends task
-// assignments; it fills again after each task_done. Fencing: the stream keeps the task ids it
-// gave out; a message about any other task id (forged, another job's, a lease that expired) is
-// rejected, counted (Stats) and logged escaped and truncated, and changes nothing. Trial results
-// are checked as they arrive (docs/DESIGN.md §3.3) and kept until task_done, which stores them in
-// one write (Scheduler::CompleteTask). A refused or failed task returns to pending, or fails its
-// job for the reasons the protocol says. The end of the stream (or a retired session's
-// end) calls Scheduler::WorkerGone unless the worker registered again meanwhile.
+// assignments; it fills again after each task_done. Fencing: the stream's session
+// (scheduler/core/worker_session.h) keeps the task ids it gave out and decides what a message
+// about a task does; a message about any other task id (forged, another job's, a lease that
+// expired) is rejected, counted (Stats) and logged escaped and truncated, and changes nothing.
+// Trial results are checked as they arrive (docs/DESIGN.md §3.3) and kept until task_done, which
+// stores them in one write (Scheduler::SubmitTaskResults). A refused or failed task returns to
+// pending, or fails its job for the reasons the protocol says. The end of the stream (or a
+// retired session's end) calls Scheduler::WorkerGone unless the worker registered again
+// meanwhile. The stream itself decides nothing: it converts messages, moves bytes and carries
+// out what the session and the scheduler decide.
 //
 // Thread-safety: all methods may be called from any thread. Shutdown() must be called before
 // the grpc::Server is shut down: it ends every stream with UNAVAILABLE.
@@ -54,21 +57,16 @@ class WorkerServiceImpl final : public ::ripplekv::v1::WorkerService::CallbackSe
   WorkerServiceImpl(Scheduler* scheduler, WorkerServiceOptions options);
   ~WorkerServiceImpl() override;
 
-  // Sends a task_cancellation for each revoked lease to its worker's stream (if connected),
-  // then BroadcastEndedJobs().
-  void Revoke(const std::vector<Revocation>& revocations);
+  // Drains the core's outbox (Scheduler::TakeEvents) and sends each event, in order, down the
+  // streams of the workers concerned (if connected): a Revocation as a task_cancellation of the
+  // lease; a QuarantineNotice as `quarantined`, after which the stream ends (and a log line); an
+  // EndedJob as a job-level task_cancellation to each worker of the job's model, so it drops the
+  // job's data and prefills. Called after every worker message, tick, cancellation and written
+  // completion.
+  void DeliverEvents();
 
-  // Sends a job-level task_cancellation for every job that ended (Scheduler::TakeEndedJobs) to
-  // each connected worker of the job's model, so it drops the job's data and prefills; first
-  // DeliverQuarantines().
-  void BroadcastEndedJobs();
-
-  // Tells each worker quarantined since the last call (Scheduler::TakeQuarantines) on its stream,
-  // which then ends, and logs it.
-  void DeliverQuarantines();
-
-  // The scheduler's periodic work: Scheduler::ExpireLeases, logged, and its revocations and ended
-  // jobs sent to the workers. Called by the server's timer.
+  // The scheduler's periodic work: Scheduler::ExpireLeases, logged, then DeliverEvents (its
+  // revocations and the jobs it ended). Called by the server's timer.
   void Tick();
 
   WorkerServiceStats Stats() const;

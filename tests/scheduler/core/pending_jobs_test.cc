@@ -74,7 +74,7 @@ TEST_F(PendingJobsTest, AJobPendingPastItsExpiryFailsNamingWhyAndFreesItsShare) 
   EXPECT_NE(failed.error.find("still pending"), std::string::npos) << failed.error;
   EXPECT_NE(failed.error.find("--pending-job-ttl-ms"), std::string::npos) << failed.error;
   EXPECT_EQ(store_->GetJobMeta(young.id)->state, store::JobState::kPending);
-  std::vector<EndedJob> ended = scheduler_->TakeEndedJobs();
+  std::vector<EndedJob> ended = TakeEventsOf<EndedJob>();
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].id, old.id);
   EXPECT_EQ(ended[0].state, store::JobState::kFailed);

@@ -7,6 +7,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -125,6 +127,17 @@ class SchedulerTest : public ::testing::Test {
     auto p = store_->GetProfile(kHash, j->profile_version);
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? p->profile_json : std::string();
+  }
+
+  // The events of type T the scheduler appended since the last TakeEvents, in order (events of
+  // other types are taken and dropped).
+  template <typename T>
+  std::vector<T> TakeEventsOf() {
+    std::vector<T> out;
+    for (Event& event : scheduler_->TakeEvents()) {
+      if (T* typed = std::get_if<T>(&event)) out.push_back(std::move(*typed));
+    }
+    return out;
   }
 
   TempDir dir_;

@@ -254,9 +254,10 @@ TEST_F(SchedulerTest, ExpiredLeaseGoesToAnotherWorkerAndLateResultsAreRejected) 
   ASSERT_TRUE(b);
   EXPECT_EQ(b->key, a->key);
   EXPECT_EQ(b->attempts, 2u);
-  ASSERT_EQ(expired->revocations.size(), 1u);
-  EXPECT_EQ(expired->revocations[0].worker_id, "slow");
-  EXPECT_EQ(expired->revocations[0].lease, (LeaseId{a->key, 1}));
+  const std::vector<Revocation> revoked = TakeEventsOf<Revocation>();
+  ASSERT_EQ(revoked.size(), 1u);
+  EXPECT_EQ(revoked[0].worker_id, "slow");
+  EXPECT_EQ(revoked[0].lease, (LeaseId{a->key, 1}));
   // The slow worker's stale attempt is fenced off, before and after the task is done.
   auto stale = scheduler_->CompleteTask("slow", {a->key, a->attempts}, ResultsOf(a->key, 2));
   EXPECT_TRUE(absl::IsFailedPrecondition(stale.status())) << stale.status();
@@ -301,9 +302,15 @@ TEST_F(SchedulerTest, CancelledJobHandsOutNothingAndIgnoresResults) {
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_FALSE(cancelled->already_cancelled);
   EXPECT_EQ(cancelled->job.state, store::JobState::kCancelled);
-  const std::vector<Revocation>& revoked = cancelled->revocations;
-  ASSERT_EQ(revoked.size(), 1u);
-  EXPECT_EQ(revoked[0].worker_id, "w1");
+  // The outbox: the lease revoked on its worker, then the job ended, in that order.
+  const std::vector<Event> events = scheduler_->TakeEvents();
+  ASSERT_EQ(events.size(), 2u);
+  ASSERT_TRUE(std::holds_alternative<Revocation>(events[0]));
+  EXPECT_EQ(std::get<Revocation>(events[0]).worker_id, "w1");
+  EXPECT_EQ(std::get<Revocation>(events[0]).lease, (LeaseId{a->key, a->attempts}));
+  ASSERT_TRUE(std::holds_alternative<EndedJob>(events[1]));
+  EXPECT_EQ(std::get<EndedJob>(events[1]).id, job.id);
+  EXPECT_EQ(std::get<EndedJob>(events[1]).state, store::JobState::kCancelled);
   EXPECT_FALSE(Next("w1"));
   auto late = scheduler_->CompleteTask("w1", {a->key, a->attempts}, ResultsOf(a->key, 2));
   EXPECT_TRUE(absl::IsFailedPrecondition(late.status())) << late.status();
@@ -313,7 +320,7 @@ TEST_F(SchedulerTest, CancelledJobHandsOutNothingAndIgnoresResults) {
   auto again = scheduler_->CancelJob(job.id);
   ASSERT_TRUE(again.ok()) << again.status() << ": cancelling twice is a no-op";
   EXPECT_TRUE(again->already_cancelled);
-  EXPECT_TRUE(again->revocations.empty());
+  EXPECT_TRUE(scheduler_->TakeEvents().empty()) << "a no-op appends no event";
   EXPECT_EQ(again->job.state, store::JobState::kCancelled);
   EXPECT_TRUE(absl::IsNotFound(scheduler_->CancelJob(999).status()));
 }

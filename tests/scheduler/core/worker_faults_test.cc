@@ -133,7 +133,7 @@ TEST_F(WorkerFaultsTest, RepeatedFailuresQuarantineTheWorkerUntilTheCoolDownOrAn
   ASSERT_EQ(held.size(), 4u);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Fail("bad", held[i]).ok());
   // Quarantined at the third: its fourth lease went back to pending, uncounted.
-  const std::vector<QuarantineNotice> notices = scheduler_->TakeQuarantines();
+  const std::vector<QuarantineNotice> notices = TakeEventsOf<QuarantineNotice>();
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_EQ(notices[0].worker_id, "bad");
   EXPECT_NE(notices[0].reason.find("3 failed attempts"), std::string::npos) << notices[0].reason;
@@ -141,7 +141,7 @@ TEST_F(WorkerFaultsTest, RepeatedFailuresQuarantineTheWorkerUntilTheCoolDownOrAn
   EXPECT_EQ(store_->GetTask(held[3])->state, store::TaskState::kPending);
   EXPECT_FALSE(Next("bad").has_value());
   EXPECT_EQ(JobNow(job.id).state, store::JobState::kRunning);
-  EXPECT_TRUE(scheduler_->TakeQuarantines().empty()) << "each notice is taken once";
+  EXPECT_TRUE(TakeEventsOf<QuarantineNotice>().empty()) << "each notice is taken once";
 
   // Listed, and its registration refused while quarantined (it left, as the adapter makes it).
   ASSERT_TRUE(scheduler_->WorkerGone("bad").ok());
@@ -171,7 +171,7 @@ TEST_F(WorkerFaultsTest, RepeatedFailuresQuarantineTheWorkerUntilTheCoolDownOrAn
     ASSERT_TRUE(a.has_value()) << i;
     ASSERT_TRUE(Fail("bad", a->key).ok());
   }
-  EXPECT_EQ(scheduler_->TakeQuarantines().size(), 1u);
+  EXPECT_EQ(TakeEventsOf<QuarantineNotice>().size(), 1u);
   now_ += kQuarantineMs;
   ASSERT_TRUE(scheduler_->Heartbeat("bad", {}, {}).ok());  // still registered in this test
   ASSERT_TRUE(scheduler_->ExpireLeases().ok());
@@ -196,7 +196,7 @@ TEST_F(WorkerFaultsTest, AHoarderWhoseLeasesExpireIsQuarantinedAndTheJobGoesOn) 
   ASSERT_TRUE(scheduler_->Heartbeat("good", {}, {}).ok());
   auto expired = scheduler_->ExpireLeases();
   ASSERT_TRUE(expired.ok()) << expired.status();
-  const std::vector<QuarantineNotice> notices = scheduler_->TakeQuarantines();
+  const std::vector<QuarantineNotice> notices = TakeEventsOf<QuarantineNotice>();
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_NE(notices[0].reason.find("stopped renewing its lease"), std::string::npos);
   EXPECT_FALSE(Next("hoarder").has_value());
@@ -308,14 +308,14 @@ TEST_F(WorkerFaultsTest, AnOutvotedWorkerIsQuarantinedAndEverythingItCompletedIs
   auto second = Deliver("g1", *disputed, ResultsOf(*disputed, 2));
   ASSERT_TRUE(second.ok());
   EXPECT_FALSE(second->task_completed);
-  EXPECT_TRUE(scheduler_->TakeQuarantines().empty());
+  EXPECT_TRUE(TakeEventsOf<QuarantineNotice>().empty());
   std::optional<Assignment> g2 = Next("g2");
   ASSERT_TRUE(g2.has_value());
   ASSERT_EQ(g2->key, *disputed) << "the lowest pending task";
   auto third = Deliver("g2", *disputed, ResultsOf(*disputed, 2));
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_TRUE(third->task_completed);
-  const std::vector<QuarantineNotice> notices = scheduler_->TakeQuarantines();
+  const std::vector<QuarantineNotice> notices = TakeEventsOf<QuarantineNotice>();
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_EQ(notices[0].worker_id, "bad");
   EXPECT_NE(notices[0].reason.find("outvoted"), std::string::npos) << notices[0].reason;
