@@ -97,6 +97,11 @@ RefusalStep WorkerSession::StepFor(RefusalReason reason) {
   return RefusalStep::kRelease;  // at capacity, transient, unspecified: offered again later
 }
 
+bool WorkerSession::ErrorFailsJob(absl::StatusCode code) {
+  return code == absl::StatusCode::kInvalidArgument ||
+         code == absl::StatusCode::kFailedPrecondition || code == absl::StatusCode::kDataLoss;
+}
+
 std::optional<std::string> WorkerSession::Revoke(const LeaseId& lease) {
   auto it = std::find_if(leases_.begin(), leases_.end(),
                          [&](const auto& held) { return held.second.lease == lease; });

@@ -10,7 +10,8 @@
 //   - Results: each is checked against its lease as it arrives (AddResult, with the one rule
 //     InvalidTaskResult) and kept until task_done takes the task (Take); an invalid one fails the
 //     attempt and the session forgets the lease.
-//   - Refusals: RefusalStep maps the worker's reason to what the scheduler does with the lease.
+//   - Refusals: StepFor maps the worker's reason to what the scheduler does with the lease; a
+//     task_done with an error fails the job or only the attempt (ErrorFailsJob).
 //   - Job ends, revocations and quarantines drop the leases concerned (EndJob, Revoke, Clear).
 //
 // No I/O and no protobuf. Thread-safety: none; the reactor calls it under its stream's mutex.
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "scheduler/core/types.h"
 #include "store/types.h"
 
@@ -83,6 +85,10 @@ class WorkerSession {
   std::string AddResult(const std::string& task_id, const IncomingResult& result);
 
   static RefusalStep StepFor(RefusalReason reason);
+  // Whether a task_done with error `code` fails the task's job (InvalidArgument,
+  // FailedPrecondition, DataLoss: worker.proto, TaskDone.error); otherwise only the attempt fails
+  // and the task goes back to pending.
+  static bool ErrorFailsJob(absl::StatusCode code);
 
   // Forgets the lease `lease`; returns the task id it was held under, if it was.
   std::optional<std::string> Revoke(const LeaseId& lease);

@@ -21,13 +21,6 @@ void MsToDuration(int64_t ms, google::protobuf::Duration* out) {
   out->set_nanos(static_cast<int32_t>((ms % 1000) * 1'000'000));
 }
 
-// TaskDone.error codes that fail the job (worker.proto); others put the task back.
-bool FailsJob(int32_t code) {
-  const auto c = static_cast<absl::StatusCode>(code);
-  return c == absl::StatusCode::kInvalidArgument || c == absl::StatusCode::kFailedPrecondition ||
-         c == absl::StatusCode::kDataLoss;
-}
-
 RefusalReason RefusalReasonOf(v1::RefusalReason reason) {
   switch (reason) {
     case v1::REFUSAL_REASON_MODEL_HASH_MISMATCH:
@@ -494,8 +487,10 @@ class WorkerServiceImpl::ConnectReactor final
       const std::string why =
           absl::StrCat("task ", done.task_id(), " failed on worker ", worker_id_, ": ",
                        EscapeForLog(done.error().message(), 512));
-      Report(FailsJob(done.error().code()) ? scheduler.FailJobOfLease(worker_id_, task.lease, why)
-                                           : scheduler.FailAttempt(worker_id_, task.lease, why),
+      const bool fails_job = WorkerSession::ErrorFailsJob(
+          static_cast<absl::StatusCode>(done.error().code()));
+      Report(fails_job ? scheduler.FailJobOfLease(worker_id_, task.lease, why)
+                       : scheduler.FailAttempt(worker_id_, task.lease, why),
              "task_done with an error");
       return Fill();
     }

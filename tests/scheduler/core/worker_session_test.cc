@@ -78,6 +78,15 @@ TEST(WorkerSessionTest, RefusalsMapToWhatTheProtocolSays) {
   EXPECT_EQ(WorkerSession::StepFor(RefusalReason::kUnspecified), RefusalStep::kRelease);
 }
 
+TEST(WorkerSessionTest, OnlyATaskErrorThatNoRetryCanFixFailsTheJob) {
+  EXPECT_TRUE(WorkerSession::ErrorFailsJob(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(WorkerSession::ErrorFailsJob(absl::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE(WorkerSession::ErrorFailsJob(absl::StatusCode::kDataLoss));
+  EXPECT_FALSE(WorkerSession::ErrorFailsJob(absl::StatusCode::kUnavailable));
+  EXPECT_FALSE(WorkerSession::ErrorFailsJob(absl::StatusCode::kResourceExhausted));
+  EXPECT_FALSE(WorkerSession::ErrorFailsJob(absl::StatusCode::kInternal));
+}
+
 TEST(WorkerSessionTest, RevocationsAndEndedJobsDropTheirLeasesOnly) {
   WorkerSession session;
   session.Assigned("7-0-1-1", AssignmentOf(7, 0, 1, 1, 2));
