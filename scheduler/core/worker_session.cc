@@ -3,23 +3,11 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "base/strings.h"
 #include "scheduler/core/result_manager.h"
 
 namespace ripplekv::scheduler {
-namespace {
-
-// `text` for a log line or a reason: hex-escaped, its first 96 bytes (the service's EscapeForLog).
-std::string Escaped(std::string_view text) {
-  constexpr size_t kMaxBytes = 96;
-  const size_t n = std::min(text.size(), kMaxBytes);
-  std::string out = absl::CHexEscape(absl::string_view(text.data(), n));
-  if (n < text.size()) absl::StrAppend(&out, "... (", text.size(), " bytes)");
-  return out;
-}
-
-}  // namespace
 
 void WorkerSession::Assigned(const std::string& task_id, const Assignment& assignment) {
   leases_[task_id] = HeldTask{.lease = {.key = assignment.key, .attempt = assignment.attempts},
@@ -56,10 +44,10 @@ std::string WorkerSession::AddResult(const std::string& task_id, const IncomingR
                                  static_cast<uint32_t>(result.trial), result.kl};
   if (result.task_id != task_id) {
     invalid =
-        absl::StrCat("a result in its task_done names task \"", Escaped(result.task_id), "\"");
+        absl::StrCat("a result in its task_done names task \"", EscapeForLog(result.task_id), "\"");
   } else if (result.job_id != absl::StrCat(key.job) || result.sample < 0 || result.layer < 0 ||
              result.trial < 0) {
-    invalid = absl::StrCat("trial_result names (job \"", Escaped(result.job_id), "\", sample ",
+    invalid = absl::StrCat("trial_result names (job \"", EscapeForLog(result.job_id), "\", sample ",
                            result.sample, ", layer ", result.layer, ", trial ", result.trial,
                            "), not one of its task's trials");
   } else {

@@ -6,10 +6,10 @@
 #include <limits>
 #include <vector>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/strings.h"
 #include "method/calibration_params.h"
 #include "method/calibration_sets.h"
 #include "proto/budget_params.h"
@@ -541,12 +541,6 @@ Status CheckMessageSize(const google::protobuf::Message& message, size_t max_byt
       absl::StrCat(std::string(what), ": the message is ", bytes, " bytes, at most ", max_bytes));
 }
 
-std::string EscapeForLog(std::string_view text, size_t max_bytes) {
-  const size_t n = std::min(text.size(), max_bytes);
-  std::string out = absl::CHexEscape(absl::string_view(text.data(), n));
-  if (n < text.size()) absl::StrAppend(&out, "... (", text.size(), " bytes)");
-  return out;
-}
 
 std::string FormatTaskId(const LeaseId& lease) {
   return absl::StrCat(lease.key.job, "-", lease.key.sample, "-", lease.key.layer, "-",

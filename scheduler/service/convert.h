@@ -107,10 +107,6 @@ v1::BudgetMap BudgetMapToProto(const method::BudgetMap& map, const BudgetRequest
 [[nodiscard]] StatusOr<WorkerRegistration> RegistrationFromProto(
     const v1::RegisterRequest& request);
 
-// A peer's string for a log line or an error message: C-escaped (no control characters reach the
-// log) and cut at `max_bytes` input bytes, the cut noted with the full length.
-std::string EscapeForLog(std::string_view text, size_t max_bytes = 96);
-
 // Task ids name one lease: "<job>-<sample>-<layer>-<attempt>".
 std::string FormatTaskId(const LeaseId& lease);
 // InvalidArgument naming `field` when `text` is not a task id.
