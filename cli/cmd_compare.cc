@@ -122,14 +122,14 @@ Status ComputeRow(Row& row, const CompareArgs& args) {
 
 // Pairs the two methods' scores by example within each (task, budget) and collects the pairs into
 // the rows --by asks for, in order: tasks as they first appear in the file, budgets ascending.
-StatusOr<std::vector<Row>> BuildRows(const std::vector<worker::ScoreRecord>& records,
-                                     const CompareArgs& args, const Comparison& pair,
-                                     bool by_task, bool by_budget) {
+StatusOr<std::vector<Row>> BuildRows(const std::vector<eval::ScoreRecord>& records,
+                                     const CompareArgs& args, const Comparison& pair, bool by_task,
+                                     bool by_budget) {
   std::vector<std::string> task_order;
   std::set<std::string> methods;
   // (task, budget) -> example -> score, per method.
   std::map<std::pair<std::string, int>, std::map<std::string, double>> of_a, of_b;
-  for (const worker::ScoreRecord& r : records) {
+  for (const eval::ScoreRecord& r : records) {
     methods.insert(r.method);
     if (r.method != pair.a && r.method != pair.b) continue;
     if (std::find(task_order.begin(), task_order.end(), r.task) == task_order.end()) {
@@ -179,7 +179,7 @@ StatusOr<std::vector<Row>> BuildRows(const std::vector<worker::ScoreRecord>& rec
       rows.push_back(std::move(row));
     }
     Row& row = rows[slot->second];
-    const bool lower = worker::LowerIsBetter(cell.first);
+    const bool lower = eval::LowerIsBetter(cell.first);
     int64_t paired = 0;
     for (const auto& [example, x] : a->second) {
       const auto y = b->second.find(example);
@@ -363,7 +363,7 @@ int RunCompare(const CompareArgs& args) {
   }
   const bool by_task = args.by != "budget";
   const bool by_budget = args.by != "task";
-  auto records = worker::ReadRecordsFile(args.records);
+  auto records = eval::ReadRecordsFile(args.records);
   if (!records.ok()) return ReportError(records.status());
   std::vector<Row> rows;  // every pair's, in the order the pairs were given
   for (const Comparison& pair : *pairs) {

@@ -64,9 +64,9 @@ struct EvalArgs {
 // Budget maps of the kMap methods per average budget: from --profile (RippleKV's mapping, as
 // `ripplekv budgets`), or --budget-map (a map file, usable at its own average only).
 StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(
-    const EvalArgs& args, const std::vector<worker::Method>& methods,
-    const std::vector<int>& budgets, const worker::CompressOptions& compress,
-    const ModelSession& session, const std::optional<TunedSettings>& tuned) {
+    const EvalArgs& args, const std::vector<eval::Method>& methods, const std::vector<int>& budgets,
+    const eval::CompressOptions& compress, const ModelSession& session,
+    const std::optional<TunedSettings>& tuned) {
   std::map<int, std::vector<int>> maps;
   const bool needed = std::any_of(methods.begin(), methods.end(),
                                   [](const auto& m) { return m.needs_budget_map(); });
@@ -117,7 +117,7 @@ StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(
 // --tuned: settings chosen by `ripplekv tune` on the validation split of this model, applied to
 // the test split, with a setting for every budget asked. InvalidArgument naming what differs.
 Status CheckTuned(const TunedSettings& tuned, const EvalArgs& args,
-                  const std::vector<worker::Method>& methods, const std::vector<int>& budgets) {
+                  const std::vector<eval::Method>& methods, const std::vector<int>& budgets) {
   ASSIGN_OR_RETURN(std::string hash, worker::ModelHash(args.model));
   if (tuned.model_hash != hash) {
     return absl::InvalidArgumentError(absl::StrCat(args.tuned, ": tuned for model ",
@@ -140,9 +140,9 @@ Status CheckTuned(const TunedSettings& tuned, const EvalArgs& args,
                      " --shrink-z ", tuned_shrink_z, ", evaluated with --normalization ",
                      args.normalization, " --shrink-z ", args.shrink_z));
   }
-  for (const worker::Method& m : methods) {
+  for (const eval::Method& m : methods) {
     const bool ripple = m.needs_budget_map();
-    const bool cake = m.allocation == worker::AllocationKind::kCake;
+    const bool cake = m.allocation == eval::AllocationKind::kCake;
     if (!ripple && !cake) continue;
     for (int b : budgets) {
       if ((ripple && !tuned.ripple.contains(b)) || (cake && !tuned.cake.contains(b))) {
@@ -158,15 +158,15 @@ Status CheckTuned(const TunedSettings& tuned, const EvalArgs& args,
 // --tuned: every CAKE allocation runs at each budget with that budget's temperatures, as variants
 // named like the method.
 void TunedCakeVariants(const TunedSettings& tuned, const std::vector<int>& budgets,
-                       worker::EvalRunOptions& run) {
-  std::vector<worker::Method> kept;
-  for (const worker::Method& m : run.methods) {
-    if (m.allocation != worker::AllocationKind::kCake) {
+                       eval::EvalRunOptions& run) {
+  std::vector<eval::Method> kept;
+  for (const eval::Method& m : run.methods) {
+    if (m.allocation != eval::AllocationKind::kCake) {
       kept.push_back(m);
       continue;
     }
     for (int b : budgets) {
-      worker::CompressOptions compress = run.compress;
+      eval::CompressOptions compress = run.compress;
       compress.cake_tau1 = tuned.cake.at(b).tau1;
       compress.cake_tau2 = tuned.cake.at(b).tau2;
       run.variants.push_back({.label = m.name, .method = m, .compress = compress, .budgets = {b}});
@@ -195,7 +195,7 @@ int RunEval(const EvalArgs& args) {
 
   auto session = OpenModel(args.model, args.threads, args.model_flags);
   if (!session.ok()) return ReportError(session.status());
-  worker::EvalRunOptions run;
+  eval::EvalRunOptions run;
   run.methods = *methods;
   run.budgets = *budgets;
   run.shared_prefill = !args.no_shared_prefill;
@@ -208,14 +208,14 @@ int RunEval(const EvalArgs& args) {
 
   auto scored = ScoreExamples(**session, *examples, run);
   if (!scored.ok()) return ReportError(scored.status());
-  const std::vector<worker::ScoreRecord>& records = scored->records;
+  const std::vector<eval::ScoreRecord>& records = scored->records;
   const std::string& record_lines = scored->record_lines;
 
-  auto table = worker::BuildResultTable(records);
+  auto table = eval::BuildResultTable(records);
   if (!table.ok()) return ReportError(table.status());
-  const worker::TableFormat format = args.json  ? worker::TableFormat::kJson
-                                     : args.csv ? worker::TableFormat::kCsv
-                                                : worker::TableFormat::kMarkdown;
+  const eval::TableFormat format = args.json  ? eval::TableFormat::kJson
+                                   : args.csv ? eval::TableFormat::kCsv
+                                              : eval::TableFormat::kMarkdown;
   if (!args.records_out.empty()) {
     if (Status st = WriteFileAtomically(args.records_out, record_lines); !st.ok()) {
       return ReportError(st);
@@ -223,12 +223,12 @@ int RunEval(const EvalArgs& args) {
     spdlog::info("wrote {}", args.records_out);
   }
   if (!args.json_out.empty()) {
-    if (Status st = WriteFileAtomically(args.json_out, worker::RenderJson(*table)); !st.ok()) {
+    if (Status st = WriteFileAtomically(args.json_out, eval::RenderJson(*table)); !st.ok()) {
       return ReportError(st);
     }
     spdlog::info("wrote {}", args.json_out);
   }
-  const std::string text = worker::RenderTable(*table, format);
+  const std::string text = eval::RenderTable(*table, format);
   std::fputs(text.c_str(), stdout);
   if (text.empty() || text.back() != '\n') std::fputc('\n', stdout);
   return kExitOk;

@@ -90,9 +90,9 @@ StatusOr<std::vector<TauPair>> ParseTaus(const std::string& text) {
 // The objective of every (label, budget): the mean score of task `objective`, or with "average"
 // the mean over the non-fidelity tasks of each task's mean (the results table's average).
 std::map<std::pair<std::string, int>, double> Objective(
-    const std::vector<worker::ScoreRecord>& records, const std::string& objective) {
+    const std::vector<eval::ScoreRecord>& records, const std::string& objective) {
   std::map<std::pair<std::string, int>, std::map<std::string, std::pair<double, int>>> sums;
-  for (const worker::ScoreRecord& r : records) {
+  for (const eval::ScoreRecord& r : records) {
     const bool counted =
         objective == "average" ? r.task.rfind("fidelity/", 0) != 0 : r.task == objective;
     if (!counted) continue;
@@ -145,22 +145,22 @@ Status Tune(const TuneArgs& args) {
   RETURN_IF_ERROR(ratios.status());
   auto taus = ParseTaus(args.cake_taus);
   RETURN_IF_ERROR(taus.status());
-  auto ripple = worker::ParseMethod(absl::StrCat("ripple+", args.selector));
+  auto ripple = eval::ParseMethod(absl::StrCat("ripple+", args.selector));
   RETURN_IF_ERROR(ripple.status());
   auto tasks = SplitList(args.examples.tasks, "--tasks");
   RETURN_IF_ERROR(tasks.status());
   const bool has_fidelity = std::find(tasks->begin(), tasks->end(), "fidelity") != tasks->end();
   const std::string objective =
       !args.objective.empty() ? args.objective
-                              : (has_fidelity ? std::string(worker::kFidelityKlTask) : "average");
-  const bool lower = worker::LowerIsBetter(objective);
+                              : (has_fidelity ? std::string(eval::kFidelityKlTask) : "average");
+  const bool lower = eval::LowerIsBetter(objective);
 
   auto profile = ReadProfileOfModel(args.profile, args.model);
   RETURN_IF_ERROR(profile.status());
   auto session = OpenModel(args.model, args.threads, args.model_flags);
   RETURN_IF_ERROR(session.status());
 
-  worker::EvalRunOptions run;
+  eval::EvalRunOptions run;
   run.budgets = *budgets;
   auto normalization = method::ParseNormalization(args.normalization);
   RETURN_IF_ERROR(normalization.status());
@@ -175,9 +175,9 @@ Status Tune(const TuneArgs& args) {
                             .method = *ripple,
                             .budget_maps = *std::move(maps)});
   }
-  const worker::Method cake = *worker::ParseMethod("cake");
+  const eval::Method cake = *eval::ParseMethod("cake");
   for (const TauPair& t : *taus) {
-    worker::CompressOptions compress = run.compress;
+    eval::CompressOptions compress = run.compress;
     compress.cake_tau1 = t.tau1;
     compress.cake_tau2 = t.tau2;
     run.variants.push_back(

@@ -97,81 +97,81 @@ StatusOr<std::vector<int>> ParseBudgets(const std::string& text) {
   return budgets;
 }
 
-StatusOr<std::vector<worker::Method>> ParseMethods(const std::string& list) {
+StatusOr<std::vector<eval::Method>> ParseMethods(const std::string& list) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, SplitList(list, "--methods"));
-  std::vector<worker::Method> methods;
+  std::vector<eval::Method> methods;
   for (const std::string& name : names) {
-    ASSIGN_OR_RETURN(worker::Method m, worker::ParseMethod(name));
+    ASSIGN_OR_RETURN(eval::Method m, eval::ParseMethod(name));
     methods.push_back(std::move(m));
   }
   return methods;
 }
 
-StatusOr<std::vector<worker::EvalExample>> MakeExamples(const ExampleFlags& args,
-                                                        const worker::Tokenizer& tokenizer) {
+StatusOr<std::vector<eval::EvalExample>> MakeExamples(const ExampleFlags& args,
+                                                      const worker::Tokenizer& tokenizer) {
   ASSIGN_OR_RETURN(std::vector<std::string> tasks, SplitList(args.tasks, "--tasks"));
-  const std::optional<worker::EvalSplit> split = worker::ParseEvalSplit(args.split);
+  const std::optional<eval::EvalSplit> split = eval::ParseEvalSplit(args.split);
   if (!split) {
     return absl::InvalidArgumentError(
         absl::StrCat("--split: '", args.split, "' is not test or validation"));
   }
-  std::vector<worker::EvalExample> all;
-  std::optional<worker::HaystackCorpus> corpus;
+  std::vector<eval::EvalExample> all;
+  std::optional<eval::HaystackCorpus> corpus;
   auto load_corpus = [&]() -> Status {
     if (!corpus) {
       spdlog::info("tokenizing the {} corpus", args.corpus);
-      ASSIGN_OR_RETURN(corpus, worker::LoadHaystackCorpus(args.corpus, tokenizer));
-      const worker::TokenRange test = worker::SplitRegion(corpus->size(), worker::EvalSplit::kTest);
-      const worker::TokenRange validation =
-          worker::SplitRegion(corpus->size(), worker::EvalSplit::kValidation);
+      ASSIGN_OR_RETURN(corpus, eval::LoadHaystackCorpus(args.corpus, tokenizer));
+      const eval::TokenRange test = eval::SplitRegion(corpus->size(), eval::EvalSplit::kTest);
+      const eval::TokenRange validation =
+          eval::SplitRegion(corpus->size(), eval::EvalSplit::kValidation);
       spdlog::info(
           "{}: {} tokens; test region [{}, {}), validation region [{}, {}); drawing from "
           "the {} split",
           corpus->Describe(), corpus->size(), test.begin, test.end, validation.begin,
-          validation.end, worker::EvalSplitName(*split));
+          validation.end, eval::EvalSplitName(*split));
     }
     return absl::OkStatus();
   };
   for (const std::string& task : tasks) {
-    std::vector<worker::EvalExample> examples;
+    std::vector<eval::EvalExample> examples;
     if (task == "fidelity") {
       RETURN_IF_ERROR(load_corpus());
-      ASSIGN_OR_RETURN(examples, worker::GenerateFidelity(*corpus, tokenizer,
-                                                          {.context_len = args.context_len,
-                                                           .continuation_len = args.continuation,
-                                                           .num_examples = args.samples,
-                                                           .seed = args.seed,
-                                                           .split = *split}));
+      ASSIGN_OR_RETURN(examples, eval::GenerateFidelity(*corpus, tokenizer,
+                                                        {.context_len = args.context_len,
+                                                         .continuation_len = args.continuation,
+                                                         .num_examples = args.samples,
+                                                         .seed = args.seed,
+                                                         .split = *split}));
     } else if (task == "longbench") {
       if (args.longbench.empty()) {
         return absl::InvalidArgumentError("--tasks longbench needs --longbench FILE.jsonl");
       }
-      if (*split != worker::EvalSplit::kTest) {
+      if (*split != eval::EvalSplit::kTest) {
         // The file is used whole: its examples would be the test examples too.
         return absl::InvalidArgumentError(
             "--tasks longbench has no validation split (the --longbench file is used whole); "
             "evaluate it with --split test, or tune on the other tasks");
       }
-      ASSIGN_OR_RETURN(std::vector<worker::LongBenchRecord> records,
-                       worker::ReadLongBenchJsonl(args.longbench));
-      worker::LongBenchTemplates templates;
+      ASSIGN_OR_RETURN(std::vector<eval::LongBenchRecord> records,
+                       eval::ReadLongBenchJsonl(args.longbench));
+      eval::LongBenchTemplates templates;
       if (!args.templates.empty()) {
-        ASSIGN_OR_RETURN(templates, worker::ReadLongBenchTemplates(args.templates));
+        ASSIGN_OR_RETURN(templates, eval::ReadLongBenchTemplates(args.templates));
       }
       ASSIGN_OR_RETURN(examples,
-                       worker::MakeLongBenchExamples(records, templates, tokenizer,
-                                                     {.max_prompt_tokens = args.max_prompt_tokens,
-                                                      .chat = args.chat,
-                                                      .max_per_dataset = args.samples}));
-    } else if (auto synthetic = worker::ParseSyntheticTask(task)) {
+                       eval::MakeLongBenchExamples(records, templates, tokenizer,
+                                                   {.max_prompt_tokens = args.max_prompt_tokens,
+                                                    .chat = args.chat,
+                                                    .max_per_dataset = args.samples}));
+    } else if (auto synthetic = eval::ParseSyntheticTask(task)) {
       RETURN_IF_ERROR(load_corpus());
       // multi-needle spreads its needles itself; the depths apply to the single-needle tasks.
-      const std::vector<double> depths = *synthetic == worker::SyntheticTask::kMultiNeedle
+      const std::vector<double> depths = *synthetic == eval::SyntheticTask::kMultiNeedle
                                              ? std::vector<double>{args.depths.front()}
                                              : args.depths;
       for (int64_t length : args.prompt_lens) {
         for (double depth : depths) {
-          worker::SyntheticOptions options;
+          eval::SyntheticOptions options;
           options.prompt_len = length;
           options.num_examples = args.samples;
           options.seed = args.seed;
@@ -179,12 +179,12 @@ StatusOr<std::vector<worker::EvalExample>> MakeExamples(const ExampleFlags& args
           options.depth = depth;
           options.kv_pairs = args.kv_pairs;
           options.kv_format =
-              args.kv_format == "short" ? worker::KvFormat::kShort : worker::KvFormat::kUuid;
+              args.kv_format == "short" ? eval::KvFormat::kShort : eval::KvFormat::kUuid;
           options.num_needles = args.needles;
           options.split = *split;
-          ASSIGN_OR_RETURN(std::vector<worker::EvalExample> some,
-                           worker::GenerateSynthetic(*synthetic, *corpus, tokenizer, options));
-          for (worker::EvalExample& e : some) {
+          ASSIGN_OR_RETURN(std::vector<eval::EvalExample> some,
+                           eval::GenerateSynthetic(*synthetic, *corpus, tokenizer, options));
+          for (eval::EvalExample& e : some) {
             // One column per length when several are asked (RULER reports by length); depths
             // are pooled within a length.
             if (args.prompt_lens.size() > 1) e.task = absl::StrCat(e.task, "/L", length);
@@ -200,18 +200,18 @@ StatusOr<std::vector<worker::EvalExample>> MakeExamples(const ExampleFlags& args
     all.insert(all.end(), std::make_move_iterator(examples.begin()),
                std::make_move_iterator(examples.end()));
   }
-  if (corpus) RETURN_IF_ERROR(worker::CheckSplitConfinement(all, corpus->size()));
+  if (corpus) RETURN_IF_ERROR(eval::CheckSplitConfinement(all, corpus->size()));
   return all;
 }
 
-int64_t MapMinTokens(const std::vector<worker::Method>& methods,
-                     const worker::CompressOptions& compress) {
+int64_t MapMinTokens(const std::vector<eval::Method>& methods,
+                     const eval::CompressOptions& compress) {
   int64_t min_tokens = 1;
-  for (const worker::Method& m : methods) {
+  for (const eval::Method& m : methods) {
     if (!m.needs_budget_map()) continue;
-    min_tokens = std::max<int64_t>(
-        min_tokens, worker::MinBudget(m.selection, compress.selection, compress.window,
-                                      std::numeric_limits<int>::max()));
+    min_tokens = std::max<int64_t>(min_tokens,
+                                   eval::MinBudget(m.selection, compress.selection, compress.window,
+                                                   std::numeric_limits<int>::max()));
   }
   return min_tokens;
 }
@@ -245,15 +245,15 @@ StatusOr<method::SensitivityProfile> ReadProfileOfModel(const std::string& path,
   return profile;
 }
 
-StatusOr<worker::ScoredRun> ScoreExamples(const ModelSession& session,
-                                          const std::vector<worker::EvalExample>& examples,
-                                          const worker::EvalRunOptions& run) {
+StatusOr<eval::ScoredRun> ScoreExamples(const ModelSession& session,
+                                        const std::vector<eval::EvalExample>& examples,
+                                        const eval::EvalRunOptions& run) {
   const auto start = std::chrono::steady_clock::now();
-  StatusOr<worker::ScoredRun> out;
+  StatusOr<eval::ScoredRun> out;
   {
     Progress progress("eval", static_cast<int64_t>(examples.size()), "examples");
-    out = worker::ScoreExamples(*session.transformer, *session.tokenizer, examples, run,
-                                [&progress](int64_t done) { progress.Update(done); });
+    out = eval::ScoreExamples(*session.transformer, *session.tokenizer, examples, run,
+                              [&progress](int64_t done) { progress.Update(done); });
   }
   if (!out.ok()) return out.status();
   const double seconds =

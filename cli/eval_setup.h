@@ -35,8 +35,8 @@ struct ExampleFlags {
   int kv_pairs = 0;                // kv-retrieval: 0 = the body is all pairs
   std::string kv_format = "uuid";  // kv-retrieval keys and values: uuid or short
   int needles = 4;                 // multi-needle
-  std::string corpus = std::string(worker::kDefaultEvalCorpus);  // a built-in name or a file
-  std::string split = "test";                                    // test or validation
+  std::string corpus = std::string(eval::kDefaultEvalCorpus);  // a built-in name or a file
+  std::string split = "test";                                  // test or validation
   uint64_t seed = 0;
   bool chat = false;
   std::string longbench;
@@ -56,17 +56,17 @@ void AddExampleFlags(CLI::App* cmd, ExampleFlags& flags);
 // "256,64,128" -> {64, 128, 256} (sorted, deduplicated); InvalidArgument for a non-positive entry.
 [[nodiscard]] StatusOr<std::vector<int>> ParseBudgets(const std::string& text);
 // ParseMethod of every name. InvalidArgument for an unknown one.
-[[nodiscard]] StatusOr<std::vector<worker::Method>> ParseMethods(const std::string& list);
+[[nodiscard]] StatusOr<std::vector<eval::Method>> ParseMethods(const std::string& list);
 
 // The examples of every requested task, in task order. Examples drawn from the corpus are
 // checked to stay inside the region of --split (an Internal error otherwise: never report them).
-[[nodiscard]] StatusOr<std::vector<worker::EvalExample>> MakeExamples(
+[[nodiscard]] StatusOr<std::vector<eval::EvalExample>> MakeExamples(
     const ExampleFlags& flags, const worker::Tokenizer& tokenizer);
 
 // The smallest per-layer budget a map for `methods`' kMap selections may give: the pickiest
 // selection's minimum (SnapKV: its window), at least 1.
-int64_t MapMinTokens(const std::vector<worker::Method>& methods,
-                     const worker::CompressOptions& compress);
+int64_t MapMinTokens(const std::vector<eval::Method>& methods,
+                     const eval::CompressOptions& compress);
 
 // How RippleKV's maps are made from a profile (method/budget_map.h); the defaults are those of
 // `ripplekv budgets`.
@@ -88,10 +88,10 @@ struct RippleMapSettings {
 [[nodiscard]] StatusOr<method::SensitivityProfile> ReadProfileOfModel(
     const std::string& path, const std::string& model_path);
 
-// worker::ScoreExamples (eval/score_examples.h) over the session's model with a progress bar on
+// eval::ScoreExamples (eval/score_examples.h) over the session's model with a progress bar on
 // stderr, then logs the throughput. Errors: the first example's error.
-[[nodiscard]] StatusOr<worker::ScoredRun> ScoreExamples(
-    const ModelSession& session, const std::vector<worker::EvalExample>& examples,
-    const worker::EvalRunOptions& run);
+[[nodiscard]] StatusOr<eval::ScoredRun> ScoreExamples(
+    const ModelSession& session, const std::vector<eval::EvalExample>& examples,
+    const eval::EvalRunOptions& run);
 
 }  // namespace ripplekv::cli

@@ -11,7 +11,7 @@
 #include "worker/data/calibration_data.h"
 #include "worker/data/corpora.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using Json = nlohmann::json;
@@ -64,7 +64,7 @@ StatusOr<std::string> DocumentFromJsonLine(const Json& j, std::string_view where
 }  // namespace
 
 bool IsBuiltinCorpusName(std::string_view name) {
-  return name == kSherlockHolmes.name || name == kTomSawyer.name;
+  return name == worker::kSherlockHolmes.name || name == worker::kTomSawyer.name;
 }
 
 std::string CorpusFileName(std::string_view path) {
@@ -105,7 +105,7 @@ StatusOr<std::string> CorpusTextFromPlain(std::string_view bytes, std::string_vi
 }
 
 StatusOr<std::string> ReadCorpusFile(const std::string& path) {
-  StatusOr<std::string> bytes = ReadFileBounded(path, kMaxCorpusFileBytes);
+  StatusOr<std::string> bytes = ReadFileBounded(path, worker::kMaxCorpusFileBytes);
   if (!bytes.ok()) {
     const std::string_view hint =
         absl::IsNotFound(bytes.status())
@@ -116,7 +116,8 @@ StatusOr<std::string> ReadCorpusFile(const std::string& path) {
     return Status(bytes.status().code(),
                   Cat("corpus ", std::string(bytes.status().message()), hint));
   }
-  return IsJsonlPath(path) ? CorpusTextFromJsonl(*bytes, path) : CorpusTextFromPlain(*bytes, path);
+  return worker::IsJsonlPath(path) ? CorpusTextFromJsonl(*bytes, path)
+                                   : CorpusTextFromPlain(*bytes, path);
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

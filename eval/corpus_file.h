@@ -25,7 +25,7 @@
 
 #include "base/status.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 // Whether `name` is the name of a built-in corpus (worker/data/corpora.h).
 bool IsBuiltinCorpusName(std::string_view name);
@@ -51,4 +51,4 @@ std::string CorpusFileName(std::string_view path);
 // CorpusTextFromJsonl / CorpusTextFromPlain.
 [[nodiscard]] StatusOr<std::string> ReadCorpusFile(const std::string& path);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -3,7 +3,7 @@
 #include <array>
 #include <utility>
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 constexpr std::array<std::pair<MetricKind, std::string_view>, 12> kMetricNames = {{
@@ -37,4 +37,4 @@ std::optional<MetricKind> ParseMetricKind(std::string_view name) {
   return std::nullopt;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

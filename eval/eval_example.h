@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 // How a generated answer is scored (metrics.h has one function per kind and the sources).
 enum class MetricKind {
@@ -108,4 +108,4 @@ struct EvalExample {
   TokenRange corpus_tokens;
 };
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -12,7 +12,7 @@
 #include "eval/fidelity_task.h"
 #include "eval/metrics.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 bool IsFull(const Method& m) { return m.allocation == AllocationKind::kFull; }
@@ -51,15 +51,15 @@ ObserverOptions UnionOfNeeds(const std::vector<Entry>& entries, const CompressOp
 }
 
 struct Prefilled {
-  KvCache cache;
+  worker::KvCache cache;
   ObservedPrefill observed;
 };
 
 // Prefill of the example's prompt into a cache with room for `extra` more tokens.
-StatusOr<Prefilled> Prefill(const Transformer& model, const EvalExample& example,
+StatusOr<Prefilled> Prefill(const worker::Transformer& model, const EvalExample& example,
                             const ObserverOptions& observer, int extra) {
   const int n = static_cast<int>(example.prompt.size());
-  KvCache cache = model.NewCache(n + extra);
+  worker::KvCache cache = model.NewCache(n + extra);
   ASSIGN_OR_RETURN(ObservedPrefill observed,
                    PrefillObserved(model, example.prompt, observer, cache));
   return Prefilled{std::move(cache), std::move(observed)};
@@ -72,20 +72,20 @@ int32_t Argmax(std::span<const float> row) {
 
 // Greedy decoding from a prefilled (possibly compressed) cache of an n-token prompt whose last
 // logits are `first`. Stops before an end-of-generation token or after max_new tokens.
-StatusOr<std::string> GreedyAnswer(const Transformer& model, const Tokenizer& tokenizer,
-                                   std::span<const float> first, int n, int max_new,
-                                   KvCache& cache) {
+StatusOr<std::string> GreedyAnswer(const worker::Transformer& model,
+                                   const worker::Tokenizer& tokenizer, std::span<const float> first,
+                                   int n, int max_new, worker::KvCache& cache) {
   std::vector<int32_t> answer;
   int32_t token = Argmax(first);
   for (int i = 0; i < max_new && !tokenizer.IsEog(token); ++i) {
     answer.push_back(token);
     if (i + 1 == max_new) break;
     const int32_t position = n + i;
-    ForwardRequest request;
+    worker::ForwardRequest request;
     request.tokens = std::span<const int32_t>(&token, 1);
     request.positions = std::span<const int32_t>(&position, 1);
-    request.logits = LogitRows::kLast;
-    ASSIGN_OR_RETURN(ForwardResult step, model.Forward(request, cache));
+    request.logits = worker::LogitRows::kLast;
+    ASSIGN_OR_RETURN(worker::ForwardResult step, model.Forward(request, cache));
     token = Argmax(kernels::OnHost(std::move(step.logits)).span());
   }
   return tokenizer.Decode(answer, {.skip_special = true});
@@ -93,20 +93,20 @@ StatusOr<std::string> GreedyAnswer(const Transformer& model, const Tokenizer& to
 
 // [W, vocab] logits scoring each continuation token: row 0 is the prefill's last row, rows
 // 1..W-1 come from teacher-forcing continuation[0..W-2] at positions n, n+1, ...
-StatusOr<std::vector<float>> ContinuationLogits(const Transformer& model,
+StatusOr<std::vector<float>> ContinuationLogits(const worker::Transformer& model,
                                                 std::span<const float> first, int n,
                                                 std::span<const int32_t> continuation,
-                                                KvCache& cache) {
+                                                worker::KvCache& cache) {
   std::vector<float> logits(first.begin(), first.end());
   if (continuation.size() < 2) return logits;
   const std::span<const int32_t> forced = continuation.first(continuation.size() - 1);
   std::vector<int32_t> positions(forced.size());
   for (size_t i = 0; i < forced.size(); ++i) positions[i] = n + static_cast<int32_t>(i);
-  ForwardRequest request;
+  worker::ForwardRequest request;
   request.tokens = forced;
   request.positions = positions;
-  request.logits = LogitRows::kAll;
-  ASSIGN_OR_RETURN(ForwardResult rows, model.Forward(request, cache));
+  request.logits = worker::LogitRows::kAll;
+  ASSIGN_OR_RETURN(worker::ForwardResult rows, model.Forward(request, cache));
   const kernels::Tensor host = kernels::OnHost(std::move(rows.logits));
   logits.insert(logits.end(), host.span().begin(), host.span().end());
   return logits;
@@ -118,8 +118,9 @@ struct Output {
   std::vector<float> logits;
 };
 
-StatusOr<Output> Run(const Transformer& model, const Tokenizer& tokenizer,
-                     const EvalExample& example, std::span<const float> first, KvCache& cache) {
+StatusOr<Output> Run(const worker::Transformer& model, const worker::Tokenizer& tokenizer,
+                     const EvalExample& example, std::span<const float> first,
+                     worker::KvCache& cache) {
   const int n = static_cast<int>(example.prompt.size());
   Output out;
   if (example.metric == MetricKind::kFidelity) {
@@ -148,7 +149,7 @@ Status AddRecords(const EvalExample& example, const std::string& method, int bud
   return absl::OkStatus();
 }
 
-Status Validate(const Transformer& model, const EvalExample& example,
+Status Validate(const worker::Transformer& model, const EvalExample& example,
                 const EvalRunOptions& options) {
   if (options.methods.empty() && options.variants.empty()) {
     return absl::InvalidArgumentError("eval: no method given");
@@ -196,8 +197,9 @@ Status Validate(const Transformer& model, const EvalExample& example,
 
 }  // namespace
 
-StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& tokenizer,
-                                     const EvalExample& example, const EvalRunOptions& options) {
+StatusOr<ExampleRun> EvaluateExample(const worker::Transformer& model,
+                                     const worker::Tokenizer& tokenizer, const EvalExample& example,
+                                     const EvalRunOptions& options) {
   RETURN_IF_ERROR(Validate(model, example, options));
   const bool fidelity = example.metric == MetricKind::kFidelity;
   const int extra = fidelity ? static_cast<int>(example.continuation.size())
@@ -215,7 +217,7 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
   // The full cache: the reference of the fidelity scores, and the "full" method's answer.
   Output full;
   {
-    KvCache cache = prefilled.cache;
+    worker::KvCache cache = prefilled.cache;
     ASSIGN_OR_RETURN(full, Run(model, tokenizer, example, first, cache));
   }
   const bool full_asked = std::any_of(options.methods.begin(), options.methods.end(), IsFull);
@@ -239,7 +241,8 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
       if (method.needs_budget_map()) map = e.budget_maps->at(budget);
       ASSIGN_OR_RETURN(std::vector<int> budgets,
                        PlanBudgets(method, budget, source.observed.layers, *e.compress, map));
-      KvCache cache = own ? std::move(own->cache) : prefilled.cache;  // a copy only if shared
+      worker::KvCache cache =
+          own ? std::move(own->cache) : prefilled.cache;  // a copy only if shared
       ASSIGN_OR_RETURN(CompressReport report,
                        CompressCache(method, budgets, source.observed.layers, *e.compress, cache));
       run.kept[{e.label, budget}] = std::move(report.kept);
@@ -250,4 +253,4 @@ StatusOr<ExampleRun> EvaluateExample(const Transformer& model, const Tokenizer& 
   return run;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -31,7 +31,7 @@
 #include "worker/engine/transformer.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 // A method evaluated under settings of its own, from the same prefill as every other method
 // (`ripplekv tune` compares ratios and CAKE temperatures this way; `eval --tuned` gives each budget
@@ -75,9 +75,9 @@ struct ExampleRun {
 // budget) given twice, a variant window other than the run's, an empty prompt,
 // a prompt longer than the model's context), and those of the engine and the compression
 // library.
-[[nodiscard]] StatusOr<ExampleRun> EvaluateExample(const Transformer& model,
-                                                   const Tokenizer& tokenizer,
+[[nodiscard]] StatusOr<ExampleRun> EvaluateExample(const worker::Transformer& model,
+                                                   const worker::Tokenizer& tokenizer,
                                                    const EvalExample& example,
                                                    const EvalRunOptions& options);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

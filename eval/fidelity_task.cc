@@ -11,11 +11,11 @@
 #include "kernels/ops/softmax.h"
 #include "kernels/tensor/tensor.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
-using eval_internal::SplitMix64;
-using eval_internal::StreamSeed;
+using internal::SplitMix64;
+using internal::StreamSeed;
 
 // Fixed stream id of the fidelity task (synthetic tasks use 1..3).
 constexpr uint64_t kFidelityStream = 100;
@@ -32,7 +32,7 @@ double LogSumExp(std::span<const float> row) {
 }  // namespace
 
 StatusOr<std::vector<EvalExample>> GenerateFidelity(const HaystackCorpus& corpus,
-                                                    const Tokenizer& tokenizer,
+                                                    const worker::Tokenizer& tokenizer,
                                                     const FidelityOptions& options) {
   const int64_t c = options.context_len;
   const int64_t w = options.continuation_len;
@@ -146,4 +146,4 @@ StatusOr<FidelityScores> ScoreFidelity(std::span<const float> full_logits,
   return out;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

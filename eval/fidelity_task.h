@@ -30,7 +30,7 @@
 #include "eval/split.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 inline constexpr std::string_view kFidelityKlTask = "fidelity/kl";
 inline constexpr std::string_view kFidelityTop1Task = "fidelity/top1";
@@ -56,9 +56,9 @@ struct FidelityOptions {
 // split, its region and the window's corpus tokens [offset, offset + C + W) recorded. Errors:
 // InvalidArgument for bad options or when num_examples windows of C + W tokens do not fit in the
 // split's region (naming the corpus, its size, the region and the corpus size needed).
-[[nodiscard]] StatusOr<std::vector<EvalExample>> GenerateFidelity(const HaystackCorpus& corpus,
-                                                                  const Tokenizer& tokenizer,
-                                                                  const FidelityOptions& options);
+[[nodiscard]] StatusOr<std::vector<EvalExample>> GenerateFidelity(
+    const HaystackCorpus& corpus, const worker::Tokenizer& tokenizer,
+    const FidelityOptions& options);
 
 struct FidelityScores {
   double kl = 0.0;              // nats, >= 0
@@ -78,4 +78,4 @@ struct FidelityScores {
                                                      int64_t vocab_size,
                                                      std::span<const int32_t> continuation);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

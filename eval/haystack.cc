@@ -10,7 +10,7 @@
 #include "eval/corpus_file.h"
 #include "eval/split.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 bool IsSpaceByte(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
@@ -56,7 +56,8 @@ bool EndsSentence(std::string_view before) {
 }  // namespace
 
 StatusOr<HaystackCorpus> HaystackCorpus::FromText(std::string name, std::string_view text,
-                                                  const Tokenizer& tokenizer, std::string origin) {
+                                                  const worker::Tokenizer& tokenizer,
+                                                  std::string origin) {
   HaystackCorpus corpus;
   corpus.name_ = std::move(name);
   corpus.origin_ = std::move(origin);
@@ -99,18 +100,19 @@ std::string_view HaystackCorpus::Text(int64_t begin, int64_t end) const {
                                         static_cast<size_t>(offsets_[end] - offsets_[begin]));
 }
 
-StatusOr<BuiltinCorpus> FindBuiltinCorpus(std::string_view name) {
-  if (name == kSherlockHolmes.name) return kSherlockHolmes;
-  if (name == kTomSawyer.name) return kTomSawyer;
+StatusOr<worker::BuiltinCorpus> FindBuiltinCorpus(std::string_view name) {
+  if (name == worker::kSherlockHolmes.name) return worker::kSherlockHolmes;
+  if (name == worker::kTomSawyer.name) return worker::kTomSawyer;
   return absl::InvalidArgumentError(Cat("unknown corpus \"", name, "\"; expected \"",
-                                        kSherlockHolmes.name, "\" or \"", kTomSawyer.name, "\""));
+                                        worker::kSherlockHolmes.name, "\" or \"",
+                                        worker::kTomSawyer.name, "\""));
 }
 
 StatusOr<HaystackCorpus> LoadHaystackCorpus(std::string_view name_or_path,
-                                            const Tokenizer& tokenizer) {
+                                            const worker::Tokenizer& tokenizer) {
   if (IsBuiltinCorpusName(name_or_path)) {
-    ASSIGN_OR_RETURN(const BuiltinCorpus corpus, FindBuiltinCorpus(name_or_path));
-    ASSIGN_OR_RETURN(const std::string text, ReadBuiltinCorpus(corpus));
+    ASSIGN_OR_RETURN(const worker::BuiltinCorpus corpus, FindBuiltinCorpus(name_or_path));
+    ASSIGN_OR_RETURN(const std::string text, worker::ReadBuiltinCorpus(corpus));
     return HaystackCorpus::FromText(std::string(corpus.name), text, tokenizer);
   }
   const std::string path(name_or_path);
@@ -121,7 +123,7 @@ StatusOr<HaystackCorpus> LoadHaystackCorpus(std::string_view name_or_path,
 StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, EvalSplit split,
                                  int64_t haystack_len,
                                  std::span<const std::vector<int32_t>> needles,
-                                 std::span<const double> depths, eval_internal::SplitMix64& rng) {
+                                 std::span<const double> depths, internal::SplitMix64& rng) {
   if (haystack_len < 1) {
     return absl::InvalidArgumentError(
         Cat("the haystack would have ", haystack_len, " tokens; the prompt length is too small"));
@@ -196,4 +198,4 @@ StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, EvalSplit split,
   return out;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

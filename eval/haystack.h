@@ -21,7 +21,7 @@
 #include "worker/data/corpora.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 inline constexpr std::string_view kDefaultEvalCorpus = "tom-sawyer";
 
@@ -34,7 +34,7 @@ class HaystackCorpus {
   // empty for a built-in book), for messages. Errors: InvalidArgument when the text gives no
   // token.
   [[nodiscard]] static StatusOr<HaystackCorpus> FromText(std::string name, std::string_view text,
-                                                         const Tokenizer& tokenizer,
+                                                         const worker::Tokenizer& tokenizer,
                                                          std::string origin = {});
 
   const std::string& name() const { return name_; }
@@ -69,7 +69,7 @@ class HaystackCorpus {
 };
 
 // The built-in corpus named "sherlock-holmes" or "tom-sawyer". InvalidArgument for other names.
-[[nodiscard]] StatusOr<BuiltinCorpus> FindBuiltinCorpus(std::string_view name);
+[[nodiscard]] StatusOr<worker::BuiltinCorpus> FindBuiltinCorpus(std::string_view name);
 
 // A built-in corpus by name (ReadBuiltinCorpus, Gutenberg boilerplate stripped), or any other
 // value as a file path (ReadCorpusFile of corpus_file.h: plain text, or JSONL by extension; the
@@ -77,7 +77,7 @@ class HaystackCorpus {
 // FailedPrecondition naming the Debian package when a book is not installed; those of
 // ReadCorpusFile (NotFound for a name that is neither a book nor a file); FromText's.
 [[nodiscard]] StatusOr<HaystackCorpus> LoadHaystackCorpus(std::string_view name_or_path,
-                                                          const Tokenizer& tokenizer);
+                                                          const worker::Tokenizer& tokenizer);
 
 // A haystack of exactly `haystack_len` corpus tokens with needles inserted.
 struct Haystack {
@@ -100,6 +100,6 @@ struct Haystack {
                                                int64_t haystack_len,
                                                std::span<const std::vector<int32_t>> needles,
                                                std::span<const double> depths,
-                                               eval_internal::SplitMix64& rng);
+                                               internal::SplitMix64& rng);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

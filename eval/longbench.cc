@@ -9,7 +9,7 @@
 #include "method/jsonl.h"
 #include "nlohmann/json.hpp"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using Json = nlohmann::json;
@@ -301,7 +301,7 @@ StatusOr<std::string> ExpandLongBenchTemplate(std::string_view text,
 
 StatusOr<std::vector<EvalExample>> MakeLongBenchExamples(std::span<const LongBenchRecord> records,
                                                          const LongBenchTemplates& templates,
-                                                         const Tokenizer& tokenizer,
+                                                         const worker::Tokenizer& tokenizer,
                                                          const LongBenchOptions& options) {
   if (options.max_prompt_tokens < 0 || options.max_per_dataset < 0) {
     return absl::InvalidArgumentError(Cat("LongBench options: max_prompt_tokens (",
@@ -368,4 +368,4 @@ StatusOr<std::vector<EvalExample>> MakeLongBenchExamples(std::span<const LongBen
   return out;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

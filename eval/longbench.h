@@ -40,7 +40,7 @@
 #include "eval/eval_example.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 struct LongBenchRecord {
   std::string id;                        // "_id"; empty when absent
@@ -129,6 +129,6 @@ struct LongBenchOptions {
 // is malformed; BuildPromptFrame's chat template errors; bad options.
 [[nodiscard]] StatusOr<std::vector<EvalExample>> MakeLongBenchExamples(
     std::span<const LongBenchRecord> records, const LongBenchTemplates& templates,
-    const Tokenizer& tokenizer, const LongBenchOptions& options);
+    const worker::Tokenizer& tokenizer, const LongBenchOptions& options);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

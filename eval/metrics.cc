@@ -11,16 +11,16 @@
 #include "base/check.h"
 #include "eval/text_util.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
-using eval_internal::DecodeUtf8;
-using eval_internal::EncodeUtf8;
-using eval_internal::IsPySpace;
-using eval_internal::PyCollapseSpaces;
-using eval_internal::PyLower;
-using eval_internal::PySplit;
-using eval_internal::Regex;
-using eval_internal::SanitizeUtf8;
+using internal::DecodeUtf8;
+using internal::EncodeUtf8;
+using internal::IsPySpace;
+using internal::PyCollapseSpaces;
+using internal::PyLower;
+using internal::PySplit;
+using internal::Regex;
+using internal::SanitizeUtf8;
 
 namespace {
 
@@ -423,4 +423,4 @@ double ScoreAnswer(const EvalExample& example, std::string_view prediction) {
   return best;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

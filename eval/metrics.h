@@ -22,7 +22,7 @@
 
 #include "eval/eval_example.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 // LongBench/SQuAD normalize_answer: lower-case, drop ASCII punctuation (Python's
 // string.punctuation), replace the words a/an/the by a space, collapse whitespace.
@@ -84,4 +84,4 @@ std::vector<std::string> SegmentZh(std::string_view text);
 // is not kFidelity, which is scored from logits (fidelity_task.h).
 double ScoreAnswer(const EvalExample& example, std::string_view prediction);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

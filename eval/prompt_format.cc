@@ -4,11 +4,11 @@
 
 #include "worker/tokenizer/chat_template.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
-constexpr EncodeOptions kRaw{.add_special = false, .parse_special = false};
-constexpr EncodeOptions kMarkup{.add_special = false, .parse_special = true};
+constexpr worker::EncodeOptions kRaw{.add_special = false, .parse_special = false};
+constexpr worker::EncodeOptions kMarkup{.add_special = false, .parse_special = true};
 
 void Append(std::vector<int32_t>* out, const std::vector<int32_t>& ids) {
   out->insert(out->end(), ids.begin(), ids.end());
@@ -25,7 +25,7 @@ std::vector<int32_t> PromptFrame::Wrap(const std::vector<int32_t>& body) const {
   return out;
 }
 
-StatusOr<PromptFrame> BuildPromptFrame(const Tokenizer& tokenizer, bool chat,
+StatusOr<PromptFrame> BuildPromptFrame(const worker::Tokenizer& tokenizer, bool chat,
                                        const PromptText& text) {
   PromptFrame frame;
   if (tokenizer.add_bos() && tokenizer.bos_id() >= 0) frame.head.push_back(tokenizer.bos_id());
@@ -39,12 +39,13 @@ StatusOr<PromptFrame> BuildPromptFrame(const Tokenizer& tokenizer, bool chat,
     Append(&frame.tail, tokenizer.Encode(tail, kRaw));
     return frame;
   }
-  ASSIGN_OR_RETURN(const ChatTemplateInfo info, DetectChatTemplate(tokenizer.chat_template()));
+  ASSIGN_OR_RETURN(const worker::ChatTemplateInfo info,
+                   worker::DetectChatTemplate(tokenizer.chat_template()));
   // The user message's content is a single marker byte; the markup is what surrounds it.
   constexpr char kMarker = '\x01';
-  const ChatMessage message{.role = "user", .content = std::string(1, kMarker)};
+  const worker::ChatMessage message{.role = "user", .content = std::string(1, kMarker)};
   const std::string rendered =
-      ApplyChatML(std::span<const ChatMessage>(&message, 1), /*add_generation_prompt=*/true,
+      ApplyChatML(std::span<const worker::ChatMessage>(&message, 1), /*add_generation_prompt=*/true,
                   info.default_system_prompt);
   const size_t at = rendered.find(kMarker);
   const std::string_view before = std::string_view(rendered).substr(0, at);
@@ -57,4 +58,4 @@ StatusOr<PromptFrame> BuildPromptFrame(const Tokenizer& tokenizer, bool chat,
   return frame;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -20,7 +20,7 @@
 #include "base/status.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 struct PromptFrame {
   std::vector<int32_t> head;
@@ -39,7 +39,7 @@ struct PromptText {
 
 // Errors (chat only): those of DetectChatTemplate on the tokenizer's chat template (NotFound
 // when the model has none, Unimplemented when it is not ChatML).
-[[nodiscard]] StatusOr<PromptFrame> BuildPromptFrame(const Tokenizer& tokenizer, bool chat,
+[[nodiscard]] StatusOr<PromptFrame> BuildPromptFrame(const worker::Tokenizer& tokenizer, bool chat,
                                                      const PromptText& text);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -13,7 +13,7 @@
 #include "method/jsonl.h"
 #include "nlohmann/json.hpp"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using Json = nlohmann::json;
@@ -108,4 +108,4 @@ StatusOr<std::vector<ScoreRecord>> ReadRecordsFile(const std::string& path) {
   return records;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

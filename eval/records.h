@@ -20,7 +20,7 @@
 #include "base/status.h"
 #include "eval/eval_example.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 // Budget of the uncompressed cache; rendered "full" in markdown.
 inline constexpr int kFullCacheBudget = 0;
@@ -50,4 +50,4 @@ std::string RecordLine(const ScoreRecord& record, const EvalExample& example,
 // with no records.
 [[nodiscard]] StatusOr<std::vector<ScoreRecord>> ReadRecordsFile(const std::string& path);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -12,7 +12,7 @@
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -289,4 +289,4 @@ std::string RenderTable(const ResultTable& table, TableFormat format) {
   return RenderMarkdown(table);
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

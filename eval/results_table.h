@@ -25,7 +25,7 @@
 #include "eval/records.h"
 #include "eval/stats.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 // Reserved task name of average rows in CSV.
 inline constexpr std::string_view kAverageTask = "average";
@@ -84,4 +84,4 @@ std::string RenderJson(const ResultTable& table);
 std::string RenderCsv(const ResultTable& table);
 std::string RenderTable(const ResultTable& table, TableFormat format);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -8,7 +8,7 @@
 
 #include "base/check.h"
 
-namespace ripplekv::worker::eval_internal {
+namespace ripplekv::eval::internal {
 
 // The SplitMix64 output function: a bijective 64-bit mix.
 inline uint64_t Mix64(uint64_t z) {
@@ -51,4 +51,4 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-}  // namespace ripplekv::worker::eval_internal
+}  // namespace ripplekv::eval::internal

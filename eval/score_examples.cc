@@ -2,9 +2,10 @@
 
 #include "spdlog/spdlog.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
-StatusOr<ScoredRun> ScoreExamples(const Transformer& model, const Tokenizer& tokenizer,
+StatusOr<ScoredRun> ScoreExamples(const worker::Transformer& model,
+                                  const worker::Tokenizer& tokenizer,
                                   const std::vector<EvalExample>& examples,
                                   const EvalRunOptions& run,
                                   const std::function<void(int64_t)>& on_example) {
@@ -27,4 +28,4 @@ StatusOr<ScoredRun> ScoreExamples(const Transformer& model, const Tokenizer& tok
   return out;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -15,7 +15,7 @@
 #include "worker/engine/transformer.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 struct ScoredRun {
   std::vector<ScoreRecord> records;  // every example's, in example order
@@ -26,7 +26,8 @@ struct ScoredRun {
 // EvaluateExample over `examples` with `run`, calling `on_example(n)` (when set) after the n-th
 // example is scored; each text answer is logged at debug level. Errors: the first example's.
 [[nodiscard]] StatusOr<ScoredRun> ScoreExamples(
-    const Transformer& model, const Tokenizer& tokenizer, const std::vector<EvalExample>& examples,
-    const EvalRunOptions& run, const std::function<void(int64_t)>& on_example = nullptr);
+    const worker::Transformer& model, const worker::Tokenizer& tokenizer,
+    const std::vector<EvalExample>& examples, const EvalRunOptions& run,
+    const std::function<void(int64_t)>& on_example = nullptr);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -4,7 +4,7 @@
 
 #include "base/strings.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 constexpr uint64_t kValidationStreamBit = uint64_t{1} << 32;
@@ -79,4 +79,4 @@ Status CheckSplitConfinement(std::span<const EvalExample> examples, int64_t corp
   return absl::OkStatus();
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

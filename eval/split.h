@@ -28,7 +28,7 @@
 #include "base/status.h"
 #include "eval/eval_example.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 // "test", "validation".
 std::string_view EvalSplitName(EvalSplit split);
@@ -45,7 +45,7 @@ TokenRange SplitRegion(int64_t corpus_tokens, EvalSplit split);
 // of at least ... tokens").
 int64_t CorpusTokensForRegion(int64_t region_tokens);
 
-// The stream id (the `a` of eval_internal::StreamSeed) of a generator's stream `stream`
+// The stream id (the `a` of internal::StreamSeed) of a generator's stream `stream`
 // (< 2^32) in `split`: `stream` for kTest, `stream` with bit 32 set for kValidation.
 uint64_t SplitStream(uint64_t stream, EvalSplit split);
 
@@ -58,4 +58,4 @@ uint64_t SplitStream(uint64_t stream, EvalSplit split);
 [[nodiscard]] Status CheckSplitConfinement(std::span<const EvalExample> examples,
                                            int64_t corpus_tokens);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

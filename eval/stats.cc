@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 // Continued fraction for I_x(a, b) (modified Lentz), valid for x < (a + 1) / (a + b + 2).
@@ -105,4 +105,4 @@ MeanCi MeanWithCi(std::span<const double> values, double confidence) {
   return out;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -6,7 +6,7 @@
 #include <limits>
 #include <span>
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 // I_x(a, b), the regularized incomplete beta function, for 0 <= x <= 1 and a, b > 0 (continued
 // fraction, relative accuracy ~1e-14). NaN outside that domain.
@@ -38,4 +38,4 @@ struct MeanCi {
 // `confidence` in (0, 1), 0.95 for the tables; NaN half-width for any other value.
 MeanCi MeanWithCi(std::span<const double> values, double confidence = 0.95);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

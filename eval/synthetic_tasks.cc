@@ -12,13 +12,13 @@
 #include "eval/rng.h"
 #include "fmt/format.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
-using eval_internal::SplitMix64;
-using eval_internal::StreamSeed;
+using internal::SplitMix64;
+using internal::StreamSeed;
 
-constexpr EncodeOptions kRaw{.add_special = false, .parse_special = false};
+constexpr worker::EncodeOptions kRaw{.add_special = false, .parse_special = false};
 // Draws of values that collide with the prose (or keys that contain each other) before giving up.
 constexpr int kMaxAttempts = 64;
 // Longer prompts than any model we run; bounds the work of a mistyped length.
@@ -152,7 +152,7 @@ Status ValuesCollide(const HaystackCorpus& corpus) {
                                         "absent from the prose in ", kMaxAttempts, " attempts"));
 }
 
-StatusOr<EvalExample> MakePasskey(const HaystackCorpus& corpus, const Tokenizer& tokenizer,
+StatusOr<EvalExample> MakePasskey(const HaystackCorpus& corpus, const worker::Tokenizer& tokenizer,
                                   const SyntheticOptions& o, const PromptFrame& frame,
                                   SplitMix64& rng, int index) {
   EvalExample ex = NewExample(SyntheticTask::kPasskey, corpus, o, index);
@@ -175,8 +175,9 @@ StatusOr<EvalExample> MakePasskey(const HaystackCorpus& corpus, const Tokenizer&
   return ValuesCollide(corpus);
 }
 
-StatusOr<EvalExample> MakeMultiNeedle(const HaystackCorpus& corpus, const Tokenizer& tokenizer,
-                                      const SyntheticOptions& o, SplitMix64& rng, int index) {
+StatusOr<EvalExample> MakeMultiNeedle(const HaystackCorpus& corpus,
+                                      const worker::Tokenizer& tokenizer, const SyntheticOptions& o,
+                                      SplitMix64& rng, int index) {
   EvalExample ex = NewExample(SyntheticTask::kMultiNeedle, corpus, o, index);
   const int n = o.num_needles;
   std::vector<double> depths = o.needle_depths;
@@ -257,7 +258,7 @@ std::string KvQuestion(const std::string& key, bool in_prose) {
                   : fmt::format("\n}}\n\nWhat is the value of the key \"{}\"?", key);
 }
 
-StatusOr<PromptFrame> KvFrame(const Tokenizer& tokenizer, const SyntheticOptions& o,
+StatusOr<PromptFrame> KvFrame(const worker::Tokenizer& tokenizer, const SyntheticOptions& o,
                               const std::string& key, bool in_prose) {
   const std::string question = KvQuestion(key, in_prose);
   const std::string prefix = fmt::format("The value of the key \"{}\" is", key);
@@ -277,7 +278,7 @@ int QueriedIndex(double depth, int64_t pairs) {
 }
 
 // kv_pairs == 0: the body is pairs only, as many as fit.
-StatusOr<EvalExample> MakeKvFill(const HaystackCorpus& corpus, const Tokenizer& tokenizer,
+StatusOr<EvalExample> MakeKvFill(const HaystackCorpus& corpus, const worker::Tokenizer& tokenizer,
                                  const SyntheticOptions& o, SplitMix64& rng, int index) {
   EvalExample ex = NewExample(SyntheticTask::kKvRetrieval, corpus, o, index);
   struct Pair {
@@ -341,7 +342,7 @@ StatusOr<EvalExample> MakeKvFill(const HaystackCorpus& corpus, const Tokenizer& 
 }
 
 // kv_pairs > 0: one JSON block of kv_pairs pairs in the prose.
-StatusOr<EvalExample> MakeKvBlock(const HaystackCorpus& corpus, const Tokenizer& tokenizer,
+StatusOr<EvalExample> MakeKvBlock(const HaystackCorpus& corpus, const worker::Tokenizer& tokenizer,
                                   const SyntheticOptions& o, SplitMix64& rng, int index) {
   EvalExample ex = NewExample(SyntheticTask::kKvRetrieval, corpus, o, index);
   const int k = o.kv_pairs;
@@ -445,7 +446,7 @@ Status ValidateSyntheticOptions(SyntheticTask task, const SyntheticOptions& o) {
 
 StatusOr<std::vector<EvalExample>> GenerateSynthetic(SyntheticTask task,
                                                      const HaystackCorpus& corpus,
-                                                     const Tokenizer& tokenizer,
+                                                     const worker::Tokenizer& tokenizer,
                                                      const SyntheticOptions& options) {
   RETURN_IF_ERROR(ValidateSyntheticOptions(task, options));
   std::optional<PromptFrame> passkey_frame;
@@ -482,4 +483,4 @@ StatusOr<std::vector<EvalExample>> GenerateSynthetic(SyntheticTask task,
   return out;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -39,7 +39,7 @@
 #include "eval/split.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 enum class SyntheticTask { kPasskey, kKvRetrieval, kMultiNeedle };
 
@@ -85,9 +85,8 @@ struct SyntheticOptions {
 // bad options; a prompt_len too small for the frame and needles (or, with kv_pairs == 0, for two
 // pairs); a haystack longer than the split's region (naming the corpus size needed);
 // BuildPromptFrame's chat template errors.
-[[nodiscard]] StatusOr<std::vector<EvalExample>> GenerateSynthetic(SyntheticTask task,
-                                                                   const HaystackCorpus& corpus,
-                                                                   const Tokenizer& tokenizer,
-                                                                   const SyntheticOptions& options);
+[[nodiscard]] StatusOr<std::vector<EvalExample>> GenerateSynthetic(
+    SyntheticTask task, const HaystackCorpus& corpus, const worker::Tokenizer& tokenizer,
+    const SyntheticOptions& options);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

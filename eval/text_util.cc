@@ -7,7 +7,7 @@
 
 #include <cstdlib>
 
-namespace ripplekv::worker::eval_internal {
+namespace ripplekv::eval::internal {
 namespace {
 
 constexpr char32_t kReplacement = 0xFFFD;
@@ -202,4 +202,4 @@ std::string Regex::ReplaceAll(std::string_view text, std::string_view replacemen
   return out;
 }
 
-}  // namespace ripplekv::worker::eval_internal
+}  // namespace ripplekv::eval::internal

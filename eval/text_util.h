@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ripplekv::worker::eval_internal {
+namespace ripplekv::eval::internal {
 
 // Code points of `text`; every byte that does not start a well-formed UTF-8 sequence (RFC 3629:
 // no overlongs, no surrogates, nothing above U+10FFFF) becomes one U+FFFD.
@@ -54,4 +54,4 @@ class Regex {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ripplekv::worker::eval_internal
+}  // namespace ripplekv::eval::internal

@@ -8,7 +8,7 @@
 #include "base/strings.h"
 #include "method/apportion.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 StatusOr<int64_t> TotalBudget(int n_layers, int average, BudgetBounds b) {
   if (n_layers < 1) return absl::InvalidArgumentError(Cat("n_layers must be >= 1, got ", n_layers));
@@ -188,4 +188,4 @@ StatusOr<std::vector<int>> MapBudgets(std::span<const int> map, int average, Bud
   return FitBudgets(targets, total, b);
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

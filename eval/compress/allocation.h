@@ -27,7 +27,7 @@
 #include "base/status.h"
 #include "eval/compress/attention_stats.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 struct BudgetBounds {
   int min_budget = 0;  // smallest per-layer budget, tokens (selection minimum, <= max_budget)
@@ -117,4 +117,4 @@ std::vector<int64_t> CakeAdjustBudgets(std::span<const int64_t> budgets, int64_t
 [[nodiscard]] StatusOr<std::vector<int>> MapBudgets(std::span<const int> map, int average,
                                                     BudgetBounds bounds);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

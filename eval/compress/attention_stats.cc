@@ -7,7 +7,7 @@
 #include "base/strings.h"
 #include "kernels/ops/attention_stats.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 Status ComputeWindowStats(const kernels::ConstTensorView& q, const kernels::KvCacheView& keys,
                           double scale, const kernels::OpContext& ctx, LayerStats& stats) {
@@ -78,4 +78,4 @@ double TemporalShift(const LayerStats& stats) {
   return total;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -7,7 +7,7 @@
 #include "base/strings.h"
 #include "eval/compress/allocation.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 namespace {
 
@@ -146,7 +146,7 @@ StatusOr<std::vector<int>> PlanBudgets(const Method& method, int average,
 
 StatusOr<CompressReport> CompressCache(const Method& method, std::span<const int> budgets,
                                        std::span<const LayerStats> layers,
-                                       const CompressOptions& options, KvCache& cache) {
+                                       const CompressOptions& options, worker::KvCache& cache) {
   RETURN_IF_ERROR(ValidateOptions(options));
   const int n_layers = cache.n_layers();
   if (static_cast<int>(budgets.size()) != n_layers || static_cast<int>(layers.size()) != n_layers) {
@@ -182,4 +182,4 @@ StatusOr<CompressReport> CompressCache(const Method& method, std::span<const int
   return report;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

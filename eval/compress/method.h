@@ -33,7 +33,7 @@
 #include "eval/compress/selection.h"
 #include "worker/engine/kv_cache.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 enum class AllocationKind {
   kUniform,  // every layer B
@@ -104,6 +104,6 @@ struct CompressReport {
                                                      std::span<const int> budgets,
                                                      std::span<const LayerStats> layers,
                                                      const CompressOptions& options,
-                                                     KvCache& cache);
+                                                     worker::KvCache& cache);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

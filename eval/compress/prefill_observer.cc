@@ -5,12 +5,12 @@
 
 #include "base/strings.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
-StatusOr<ObservedPrefill> PrefillObserved(const Transformer& transformer,
+StatusOr<ObservedPrefill> PrefillObserved(const worker::Transformer& transformer,
                                           std::span<const int32_t> tokens,
-                                          const ObserverOptions& options, KvCache& cache) {
-  const ModelConfig& c = transformer.config();
+                                          const ObserverOptions& options, worker::KvCache& cache) {
+  const worker::ModelConfig& c = transformer.config();
   const int n = static_cast<int>(tokens.size());
   if (n == 0) return absl::InvalidArgumentError("PrefillObserved: no tokens");
   if (options.window < 1) {
@@ -37,8 +37,8 @@ StatusOr<ObservedPrefill> PrefillObserved(const Transformer& transformer,
   const int window = std::min(options.window, n);
   const kernels::OpContext& ctx = transformer.op_context();
   const double stat_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-  const LayerObserver observe = [&](int layer, const kernels::ConstTensorView& q,
-                                    const kernels::KvCacheView& view) -> Status {
+  const worker::LayerObserver observe = [&](int layer, const kernels::ConstTensorView& q,
+                                            const kernels::KvCacheView& view) -> Status {
     LayerStats& stats = result.layers[layer];
     if (options.window_stats) {
       const int64_t row = q.dim(1) * q.dim(2);
@@ -56,11 +56,12 @@ StatusOr<ObservedPrefill> PrefillObserved(const Transformer& transformer,
     }
     return absl::OkStatus();
   };
-  ASSIGN_OR_RETURN(ForwardResult forward,
-                   transformer.Forward(
-                       {.tokens = tokens, .logits = LogitRows::kLast, .observer = &observe}, cache));
+  ASSIGN_OR_RETURN(
+      worker::ForwardResult forward,
+      transformer.Forward(
+          {.tokens = tokens, .logits = worker::LogitRows::kLast, .observer = &observe}, cache));
   result.logits = std::move(forward.logits);
   return result;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -16,7 +16,7 @@
 #include "worker/engine/kv_cache.h"
 #include "worker/engine/transformer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 struct ObserverOptions {
   int window = 32;           // w: observation window, the last w prompt queries (tokens)
@@ -33,9 +33,9 @@ struct ObservedPrefill {
 // empty (FailedPrecondition otherwise) and hold n tokens (ResourceExhausted otherwise).
 // InvalidArgument for no tokens, a token outside the vocabulary or window < 1. The window is
 // min(window, n). Statistics use transformer.op_context().num_threads threads.
-[[nodiscard]] StatusOr<ObservedPrefill> PrefillObserved(const Transformer& transformer,
+[[nodiscard]] StatusOr<ObservedPrefill> PrefillObserved(const worker::Transformer& transformer,
                                                         std::span<const int32_t> tokens,
                                                         const ObserverOptions& options,
-                                                        KvCache& cache);
+                                                        worker::KvCache& cache);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

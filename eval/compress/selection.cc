@@ -6,7 +6,7 @@
 
 #include "base/strings.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 namespace {
 
@@ -216,4 +216,4 @@ StatusOr<std::vector<std::vector<int32_t>>> SelectTokens(SelectionKind kind,
   return absl::InvalidArgumentError("SelectTokens: unknown selection");
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

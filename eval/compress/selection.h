@@ -18,7 +18,7 @@
 #include "base/status.h"
 #include "eval/compress/attention_stats.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 
 enum class SelectionKind {
   kSnapKv,     // window + top pooled window-attention scores of the prefix
@@ -83,4 +83,4 @@ std::vector<double> SnapKvScores(const LayerStats& stats, int kv_head,
 std::vector<double> CakeScores(const LayerStats& stats, int kv_head,
                                const SelectionOptions& options);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

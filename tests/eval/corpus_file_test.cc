@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/eval/eval_test_util.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 namespace fs = std::filesystem;
@@ -97,7 +97,7 @@ class CorpusFileLoadTest : public ::testing::Test {
     std::ofstream(p, std::ios::binary) << bytes;
     return p.string();
   }
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<worker::Tokenizer> tokenizer_;
   fs::path dir_;
 };
 
@@ -165,4 +165,4 @@ TEST_F(CorpusFileLoadTest, TooShortTextNamesTheFileItsTokensAndWhatIsNeeded) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -21,13 +21,13 @@
 #include "worker/model/gguf_reader.h"
 #include "worker/model/model_loader.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 struct Fixture {
-  Model model;
-  std::unique_ptr<Transformer> transformer;
-  std::unique_ptr<Tokenizer> tokenizer;
+  worker::Model model;
+  std::unique_ptr<worker::Transformer> transformer;
+  std::unique_ptr<worker::Tokenizer> tokenizer;
   std::unique_ptr<HaystackCorpus> corpus;
 };
 
@@ -36,14 +36,14 @@ Fixture* Load() {
     const char* path = std::getenv("RIPPLEKV_SMOLLM2_GGUF");
     if (path == nullptr || *path == '\0') return nullptr;
     auto* out = new Fixture;
-    auto model = LoadModel(path);
-    auto gguf = GgufFile::Open(path);
+    auto model = worker::LoadModel(path);
+    auto gguf = worker::GgufFile::Open(path);
     if (!model.ok() || !gguf.ok()) return nullptr;
     out->model = *std::move(model);
-    auto t = Transformer::Create(out->model, {.num_threads = 1});
-    auto tok = TokenizerFromGguf(**gguf);
+    auto t = worker::Transformer::Create(out->model, {.num_threads = 1});
+    auto tok = worker::TokenizerFromGguf(**gguf);
     if (!t.ok() || !tok.ok()) return nullptr;
-    out->transformer = std::make_unique<Transformer>(*std::move(t));
+    out->transformer = std::make_unique<worker::Transformer>(*std::move(t));
     out->tokenizer = *std::move(tok);
     auto corpus = LoadHaystackCorpus("tom-sawyer", *out->tokenizer);
     if (!corpus.ok()) return nullptr;
@@ -245,4 +245,4 @@ TEST_F(EvalRunnerTest, VariantsRunWithTheirOwnSettingsFromTheSamePrefill) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -17,7 +17,7 @@
 #include "worker/model/gguf_reader.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using ::testing::EndsWith;
@@ -28,12 +28,12 @@ class EvalSmolLm2Test : public ::testing::Test {
   static void SetUpTestSuite() {
     const char* path = std::getenv("RIPPLEKV_SMOLLM2_GGUF");
     if (path == nullptr || *path == '\0') return;
-    auto gguf = GgufFile::Open(path);
+    auto gguf = worker::GgufFile::Open(path);
     if (!gguf.ok()) return;
-    auto tokenizer = TokenizerFromGguf(**gguf);
+    auto tokenizer = worker::TokenizerFromGguf(**gguf);
     if (!tokenizer.ok()) return;
     tokenizer_ = tokenizer->release();
-    if (std::filesystem::exists(std::string(kTomSawyer.path))) {
+    if (std::filesystem::exists(std::string(worker::kTomSawyer.path))) {
       auto corpus = LoadHaystackCorpus("tom-sawyer", *tokenizer_);
       if (corpus.ok()) corpus_ = new HaystackCorpus(*std::move(corpus));
     }
@@ -52,14 +52,15 @@ class EvalSmolLm2Test : public ::testing::Test {
     }
     ASSERT_NE(tokenizer_, nullptr) << "could not load the tokenizer of " << path;
     if (corpus_ == nullptr) {
-      GTEST_SKIP() << kTomSawyer.path << " is missing: install " << kTomSawyer.package;
+      GTEST_SKIP() << worker::kTomSawyer.path << " is missing: install "
+                   << worker::kTomSawyer.package;
     }
   }
-  static Tokenizer* tokenizer_;
+  static worker::Tokenizer* tokenizer_;
   static HaystackCorpus* corpus_;
 };
 
-Tokenizer* EvalSmolLm2Test::tokenizer_ = nullptr;
+worker::Tokenizer* EvalSmolLm2Test::tokenizer_ = nullptr;
 HaystackCorpus* EvalSmolLm2Test::corpus_ = nullptr;
 
 TEST_F(EvalSmolLm2Test, TomSawyerIsAboutAHundredThousandTokens) {
@@ -159,4 +160,4 @@ TEST_F(EvalSmolLm2Test, LongBenchTruncationBoundsThePrompt) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

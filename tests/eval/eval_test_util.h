@@ -11,28 +11,28 @@
 #include "tests/worker/tokenizer/test_vocab.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker::testing {
+namespace ripplekv::eval::testing {
 
 // 256 byte tokens, no merges, no BOS, no chat template.
-inline std::unique_ptr<Tokenizer> ByteTokenizer() {
-  auto created = CreateTokenizer(ByteLevelSpec({}));
+inline std::unique_ptr<worker::Tokenizer> ByteTokenizer() {
+  auto created = worker::CreateTokenizer(worker::testing::ByteLevelSpec({}));
   return created.ok() ? *std::move(created) : nullptr;
 }
 
 // Byte tokens plus ChatML control tokens, a ChatML template with a default system prompt, and
 // (with `bos`) BOS = <|endoftext|> added by Encode.
 struct ChatVocab {
-  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<worker::Tokenizer> tokenizer;
   int32_t bos = -1;
   int32_t im_start = -1;
   int32_t im_end = -1;
 };
 inline ChatVocab ChatByteTokenizer(bool bos) {
-  TokenizerSpec spec = ByteLevelSpec({});
+  worker::TokenizerSpec spec = worker::testing::ByteLevelSpec({});
   ChatVocab v;
-  v.bos = AddToken(&spec, "<|endoftext|>", TokenType::kControl);
-  v.im_start = AddToken(&spec, "<|im_start|>", TokenType::kControl);
-  v.im_end = AddToken(&spec, "<|im_end|>", TokenType::kControl);
+  v.bos = worker::testing::AddToken(&spec, "<|endoftext|>", worker::TokenType::kControl);
+  v.im_start = worker::testing::AddToken(&spec, "<|im_start|>", worker::TokenType::kControl);
+  v.im_end = worker::testing::AddToken(&spec, "<|im_end|>", worker::TokenType::kControl);
   spec.bos_id = v.bos;
   spec.eos_id = v.im_end;
   spec.add_bos = bos;
@@ -41,7 +41,7 @@ inline ChatVocab ChatByteTokenizer(bool bos) {
       "{{ '<|im_start|>system\nBe brief.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
       "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
       "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-  auto created = CreateTokenizer(std::move(spec));
+  auto created = worker::CreateTokenizer(std::move(spec));
   if (created.ok()) v.tokenizer = *std::move(created);
   return v;
 }
@@ -74,4 +74,4 @@ inline std::string Prose(int paragraphs) {
   return out;
 }
 
-}  // namespace ripplekv::worker::testing
+}  // namespace ripplekv::eval::testing

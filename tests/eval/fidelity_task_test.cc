@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/eval/eval_test_util.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using ::testing::HasSubstr;
@@ -25,7 +25,7 @@ class FidelityTaskTest : public ::testing::Test {
     ASSERT_TRUE(corpus.ok()) << corpus.status();
     corpus_ = std::make_unique<HaystackCorpus>(*std::move(corpus));
   }
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<worker::Tokenizer> tokenizer_;
   std::unique_ptr<HaystackCorpus> corpus_;
 };
 
@@ -132,4 +132,4 @@ TEST(ScoreFidelityTest, RejectsBadShapesIdsAndNaN) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -14,10 +14,10 @@
 #include "gtest/gtest.h"
 #include "tests/eval/eval_test_util.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
-using eval_internal::SplitMix64;
+using internal::SplitMix64;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -33,7 +33,7 @@ class HaystackTest : public ::testing::Test {
     tokenizer_ = testing::ByteTokenizer();
     ASSERT_NE(tokenizer_, nullptr);
   }
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<worker::Tokenizer> tokenizer_;
 };
 
 TEST_F(HaystackTest, FindsSentenceBoundariesAndParagraphStarts) {
@@ -182,8 +182,9 @@ TEST_F(HaystackTest, BuiltinCorporaByName) {
   EXPECT_TRUE(FindBuiltinCorpus("tom-sawyer").ok());
   EXPECT_TRUE(FindBuiltinCorpus("sherlock-holmes").ok());
   EXPECT_EQ(FindBuiltinCorpus("moby-dick").status().code(), absl::StatusCode::kInvalidArgument);
-  if (!std::filesystem::exists(std::string(kTomSawyer.path))) {
-    GTEST_SKIP() << kTomSawyer.path << " is missing: install " << kTomSawyer.package;
+  if (!std::filesystem::exists(std::string(worker::kTomSawyer.path))) {
+    GTEST_SKIP() << worker::kTomSawyer.path << " is missing: install "
+                 << worker::kTomSawyer.package;
   }
   auto corpus = LoadHaystackCorpus("tom-sawyer", *tokenizer_);
   ASSERT_TRUE(corpus.ok()) << corpus.status();
@@ -192,4 +193,4 @@ TEST_F(HaystackTest, BuiltinCorporaByName) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/eval/eval_test_util.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using ::testing::ElementsAre;
@@ -197,7 +197,7 @@ class LongBenchExamplesTest : public ::testing::Test {
     r.source = "lb.jsonl:1";
     return r;
   }
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<worker::Tokenizer> tokenizer_;
 };
 
 TEST_F(LongBenchExamplesTest, DefaultTemplateMetricAndLength) {
@@ -289,4 +289,4 @@ TEST_F(LongBenchExamplesTest, TakesTheFirstRecordsOfEachDataset) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

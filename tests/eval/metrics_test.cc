@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 TEST(NormalizeAnswerTest, LowersDropsPunctuationArticlesAndExtraSpace) {
@@ -175,4 +175,4 @@ TEST(MetricKindTest, NamesRoundTrip) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

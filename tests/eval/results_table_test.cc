@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using ::testing::HasSubstr;
@@ -151,4 +151,4 @@ TEST(ResultTableTest, JsonReplacesInvalidUtf8InNames) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace ripplekv::worker::eval_internal {
+namespace ripplekv::eval::internal {
 namespace {
 
 TEST(SplitMix64Test, MatchesTheReferenceSequence) {
@@ -44,4 +44,4 @@ TEST(SplitMix64Test, StreamSeedsDifferPerStream) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker::eval_internal
+}  // namespace ripplekv::eval::internal

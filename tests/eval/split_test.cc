@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/eval/eval_test_util.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using ::testing::HasSubstr;
@@ -68,7 +68,7 @@ class SplitConfinementTest : public ::testing::Test {
     tokenizer_ = testing::ByteTokenizer();
     ASSERT_NE(tokenizer_, nullptr);
   }
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<worker::Tokenizer> tokenizer_;
 };
 
 TEST_F(SplitConfinementTest, EveryExampleStaysInItsRegionOverManySeedsAndSizes) {
@@ -217,4 +217,4 @@ TEST_F(SplitConfinementTest, TheCheckFailsLoudlyOnAnExampleOutsideItsRegion) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 TEST(StudentTTest, QuantilesMatchTableValues) {
@@ -98,4 +98,4 @@ TEST(MeanWithCiTest, ConstantValuesHaveZeroWidth) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -16,7 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/eval/eval_test_util.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using ::testing::EndsWith;
@@ -49,7 +49,7 @@ class SyntheticTasksTest : public ::testing::Test {
 
   std::string Text(const std::vector<int32_t>& ids) const { return tokenizer_->Decode(ids); }
 
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<worker::Tokenizer> tokenizer_;
   std::unique_ptr<HaystackCorpus> corpus_;
 };
 
@@ -296,8 +296,9 @@ TEST_F(SyntheticTasksTest, TaskNamesRoundTrip) {
 }
 
 TEST(SyntheticTasksBookTest, PasskeyOverTomSawyerNeedleFollowsASentenceEnd) {
-  if (!std::filesystem::exists(std::string(kTomSawyer.path))) {
-    GTEST_SKIP() << kTomSawyer.path << " is missing: install " << kTomSawyer.package;
+  if (!std::filesystem::exists(std::string(worker::kTomSawyer.path))) {
+    GTEST_SKIP() << worker::kTomSawyer.path << " is missing: install "
+                 << worker::kTomSawyer.package;
   }
   auto tokenizer = testing::ByteTokenizer();
   auto corpus = LoadHaystackCorpus("tom-sawyer", *tokenizer);
@@ -326,4 +327,4 @@ TEST(SyntheticTasksBookTest, PasskeyOverTomSawyerNeedleFollowsASentenceEnd) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -25,9 +25,9 @@
 
 namespace {
 
-using ripplekv::worker::EvalExample;
-using ripplekv::worker::LongBenchRecord;
-using ripplekv::worker::MetricKind;
+using ripplekv::eval::EvalExample;
+using ripplekv::eval::LongBenchRecord;
+using ripplekv::eval::MetricKind;
 using ripplekv::worker::Tokenizer;
 
 void Require(bool property) {
@@ -66,17 +66,17 @@ void CheckMetrics(const LongBenchRecord& r, std::string_view body) {
   const std::string_view prediction = body.substr(0, 2048);  // the metrics are quadratic
   const std::string& truth = r.answers[0];
   if (truth.size() > 2048) return;
-  CheckScore(ripplekv::worker::QaF1Score(prediction, truth));
-  CheckScore(ripplekv::worker::QaF1ZhScore(prediction, truth));
-  CheckScore(ripplekv::worker::RougeLScore(prediction, truth));
-  CheckScore(ripplekv::worker::RougeLZhScore(prediction, truth));
-  CheckScore(ripplekv::worker::ClassificationScore(prediction, truth, r.all_classes));
-  CheckScore(ripplekv::worker::RetrievalScore(prediction, truth));
-  CheckScore(ripplekv::worker::RetrievalZhScore(prediction, truth));
-  CheckScore(ripplekv::worker::CountScore(prediction, truth));
-  CheckScore(ripplekv::worker::CodeSimScore(prediction, truth));
-  CheckScore(ripplekv::worker::StringMatchAll(prediction, r.answers));
-  CheckScore(ripplekv::worker::StringMatchPart(prediction, r.answers));
+  CheckScore(ripplekv::eval::QaF1Score(prediction, truth));
+  CheckScore(ripplekv::eval::QaF1ZhScore(prediction, truth));
+  CheckScore(ripplekv::eval::RougeLScore(prediction, truth));
+  CheckScore(ripplekv::eval::RougeLZhScore(prediction, truth));
+  CheckScore(ripplekv::eval::ClassificationScore(prediction, truth, r.all_classes));
+  CheckScore(ripplekv::eval::RetrievalScore(prediction, truth));
+  CheckScore(ripplekv::eval::RetrievalZhScore(prediction, truth));
+  CheckScore(ripplekv::eval::CountScore(prediction, truth));
+  CheckScore(ripplekv::eval::CodeSimScore(prediction, truth));
+  CheckScore(ripplekv::eval::StringMatchAll(prediction, r.answers));
+  CheckScore(ripplekv::eval::StringMatchPart(prediction, r.answers));
 }
 
 }  // namespace
@@ -87,13 +87,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
 
   if (mode & 1) {
-    auto templates = ripplekv::worker::ParseLongBenchTemplates(body, "fuzz.json");
+    auto templates = ripplekv::eval::ParseLongBenchTemplates(body, "fuzz.json");
     if (!templates.ok()) return 0;
     LongBenchRecord r;
     r.context = "c";
     r.input = "i";
     for (const auto& [dataset, t] : *templates) {
-      Require(ripplekv::worker::ExpandLongBenchTemplate(t.text, r).ok());
+      Require(ripplekv::eval::ExpandLongBenchTemplate(t.text, r).ok());
       Require(!t.max_new_tokens.has_value() || *t.max_new_tokens >= 1);
       Require(!t.metric.has_value() || *t.metric != MetricKind::kFidelity);
     }
@@ -102,8 +102,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   static ripplekv::fuzz::ScratchFile* const file = new ripplekv::fuzz::ScratchFile();
   auto load = [&]() -> ripplekv::StatusOr<std::vector<LongBenchRecord>> {
-    if (mode & 2) return ripplekv::worker::ReadLongBenchJsonl(file->path());
-    return ripplekv::worker::ParseLongBenchJsonl(body, "fuzz.jsonl");
+    if (mode & 2) return ripplekv::eval::ReadLongBenchJsonl(file->path());
+    return ripplekv::eval::ParseLongBenchJsonl(body, "fuzz.jsonl");
   };
   if (mode & 2) file->Write(body);
   auto records = load();
@@ -117,18 +117,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   const Tokenizer& tokenizer = TinyTokenizer();
-  ripplekv::worker::LongBenchTemplates templates;
+  ripplekv::eval::LongBenchTemplates templates;
   templates["*"] = {.text = "{context}|{input}", .metric = MetricKind::kQaF1};
-  const ripplekv::worker::LongBenchOptions options{.max_prompt_tokens = 64,
-                                                   .chat = (mode & 4) != 0};
-  auto examples = ripplekv::worker::MakeLongBenchExamples(*records, templates, tokenizer, options);
+  const ripplekv::eval::LongBenchOptions options{.max_prompt_tokens = 64, .chat = (mode & 4) != 0};
+  auto examples = ripplekv::eval::MakeLongBenchExamples(*records, templates, tokenizer, options);
   if (examples.ok()) {
     Require(examples->size() == records->size());
     for (const EvalExample& ex : *examples) {
       // At most 64 content tokens plus the chat markup (19 tokens with this vocabulary).
       Require(ex.prompt.size() <= 64 + 32);
       for (int32_t id : ex.prompt) Require(id >= 0 && id < tokenizer.vocab_size());
-      CheckScore(ripplekv::worker::ScoreAnswer(ex, body.substr(0, 2048)));
+      CheckScore(ripplekv::eval::ScoreAnswer(ex, body.substr(0, 2048)));
     }
   }
   for (const LongBenchRecord& r : *records) CheckMetrics(r, body);

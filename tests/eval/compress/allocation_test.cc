@@ -8,7 +8,7 @@
 #include <numeric>
 #include <random>
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 int64_t Sum(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
@@ -306,4 +306,4 @@ TEST(AllocationTest, FitBudgetsRejectsInfeasibleTotalsAndBadTargets) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -6,7 +6,7 @@
 
 #include "tests/eval/compress/naive_attention.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using testing::NaiveAttention;
@@ -17,9 +17,9 @@ using testing::SmallConfig;
 constexpr int kHeads = 4, kKvHeads = 2, kDim = 16, kLength = 37, kWindow = 8;
 
 struct Fixture {
-  ModelConfig config = SmallConfig(kHeads, kKvHeads, kDim);
+  worker::ModelConfig config = SmallConfig(kHeads, kKvHeads, kDim);
   std::mt19937_64 rng{11};
-  KvCache cache = RandomCache(config, kLength, rng);
+  worker::KvCache cache = RandomCache(config, kLength, rng);
   const double scale = 1.0 / std::sqrt(static_cast<double>(kDim));
 };
 
@@ -137,4 +137,4 @@ TEST(AttentionStatsTest, TemporalShiftIsZeroForASingleQueryWindow) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

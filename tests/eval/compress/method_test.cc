@@ -10,10 +10,10 @@
 
 #include "tests/worker/engine/tiny_model.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
-using testing::MakeTinyModel;
+using worker::testing::MakeTinyModel;
 
 constexpr int kPrompt = 64;
 constexpr int kDecode = 5;
@@ -30,7 +30,7 @@ class MethodTest : public ::testing::Test {
  protected:
   MethodTest()
       : model_(MakeTinyModel({.n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .seed = 21})),
-        transformer_(std::move(Transformer::Create(model_, {}).value())),
+        transformer_(std::move(worker::Transformer::Create(model_, {}).value())),
         tokens_(Tokens(kPrompt + kDecode, model_.config.vocab_size)) {
     options_.window = 8;
   }
@@ -39,7 +39,7 @@ class MethodTest : public ::testing::Test {
   std::span<const int32_t> continuation() const { return std::span(tokens_).subspan(kPrompt); }
 
   // Prefill, plan, compress; returns the report and leaves the compressed cache in `cache`.
-  StatusOr<CompressReport> Run(std::string_view name, int average, KvCache& cache,
+  StatusOr<CompressReport> Run(std::string_view name, int average, worker::KvCache& cache,
                                std::span<const int> map = {}) {
     ASSIGN_OR_RETURN(const Method method, ParseMethod(name));
     ASSIGN_OR_RETURN(
@@ -52,18 +52,19 @@ class MethodTest : public ::testing::Test {
   }
 
   // Teacher-forced decode of the continuation at the true positions kPrompt, kPrompt + 1, ...
-  StatusOr<kernels::Tensor> Decode(KvCache& cache) {
+  StatusOr<kernels::Tensor> Decode(worker::KvCache& cache) {
     std::vector<int32_t> positions(kDecode);
     std::iota(positions.begin(), positions.end(), kPrompt);
     ASSIGN_OR_RETURN(
-        ForwardResult r,
+        worker::ForwardResult r,
         transformer_.Forward(
-            {.tokens = continuation(), .positions = positions, .logits = LogitRows::kAll}, cache));
+            {.tokens = continuation(), .positions = positions, .logits = worker::LogitRows::kAll},
+            cache));
     return std::move(r.logits);
   }
 
-  Model model_;
-  Transformer transformer_;
+  worker::Model model_;
+  worker::Transformer transformer_;
   std::vector<int32_t> tokens_;
   CompressOptions options_;
   std::vector<int> last_budgets_;
@@ -124,7 +125,7 @@ TEST_F(MethodTest, KeptCountsEqualBudgetsAndTotalsAreEqualAcrossMethods) {
   for (const char* name :
        {"ripple+snapkv", "pyramid+snapkv", "uniform+snapkv", "cake", "streaming", "h2o",
         "cake+snapkv", "pyramid+h2o", "map+streaming", "uniform+cake", "cake+h2o"}) {
-    KvCache cache(model_.config, kPrompt + kDecode);
+    worker::KvCache cache(model_.config, kPrompt + kDecode);
     auto report = Run(name, average, cache, kRippleMap);
     ASSERT_TRUE(report.ok()) << name << ": " << report.status();
     EXPECT_EQ(report->kept, last_budgets_) << name;
@@ -142,14 +143,14 @@ TEST_F(MethodTest, KeptCountsEqualBudgetsAndTotalsAreEqualAcrossMethods) {
 }
 
 TEST_F(MethodTest, RippleAndMapUseTheGivenBudgetsExactly) {
-  KvCache cache(model_.config, kPrompt + kDecode);
+  worker::KvCache cache(model_.config, kPrompt + kDecode);
   auto report = Run("ripple+snapkv", 32, cache, kRippleMap);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->kept, kRippleMap);
 }
 
 TEST_F(MethodTest, SnapKvKeepsTheObservationWindowInEveryLayerAndHead) {
-  KvCache cache(model_.config, kPrompt + kDecode);
+  worker::KvCache cache(model_.config, kPrompt + kDecode);
   ASSERT_TRUE(Run("pyramid+snapkv", 20, cache).ok());
   for (int l = 0; l < 4; ++l) {
     for (int h = 0; h < 2; ++h) {
@@ -163,7 +164,7 @@ TEST_F(MethodTest, SnapKvKeepsTheObservationWindowInEveryLayerAndHead) {
 }
 
 TEST_F(MethodTest, StreamingKeepsSinksAndRecentTokens) {
-  KvCache cache(model_.config, kPrompt + kDecode);
+  worker::KvCache cache(model_.config, kPrompt + kDecode);
   ASSERT_TRUE(Run("streaming", 10, cache).ok());
   const std::vector<int32_t> expected{0, 1, 2, 3, 58, 59, 60, 61, 62, 63};
   for (int l = 0; l < 4; ++l) {
@@ -176,12 +177,13 @@ TEST_F(MethodTest, StreamingKeepsSinksAndRecentTokens) {
 }
 
 TEST_F(MethodTest, FullAndGenerousBudgetsDecodeBitIdenticallyToTheUncompressedCache) {
-  KvCache plain(model_.config, kPrompt + kDecode);
-  ASSERT_TRUE(transformer_.Forward({.tokens = prompt(), .logits = LogitRows::kNone}, plain).ok());
+  worker::KvCache plain(model_.config, kPrompt + kDecode);
+  ASSERT_TRUE(
+      transformer_.Forward({.tokens = prompt(), .logits = worker::LogitRows::kNone}, plain).ok());
   auto reference = Decode(plain);
   ASSERT_TRUE(reference.ok());
   for (const char* name : {"full", "uniform+snapkv", "cake", "h2o", "streaming"}) {
-    KvCache cache(model_.config, kPrompt + kDecode);
+    worker::KvCache cache(model_.config, kPrompt + kDecode);
     auto report = Run(name, kPrompt + 7, cache);  // budget above the prompt: keep everything
     ASSERT_TRUE(report.ok()) << name << ": " << report.status();
     EXPECT_EQ(report->kept, std::vector<int>(4, kPrompt)) << name;
@@ -193,7 +195,7 @@ TEST_F(MethodTest, FullAndGenerousBudgetsDecodeBitIdenticallyToTheUncompressedCa
 }
 
 TEST_F(MethodTest, DecodingOnACompressedCacheUsesTruePositions) {
-  KvCache cache(model_.config, kPrompt + kDecode);
+  worker::KvCache cache(model_.config, kPrompt + kDecode);
   auto report = Run("uniform+snapkv", 16, cache);
   ASSERT_TRUE(report.ok()) << report.status();
   auto logits = Decode(cache);
@@ -205,8 +207,9 @@ TEST_F(MethodTest, DecodingOnACompressedCacheUsesTruePositions) {
     EXPECT_EQ(cache.Position(l, 0, 16 + kDecode - 1), kPrompt + kDecode - 1);
   }
   // Compression changed what the model sees: the logits differ from the full cache's.
-  KvCache plain(model_.config, kPrompt + kDecode);
-  ASSERT_TRUE(transformer_.Forward({.tokens = prompt(), .logits = LogitRows::kNone}, plain).ok());
+  worker::KvCache plain(model_.config, kPrompt + kDecode);
+  ASSERT_TRUE(
+      transformer_.Forward({.tokens = prompt(), .logits = worker::LogitRows::kNone}, plain).ok());
   auto reference = Decode(plain);
   ASSERT_TRUE(reference.ok());
   double max_diff = 0;
@@ -217,7 +220,7 @@ TEST_F(MethodTest, DecodingOnACompressedCacheUsesTruePositions) {
 }
 
 TEST_F(MethodTest, PlanningErrorsAreClear) {
-  KvCache cache(model_.config, kPrompt);
+  worker::KvCache cache(model_.config, kPrompt);
   auto p = PrefillObserved(transformer_, prompt(), {.window = 8, .accumulated = true}, cache);
   ASSERT_TRUE(p.ok());
   // A map-based method without a map, or with the wrong total.
@@ -231,7 +234,7 @@ TEST_F(MethodTest, PlanningErrorsAreClear) {
   EXPECT_EQ(PlanBudgets(*ParseMethod("snapkv"), 7, p->layers, options_).status().code(),
             absl::StatusCode::kInvalidArgument);
   // CAKE allocation without window statistics.
-  KvCache bare(model_.config, kPrompt);
+  worker::KvCache bare(model_.config, kPrompt);
   auto q = PrefillObserved(transformer_, prompt(), {.window_stats = false}, bare);
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(PlanBudgets(*ParseMethod("cake"), 32, q->layers, options_).status().code(),
@@ -244,11 +247,11 @@ TEST_F(MethodTest, PlanningErrorsAreClear) {
   auto below = CompressCache(snap, std::vector<int>{32, 4, 32, 32}, p->layers, options_, cache);
   EXPECT_EQ(below.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(below.status().message()), ::testing::HasSubstr("layer 1"));
-  KvCache other(model_.config, kPrompt);
+  worker::KvCache other(model_.config, kPrompt);
   EXPECT_EQ(
       CompressCache(snap, std::vector<int>(4, 32), p->layers, options_, other).status().code(),
       absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -12,7 +12,7 @@
 #include "worker/engine/kv_cache.h"
 #include "worker/model/model.h"
 
-namespace ripplekv::worker::testing {
+namespace ripplekv::eval::testing {
 
 // attn[h][i][j]: softmax over keys j <= i (positions 0..n-1, entry j at position j) of
 // q_i . k_j / sqrt(d) for the queries q [rows, n_heads, d] at positions first_row .. first_row +
@@ -20,7 +20,7 @@ namespace ripplekv::worker::testing {
 inline std::vector<std::vector<std::vector<double>>> NaiveAttention(const std::vector<float>& q,
                                                                     int rows, int first_row,
                                                                     int n_heads,
-                                                                    const KvCache& cache,
+                                                                    const worker::KvCache& cache,
                                                                     int layer) {
   const int d = cache.head_dim(), n = cache.length(layer);
   const int group = n_heads / cache.n_kv_heads();
@@ -46,8 +46,9 @@ inline std::vector<std::vector<std::vector<double>>> NaiveAttention(const std::v
 }
 
 // A cache whose layer 0 holds n random keys (and values) at positions 0..n-1.
-inline KvCache RandomCache(const ModelConfig& c, int n, std::mt19937_64& rng, float scale = 1.0f) {
-  KvCache cache(c, n);
+inline worker::KvCache RandomCache(const worker::ModelConfig& c, int n, std::mt19937_64& rng,
+                                   float scale = 1.0f) {
+  worker::KvCache cache(c, n);
   std::normal_distribution<float> normal(0.0f, scale);
   std::vector<float> k(static_cast<size_t>(n) * c.n_kv_heads * c.head_dim), v(k.size());
   for (float& x : k) x = normal(rng);
@@ -66,8 +67,8 @@ inline std::vector<float> RandomQueries(int rows, int n_heads, int d, std::mt199
   return q;
 }
 
-inline ModelConfig SmallConfig(int n_heads, int n_kv_heads, int head_dim) {
-  ModelConfig c;
+inline worker::ModelConfig SmallConfig(int n_heads, int n_kv_heads, int head_dim) {
+  worker::ModelConfig c;
   c.n_layers = 1;
   c.n_heads = n_heads;
   c.n_kv_heads = n_kv_heads;
@@ -76,4 +77,4 @@ inline ModelConfig SmallConfig(int n_heads, int n_kv_heads, int head_dim) {
   return c;
 }
 
-}  // namespace ripplekv::worker::testing
+}  // namespace ripplekv::eval::testing

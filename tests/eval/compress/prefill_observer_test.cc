@@ -11,10 +11,10 @@
 #include "tests/eval/compress/naive_attention.h"
 #include "tests/worker/engine/tiny_model.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
-using testing::MakeTinyModel;
+using worker::testing::MakeTinyModel;
 
 std::vector<int32_t> Tokens(int n, int vocab, uint32_t seed = 3) {
   std::mt19937 rng(seed);
@@ -23,13 +23,13 @@ std::vector<int32_t> Tokens(int n, int vocab, uint32_t seed = 3) {
   return t;
 }
 
-Transformer MakeTransformer(const Model& m, int threads = 1) {
-  auto t = Transformer::Create(m, {.num_threads = threads});
+worker::Transformer MakeTransformer(const worker::Model& m, int threads = 1) {
+  auto t = worker::Transformer::Create(m, {.num_threads = threads});
   EXPECT_TRUE(t.ok()) << t.status();
   return std::move(t).value();
 }
 
-bool SameLayer(const KvCache& a, const KvCache& b, int layer) {
+bool SameLayer(const worker::KvCache& a, const worker::KvCache& b, int layer) {
   if (a.length(layer) != b.length(layer)) return false;
   for (int h = 0; h < a.n_kv_heads(); ++h) {
     for (int i = 0; i < a.length(layer); ++i) {
@@ -47,10 +47,10 @@ bool SameLayer(const KvCache& a, const KvCache& b, int layer) {
 
 TEST(PrefillObserverTest, CacheAndLastLogitsAreBitIdenticalToForward) {
   for (int threads : {1, 2}) {
-    const Model m = MakeTinyModel({.n_layers = 3, .n_heads = 4, .n_kv_heads = 2});
-    const Transformer t = MakeTransformer(m, threads);
+    const worker::Model m = MakeTinyModel({.n_layers = 3, .n_heads = 4, .n_kv_heads = 2});
+    const worker::Transformer t = MakeTransformer(m, threads);
     const auto tokens = Tokens(150, m.config.vocab_size);  // > one 128-query attention block
-    KvCache forward_cache(m.config, 150), observed_cache(m.config, 150);
+    worker::KvCache forward_cache(m.config, 150), observed_cache(m.config, 150);
     auto forward = t.Forward({.tokens = tokens}, forward_cache);
     ASSERT_TRUE(forward.ok());
     auto observed = PrefillObserved(t, tokens, {.window = 16, .accumulated = true}, observed_cache);
@@ -67,9 +67,10 @@ TEST(PrefillObserverTest, CacheAndLastLogitsAreBitIdenticalToForward) {
 
 // Runs the layers with a hook that does what Forward does and keeps each layer's queries, so the
 // statistics can be recomputed naively from the very same q and k.
-std::vector<std::vector<float>> CaptureQueries(const Transformer& t,
-                                               std::span<const int32_t> tokens, KvCache& cache) {
-  const ModelConfig& c = t.config();
+std::vector<std::vector<float>> CaptureQueries(const worker::Transformer& t,
+                                               std::span<const int32_t> tokens,
+                                               worker::KvCache& cache) {
+  const worker::ModelConfig& c = t.config();
   std::vector<std::vector<float>> queries(c.n_layers);
   auto attend = [&](int layer, const kernels::TensorView& q3, kernels::Tensor& k,
                     kernels::Tensor& v, std::span<const int32_t> pos,
@@ -88,11 +89,11 @@ std::vector<std::vector<float>> CaptureQueries(const Transformer& t,
 }
 
 TEST(PrefillObserverTest, StatisticsEqualNaiveAttentionOfEveryLayer) {
-  const Model m = MakeTinyModel({.n_layers = 3, .n_heads = 4, .n_kv_heads = 2});
-  const Transformer t = MakeTransformer(m);
+  const worker::Model m = MakeTinyModel({.n_layers = 3, .n_heads = 4, .n_kv_heads = 2});
+  const worker::Transformer t = MakeTransformer(m);
   const int n = 40, w = 8, heads = m.config.n_heads;
   const auto tokens = Tokens(n, m.config.vocab_size, 9);
-  KvCache cache(m.config, n), reference(m.config, n);
+  worker::KvCache cache(m.config, n), reference(m.config, n);
   auto observed = PrefillObserved(t, tokens, {.window = w, .accumulated = true}, cache);
   ASSERT_TRUE(observed.ok()) << observed.status();
   const auto queries = CaptureQueries(t, tokens, reference);
@@ -128,15 +129,15 @@ TEST(PrefillObserverTest, StatisticsEqualNaiveAttentionOfEveryLayer) {
 }
 
 TEST(PrefillObserverTest, SkipsStatisticsThatWereNotAskedFor) {
-  const Model m = MakeTinyModel();
-  const Transformer t = MakeTransformer(m);
+  const worker::Model m = MakeTinyModel();
+  const worker::Transformer t = MakeTransformer(m);
   const auto tokens = Tokens(20, m.config.vocab_size);
-  KvCache cache(m.config, 20);
+  worker::KvCache cache(m.config, 20);
   auto observed = PrefillObserved(t, tokens, {.window = 4}, cache);
   ASSERT_TRUE(observed.ok());
   EXPECT_TRUE(observed->layers[0].has_window());
   EXPECT_FALSE(observed->layers[0].has_accumulated());
-  KvCache bare_cache(m.config, 20);
+  worker::KvCache bare_cache(m.config, 20);
   observed = PrefillObserved(t, tokens, {.window_stats = false}, bare_cache);
   ASSERT_TRUE(observed.ok());
   EXPECT_FALSE(observed->layers[1].has_window());
@@ -145,10 +146,10 @@ TEST(PrefillObserverTest, SkipsStatisticsThatWereNotAskedFor) {
 }
 
 TEST(PrefillObserverTest, WindowLongerThanThePromptCoversThePrompt) {
-  const Model m = MakeTinyModel();
-  const Transformer t = MakeTransformer(m);
+  const worker::Model m = MakeTinyModel();
+  const worker::Transformer t = MakeTransformer(m);
   const auto tokens = Tokens(10, m.config.vocab_size);
-  KvCache cache(m.config, 10);
+  worker::KvCache cache(m.config, 10);
   auto observed = PrefillObserved(t, tokens, {.window = 32}, cache);
   ASSERT_TRUE(observed.ok());
   EXPECT_EQ(observed->layers[0].window, 10);
@@ -157,17 +158,17 @@ TEST(PrefillObserverTest, WindowLongerThanThePromptCoversThePrompt) {
 }
 
 TEST(PrefillObserverTest, RejectsANonEmptyOrSmallCacheAndBadInput) {
-  const Model m = MakeTinyModel();
-  const Transformer t = MakeTransformer(m);
+  const worker::Model m = MakeTinyModel();
+  const worker::Transformer t = MakeTransformer(m);
   const auto tokens = Tokens(12, m.config.vocab_size);
-  KvCache small(m.config, 11);
+  worker::KvCache small(m.config, 11);
   EXPECT_EQ(PrefillObserved(t, tokens, {}, small).status().code(),
             absl::StatusCode::kResourceExhausted);
-  KvCache used(m.config, 30);
+  worker::KvCache used(m.config, 30);
   ASSERT_TRUE(PrefillObserved(t, tokens, {}, used).ok());
   EXPECT_EQ(PrefillObserved(t, tokens, {}, used).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  KvCache fresh(m.config, 30);
+  worker::KvCache fresh(m.config, 30);
   EXPECT_EQ(PrefillObserved(t, {}, {}, fresh).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PrefillObserved(t, tokens, {.window = 0}, fresh).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -176,4 +177,4 @@ TEST(PrefillObserverTest, RejectsANonEmptyOrSmallCacheAndBadInput) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

@@ -10,7 +10,7 @@
 
 #include "tests/eval/compress/naive_attention.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 using testing::NaiveAttention;
@@ -29,9 +29,9 @@ struct Layer {
 };
 
 Layer MakeLayer(uint64_t seed) {
-  const ModelConfig config = SmallConfig(kHeads, kKvHeads, kDim);
+  const worker::ModelConfig config = SmallConfig(kHeads, kKvHeads, kDim);
   std::mt19937_64 rng(seed);
-  KvCache cache = RandomCache(config, kLength, rng);
+  worker::KvCache cache = RandomCache(config, kLength, rng);
   const auto q = RandomQueries(kLength, kHeads, kDim, rng, 2.5f);
   const double scale = 1.0 / std::sqrt(static_cast<double>(kDim));
   Layer layer;
@@ -296,4 +296,4 @@ TEST(SelectionTest, MinimumBudgetsPerSelection) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval

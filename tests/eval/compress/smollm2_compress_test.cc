@@ -18,7 +18,7 @@
 #include "worker/model/model_loader.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::eval {
 namespace {
 
 constexpr int kPrompt = 512;
@@ -30,17 +30,17 @@ class SmolLM2CompressTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const char* path = std::getenv("RIPPLEKV_SMOLLM2_GGUF");
     if (path == nullptr) return;
-    auto model = LoadModel(path);
+    auto model = worker::LoadModel(path);
     ASSERT_TRUE(model.ok()) << model.status();
-    model_ = new Model(std::move(model).value());
-    auto t = Transformer::Create(*model_, {.num_threads = 2});
+    model_ = new worker::Model(std::move(model).value());
+    auto t = worker::Transformer::Create(*model_, {.num_threads = 2});
     ASSERT_TRUE(t.ok());
-    transformer_ = new Transformer(std::move(t).value());
-    auto file = GgufFile::Open(path);
+    transformer_ = new worker::Transformer(std::move(t).value());
+    auto file = worker::GgufFile::Open(path);
     ASSERT_TRUE(file.ok());
-    auto tok = TokenizerFromGguf(**file);
+    auto tok = worker::TokenizerFromGguf(**file);
     ASSERT_TRUE(tok.ok()) << tok.status();
-    auto text = ReadBuiltinCorpus(kSherlockHolmes);
+    auto text = worker::ReadBuiltinCorpus(worker::kSherlockHolmes);
     ASSERT_TRUE(text.ok()) << text.status();
     tokens_ = new std::vector<int32_t>((*tok)->Encode(*text, {.add_special = false}));
     ASSERT_GE(tokens_->size(), static_cast<size_t>(kOffset + kPrompt + kDecode));
@@ -64,10 +64,11 @@ class SmolLM2CompressTest : public ::testing::Test {
   // Logits [kDecode, vocab] of the continuation after compressing the prompt's cache with
   // `method` at average budget `average` (0 = no compression at all, plain Forward prefill).
   static kernels::Tensor DecodeAfter(std::string_view method_name, int average) {
-    KvCache cache(model_->config, kPrompt + kDecode);
+    worker::KvCache cache(model_->config, kPrompt + kDecode);
     if (average == 0) {
       EXPECT_TRUE(
-          transformer_->Forward({.tokens = Prompt(), .logits = LogitRows::kNone}, cache).ok());
+          transformer_->Forward({.tokens = Prompt(), .logits = worker::LogitRows::kNone}, cache)
+              .ok());
     } else {
       const CompressOptions options;  // published defaults: window 32, max-pool 7, 4 sinks ...
       auto method = ParseMethod(method_name);
@@ -84,7 +85,8 @@ class SmolLM2CompressTest : public ::testing::Test {
     std::vector<int32_t> positions(kDecode);
     std::iota(positions.begin(), positions.end(), kPrompt);
     auto out = transformer_->Forward(
-        {.tokens = Continuation(), .positions = positions, .logits = LogitRows::kAll}, cache);
+        {.tokens = Continuation(), .positions = positions, .logits = worker::LogitRows::kAll},
+        cache);
     EXPECT_TRUE(out.ok()) << out.status();
     return std::move(out->logits);
   }
@@ -95,12 +97,12 @@ class SmolLM2CompressTest : public ::testing::Test {
     return std::accumulate(kl.begin(), kl.end(), 0.0) / kDecode;
   }
 
-  static Model* model_;
-  static Transformer* transformer_;
+  static worker::Model* model_;
+  static worker::Transformer* transformer_;
   static std::vector<int32_t>* tokens_;
 };
-Model* SmolLM2CompressTest::model_ = nullptr;
-Transformer* SmolLM2CompressTest::transformer_ = nullptr;
+worker::Model* SmolLM2CompressTest::model_ = nullptr;
+worker::Transformer* SmolLM2CompressTest::transformer_ = nullptr;
 std::vector<int32_t>* SmolLM2CompressTest::tokens_ = nullptr;
 
 TEST_F(SmolLM2CompressTest, GenerousSnapKvStaysCloseToFullAndTinyStreamingMovesMore) {
@@ -126,4 +128,4 @@ TEST_F(SmolLM2CompressTest, EveryMethodAtOneBudgetSpendsTheSameMemory) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::eval
