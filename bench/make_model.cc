@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   bool list = false, quiet = false;
   std::string shapes;
-  for (const auto& s : ripplekv::worker::SyntheticShapes()) {
+  for (const auto& s : ripplekv::bench::SyntheticShapes()) {
     shapes += shapes.empty() ? "" : "|";
     shapes += s.name;
   }
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? kExitOk : kExitBadInput;
   }
   if (list) {
-    for (const auto& s : ripplekv::worker::SyntheticShapes()) {
+    for (const auto& s : ripplekv::bench::SyntheticShapes()) {
       std::printf("%-14s %-16s %3d layers  d %5d  ffn %5d  heads %2d/%d  vocab %6d\n",
                   std::string(s.name).c_str(), std::string(s.description).c_str(), s.n_layers,
                   s.d_model, s.d_ff, s.n_heads, s.n_kv_heads, s.vocab_size);
@@ -75,13 +75,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ripplekv-make-model: error: --shape and --out are required (--help)\n");
     return kExitBadInput;
   }
-  auto shape = ripplekv::worker::FindSyntheticShape(shape_name);
+  auto shape = ripplekv::bench::FindSyntheticShape(shape_name);
   if (!shape.ok()) {
     std::fprintf(stderr, "ripplekv-make-model: error: %s\n",
                  std::string(shape.status().message()).c_str());
     return kExitBadInput;
   }
-  ripplekv::worker::SyntheticModelOptions options;
+  ripplekv::bench::SyntheticModelOptions options;
   options.shape = *shape;
   options.n_layers = layers;
   options.vocab_size = vocab;
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
       std::fflush(stderr);
     };
   }
-  auto stats = ripplekv::worker::WriteSyntheticModel(out, options);
+  auto stats = ripplekv::bench::WriteSyntheticModel(out, options);
   if (!quiet) std::fprintf(stderr, "\n");
   if (!stats.ok()) {
     std::fprintf(stderr, "ripplekv-make-model: error: %s\n",

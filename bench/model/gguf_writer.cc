@@ -15,7 +15,7 @@
 #include "base/strings.h"
 #include "kernels/dequant/dequant.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::bench {
 
 namespace {
 
@@ -34,7 +34,7 @@ void PutString(std::vector<uint8_t>& out, std::string_view s) {
   out.insert(out.end(), s.begin(), s.end());
 }
 
-std::vector<uint8_t> Typed(GgufValueType type) {
+std::vector<uint8_t> Typed(worker::GgufValueType type) {
   std::vector<uint8_t> out;
   Put<uint32_t>(out, static_cast<uint32_t>(type));
   return out;
@@ -72,60 +72,60 @@ Status GgufStreamWriter::CheckAlignment() const {
 }
 
 void GgufStreamWriter::SetUint32(std::string_view key, uint32_t value) {
-  std::vector<uint8_t> v = Typed(GgufValueType::kUint32);
+  std::vector<uint8_t> v = Typed(worker::GgufValueType::kUint32);
   Put(v, value);
   kvs_.push_back({std::string(key), std::move(v)});
 }
 
 void GgufStreamWriter::SetInt32(std::string_view key, int32_t value) {
-  std::vector<uint8_t> v = Typed(GgufValueType::kInt32);
+  std::vector<uint8_t> v = Typed(worker::GgufValueType::kInt32);
   Put(v, value);
   kvs_.push_back({std::string(key), std::move(v)});
 }
 
 void GgufStreamWriter::SetUint64(std::string_view key, uint64_t value) {
-  std::vector<uint8_t> v = Typed(GgufValueType::kUint64);
+  std::vector<uint8_t> v = Typed(worker::GgufValueType::kUint64);
   Put(v, value);
   kvs_.push_back({std::string(key), std::move(v)});
 }
 
 void GgufStreamWriter::SetFloat32(std::string_view key, float value) {
-  std::vector<uint8_t> v = Typed(GgufValueType::kFloat32);
+  std::vector<uint8_t> v = Typed(worker::GgufValueType::kFloat32);
   Put(v, value);
   kvs_.push_back({std::string(key), std::move(v)});
 }
 
 void GgufStreamWriter::SetBool(std::string_view key, bool value) {
-  std::vector<uint8_t> v = Typed(GgufValueType::kBool);
+  std::vector<uint8_t> v = Typed(worker::GgufValueType::kBool);
   Put<uint8_t>(v, value ? 1 : 0);
   kvs_.push_back({std::string(key), std::move(v)});
 }
 
 void GgufStreamWriter::SetString(std::string_view key, std::string_view value) {
-  std::vector<uint8_t> v = Typed(GgufValueType::kString);
+  std::vector<uint8_t> v = Typed(worker::GgufValueType::kString);
   PutString(v, value);
   kvs_.push_back({std::string(key), std::move(v)});
 }
 
 void GgufStreamWriter::SetStringArray(std::string_view key, std::span<const std::string> values) {
-  std::vector<uint8_t> v = Typed(GgufValueType::kArray);
-  Put<uint32_t>(v, static_cast<uint32_t>(GgufValueType::kString));
+  std::vector<uint8_t> v = Typed(worker::GgufValueType::kArray);
+  Put<uint32_t>(v, static_cast<uint32_t>(worker::GgufValueType::kString));
   Put<uint64_t>(v, values.size());
   for (const std::string& s : values) PutString(v, s);
   kvs_.push_back({std::string(key), std::move(v)});
 }
 
 void GgufStreamWriter::SetInt32Array(std::string_view key, std::span<const int32_t> values) {
-  std::vector<uint8_t> v = Typed(GgufValueType::kArray);
-  Put<uint32_t>(v, static_cast<uint32_t>(GgufValueType::kInt32));
+  std::vector<uint8_t> v = Typed(worker::GgufValueType::kArray);
+  Put<uint32_t>(v, static_cast<uint32_t>(worker::GgufValueType::kInt32));
   Put<uint64_t>(v, values.size());
   for (int32_t x : values) Put(v, x);
   kvs_.push_back({std::string(key), std::move(v)});
 }
 
 void GgufStreamWriter::SetFloat32Array(std::string_view key, std::span<const float> values) {
-  std::vector<uint8_t> v = Typed(GgufValueType::kArray);
-  Put<uint32_t>(v, static_cast<uint32_t>(GgufValueType::kFloat32));
+  std::vector<uint8_t> v = Typed(worker::GgufValueType::kArray);
+  Put<uint32_t>(v, static_cast<uint32_t>(worker::GgufValueType::kFloat32));
   Put<uint64_t>(v, values.size());
   for (float x : values) Put(v, x);
   kvs_.push_back({std::string(key), std::move(v)});
@@ -362,4 +362,4 @@ Status GgufStreamWriter::Finish() {
   return absl::OkStatus();
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::bench

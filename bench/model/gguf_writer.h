@@ -29,7 +29,7 @@
 #include "kernels/dequant/ggml_types.h"
 #include "worker/model/gguf_reader.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::bench {
 
 struct GgufWriterOptions {
   uint32_t version = 3;     // GGUF version: 2 or 3 (same layout for what this writer emits)
@@ -126,4 +126,4 @@ class GgufStreamWriter {
   uint64_t current_done_ = 0;  // its bytes written so far
 };
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::bench

@@ -16,7 +16,7 @@
 #include "kernels/dequant/dequant.h"
 #include "kernels/dequant/quantize.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::bench {
 
 namespace {
 
@@ -463,4 +463,4 @@ StatusOr<SyntheticModelStats> WriteSyntheticModel(const std::string& path,
   return stats;
 }
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::bench

@@ -29,7 +29,7 @@
 #include "base/status.h"
 #include "kernels/dequant/ggml_types.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::bench {
 
 // A published model's shape and the metadata of its GGUF conversion.
 struct SyntheticShape {
@@ -93,4 +93,4 @@ struct SyntheticModelStats {
 [[nodiscard]] StatusOr<SyntheticModelStats> WriteSyntheticModel(
     const std::string& path, const SyntheticModelOptions& options);
 
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::bench

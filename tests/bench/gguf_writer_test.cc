@@ -14,7 +14,7 @@
 #include "kernels/tensor/tensor.h"
 #include "worker/model/gguf_reader.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::bench {
 namespace {
 
 using kernels::GgmlType;
@@ -84,16 +84,16 @@ TEST_F(GgufWriterTest, MetadataAndTensorsRoundTripThroughTheReader) {
   EXPECT_EQ(std::filesystem::file_size(path), w.file_size());
   EXPECT_EQ(Files(), std::vector<std::string>{"m.gguf"});
 
-  auto file = GgufFile::Open(path);
+  auto file = worker::GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
-  const GgufFile& f = **file;
+  const worker::GgufFile& f = **file;
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.alignment(), 32u);
   EXPECT_EQ(*f.GetString("general.architecture"), "llama");
   EXPECT_EQ(*f.GetInt("u32"), 4000000000);
-  EXPECT_EQ(f.Find("u32")->type, GgufValueType::kUint32);
+  EXPECT_EQ(f.Find("u32")->type, worker::GgufValueType::kUint32);
   EXPECT_EQ(*f.GetInt("i32"), -7);
-  EXPECT_EQ(f.Find("i32")->type, GgufValueType::kInt32);
+  EXPECT_EQ(f.Find("i32")->type, worker::GgufValueType::kInt32);
   EXPECT_EQ(*f.GetInt("u64"), int64_t{1} << 40);
   EXPECT_EQ(*f.GetFloat("f32"), 0.25);
   EXPECT_TRUE(*f.GetBool("yes"));
@@ -104,7 +104,7 @@ TEST_F(GgufWriterTest, MetadataAndTensorsRoundTripThroughTheReader) {
   ASSERT_EQ(f.tensors().size(), 3u);
   const std::vector<uint8_t>* data[] = {&q4, &norm, &h};
   for (size_t i = 0; i < 3; ++i) {
-    const GgufTensorInfo& t = f.tensors()[i];
+    const worker::GgufTensorInfo& t = f.tensors()[i];
     EXPECT_EQ(t.name, w.tensors()[i].name);
     EXPECT_EQ(t.dims, w.tensors()[i].dims);
     EXPECT_EQ(t.type, w.tensors()[i].type);
@@ -126,7 +126,7 @@ TEST_F(GgufWriterTest, QuantizedTensorDecodesToItsValues) {
   ASSERT_TRUE(w.Open(Path("q.gguf")).ok());
   ASSERT_TRUE(w.Write(q).ok());
   ASSERT_TRUE(w.Finish().ok());
-  auto f = GgufFile::Open(Path("q.gguf"));
+  auto f = worker::GgufFile::Open(Path("q.gguf"));
   ASSERT_TRUE(f.ok()) << f.status();
   auto t = (*f)->LoadTensor((*f)->tensors()[0]);
   ASSERT_TRUE(t.ok()) << t.status();
@@ -142,7 +142,7 @@ TEST_F(GgufWriterTest, OtherAlignmentIsWrittenAsMetadata) {
   ASSERT_TRUE(w.Open(Path("a.gguf")).ok());
   ASSERT_TRUE(w.Write(Bytes(24, 9)).ok());
   ASSERT_TRUE(w.Finish().ok());
-  auto f = GgufFile::Open(Path("a.gguf"));
+  auto f = worker::GgufFile::Open(Path("a.gguf"));
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ((*f)->version(), 2u);
   EXPECT_EQ((*f)->alignment(), 64u);
@@ -217,4 +217,4 @@ TEST_F(GgufWriterTest, MissingDirectoryIsNotFound) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::bench

@@ -19,7 +19,7 @@
 #include "worker/model/model_loader.h"
 #include "worker/tokenizer/tokenizer.h"
 
-namespace ripplekv::worker {
+namespace ripplekv::bench {
 namespace {
 
 using kernels::GgmlType;
@@ -121,9 +121,9 @@ TEST(SyntheticShapeTest, ShapesAreThePublishedConfigs) {
 // Loads the file, checks the config against the shape, builds the tokenizer and runs a prefill
 // of 16 tokens recording every layer's input: everything finite and of moderate size.
 void CheckModel(const std::string& path, const SyntheticShape& shape, int layers, int vocab) {
-  auto file = GgufFile::Open(path);
+  auto file = worker::GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
-  auto config = ReadGgufConfig(**file);
+  auto config = worker::ReadGgufConfig(**file);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->architecture, shape.architecture);
   EXPECT_EQ(config->n_layers, layers);
@@ -140,7 +140,7 @@ void CheckModel(const std::string& path, const SyntheticShape& shape, int layers
   EXPECT_EQ(config->tied_embeddings, shape.tied_embeddings);
   EXPECT_EQ(*(*file)->GetString("ripplekv.synthetic.shape"), shape.name);
 
-  auto tokenizer = TokenizerFromGguf(**file);
+  auto tokenizer = worker::TokenizerFromGguf(**file);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_EQ((*tokenizer)->vocab_size(), vocab);
   EXPECT_EQ((*tokenizer)->bos_id(), shape.bos);
@@ -153,18 +153,18 @@ void CheckModel(const std::string& path, const SyntheticShape& shape, int layers
   ids.resize(16, static_cast<int32_t>(shape.specials.size()) + 'x');
   for (int32_t id : ids) ASSERT_LT(id, vocab);
 
-  auto model = LoadModel(path);
+  auto model = worker::LoadModel(path);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->config.n_layers, layers);
   EXPECT_EQ(model->rope_freq_factors.numel() > 0, shape.llama3_rope);
-  auto transformer = Transformer::Create(*model, {.num_threads = 2});
+  auto transformer = worker::Transformer::Create(*model, {.num_threads = 2});
   ASSERT_TRUE(transformer.ok()) << transformer.status();
-  KvCache cache(model->config, 16);
+  worker::KvCache cache(model->config, 16);
   std::vector<int32_t> rows(16);
   std::iota(rows.begin(), rows.end(), 0);
-  ForwardRequest request;
+  worker::ForwardRequest request;
   request.tokens = ids;
-  request.logits = LogitRows::kAll;
+  request.logits = worker::LogitRows::kAll;
   request.record_rows = rows;
   auto result = transformer->Forward(request, cache);
   ASSERT_TRUE(result.ok()) << result.status();
@@ -193,7 +193,7 @@ TEST_F(SyntheticModelTest, EveryWritableTypeLoads) {
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32}) {
     SCOPED_TRACE(kernels::TraitsOf(type).name);
     const std::string path = Write("t.gguf", "smollm2-135m", 2, 300, type);
-    auto summary = DescribeModel(path);
+    auto summary = worker::DescribeModel(path);
     ASSERT_TRUE(summary.ok()) << summary.status();
     EXPECT_EQ(summary->tensor_types.at(std::string(kernels::TraitsOf(type).name)),
               type == GgmlType::kF32 ? 2 * 9 + 1 + 1 : 2 * 7 + 1);
@@ -204,7 +204,7 @@ TEST_F(SyntheticModelTest, EveryWritableTypeLoads) {
 TEST_F(SyntheticModelTest, Qwen2HasBiasesAndLoads) {
   const SyntheticShape shape = *FindSyntheticShape("qwen2-7b");
   const std::string path = Write("qwen2.gguf", "qwen2-7b", 1, 1024);
-  auto file = GgufFile::Open(path);
+  auto file = worker::GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
   ASSERT_NE((*file)->FindTensor("blk.0.attn_q.bias"), nullptr);
   EXPECT_EQ((*file)->FindTensor("blk.0.attn_q.bias")->type, GgmlType::kF32);
@@ -225,7 +225,7 @@ TEST_F(SyntheticModelTest, MistralLoads) {
 
 TEST_F(SyntheticModelTest, FullVocabularyIsPaddedWithUnusedTokens) {
   const std::string path = Write("v.gguf", "smollm2-135m", 1, 49152);
-  auto file = GgufFile::Open(path);
+  auto file = worker::GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
   auto tokens = (*file)->GetStringArray("tokenizer.ggml.tokens");
   ASSERT_TRUE(tokens.ok());
@@ -235,7 +235,7 @@ TEST_F(SyntheticModelTest, FullVocabularyIsPaddedWithUnusedTokens) {
   EXPECT_EQ((*tokens)[3 + 'a'], "a");
   EXPECT_EQ((*tokens)[3 + 256], "<unused_0>");
   EXPECT_EQ(tokens->back(), "<unused_48892>");
-  auto tokenizer = TokenizerFromGguf(**file);
+  auto tokenizer = worker::TokenizerFromGguf(**file);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   EXPECT_EQ((*tokenizer)->vocab_size(), 49152);
   EXPECT_EQ((*tokenizer)->TokenToPiece(3 + 'a'), "a");
@@ -277,4 +277,4 @@ TEST_F(SyntheticModelTest, RefusesBadOptions) {
 }
 
 }  // namespace
-}  // namespace ripplekv::worker
+}  // namespace ripplekv::bench

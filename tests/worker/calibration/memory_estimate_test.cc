@@ -107,13 +107,13 @@ TEST(MemoryEstimateTest, FormatsBytesAndNamesEveryTerm) {
 TEST(MemoryEstimateTest, HeaderWeightBytesEqualWeightBytesOfTheLoadedModel) {
   const auto path = std::filesystem::temp_directory_path() /
                     ("ripplekv_memory_estimate_" + std::to_string(::getpid()) + ".gguf");
-  StatusOr<SyntheticShape> shape = FindSyntheticShape("smollm2-135m");
+  StatusOr<bench::SyntheticShape> shape = bench::FindSyntheticShape("smollm2-135m");
   ASSERT_TRUE(shape.ok()) << shape.status();
-  ASSERT_TRUE(WriteSyntheticModel(path.string(), {.shape = *shape,
-                                                  .n_layers = 2,
-                                                  .vocab_size = 512,
-                                                  .type = kernels::GgmlType::kQ8_0,
-                                                  .sync = false})
+  ASSERT_TRUE(bench::WriteSyntheticModel(path.string(), {.shape = *shape,
+                                                         .n_layers = 2,
+                                                         .vocab_size = 512,
+                                                         .type = kernels::GgmlType::kQ8_0,
+                                                         .sync = false})
                   .ok());
   StatusOr<ModelSummary> summary = DescribeModel(path.string());
   ASSERT_TRUE(summary.ok()) << summary.status();

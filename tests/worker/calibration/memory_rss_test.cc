@@ -82,15 +82,15 @@ TEST(MemoryRssTest, EstimateIsWithinTenPercentOfPeakRssOnSmolLM2) {
 TEST(MemoryRssTest, EstimateIsWithinTenPercentOfPeakRssOnASyntheticLlama3Layer) {
   const auto path = std::filesystem::temp_directory_path() /
                     ("ripplekv_memory_rss_" + std::to_string(::getpid()) + ".gguf");
-  StatusOr<SyntheticShape> shape = FindSyntheticShape("llama3-8b");
+  StatusOr<bench::SyntheticShape> shape = bench::FindSyntheticShape("llama3-8b");
   ASSERT_TRUE(shape.ok()) << shape.status();
   // d_model 4096, d_ff 14336, GQA 32/8: one layer (132 MB at q4_0), a 2048-token vocabulary.
-  StatusOr<SyntheticModelStats> written =
-      WriteSyntheticModel(path.string(), {.shape = *shape,
-                                          .n_layers = 1,
-                                          .vocab_size = 2048,
-                                          .type = kernels::GgmlType::kQ4_0,
-                                          .sync = false});
+  StatusOr<bench::SyntheticModelStats> written =
+      bench::WriteSyntheticModel(path.string(), {.shape = *shape,
+                                                 .n_layers = 1,
+                                                 .vocab_size = 2048,
+                                                 .type = kernels::GgmlType::kQ4_0,
+                                                 .sync = false});
   ASSERT_TRUE(written.ok()) << written.status();
   ExpectEstimateWithinTenPercent(path.string());
   std::filesystem::remove(path);
