@@ -26,12 +26,12 @@ namespace ripplekv::bench {
              .head_dim = 128,
              .d_model = 4096,
              .vocab_size = 32000};
-  p.params = {.alpha = 0.5,
-              .trials = 1,
-              .samples = 1,
-              .context_len = 64,
-              .probe_len = 8,
-              .data_source = "synthetic"};
+  p.params.alpha = 0.5;
+  p.params.trials = 1;
+  p.params.samples = 1;
+  p.params.context_len = 64;
+  p.params.probe_len = 8;
+  p.params.data_source = "synthetic";
   for (int l = 0; l < n_layers; ++l) {
     p.params.layers.push_back(l);
     const double kl = 0.001 * (1 + (l * 7) % n_layers);
