@@ -34,9 +34,6 @@ enum class DataFormat : uint8_t {
   kText = 2,   // plain text cut into windows of C + W tokens
 };
 
-// The calibration method's parameters as a job's spec holds them: the method's one type.
-using MethodParams = method::CalibrationParams;
-
 // What a client submits. The store checks only what its own invariants need (see
 // Store::CreateJob); validating the method belongs to the scheduler.
 struct JobSpec {
@@ -53,7 +50,7 @@ struct JobSpec {
   // The calibration method's parameters as submitted (method/calibration_params.h; the scheduler
   // checks them with ValidateCalibrationParams). With until_stable (docs/SCHEDULER.md, "Rounds"),
   // Job::samples_planned counts the rounds' samples begun.
-  MethodParams params;
+  method::CalibrationParams params;
   int32_t priority = 0;         // higher runs first
   std::string idempotency_key;  // empty = none; else a resubmission returns the existing job
   // The fraction of the job's tasks the scheduler runs again on a second, distinct worker whose

@@ -11,7 +11,7 @@
 
 namespace ripplekv::scheduler {
 
-int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::ProfileModel& model) {
+int64_t DeriveTaskDeadlineMs(const method::CalibrationParams& params, const method::ProfileModel& model) {
   constexpr double kBaseMs = 5 * 60 * 1000.0;
   constexpr double kSlowestFlops = 1e10;
   const double tokens = static_cast<double>(params.context_len) +

@@ -117,7 +117,7 @@ class JobManager {
 // The task deadline the scheduler derives when SchedulerOptions::task_deadline_ms is 0: 5 minutes
 // plus the task's forward-pass work (the sample's context and every trial's probe through the
 // model, 24 d_model^2 FLOPs per token per layer) at a pessimistic 1e10 FLOP/s.
-int64_t DeriveTaskDeadlineMs(const store::MethodParams& params, const method::ProfileModel& model);
+int64_t DeriveTaskDeadlineMs(const method::CalibrationParams& params, const method::ProfileModel& model);
 
 // The profile's data_domain for a job (method/calibration_sets.h): "user" for inline data (also
 // when the record was read without it: data_inline_bytes) or a path, else the built-in set's

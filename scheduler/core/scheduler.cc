@@ -324,7 +324,7 @@ StatusOr<std::optional<Assignment>> Scheduler::NextTask(const std::string& worke
     Changed();
     const bool held = w.held.contains(PrefillKey{key->job, key->sample});
     w.last_sample[job.id] = key->sample;
-    store::MethodParams params = job.spec.params;
+    method::CalibrationParams params = job.spec.params;
     params.samples = job.samples_planned;  // the worker reads this many samples
     return std::optional<Assignment>(Assignment{.key = *key,
                                                 .lease_deadline_ms = leased.lease_deadline_ms,

@@ -115,7 +115,7 @@ struct Assignment {
   std::string model_hash;              // the job's spec.model_hash
   // The job's params, as stored (defaults resolved at submit), except `samples`: the samples
   // planned so far (Job::samples_planned), which the worker reads its data with.
-  store::MethodParams params;
+  method::CalibrationParams params;
   uint32_t trials = 0;        // the job's params.trials: the worker runs trials 0..trials-1
   uint32_t attempts = 0;      // times the task has been leased, this one included
   bool prefill_held = false;  // the worker said it holds this sample's prefill
