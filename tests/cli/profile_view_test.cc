@@ -25,13 +25,13 @@ method::SensitivityProfile TwoLayerProfile() {
              .head_dim = 8,
              .d_model = 8,
              .vocab_size = 10};
-  p.params = {.alpha = 0.1,
-              .trials = 1,
-              .samples = 2,
-              .context_len = 8,
-              .probe_len = 2,
-              .layers = {0, 1},
-              .data_source = "test"};
+  p.params = {{.alpha = 0.1,
+               .trials = 1,
+               .samples = 2,
+               .context_len = 8,
+               .probe_len = 2,
+               .layers = {0, 1}},
+              "test"};  // data_source
   p.layers = {{.layer = 0, .mean_kl = 0.5, .count = 2, .per_sample_mean = {0.5, 0.5}},
               {.layer = 1, .mean_kl = 1.0, .count = 2, .per_sample_mean = {1.0, 1.0}}};
   p.created_at = "2025-01-31T12:00:00Z";
