@@ -228,7 +228,7 @@ class RocksStore final : public Store {
   Status MigrateFromV2();
   // Rewrites a schema-version-3 database as version 4 in one write (rocks_store_migrate.cc):
   // every rollout and rollout node value, stored as the API's protobuf bytes, re-encoded as the
-  // store's own (store/legacy_rollouts.h reads the old bytes).
+  // store's own (store/legacy/decode_v3_rollouts.h reads the old bytes).
   Status MigrateFromV3();
   // Raises meta next_job_id and next_rollout_id, when needed, above every id in the data: the
   // last key of jobs and rollouts, and, with `dropped` (an accepted write-ahead-log loss), the

@@ -6,7 +6,7 @@
 #include "base/strings.h"
 #include "store/codec.h"
 #include "store/keys.h"
-#include "store/legacy_rollouts.h"
+#include "store/legacy/decode_v3_rollouts.h"
 #include "store/rocks_store.h"
 
 namespace ripplekv::store {

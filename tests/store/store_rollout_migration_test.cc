@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "ripplekv/v1/rollout.pb.h"
 #include "store/keys.h"
-#include "store/legacy_rollouts.h"
+#include "store/legacy/decode_v3_rollouts.h"
 #include "store/store.h"
 #include "tests/store/store_test_util.h"
 
@@ -270,6 +270,25 @@ TEST(LegacyRolloutsTest, DamagedVersionThreeBytesAreDataLoss) {
   StatusOr<RolloutRecord> with_counts = DecodeV3Rollout(1, bytes + FromHex("a80107"));
   ASSERT_TRUE(with_counts.ok()) << with_counts.status();
   EXPECT_EQ(with_counts->model_hash, "ab");
+}
+
+TEST(LegacyRolloutsTest, NestedDamageIsDataLossNamingThePath) {
+  const auto expect_loss = [](const Status& s, const std::string& names) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(names));
+  };
+  // soak {seconds: as a length-delimited field}, state 1.
+  expect_loss(DecodeV3Rollout(1, FromHex("32020a004801")).status(),
+              "rollout 1 field 'soak.seconds' has wire type 2, not 0");
+  // stages {nodes: 1}, stages {percent: as a varint}, state 1.
+  expect_loss(DecodeV3Rollout(1, FromHex("2a0208012a0210054801")).status(),
+              "rollout 1 field 'stages[1].percent' has wire type 0, not 1");
+  // update_time {seconds: beyond what milliseconds can hold}.
+  expect_loss(DecodeV3RolloutNode("n1", FromHex("420a08ffffffffffffffff7f")).status(),
+              "rollout node 'n1' is out of range");
+  // error: not UTF-8, which version 3 could not have read either.
+  expect_loss(DecodeV3RolloutNode("n1", FromHex("3201ff")).status(),
+              "rollout node 'n1' is truncated or malformed");
 }
 
 TEST(StoreRolloutMigrationTest, FixedVersionThreeBytesAreMigrated) {
