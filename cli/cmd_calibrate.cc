@@ -95,7 +95,7 @@ std::vector<worker::CalibrationInput> InputsOf(const worker::CalibrationSet& set
 // until every layer's budget share at ratio 2 has a 90% bootstrap interval within +-5%, or
 // --max-samples (worker/calibration/until_stable.h).
 int CalibrateUntilStable(const CalibrateArgs& args, const method::CalibrationParams& params,
-                         ModelSession& s, const std::string& hash, const std::string& builtin,
+                         worker::Engine& s, const std::string& hash, const std::string& builtin,
                          worker::DataOptions data_options, worker::CalibrationSet first) {
   std::string description, domain;
   // Round 1's samples are the set already loaded; later rounds load the first n of the same order.
@@ -160,7 +160,7 @@ int RunCalibrate(const CalibrateArgs& args) {
 
   auto session_or = OpenModel(args.model, args.threads, args.model_flags);
   if (!session_or.ok()) return ReportError(session_or.status());
-  ModelSession& s = **session_or;
+  worker::Engine& s = **session_or;
   const worker::ModelConfig& cfg = s.model.config;
   if (Status st = method::ValidateCalibrationParams(*method_params, cfg.n_layers); !st.ok()) {
     return ReportError(st);

@@ -65,7 +65,7 @@ struct EvalArgs {
 // `ripplekv budgets`), or --budget-map (a map file, usable at its own average only).
 StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(
     const EvalArgs& args, const std::vector<eval::Method>& methods, const std::vector<int>& budgets,
-    const eval::CompressOptions& compress, const ModelSession& session,
+    const eval::CompressOptions& compress, const worker::Engine& session,
     const std::optional<TunedSettings>& tuned) {
   std::map<int, std::vector<int>> maps;
   const bool needed = std::any_of(methods.begin(), methods.end(),

@@ -37,7 +37,7 @@ struct GenerateArgs {
 int RunGenerate(const GenerateArgs& args) {
   auto session_or = OpenModel(args.model, args.threads, args.model_flags);
   if (!session_or.ok()) return ReportError(session_or.status());
-  ModelSession& s = **session_or;
+  worker::Engine& s = **session_or;
 
   std::string text = args.prompt;
   worker::EncodeOptions encode;

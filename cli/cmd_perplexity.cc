@@ -44,7 +44,7 @@ int RunPerplexity(const PerplexityArgs& args) {
 
   auto session_or = OpenModel(args.model, args.threads, args.model_flags);
   if (!session_or.ok()) return ReportError(session_or.status());
-  ModelSession& s = **session_or;
+  worker::Engine& s = **session_or;
   // As llama.cpp: tokenize with the vocabulary's special tokens (BOS when it adds one).
   const std::vector<int32_t> tokens = s.tokenizer->Encode(text, {.add_special = true});
 

@@ -245,7 +245,7 @@ StatusOr<method::SensitivityProfile> ReadProfileOfModel(const std::string& path,
   return profile;
 }
 
-StatusOr<eval::ScoredRun> ScoreExamples(const ModelSession& session,
+StatusOr<eval::ScoredRun> ScoreExamples(const worker::Engine& session,
                                         const std::vector<eval::EvalExample>& examples,
                                         const eval::EvalRunOptions& run) {
   const auto start = std::chrono::steady_clock::now();

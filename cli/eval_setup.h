@@ -91,7 +91,7 @@ struct RippleMapSettings {
 // eval::ScoreExamples (eval/score_examples.h) over the session's model with a progress bar on
 // stderr, then logs the throughput. Errors: the first example's error.
 [[nodiscard]] StatusOr<eval::ScoredRun> ScoreExamples(
-    const ModelSession& session, const std::vector<eval::EvalExample>& examples,
+    const worker::Engine& session, const std::vector<eval::EvalExample>& examples,
     const eval::EvalRunOptions& run);
 
 }  // namespace ripplekv::cli

@@ -29,9 +29,9 @@ void AddModelFlags(CLI::App* cmd, ModelFlags& flags, bool tensor_parallel) {
       ->check(CLI::IsMember({"bf16", "f32"}));
 }
 
-StatusOr<std::unique_ptr<ModelSession>> OpenModel(const std::string& path, int num_threads,
+StatusOr<std::unique_ptr<worker::Engine>> OpenModel(const std::string& path, int num_threads,
                                                   const ModelFlags& flags) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ModelSession> session,
+  ASSIGN_OR_RETURN(std::unique_ptr<worker::Engine> session,
                    worker::OpenEngine(path, {.weights = flags.weights,
                                              .device = flags.device,
                                              .device_weights = flags.device_weights,

@@ -18,12 +18,9 @@ struct ModelFlags {
   int tp = 1;  // --tp N: the model split over N ranks (under `mpirun -np N`; docs/DESIGN.md §3.2)
 };
 
-// A model opened by a command.
-using ModelSession = worker::Engine;
-
 // worker::OpenEngine (worker/engine/open_engine.h) with the command's flags and `num_threads`,
 // the whole world one group under --tp, then logs what was loaded. Errors: those of OpenEngine.
-StatusOr<std::unique_ptr<ModelSession>> OpenModel(const std::string& path, int num_threads,
+StatusOr<std::unique_ptr<worker::Engine>> OpenModel(const std::string& path, int num_threads,
                                                   const ModelFlags& flags = {});
 
 // Registers `--weights`, `--device` and `--device-weights` on a command that loads a model, and
