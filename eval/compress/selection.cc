@@ -87,6 +87,9 @@ Status ValidateSelectionOptions(const SelectionOptions& o) {
   if (!(o.heavy_ratio >= 0.0 && o.heavy_ratio <= 1.0)) {
     return absl::InvalidArgumentError(Cat("heavy_ratio must be in [0, 1], got ", o.heavy_ratio));
   }
+  if (o.recent_tokens < 0) {
+    return absl::InvalidArgumentError(Cat("recent_tokens must be >= 0, got ", o.recent_tokens));
+  }
   if (!(o.cake_gamma >= 0.0 && std::isfinite(o.cake_gamma))) {
     return absl::InvalidArgumentError(
         Cat("cake_gamma must be finite and >= 0, got ", o.cake_gamma));
@@ -202,8 +205,11 @@ StatusOr<std::vector<std::vector<int32_t>>> SelectTokens(SelectionKind kind,
       }
       if (budget >= n) return Replicate(Range(0, n), stats.n_kv_heads);
       if (budget < 1) return BelowMinimum(kind, budget, 1, "a layer keeps at least one token");
-      const int heavy = static_cast<int>(std::floor(budget * options.heavy_ratio));
-      const int recent = budget - heavy;
+      const int recent =
+          options.recent_tokens > 0
+              ? std::min(options.recent_tokens, budget)
+              : budget - static_cast<int>(std::floor(budget * options.heavy_ratio));
+      const int heavy = budget - recent;
       std::vector<std::vector<int32_t>> keep(stats.n_kv_heads);
       for (int h = 0; h < stats.n_kv_heads; ++h) {
         const std::span<const double> acc(&stats.accumulated[static_cast<size_t>(h) * n],

@@ -39,9 +39,13 @@ struct SelectionOptions {
   int pool_kernel = 7;  // odd, >= 1 (1 = no pooling)
   // StreamingLLM: leading "attention sink" tokens always kept (the paper's 4).
   int sinks = 4;
-  // H2O: share of the budget for heavy hitters, floor(b * ratio); the rest are the most recent
-  // tokens. The H2O paper splits the cache evenly (heavy = recent).
+  // H2O: how the budget b splits between the most recent tokens and heavy hitters.
+  // recent_tokens == 0: heavy hitters get floor(b * heavy_ratio), the most recent tokens the rest
+  // (the H2O paper splits the cache evenly, heavy = recent). recent_tokens > 0: the most recent
+  // min(recent_tokens, b) tokens, heavy hitters the rest; heavy_ratio is not read
+  // (KVCache-Factory's H2O keeps 8 recent tokens).
   double heavy_ratio = 0.5;
+  int recent_tokens = 0;
   // CAKE eviction indicator: mean + gamma * variance of the window attention, average-pooled
   // (count-include-pad) with this kernel, averaged over the group's query heads; reference code
   // defaults gamma = 200, kernel 5.
@@ -49,8 +53,8 @@ struct SelectionOptions {
   int cake_pool_kernel = 5;  // odd, >= 1
 };
 
-// Checks the options (kernels odd and >= 1, sinks >= 0, heavy_ratio in [0, 1], gamma >= 0
-// and finite). InvalidArgument naming the field.
+// Checks the options (kernels odd and >= 1, sinks >= 0, heavy_ratio in [0, 1], recent_tokens
+// >= 0, gamma >= 0 and finite). InvalidArgument naming the field.
 [[nodiscard]] Status ValidateSelectionOptions(const SelectionOptions& options);
 
 // The smallest budget `kind` accepts for a layer of `length` tokens whose observation window is

@@ -194,6 +194,31 @@ TEST(SelectionTest, H2oKeepsHeavyHittersOfAccumulatedAttentionPlusRecentTokens) 
   }
 }
 
+TEST(SelectionTest, H2oRecentTokensFixesTheRecentWindowAndGivesTheRestToHeavyHitters) {
+  // One head over 10 tokens; accumulated attention by position.
+  const LayerStats stats{.n_heads = 1,
+                         .n_kv_heads = 1,
+                         .length = 10,
+                         .accumulated = {5, 1, 9, 2, 8, 3, 7, 4, 6, 0}};
+  auto keep = [&](int budget, SelectionOptions o) {
+    auto got = SelectTokens(SelectionKind::kH2o, stats, budget, o);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? (*got)[0] : std::vector<int32_t>{};
+  };
+  // Default split, b = 6: recent 7..9, heavy top 3 of 0..6 (9 at 2, 8 at 4, 7 at 6).
+  EXPECT_EQ(keep(6, {}), (std::vector<int32_t>{2, 4, 6, 7, 8, 9}));
+  // recent_tokens 2, b = 6: recent 8..9, heavy top 4 of 0..7 (adds 5 at 0); heavy_ratio unread.
+  EXPECT_EQ(keep(6, {.recent_tokens = 2}), (std::vector<int32_t>{0, 2, 4, 6, 8, 9}));
+  EXPECT_EQ(keep(6, {.heavy_ratio = 0.0, .recent_tokens = 2}),
+            (std::vector<int32_t>{0, 2, 4, 6, 8, 9}));
+  // recent_tokens 1, b = 4: recent 9, heavy top 3 of 0..8.
+  EXPECT_EQ(keep(4, {.recent_tokens = 1}), (std::vector<int32_t>{2, 4, 6, 9}));
+  // recent_tokens above the budget: the budget is all recent tokens.
+  EXPECT_EQ(keep(3, {.recent_tokens = 8}), (std::vector<int32_t>{7, 8, 9}));
+  EXPECT_EQ(SelectTokens(SelectionKind::kH2o, stats, 4, {.recent_tokens = -1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SelectionTest, StreamingKeepsSinksAndTheMostRecentTokens) {
   const Layer layer = MakeLayer(8);
   auto keep = SelectTokens(SelectionKind::kStreaming, layer.stats, 10, {});
