@@ -123,7 +123,8 @@ StatusOr<HaystackCorpus> LoadHaystackCorpus(std::string_view name_or_path,
 StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, EvalSplit split,
                                  int64_t haystack_len,
                                  std::span<const std::vector<int32_t>> needles,
-                                 std::span<const double> depths, internal::SplitMix64& rng) {
+                                 std::span<const double> depths, internal::SplitMix64& rng,
+                                 HaystackStratum stratum) {
   if (haystack_len < 1) {
     return absl::InvalidArgumentError(
         Cat("the haystack would have ", haystack_len, " tokens; the prompt length is too small"));
@@ -137,6 +138,10 @@ StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, EvalSplit split,
       return absl::InvalidArgumentError(Cat("needle depth ", d, " is outside [0, 1]"));
     }
   }
+  if (stratum.count < 1 || stratum.index < 0 || stratum.index >= stratum.count) {
+    return absl::InvalidArgumentError(
+        Cat("haystack stratum ", stratum.index, " of ", stratum.count, ": must be in [0, count)"));
+  }
   const TokenRange region = SplitRegion(corpus.size(), split);
   if (haystack_len > region.size()) {
     return absl::InvalidArgumentError(
@@ -145,17 +150,22 @@ StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, EvalSplit split,
             region.end, ") of ", region.size(), " tokens (needs a corpus of at least ",
             CorpusTokensForRegion(haystack_len), " tokens)"));
   }
-  // Starts that keep the prose inside the region: [region.begin, last].
-  const int64_t last = region.end - haystack_len;
+  // The tokens the prose is drawn from: the stratum when it holds the prose, else the region.
+  const int64_t stratum_size = region.size() / stratum.count;
+  const bool in_stratum = stratum_size >= haystack_len;
+  const int64_t lo = in_stratum ? region.begin + stratum.index * stratum_size : region.begin;
+  const int64_t hi = in_stratum ? lo + stratum_size : region.end;
+  // Starts that keep the prose inside [lo, hi): [lo, last].
+  const int64_t last = hi - haystack_len;
   const std::vector<int64_t>& starts = corpus.paragraph_starts();
-  const auto first_fit = std::lower_bound(starts.begin(), starts.end(), region.begin);
+  const auto first_fit = std::lower_bound(starts.begin(), starts.end(), lo);
   const auto end_fit = std::upper_bound(first_fit, starts.end(), last);
   Haystack out;
   out.region = region;
   out.corpus_begin = first_fit < end_fit
                          ? *(first_fit + static_cast<int64_t>(
                                              rng.Below(static_cast<uint64_t>(end_fit - first_fit))))
-                         : rng.Between(region.begin, last);
+                         : rng.Between(lo, last);
   const int64_t s = out.corpus_begin;
 
   std::vector<int64_t> boundaries = {0};  // prose positions in [0, haystack_len]

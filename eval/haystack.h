@@ -88,18 +88,30 @@ struct Haystack {
   std::vector<double> needle_depths;    // per needle: prose tokens before it / haystack_len
 };
 
+// Which part of the split's region a haystack's prose comes from, so that the haystacks of one
+// set of `count` examples never overlap: the region is cut into `count` equal strata of
+// floor(region.size() / count) tokens (as fidelity windows are, fidelity_task.h), and haystack
+// `index` stays inside stratum `index` when a stratum holds haystack_len tokens. When it does
+// not, the prose is drawn from the whole region as with count == 1, and haystacks may overlap.
+struct HaystackStratum {
+  int64_t index = 0;  // in [0, count)
+  int64_t count = 1;  // >= 1; 1: the whole region
+};
+
 // Takes `haystack_len` consecutive corpus tokens inside the region of `split`
-// (SplitRegion(corpus.size(), split) of split.h), starting at a paragraph start chosen uniformly
-// with `rng` among those that leave room in the region (at any token of the region when none
-// does, e.g. in a file without blank lines), and inserts needle k at the sentence boundary (or
-// either end of the prose) nearest to depths[k] * haystack_len; needles at the same place keep
-// their input order. Errors: InvalidArgument when haystack_len < 1, depths.size() !=
-// needles.size(), a depth is outside [0, 1], or the region is shorter than haystack_len (naming
-// the corpus, its size, the region and the corpus size needed).
+// (SplitRegion(corpus.size(), split) of split.h), within `stratum` when it holds them, starting
+// at a paragraph start chosen uniformly with `rng` among those that leave room there (at any
+// token there when none does, e.g. in a file without blank lines), and inserts needle k at the
+// sentence boundary (or either end of the prose) nearest to depths[k] * haystack_len; needles at
+// the same place keep their input order. Errors: InvalidArgument when haystack_len < 1,
+// depths.size() != needles.size(), a depth is outside [0, 1], the stratum's count is < 1 or its
+// index outside [0, count), or the region is shorter than haystack_len (naming the corpus, its
+// size, the region and the corpus size needed).
 [[nodiscard]] StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, EvalSplit split,
                                                int64_t haystack_len,
                                                std::span<const std::vector<int32_t>> needles,
                                                std::span<const double> depths,
-                                               internal::SplitMix64& rng);
+                                               internal::SplitMix64& rng,
+                                               HaystackStratum stratum = {});
 
 }  // namespace ripplekv::eval

@@ -130,6 +130,11 @@ EvalExample NewExample(SyntheticTask task, const HaystackCorpus& corpus, const S
   return ex;
 }
 
+// Example `index` of the set takes its prose from stratum `index` of the region.
+HaystackStratum Stratum(const SyntheticOptions& o, int index) {
+  return {.index = index, .count = o.num_examples};
+}
+
 std::string_view AnswerPrefix(const SyntheticOptions& o, std::string_view prefix) {
   return o.answer_prefix ? prefix : std::string_view();
 }
@@ -164,7 +169,8 @@ StatusOr<EvalExample> MakePasskey(const HaystackCorpus& corpus, const worker::To
         o.prompt_len - frame.size() - static_cast<int64_t>(needles[0].size());
     const double depth = o.depth;
     ASSIGN_OR_RETURN(Haystack hay, BuildHaystack(corpus, o.split, haystack_len, needles,
-                                                 std::span<const double>(&depth, 1), rng));
+                                                 std::span<const double>(&depth, 1), rng,
+                                                 Stratum(o, index)));
     if (ProseContainsAny(corpus.Text(hay.corpus_begin, hay.corpus_begin + haystack_len), {key})) {
       continue;
     }
@@ -239,7 +245,8 @@ StatusOr<EvalExample> MakeMultiNeedle(const HaystackCorpus& corpus,
     }
     const int64_t haystack_len = o.prompt_len - frame.size() - needle_tokens;
     ASSIGN_OR_RETURN(Haystack hay,
-                     BuildHaystack(corpus, o.split, haystack_len, needles, depths, rng));
+                     BuildHaystack(corpus, o.split, haystack_len, needles, depths, rng,
+                                   Stratum(o, index)));
     const std::string_view prose = corpus.Text(hay.corpus_begin, hay.corpus_begin + haystack_len);
     if (ProseContainsAny(prose, values) || ProseContainsAny(prose, keys)) continue;
     PlaceInPrompt(frame, hay, haystack_len, corpus, &ex);
@@ -372,7 +379,8 @@ StatusOr<EvalExample> MakeKvBlock(const HaystackCorpus& corpus, const worker::To
     const double depth = o.depth;
     const std::vector<std::vector<int32_t>> needles = {std::move(block)};
     ASSIGN_OR_RETURN(Haystack hay, BuildHaystack(corpus, o.split, haystack_len, needles,
-                                                 std::span<const double>(&depth, 1), rng));
+                                                 std::span<const double>(&depth, 1), rng,
+                                                 Stratum(o, index)));
     const std::string_view prose = corpus.Text(hay.corpus_begin, hay.corpus_begin + haystack_len);
     if (ProseContainsAny(prose, keys) || ProseContainsAny(prose, values)) continue;
     PlaceInPrompt(frame, hay, haystack_len, corpus, &ex);

@@ -20,6 +20,10 @@
 // one pair's tokens plus the longest question's difference. The prose starts at a paragraph
 // start inside the region of the requested split (split.h: test the first half of the corpus
 // tokens, validation the second); needles go to the nearest sentence boundary (haystack.h).
+// The haystacks of one call never overlap when the region holds them all (region.size() /
+// num_examples >= the haystack's prose tokens): example k takes its prose from stratum k of
+// num_examples equal strata of the region (HaystackStratum, as fidelity windows do). When they
+// do not fit, each example draws its prose from the whole region and haystacks may overlap.
 // Random draws (start offset, keys, values, queried keys) come from SplitMix64 seeded by (seed,
 // SplitStream(task, split), example index), so the two splits draw different values for the same
 // seed; a drawn value that occurs in the prose (or a key that contains another key) is drawn

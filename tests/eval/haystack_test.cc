@@ -3,6 +3,7 @@
 
 #include "eval/haystack.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -161,6 +162,82 @@ TEST_F(HaystackTest, WithoutAParagraphStartInTheRegionAnyTokenOfItMayStart) {
     ASSERT_TRUE(hay.ok()) << hay.status();
     EXPECT_GE(hay->corpus_begin, region.begin);
     EXPECT_LE(hay->corpus_begin + 300, region.end);
+  }
+}
+
+TEST_F(HaystackTest, HaystacksOfASetThatFitsTakeOneStratumEachAndNeverOverlap) {
+  auto corpus = HaystackCorpus::FromText("prose", testing::Prose(200), *tokenizer_);
+  ASSERT_TRUE(corpus.ok());
+  const auto& starts = corpus->paragraph_starts();
+  for (EvalSplit split : {EvalSplit::kTest, EvalSplit::kValidation}) {
+    SCOPED_TRACE(EvalSplitName(split));
+    const TokenRange region = SplitRegion(corpus->size(), split);
+    constexpr int64_t kCount = 8, kLen = 3000;
+    const int64_t stratum = region.size() / kCount;
+    ASSERT_GE(stratum, kLen);
+    std::vector<int64_t> begins;
+    for (int64_t k = 0; k < kCount; ++k) {
+      SplitMix64 rng(static_cast<uint64_t>(k));
+      auto hay = BuildHaystack(*corpus, split, kLen, {}, {}, rng, {.index = k, .count = kCount});
+      ASSERT_TRUE(hay.ok()) << hay.status();
+      EXPECT_GE(hay->corpus_begin, region.begin + k * stratum);
+      EXPECT_LE(hay->corpus_begin + kLen, region.begin + (k + 1) * stratum);
+      EXPECT_TRUE(std::binary_search(starts.begin(), starts.end(), hay->corpus_begin));
+      begins.push_back(hay->corpus_begin);
+    }
+    for (size_t k = 1; k < begins.size(); ++k) EXPECT_GE(begins[k], begins[k - 1] + kLen);
+  }
+}
+
+TEST_F(HaystackTest, ASetThatDoesNotFitDrawsFromTheWholeRegion) {
+  auto corpus = HaystackCorpus::FromText("prose", testing::Prose(200), *tokenizer_);
+  ASSERT_TRUE(corpus.ok());
+  const TokenRange region = SplitRegion(corpus->size(), EvalSplit::kTest);
+  constexpr int64_t kLen = 3000;
+  const int64_t count = region.size() / kLen + 1;  // strata shorter than a haystack
+  std::vector<int64_t> begins;
+  for (int64_t k = 0; k < count; ++k) {
+    SplitMix64 rng(static_cast<uint64_t>(k)), whole(static_cast<uint64_t>(k));
+    auto hay = BuildHaystack(*corpus, EvalSplit::kTest, kLen, {}, {}, rng,
+                             {.index = k, .count = count});
+    auto unstratified = BuildHaystack(*corpus, EvalSplit::kTest, kLen, {}, {}, whole);
+    ASSERT_TRUE(hay.ok() && unstratified.ok()) << hay.status();
+    EXPECT_EQ(hay->corpus_begin, unstratified->corpus_begin);  // the same uniform draw
+    EXPECT_GE(hay->corpus_begin, region.begin);
+    EXPECT_LE(hay->corpus_begin + kLen, region.end);
+    begins.push_back(hay->corpus_begin);
+  }
+  std::sort(begins.begin(), begins.end());
+  bool overlap = false;
+  for (size_t k = 1; k < begins.size(); ++k) overlap |= begins[k] < begins[k - 1] + kLen;
+  EXPECT_TRUE(overlap);  // count haystacks of kLen tokens cannot all fit
+}
+
+TEST_F(HaystackTest, AStratumWithoutAParagraphStartMayStartAtAnyOfItsTokens) {
+  std::string one_paragraph;  // no blank line: the only paragraph start is token 0
+  for (int i = 0; i < 100; ++i) one_paragraph += "The clerk counted the boxes again. ";
+  auto corpus = HaystackCorpus::FromText("flat", one_paragraph, *tokenizer_);
+  ASSERT_TRUE(corpus.ok());
+  const TokenRange region = SplitRegion(corpus->size(), EvalSplit::kTest);
+  const int64_t stratum = region.size() / 2;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    SplitMix64 rng(seed);
+    auto hay = BuildHaystack(*corpus, EvalSplit::kTest, 300, {}, {}, rng, {.index = 1, .count = 2});
+    ASSERT_TRUE(hay.ok()) << hay.status();
+    EXPECT_GE(hay->corpus_begin, region.begin + stratum);
+    EXPECT_LE(hay->corpus_begin + 300, region.begin + 2 * stratum);
+  }
+}
+
+TEST_F(HaystackTest, AStratumOutsideItsCountIsInvalidArgument) {
+  auto corpus = HaystackCorpus::FromText("prose", testing::Prose(20), *tokenizer_);
+  ASSERT_TRUE(corpus.ok());
+  SplitMix64 rng(0);
+  for (HaystackStratum bad : {HaystackStratum{.index = 0, .count = 0},
+                              HaystackStratum{.index = 3, .count = 3},
+                              HaystackStratum{.index = -1, .count = 2}}) {
+    EXPECT_EQ(BuildHaystack(*corpus, EvalSplit::kTest, 100, {}, {}, rng, bad).status().code(),
+              absl::StatusCode::kInvalidArgument);
   }
 }
 

@@ -107,6 +107,55 @@ TEST_F(SyntheticTasksTest, SameSeedSameExamplesOtherSeedOthers) {
   }
 }
 
+// Whether any two of the examples' corpus token ranges overlap.
+bool AnyOverlap(const std::vector<EvalExample>& examples) {
+  std::vector<TokenRange> ranges;
+  for (const EvalExample& ex : examples) ranges.push_back(ex.corpus_tokens);
+  std::sort(ranges.begin(), ranges.end(),
+            [](const TokenRange& a, const TokenRange& b) { return a.begin < b.begin; });
+  for (size_t k = 1; k < ranges.size(); ++k) {
+    if (ranges[k].begin < ranges[k - 1].end) return true;
+  }
+  return false;
+}
+
+TEST_F(SyntheticTasksTest, HaystacksOfASetThatFitsNeverOverlap) {
+  for (EvalSplit split : {EvalSplit::kTest, EvalSplit::kValidation}) {
+    const SyntheticOptions options{
+        .prompt_len = 2000, .num_examples = 8, .seed = 5, .kv_pairs = 3, .split = split};
+    const TokenRange region = SplitRegion(corpus_->size(), split);
+    ASSERT_GE(region.size() / options.num_examples, options.prompt_len);
+    for (SyntheticTask task :
+         {SyntheticTask::kPasskey, SyntheticTask::kMultiNeedle, SyntheticTask::kKvRetrieval}) {
+      SCOPED_TRACE(SyntheticTaskName(task));
+      const auto examples = Generate(task, options);
+      ASSERT_EQ(examples.size(), 8u);
+      const int64_t stratum = region.size() / options.num_examples;
+      for (size_t k = 0; k < examples.size(); ++k) {
+        EXPECT_GE(examples[k].corpus_tokens.begin, region.begin + static_cast<int64_t>(k) * stratum);
+        EXPECT_LE(examples[k].corpus_tokens.end,
+                  region.begin + static_cast<int64_t>(k + 1) * stratum);
+      }
+      EXPECT_FALSE(AnyOverlap(examples));
+    }
+  }
+}
+
+TEST_F(SyntheticTasksTest, ASetThatDoesNotFitStillDrawsFromTheRegion) {
+  const TokenRange region = SplitRegion(corpus_->size(), EvalSplit::kTest);
+  const SyntheticOptions options{.prompt_len = 2000,
+                                 .num_examples = static_cast<int>(region.size() / 1500),
+                                 .seed = 5};
+  const auto examples = Generate(SyntheticTask::kPasskey, options);
+  ASSERT_EQ(examples.size(), static_cast<size_t>(options.num_examples));
+  for (const EvalExample& ex : examples) {
+    EXPECT_EQ(ex.prompt.size(), 2000u);
+    EXPECT_GE(ex.corpus_tokens.begin, region.begin);
+    EXPECT_LE(ex.corpus_tokens.end, region.end);
+  }
+  EXPECT_TRUE(AnyOverlap(examples));  // more haystacks than the region holds
+}
+
 TEST_F(SyntheticTasksTest, DrawsArePinnedAcrossPlatforms) {
   // The first hex digits of SplitMix64(StreamSeed(1, 2, 0)) % 16, as an independent Python port
   // of rng.h prints them: 27dd682927d57869eca0acd6e23d3c99.
