@@ -43,6 +43,9 @@ void AddExampleFlags(CLI::App* cmd, ExampleFlags& f) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--by-depth", f.by_depth,
+                "passkey / kv-retrieval: a result per length and depth (task "
+                "passkey/L<len>/d<depth>) instead of pooling the depths of a length");
   cmd->add_option("--kv-pairs", f.kv_pairs,
                   "kv-retrieval: pairs in one block inside the prose (0: the body is all pairs)")
       ->capture_default_str()
@@ -186,8 +189,14 @@ StatusOr<std::vector<eval::EvalExample>> MakeExamples(const ExampleFlags& args,
                            eval::GenerateSynthetic(*synthetic, *corpus, tokenizer, options));
           for (eval::EvalExample& e : some) {
             // One column per length when several are asked (RULER reports by length); depths
-            // are pooled within a length.
-            if (args.prompt_lens.size() > 1) e.task = absl::StrCat(e.task, "/L", length);
+            // are pooled within a length unless --by-depth asks for a column per length and
+            // depth.
+            if (args.by_depth || args.prompt_lens.size() > 1) {
+              e.task = absl::StrCat(e.task, "/L", length);
+            }
+            if (args.by_depth && *synthetic != eval::SyntheticTask::kMultiNeedle) {
+              e.task = absl::StrCat(e.task, "/d", depth);
+            }
             examples.push_back(std::move(e));
           }
         }

@@ -32,6 +32,9 @@ struct ExampleFlags {
   int64_t context_len = 1024;  // fidelity: context tokens
   int64_t continuation = 64;   // fidelity: teacher-forced tokens
   std::vector<double> depths = {0.5};
+  // Label each synthetic example's task with its length and (passkey, kv-retrieval) its depth,
+  // "passkey/L1024/d0.1", so that results come per length and depth instead of pooled.
+  bool by_depth = false;
   int kv_pairs = 0;                // kv-retrieval: 0 = the body is all pairs
   std::string kv_format = "uuid";  // kv-retrieval keys and values: uuid or short
   int needles = 4;                 // multi-needle
@@ -44,9 +47,9 @@ struct ExampleFlags {
   int64_t max_prompt_tokens = 3500;
 };
 
-// Registers --tasks, --samples, --prompt-len, --context-len, --continuation, --depth, --kv-pairs,
-// --kv-format, --needles, --corpus, --split, --seed, --chat, --longbench, --templates and
-// --max-prompt-tokens on `cmd`, writing into `flags` (which must outlive the parse); `split` is
+// Registers --tasks, --samples, --prompt-len, --context-len, --continuation, --depth, --by-depth,
+// --kv-pairs, --kv-format, --needles, --corpus, --split, --seed, --chat, --longbench, --templates
+// and --max-prompt-tokens on `cmd`, writing into `flags` (which must outlive the parse); `split` is
 // the default of --split.
 void AddExampleFlags(CLI::App* cmd, ExampleFlags& flags);
 
@@ -58,8 +61,11 @@ void AddExampleFlags(CLI::App* cmd, ExampleFlags& flags);
 // ParseMethod of every name. InvalidArgument for an unknown one.
 [[nodiscard]] StatusOr<std::vector<eval::Method>> ParseMethods(const std::string& list);
 
-// The examples of every requested task, in task order. Examples drawn from the corpus are
-// checked to stay inside the region of --split (an Internal error otherwise: never report them).
+// The examples of every requested task, in task order. A synthetic example's task is its name,
+// "/L<length>" added when several lengths are asked or by_depth is set, and "/d<depth>" (as
+// 0.1, 0.5, 1) added for passkey and kv-retrieval when by_depth is set. Examples drawn from the
+// corpus are checked to stay inside the region of --split (an Internal error otherwise: never
+// report them).
 [[nodiscard]] StatusOr<std::vector<eval::EvalExample>> MakeExamples(
     const ExampleFlags& flags, const worker::Tokenizer& tokenizer);
 

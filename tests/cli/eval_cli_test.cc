@@ -1,7 +1,8 @@
 // `ripplekv eval` end to end on SmolLM2 (needs RIPPLEKV_SMOLLM2_GGUF; the books come from the
 // Debian package): the JSON table has a row per method x budget x task, the per-example records
-// agree with it, a profile gives ripple+snapkv, a corpus file feeds the tasks from the region of
-// the split asked for, and bad input is one error line with exit code 2.
+// agree with it, --by-depth gives a row per length and depth, a profile gives ripple+snapkv, a
+// corpus file feeds the tasks from the region of the split asked for, and bad input is one error
+// line with exit code 2.
 
 #include <gtest/gtest.h>
 
@@ -87,6 +88,20 @@ TEST_F(EvalCliTest, SeveralLengthsGiveAColumnEachAndDepthsArePooled) {
   EXPECT_EQ(table["results"][0]["task"], "passkey/L128");
   EXPECT_EQ(table["results"][1]["task"], "passkey/L192");
   for (const auto& row : table["results"]) EXPECT_EQ(row["n"], 2 * 2);  // 2 samples x 2 depths
+}
+
+TEST_F(EvalCliTest, ByDepthGivesAColumnPerLengthAndDepth) {
+  const CliResult r = Eval("by_depth", {"--methods", "full", "--tasks", "passkey,multi-needle",
+                                        "--depth", "0.1,0.5", "--by-depth", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json table = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(table.is_discarded()) << r.out;
+  std::map<std::string, int> n_per_task;
+  for (const auto& row : table["results"]) n_per_task[row["task"]] = row["n"].get<int>();
+  // One length still gets its /L part; multi-needle spreads its own needles (no depth part).
+  const std::map<std::string, int> expected = {
+      {"passkey/L200/d0.1", 2}, {"passkey/L200/d0.5", 2}, {"multi-needle/L200", 2}};
+  EXPECT_EQ(n_per_task, expected) << r.out;
 }
 
 TEST_F(EvalCliTest, LongBenchFileWithTemplatesIsScoredPerDataset) {
