@@ -1,11 +1,13 @@
 #include "eval/compress/method.h"
 
 #include <array>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_join.h"
 #include "base/strings.h"
 #include "eval/compress/allocation.h"
+#include "eval/compress/control_maps.h"
 
 namespace ripplekv::eval {
 
@@ -95,15 +97,20 @@ StatusOr<Method> ParseMethod(std::string_view name) {
   const size_t plus = name.find('+');
   if (plus != std::string_view::npos) {
     const std::string_view alloc = name.substr(0, plus), sel = name.substr(plus + 1);
-    for (const auto& [alloc_name, alloc_kind] : kAllocations) {
-      if (alloc != alloc_name) continue;
-      for (SelectionKind kind : kSelections) {
-        if (sel == SelectionName(kind)) return Method{std::string(name), alloc_kind, kind};
+    std::optional<AllocationKind> alloc_kind;
+    for (const auto& [alloc_name, kind] : kAllocations) {
+      if (alloc == alloc_name) alloc_kind = kind;
+    }
+    if (!alloc_kind && ParseMapControl(alloc)) alloc_kind = AllocationKind::kMap;
+    for (SelectionKind kind : kSelections) {
+      if (alloc_kind && sel == SelectionName(kind)) {
+        return Method{std::string(name), *alloc_kind, kind};
       }
     }
   }
-  return absl::InvalidArgumentError(Cat("unknown compression method \"", name,
-                                        "\"; known: ", absl::StrJoin(KnownMethods(), ", ")));
+  return absl::InvalidArgumentError(
+      Cat("unknown compression method \"", name, "\"; known: ", absl::StrJoin(KnownMethods(), ", "),
+          ", and the controls ripple-perm<k>+S, ripple-rev+S, spike<k>+S (k >= 1)"));
 }
 
 ObserverOptions ObserverOptionsFor(const Method& method, const CompressOptions& options) {

@@ -9,7 +9,9 @@
 //   streaming uniform+streaming      h2o        uniform+h2o
 //   cake      cake+cake (CAKE's own layer allocation and eviction indicator)
 // "ripple" and "map" both take a given per-layer budget map (RippleKV's, made from a profile by the
-// scheduler, or any map read from a file); they differ only in name.
+// scheduler, or any map read from a file); they differ only in name. The control allocations
+// ripple-perm<k>, ripple-rev and spike<k> (control_maps.h) are kMap methods too: the caller makes
+// their maps.
 //
 // Typical use:
 //   ASSIGN_OR_RETURN(Method m, ParseMethod("ripple+snapkv"));
