@@ -1,17 +1,23 @@
 // ripplekv compare RECORDS.jsonl (--a M1 --b M2 | --pair M1,M2 [--pair M3,M4 ...])
 //   [--by task,budget] [--json] [--seed N] [--resamples N] [--alpha A]
+// ripplekv compare RECORDS.jsonl --verdict [--json] [--seed N] [--resamples N] [--alpha A]
 //
 // Paired comparison of methods from `ripplekv eval --records-out` records (docs/EVAL.md,
-// "Comparing two methods"): per comparison (a, b) and row (task x budget by default) the two
+// "Comparing methods"): per comparison (a, b) and row (task x budget by default) the two
 // methods' scores are paired by example; binary rows get the exact sign test (McNemar), continuous
 // rows the Wilcoxon signed-rank test, a seeded bootstrap interval of the mean difference and
 // effect sizes; the p-values of every printed row, over every comparison, are Holm-adjusted
-// together and the verdict is taken at --alpha after that. The statistics are
-// method/paired_stats.h.
+// together and the verdict is taken at --alpha after that. The rows are cli/compare_rows.h, the
+// statistics method/paired_stats.h.
+// --verdict (docs/EVAL.md, "The verdict table"; cli/compare_verdict.h) chooses the comparisons
+// itself: every ripple+S in the records against each baseline with selection S that the records
+// hold (uniform, pyramid, cake, the permuted and spike controls averaged per example over their
+// maps, the reversed control), per task and compressed budget, one Holm family over every cell;
+// each cell says beats / loses / n.s. with p (Holm) and the mean and relative difference, and for
+// the permuted maps RippleKV's rank among them. It takes no --a, --b, --pair or --by.
 // stdout: a Markdown table (or --json); stderr: warnings about examples without a partner.
 // Exit codes: 0, 2 for bad usage or a malformed records file (one line naming file:line and the
 // field), 1 when the file cannot be read for another reason.
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +32,8 @@
 
 #include "base/strings.h"
 #include "cli/commands.h"
+#include "cli/compare_rows.h"
+#include "cli/compare_verdict.h"
 #include "cli/exit_codes.h"
 #include "eval/fidelity_task.h"
 #include "eval/records.h"
@@ -46,9 +54,9 @@ struct CompareArgs {
   uint64_t seed = 0;          // bootstrap: every row starts from this seed
   int64_t resamples = 10000;  // bootstrap replicates per row
   double alpha = 0.05;        // family-wise error rate over the printed rows; CI level 1 - alpha
+  bool verdict = false;       // the verdict table (cli/compare_verdict.h) instead of comparisons
+  bool by_given = false;      // --by was on the command line
 };
-
-std::string BudgetLabel(int budget) { return budget == 0 ? "full" : Cat(budget); }
 
 // One comparison: d = score of a - score of b, oriented so that d > 0 favours a.
 struct Comparison {
@@ -56,68 +64,8 @@ struct Comparison {
   std::string b;
 };
 
-// One printed row: the pairs of a group and what is computed from them.
-struct Row {
-  std::string a;  // the comparison's methods
-  std::string b;
-  std::string task;           // empty when --by budget
-  std::optional<int> budget;  // none when --by task
-  // Per pair: the raw scores and the oriented difference (positive favours a).
-  std::vector<double> score_a;
-  std::vector<double> score_b;
-  std::vector<double> diff;
-  bool any_lower = false;   // some pair's task is lower-is-better
-  bool any_higher = false;  // some pair's task is higher-is-better
-
-  bool binary = false;
-  int64_t wins = 0, ties = 0, losses = 0;
-  double p_value = 1.0;
-  double p_holm = 1.0;
-  std::optional<method::WilcoxonResult> wilcoxon;  // continuous rows
-  std::optional<method::Interval> interval;        // continuous rows
-  double d_z = 0.0;
-  double rank_biserial = 0.0;
-  std::string verdict;
-
-  // "passkey at budget 64", "passkey" or "budget 64", as the row's grouping has it.
-  std::string Label() const {
-    if (!budget) return task;
-    if (task.empty()) return Cat("budget ", BudgetLabel(*budget));
-    return Cat(task, " at budget ", BudgetLabel(*budget));
-  }
-
-  std::string_view Direction() const {
-    return any_lower && any_higher ? "mixed" : (any_lower ? "lower" : "higher");
-  }
-};
-
-Status ComputeRow(Row& row, const CompareArgs& args) {
-  row.binary = true;
-  for (size_t i = 0; i < row.diff.size(); ++i) {
-    for (double s : {row.score_a[i], row.score_b[i]}) {
-      if (s != 0.0 && s != 1.0) row.binary = false;
-    }
-    if (row.diff[i] > 0) {
-      ++row.wins;
-    } else if (row.diff[i] < 0) {
-      ++row.losses;
-    } else {
-      ++row.ties;
-    }
-  }
-  if (row.binary) {
-    row.p_value = method::SignTestPValue(row.wins, row.losses);
-    return absl::OkStatus();
-  }
-  ASSIGN_OR_RETURN(row.wilcoxon, method::WilcoxonSignedRank(row.diff));
-  row.p_value = row.wilcoxon->p_value;
-  ASSIGN_OR_RETURN(
-      row.interval,
-      method::PairedBootstrapInterval(
-          row.diff, {.resamples = args.resamples, .seed = args.seed, .alpha = args.alpha}));
-  row.d_z = method::CohenDz(row.diff);
-  row.rank_biserial = method::RankBiserial(*row.wilcoxon);
-  return absl::OkStatus();
+RowStatsOptions StatsOptions(const CompareArgs& args) {
+  return {.resamples = args.resamples, .seed = args.seed, .alpha = args.alpha};
 }
 
 // Pairs the two methods' scores by example within each (task, budget) and collects the pairs into
@@ -178,23 +126,11 @@ StatusOr<std::vector<Row>> BuildRows(const std::vector<eval::ScoreRecord>& recor
       if (by_budget) row.budget = cell.second;
       rows.push_back(std::move(row));
     }
-    Row& row = rows[slot->second];
-    const bool lower = eval::LowerIsBetter(cell.first);
-    int64_t paired = 0;
-    for (const auto& [example, x] : a->second) {
-      const auto y = b->second.find(example);
-      if (y == b->second.end()) continue;
-      row.score_a.push_back(x);
-      row.score_b.push_back(y->second);
-      row.diff.push_back(lower ? y->second - x : x - y->second);
-      ++paired;
-    }
-    (lower ? row.any_lower : row.any_higher) = true;
-    const auto only_a = static_cast<int64_t>(a->second.size()) - paired;
-    const auto only_b = static_cast<int64_t>(b->second.size()) - paired;
-    if (only_a > 0 || only_b > 0) {
-      spdlog::warn("{}: {} examples only in {}, {} only in {}; {} paired", label, only_a, pair.a,
-                   only_b, pair.b, paired);
+    const PairCounts counts = AddPairs(rows[slot->second], a->second, b->second,
+                                       eval::LowerIsBetter(cell.first));
+    if (counts.only_a > 0 || counts.only_b > 0) {
+      spdlog::warn("{}: {} examples only in {}, {} only in {}; {} paired", label, counts.only_a,
+                   pair.a, counts.only_b, pair.b, counts.paired);
     }
   }
   std::vector<Row> kept;
@@ -354,13 +290,40 @@ StatusOr<std::vector<Comparison>> Comparisons(const CompareArgs& args) {
   return pairs;
 }
 
+// --verdict: every ripple+S against its baselines, one Holm family over the whole table.
+int RunVerdict(const CompareArgs& args) {
+  if (!args.a.empty() || !args.b.empty() || !args.pairs.empty()) {
+    return ReportError(absl::InvalidArgumentError(
+        "--verdict chooses its comparisons itself (ripple+S against each baseline); it takes no "
+        "--a, --b or --pair"));
+  }
+  if (args.by_given) {
+    return ReportError(
+        absl::InvalidArgumentError("--verdict has a row per task and budget; drop --by"));
+  }
+  auto records = eval::ReadRecordsFile(args.records);
+  if (!records.ok()) return ReportError(records.status());
+  auto cells = BuildVerdict(*records, args.records, StatsOptions(args));
+  if (!cells.ok()) return ReportError(cells.status());
+  if (args.json) {
+    std::printf(
+        "%s\n", VerdictJson(*cells, StatsOptions(args))
+                    .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                    .c_str());
+  } else {
+    std::fputs(VerdictMarkdown(*cells, StatsOptions(args)).c_str(), stdout);
+  }
+  return kExitOk;
+}
+
 int RunCompare(const CompareArgs& args) {
-  auto pairs = Comparisons(args);
-  if (!pairs.ok()) return ReportError(pairs.status());
   if (!(args.alpha > 0.0 && args.alpha < 1.0)) {
     return ReportError(
         absl::InvalidArgumentError(Cat("--alpha must be in (0, 1), got ", args.alpha)));
   }
+  if (args.verdict) return RunVerdict(args);
+  auto pairs = Comparisons(args);
+  if (!pairs.ok()) return ReportError(pairs.status());
   const bool by_task = args.by != "budget";
   const bool by_budget = args.by != "task";
   auto records = eval::ReadRecordsFile(args.records);
@@ -373,7 +336,7 @@ int RunCompare(const CompareArgs& args) {
   }
   std::vector<double> p_values;
   for (Row& row : rows) {
-    if (Status st = ComputeRow(row, args); !st.ok()) return ReportError(st);
+    if (Status st = ComputeRow(row, StatsOptions(args)); !st.ok()) return ReportError(st);
     p_values.push_back(row.p_value);
   }
   auto adjusted = method::HolmAdjust(p_values);
@@ -381,9 +344,7 @@ int RunCompare(const CompareArgs& args) {
   for (size_t i = 0; i < rows.size(); ++i) {
     Row& row = rows[i];
     row.p_holm = (*adjusted)[i];
-    // The direction of the test that was run: the sign counts, or the rank sums.
-    const double favour_a = row.binary ? static_cast<double>(row.wins - row.losses)
-                                       : row.wilcoxon->w_plus - row.wilcoxon->w_minus;
+    const double favour_a = row.FavourA();
     row.verdict = row.p_holm >= args.alpha ? "no difference"
                   : favour_a > 0           ? "a better"
                   : favour_a < 0           ? "b better"
@@ -415,6 +376,10 @@ void AddCompareCommand(CLI::App& app, Action& run) {
   cmd->add_option("--by", a->by, "Rows: task, budget or task,budget")
       ->capture_default_str()
       ->transform(CLI::IsMember({"task", "budget", "task,budget", "budget,task"}));
+  cmd->add_flag("--verdict", a->verdict,
+                "Instead of --a/--b/--pair: every ripple+S against each baseline in the records "
+                "(uniform, pyramid, cake, permuted, reversed and spike maps with selection S), "
+                "per task and budget, Holm-corrected as one family");
   cmd->add_flag("--json", a->json, "Print the rows as JSON");
   cmd->add_option("--seed", a->seed, "Seed of the bootstrap resampling")->capture_default_str();
   cmd->add_option("--resamples", a->resamples, "Bootstrap resamples per row")
@@ -424,8 +389,9 @@ void AddCompareCommand(CLI::App& app, Action& run) {
                   "Family-wise error rate after Holm's correction; intervals at 1 - alpha")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  cmd->callback([a, &run] {
+  cmd->callback([a, cmd, &run] {
     if (a->by == "budget,task") a->by = "task,budget";
+    a->by_given = cmd->count("--by") > 0;
     run = [a] { return RunCompare(*a); };
   });
 }

@@ -1,6 +1,7 @@
 // `ripplekv compare` on hand-made records files: the exact sign test on binary rows, Holm's
 // correction across rows, the orientation of lower-is-better tasks, a bootstrap interval on
-// continuous rows, and one-line errors naming file:line for malformed input. Runs the real binary;
+// continuous rows, and one-line errors naming file:line for malformed input; and the verdict
+// table (--verdict): each baseline found, one Holm family, permutation rank. Runs the real binary;
 // no model needed.
 
 #include <gtest/gtest.h>
@@ -281,6 +282,181 @@ TEST(CompareCliTest, UnknownMethodIsExit2) {
   EXPECT_NE(r.err.find("no records of method nosuch (methods in the file: base, ripple)"),
             std::string::npos)
       << r.err;
+}
+
+// The verdict's records: scores are dyadic fractions, so every mean below is exact.
+//   fidelity/kl @64 (lower is better), examples 0-9, r_i = 0.5 + i/64:
+//     ripple+snapkv r_i; snapkv r_i + (i+1)/128 (a clear win: W+ = 55, p = 2/2^10);
+//     cake+snapkv r_i - (i+1)/128 (a clear loss, same p);
+//     ripple-perm1/2/3+snapkv r_i - 1/8, r_i + 1/8, r_i, perm3 without example 9: the mean of the
+//     three is r_i on examples 0-8 (a tie, p = 1); by mean KL perm1 beats ripple, perm2 loses,
+//     perm3 ties, so ripple ranks 2 of 4.
+//   passkey @128, examples 0-19: ripple+snapkv 1 on all; snapkv 1 on 10-19 only (10 wins, p =
+//     2/2^10); the three permuted maps 1 on all (ties only, p = 1, rank 1 of 4).
+//   ripple+h2o at fidelity/kl @64 as ripple+snapkv; uniform+h2o a clear loss to it, ripple-rev+h2o
+//     a clear win over it.
+//   Ignored: budget 0 (full), "ripple-perm01+snapkv" (not a control label), "ripple+snapkv-v2".
+// Holm over 7 cells: five p = 2/2^10 become 7 * 2/2^10 = 0.013671875, the two ties stay 1.
+std::string VerdictRecords() {
+  std::string text;
+  for (int i = 0; i < 10; ++i) {
+    const double r = 0.5 + i / 64.0;
+    const double step = (i + 1) / 128.0;
+    text += RecordLine("ripple+snapkv", 64, "fidelity/kl", i, r);
+    text += RecordLine("snapkv", 64, "fidelity/kl", i, r + step);
+    text += RecordLine("cake+snapkv", 64, "fidelity/kl", i, r - step);
+    text += RecordLine("ripple-perm1+snapkv", 64, "fidelity/kl", i, r - 0.125);
+    text += RecordLine("ripple-perm2+snapkv", 64, "fidelity/kl", i, r + 0.125);
+    if (i < 9) text += RecordLine("ripple-perm3+snapkv", 64, "fidelity/kl", i, r);
+    text += RecordLine("ripple-perm01+snapkv", 64, "fidelity/kl", i, r - 0.25);
+    text += RecordLine("ripple+snapkv-v2", 64, "fidelity/kl", i, r + 0.25);
+    text += RecordLine("ripple+snapkv", 0, "fidelity/kl", i, 0.0);
+    text += RecordLine("snapkv", 0, "fidelity/kl", i, 0.0);
+    text += RecordLine("ripple+h2o", 64, "fidelity/kl", i, r);
+    text += RecordLine("uniform+h2o", 64, "fidelity/kl", i, r + step);
+    text += RecordLine("ripple-rev+h2o", 64, "fidelity/kl", i, r - step);
+  }
+  for (int i = 0; i < 20; ++i) {
+    text += RecordLine("ripple+snapkv", 128, "passkey", i, 1.0);
+    text += RecordLine("snapkv", 128, "passkey", i, i < 10 ? 0.0 : 1.0);
+    for (int k = 1; k <= 3; ++k) {
+      text += RecordLine("ripple-perm" + std::to_string(k) + "+snapkv", 128, "passkey", i, 1.0);
+    }
+  }
+  return text;
+}
+
+TEST(CompareVerdictTest, JudgesEveryBaselineUnderOneHolmFamily) {
+  const TempFile file("ripplekv_compare_verdict", VerdictRecords());
+  const CliResult r = RunCli("compare " + file.path() + " --verdict --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["family"], 7);
+  ASSERT_EQ(j["cells"].size(), 7u) << r.out;
+  const struct {
+    const char* selection;
+    const char* baseline;
+    const char* task;
+    int budget;
+    int n;
+    const char* verdict;
+    double p_holm;
+  } expected[] = {
+      {"snapkv", "uniform", "fidelity/kl", 64, 10, "beats", 0.013671875},
+      {"snapkv", "cake", "fidelity/kl", 64, 10, "loses", 0.013671875},
+      {"snapkv", "permuted", "fidelity/kl", 64, 9, "n.s.", 1.0},
+      {"snapkv", "uniform", "passkey", 128, 20, "beats", 0.013671875},
+      {"snapkv", "permuted", "passkey", 128, 20, "n.s.", 1.0},
+      {"h2o", "uniform", "fidelity/kl", 64, 10, "beats", 0.013671875},
+      {"h2o", "reversed", "fidelity/kl", 64, 10, "loses", 0.013671875},
+  };
+  for (size_t i = 0; i < std::size(expected); ++i) {
+    const auto& cell = j["cells"][i];
+    const auto& e = expected[i];
+    EXPECT_EQ(cell["selection"], e.selection) << cell.dump();
+    EXPECT_EQ(cell["baseline"], e.baseline) << cell.dump();
+    EXPECT_EQ(cell["task"], e.task) << cell.dump();
+    EXPECT_EQ(cell["budget"], e.budget) << cell.dump();
+    EXPECT_EQ(cell["n"], e.n) << cell.dump();
+    EXPECT_EQ(cell["verdict"], e.verdict) << cell.dump();
+    EXPECT_DOUBLE_EQ(cell["p_holm"].get<double>(), e.p_holm) << cell.dump();
+  }
+  // The clear win: ripple's KL is lower by the mean of (i+1)/128, 5.5/128, relative to uniform's
+  // mean 0.5 + 4.5/64 + 5.5/128.
+  const auto& win = j["cells"][0];
+  EXPECT_EQ(win["methods"], nlohmann::json::array({"snapkv"}));
+  EXPECT_EQ(win["p"].get<double>(), 0.001953125);
+  EXPECT_EQ(win["diff"].get<double>(), -5.5 / 128);
+  EXPECT_DOUBLE_EQ(win["rel_diff"].get<double>(), 100 * (-5.5 / 128) / (0.5 + 4.5 / 64 + 5.5 / 128));
+  EXPECT_TRUE(win["rank"].is_null());
+  // The permuted maps are ripple-perm1..3 (not ripple-perm01); ripple ranks 2 of 4 on KL, 1 of 4
+  // on passkey where every map ties with it.
+  const auto& perm = j["cells"][2];
+  EXPECT_EQ(perm["methods"], nlohmann::json::array({"ripple-perm1+snapkv", "ripple-perm2+snapkv",
+                                                    "ripple-perm3+snapkv"}));
+  EXPECT_EQ(perm["diff"].get<double>(), 0.0);
+  EXPECT_EQ(perm["rank"], 2);
+  EXPECT_EQ(perm["of"], 4);
+  EXPECT_EQ(j["cells"][4]["rank"], 1);
+  EXPECT_EQ(j["cells"][4]["of"], 4);
+  EXPECT_EQ(j["cells"][6]["methods"], nlohmann::json::array({"ripple-rev+h2o"}));
+  // perm3 has no example 9: the permuted KL cell keeps the examples every map covers.
+  EXPECT_NE(r.err.find("1 examples lack a score of some of its 3 maps"), std::string::npos)
+      << r.err;
+}
+
+TEST(CompareVerdictTest, MarkdownHasATablePerSelectionAndStatesTheFamily) {
+  const TempFile file("ripplekv_compare_verdict_md", VerdictRecords());
+  const CliResult r = RunCli("compare " + file.path() + " --verdict");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Holm's correction over all 7 cells of this verdict"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("### ripple+snapkv\n\n| task | budget | uniform (snapkv) | cake "
+                       "(cake+snapkv) | permuted (3 maps) |"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| fidelity/kl | 64 | beats (p 0.014, -0.043, -7.0%) | loses (p 0.014, "
+                       "+0.043, +8.1%) | n.s. (p 1, +0, +0.0%, rank 2 of 4) |"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| passkey | 128 | beats (p 0.014, +0.5, +100.0%) | – | n.s. (p 1, +0, "
+                       "+0.0%, rank 1 of 4) |"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("### ripple+h2o\n\n| task | budget | uniform (uniform+h2o) | reversed "
+                       "(ripple-rev+h2o) |"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("| full |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ripple+snapkv-v2"), std::string::npos) << r.out;
+}
+
+// Raw p = 0.00195 is below 0.01; after Holm over the 7 cells (0.0137) it is not.
+TEST(CompareVerdictTest, AlphaAppliesAfterHolm) {
+  const TempFile file("ripplekv_compare_verdict_alpha", VerdictRecords());
+  const CliResult r = RunCli("compare " + file.path() + " --verdict --json --alpha 0.01");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& cell : nlohmann::json::parse(r.out)["cells"]) {
+    EXPECT_EQ(cell["verdict"], "n.s.") << cell.dump();
+  }
+}
+
+TEST(CompareVerdictTest, MissingRippleOrBaselineAndMixedFlagsAreExit2) {
+  std::string baselines_only;
+  std::string ripple_only;
+  std::string full_only;
+  for (int i = 0; i < 5; ++i) {
+    baselines_only += RecordLine("snapkv", 64, "passkey", i, 1.0);
+    baselines_only += RecordLine("cake+snapkv", 64, "passkey", i, 0.0);
+    ripple_only += RecordLine("ripple+snapkv", 64, "passkey", i, 1.0);
+    ripple_only += RecordLine("pyramidkv", 128, "passkey", i, 1.0);  // no common budget
+    full_only += RecordLine("ripple+snapkv", 0, "passkey", i, 1.0);
+    full_only += RecordLine("snapkv", 0, "passkey", i, 1.0);
+  }
+  const TempFile no_ripple("ripplekv_compare_verdict_noripple", baselines_only);
+  const TempFile no_baseline("ripplekv_compare_verdict_nobase", ripple_only);
+  const TempFile full("ripplekv_compare_verdict_full", full_only);
+  const TempFile good("ripplekv_compare_verdict_flags", VerdictRecords());
+  const struct {
+    std::string args;
+    std::string error;
+  } cases[] = {
+      {no_ripple.path() + " --verdict",
+       no_ripple.path() + ": the verdict needs records of ripple+snapkv, ripple+h2o, "
+                          "ripple+streaming or ripple+cake at a compressed budget (methods in "
+                          "the file: cake+snapkv, snapkv)"},
+      {full.path() + " --verdict", "the verdict needs records of ripple+snapkv"},
+      {no_baseline.path() + " --verdict", no_baseline.path() + ": no baseline"},
+      {good.path() + " --verdict --a ripple+snapkv --b snapkv", "it takes no --a, --b or --pair"},
+      {good.path() + " --verdict --pair ripple+snapkv,snapkv", "it takes no --a, --b or --pair"},
+      {good.path() + " --verdict --by task", "--verdict has a row per task and budget"},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = RunCli("compare " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_TRUE(r.out.empty()) << c.args << ": " << r.out;
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << c.args << ": " << r.err;
+  }
 }
 
 }  // namespace
