@@ -168,9 +168,9 @@ StatusOr<EvalExample> MakePasskey(const HaystackCorpus& corpus, const worker::To
     const int64_t haystack_len =
         o.prompt_len - frame.size() - static_cast<int64_t>(needles[0].size());
     const double depth = o.depth;
-    ASSIGN_OR_RETURN(Haystack hay, BuildHaystack(corpus, o.split, haystack_len, needles,
-                                                 std::span<const double>(&depth, 1), rng,
-                                                 Stratum(o, index)));
+    ASSIGN_OR_RETURN(Haystack hay,
+                     BuildHaystack(corpus, o.split, haystack_len, needles,
+                                   std::span<const double>(&depth, 1), rng, Stratum(o, index)));
     if (ProseContainsAny(corpus.Text(hay.corpus_begin, hay.corpus_begin + haystack_len), {key})) {
       continue;
     }
@@ -244,9 +244,8 @@ StatusOr<EvalExample> MakeMultiNeedle(const HaystackCorpus& corpus,
       needle_tokens += static_cast<int64_t>(needles.back().size());
     }
     const int64_t haystack_len = o.prompt_len - frame.size() - needle_tokens;
-    ASSIGN_OR_RETURN(Haystack hay,
-                     BuildHaystack(corpus, o.split, haystack_len, needles, depths, rng,
-                                   Stratum(o, index)));
+    ASSIGN_OR_RETURN(Haystack hay, BuildHaystack(corpus, o.split, haystack_len, needles, depths,
+                                                 rng, Stratum(o, index)));
     const std::string_view prose = corpus.Text(hay.corpus_begin, hay.corpus_begin + haystack_len);
     if (ProseContainsAny(prose, values) || ProseContainsAny(prose, keys)) continue;
     PlaceInPrompt(frame, hay, haystack_len, corpus, &ex);
@@ -378,9 +377,9 @@ StatusOr<EvalExample> MakeKvBlock(const HaystackCorpus& corpus, const worker::To
     const int64_t haystack_len = o.prompt_len - frame.size() - static_cast<int64_t>(block.size());
     const double depth = o.depth;
     const std::vector<std::vector<int32_t>> needles = {std::move(block)};
-    ASSIGN_OR_RETURN(Haystack hay, BuildHaystack(corpus, o.split, haystack_len, needles,
-                                                 std::span<const double>(&depth, 1), rng,
-                                                 Stratum(o, index)));
+    ASSIGN_OR_RETURN(Haystack hay,
+                     BuildHaystack(corpus, o.split, haystack_len, needles,
+                                   std::span<const double>(&depth, 1), rng, Stratum(o, index)));
     const std::string_view prose = corpus.Text(hay.corpus_begin, hay.corpus_begin + haystack_len);
     if (ProseContainsAny(prose, keys) || ProseContainsAny(prose, values)) continue;
     PlaceInPrompt(frame, hay, haystack_len, corpus, &ex);

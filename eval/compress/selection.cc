@@ -205,10 +205,9 @@ StatusOr<std::vector<std::vector<int32_t>>> SelectTokens(SelectionKind kind,
       }
       if (budget >= n) return Replicate(Range(0, n), stats.n_kv_heads);
       if (budget < 1) return BelowMinimum(kind, budget, 1, "a layer keeps at least one token");
-      const int recent =
-          options.recent_tokens > 0
-              ? std::min(options.recent_tokens, budget)
-              : budget - static_cast<int>(std::floor(budget * options.heavy_ratio));
+      const int recent = options.recent_tokens > 0
+                             ? std::min(options.recent_tokens, budget)
+                             : budget - static_cast<int>(std::floor(budget * options.heavy_ratio));
       const int heavy = budget - recent;
       std::vector<std::vector<int32_t>> keep(stats.n_kv_heads);
       for (int h = 0; h < stats.n_kv_heads; ++h) {

@@ -198,8 +198,8 @@ TEST_F(HaystackTest, ASetThatDoesNotFitDrawsFromTheWholeRegion) {
   std::vector<int64_t> begins;
   for (int64_t k = 0; k < count; ++k) {
     SplitMix64 rng(static_cast<uint64_t>(k)), whole(static_cast<uint64_t>(k));
-    auto hay = BuildHaystack(*corpus, EvalSplit::kTest, kLen, {}, {}, rng,
-                             {.index = k, .count = count});
+    auto hay =
+        BuildHaystack(*corpus, EvalSplit::kTest, kLen, {}, {}, rng, {.index = k, .count = count});
     auto unstratified = BuildHaystack(*corpus, EvalSplit::kTest, kLen, {}, {}, whole);
     ASSERT_TRUE(hay.ok() && unstratified.ok()) << hay.status();
     EXPECT_EQ(hay->corpus_begin, unstratified->corpus_begin);  // the same uniform draw
@@ -233,9 +233,9 @@ TEST_F(HaystackTest, AStratumOutsideItsCountIsInvalidArgument) {
   auto corpus = HaystackCorpus::FromText("prose", testing::Prose(20), *tokenizer_);
   ASSERT_TRUE(corpus.ok());
   SplitMix64 rng(0);
-  for (HaystackStratum bad : {HaystackStratum{.index = 0, .count = 0},
-                              HaystackStratum{.index = 3, .count = 3},
-                              HaystackStratum{.index = -1, .count = 2}}) {
+  for (HaystackStratum bad :
+       {HaystackStratum{.index = 0, .count = 0}, HaystackStratum{.index = 3, .count = 3},
+        HaystackStratum{.index = -1, .count = 2}}) {
     EXPECT_EQ(BuildHaystack(*corpus, EvalSplit::kTest, 100, {}, {}, rng, bad).status().code(),
               absl::StatusCode::kInvalidArgument);
   }

@@ -132,7 +132,8 @@ TEST_F(SyntheticTasksTest, HaystacksOfASetThatFitsNeverOverlap) {
       ASSERT_EQ(examples.size(), 8u);
       const int64_t stratum = region.size() / options.num_examples;
       for (size_t k = 0; k < examples.size(); ++k) {
-        EXPECT_GE(examples[k].corpus_tokens.begin, region.begin + static_cast<int64_t>(k) * stratum);
+        EXPECT_GE(examples[k].corpus_tokens.begin,
+                  region.begin + static_cast<int64_t>(k) * stratum);
         EXPECT_LE(examples[k].corpus_tokens.end,
                   region.begin + static_cast<int64_t>(k + 1) * stratum);
       }
@@ -143,9 +144,8 @@ TEST_F(SyntheticTasksTest, HaystacksOfASetThatFitsNeverOverlap) {
 
 TEST_F(SyntheticTasksTest, ASetThatDoesNotFitStillDrawsFromTheRegion) {
   const TokenRange region = SplitRegion(corpus_->size(), EvalSplit::kTest);
-  const SyntheticOptions options{.prompt_len = 2000,
-                                 .num_examples = static_cast<int>(region.size() / 1500),
-                                 .seed = 5};
+  const SyntheticOptions options{
+      .prompt_len = 2000, .num_examples = static_cast<int>(region.size() / 1500), .seed = 5};
   const auto examples = Generate(SyntheticTask::kPasskey, options);
   ASSERT_EQ(examples.size(), static_cast<size_t>(options.num_examples));
   for (const EvalExample& ex : examples) {
