@@ -294,9 +294,10 @@ TEST(CompareCliTest, UnknownMethodIsExit2) {
 //   passkey @128, examples 0-19: ripple+snapkv 1 on all; snapkv 1 on 10-19 only (10 wins, p =
 //     2/2^10); the three permuted maps 1 on all (ties only, p = 1, rank 1 of 4).
 //   ripple+h2o at fidelity/kl @64 as ripple+snapkv; uniform+h2o a clear loss to it, ripple-rev+h2o
-//     a clear win over it.
+//     a clear win over it; spike1/2+h2o r_i + (i+1)/256 and r_i + 3(i+1)/256, per example the
+//     mean r_i + (i+1)/128, another clear loss to it.
 //   Ignored: budget 0 (full), "ripple-perm01+snapkv" (not a control label), "ripple+snapkv-v2".
-// Holm over 7 cells: five p = 2/2^10 become 7 * 2/2^10 = 0.013671875, the two ties stay 1.
+// Holm over 8 cells: six p = 2/2^10 become 8 * 2/2^10 = 0.015625, the two ties stay 1.
 std::string VerdictRecords() {
   std::string text;
   for (int i = 0; i < 10; ++i) {
@@ -315,6 +316,8 @@ std::string VerdictRecords() {
     text += RecordLine("ripple+h2o", 64, "fidelity/kl", i, r);
     text += RecordLine("uniform+h2o", 64, "fidelity/kl", i, r + step);
     text += RecordLine("ripple-rev+h2o", 64, "fidelity/kl", i, r - step);
+    text += RecordLine("spike1+h2o", 64, "fidelity/kl", i, r + step / 2);
+    text += RecordLine("spike2+h2o", 64, "fidelity/kl", i, r + 1.5 * step);
   }
   for (int i = 0; i < 20; ++i) {
     text += RecordLine("ripple+snapkv", 128, "passkey", i, 1.0);
@@ -331,8 +334,8 @@ TEST(CompareVerdictTest, JudgesEveryBaselineUnderOneHolmFamily) {
   const CliResult r = RunCli("compare " + file.path() + " --verdict --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["family"], 7);
-  ASSERT_EQ(j["cells"].size(), 7u) << r.out;
+  EXPECT_EQ(j["family"], 8);
+  ASSERT_EQ(j["cells"].size(), 8u) << r.out;
   const struct {
     const char* selection;
     const char* baseline;
@@ -342,13 +345,14 @@ TEST(CompareVerdictTest, JudgesEveryBaselineUnderOneHolmFamily) {
     const char* verdict;
     double p_holm;
   } expected[] = {
-      {"snapkv", "uniform", "fidelity/kl", 64, 10, "beats", 0.013671875},
-      {"snapkv", "cake", "fidelity/kl", 64, 10, "loses", 0.013671875},
+      {"snapkv", "uniform", "fidelity/kl", 64, 10, "beats", 0.015625},
+      {"snapkv", "cake", "fidelity/kl", 64, 10, "loses", 0.015625},
       {"snapkv", "permuted", "fidelity/kl", 64, 9, "n.s.", 1.0},
-      {"snapkv", "uniform", "passkey", 128, 20, "beats", 0.013671875},
+      {"snapkv", "uniform", "passkey", 128, 20, "beats", 0.015625},
       {"snapkv", "permuted", "passkey", 128, 20, "n.s.", 1.0},
-      {"h2o", "uniform", "fidelity/kl", 64, 10, "beats", 0.013671875},
-      {"h2o", "reversed", "fidelity/kl", 64, 10, "loses", 0.013671875},
+      {"h2o", "uniform", "fidelity/kl", 64, 10, "beats", 0.015625},
+      {"h2o", "reversed", "fidelity/kl", 64, 10, "loses", 0.015625},
+      {"h2o", "spike", "fidelity/kl", 64, 10, "beats", 0.015625},
   };
   for (size_t i = 0; i < std::size(expected); ++i) {
     const auto& cell = j["cells"][i];
@@ -380,6 +384,9 @@ TEST(CompareVerdictTest, JudgesEveryBaselineUnderOneHolmFamily) {
   EXPECT_EQ(j["cells"][4]["rank"], 1);
   EXPECT_EQ(j["cells"][4]["of"], 4);
   EXPECT_EQ(j["cells"][6]["methods"], nlohmann::json::array({"ripple-rev+h2o"}));
+  EXPECT_EQ(j["cells"][7]["methods"], nlohmann::json::array({"spike1+h2o", "spike2+h2o"}));
+  EXPECT_EQ(j["cells"][7]["diff"].get<double>(), -5.5 / 128);
+  EXPECT_TRUE(j["cells"][7]["rank"].is_null());
   // perm3 has no example 9: the permuted KL cell keeps the examples every map covers.
   EXPECT_NE(r.err.find("1 examples lack a score of some of its 3 maps"), std::string::npos)
       << r.err;
@@ -389,29 +396,29 @@ TEST(CompareVerdictTest, MarkdownHasATablePerSelectionAndStatesTheFamily) {
   const TempFile file("ripplekv_compare_verdict_md", VerdictRecords());
   const CliResult r = RunCli("compare " + file.path() + " --verdict");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("Holm's correction over all 7 cells of this verdict"), std::string::npos)
+  EXPECT_NE(r.out.find("Holm's correction over all 8 cells of this verdict"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("### ripple+snapkv\n\n| task | budget | uniform (snapkv) | cake "
                        "(cake+snapkv) | permuted (3 maps) |"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("| fidelity/kl | 64 | beats (p 0.014, -0.043, -7.0%) | loses (p 0.014, "
+  EXPECT_NE(r.out.find("| fidelity/kl | 64 | beats (p 0.016, -0.043, -7.0%) | loses (p 0.016, "
                        "+0.043, +8.1%) | n.s. (p 1, +0, +0.0%, rank 2 of 4) |"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("| passkey | 128 | beats (p 0.014, +0.5, +100.0%) | – | n.s. (p 1, +0, "
+  EXPECT_NE(r.out.find("| passkey | 128 | beats (p 0.016, +0.5, +100.0%) | – | n.s. (p 1, +0, "
                        "+0.0%, rank 1 of 4) |"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("### ripple+h2o\n\n| task | budget | uniform (uniform+h2o) | reversed "
-                       "(ripple-rev+h2o) |"),
+                       "(ripple-rev+h2o) | spike (2 maps) |"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("| full |"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("ripple+snapkv-v2"), std::string::npos) << r.out;
 }
 
-// Raw p = 0.00195 is below 0.01; after Holm over the 7 cells (0.0137) it is not.
+// Raw p = 0.00195 is below 0.01; after Holm over the 8 cells (0.0156) it is not.
 TEST(CompareVerdictTest, AlphaAppliesAfterHolm) {
   const TempFile file("ripplekv_compare_verdict_alpha", VerdictRecords());
   const CliResult r = RunCli("compare " + file.path() + " --verdict --json --alpha 0.01");
