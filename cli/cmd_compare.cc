@@ -126,8 +126,8 @@ StatusOr<std::vector<Row>> BuildRows(const std::vector<eval::ScoreRecord>& recor
       if (by_budget) row.budget = cell.second;
       rows.push_back(std::move(row));
     }
-    const PairCounts counts = AddPairs(rows[slot->second], a->second, b->second,
-                                       eval::LowerIsBetter(cell.first));
+    const PairCounts counts =
+        AddPairs(rows[slot->second], a->second, b->second, eval::LowerIsBetter(cell.first));
     if (counts.only_a > 0 || counts.only_b > 0) {
       spdlog::warn("{}: {} examples only in {}, {} only in {}; {} paired", label, counts.only_a,
                    pair.a, counts.only_b, pair.b, counts.paired);
@@ -306,10 +306,9 @@ int RunVerdict(const CompareArgs& args) {
   auto cells = BuildVerdict(*records, args.records, StatsOptions(args));
   if (!cells.ok()) return ReportError(cells.status());
   if (args.json) {
-    std::printf(
-        "%s\n", VerdictJson(*cells, StatsOptions(args))
-                    .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-                    .c_str());
+    std::printf("%s\n", VerdictJson(*cells, StatsOptions(args))
+                            .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                            .c_str());
   } else {
     std::fputs(VerdictMarkdown(*cells, StatsOptions(args)).c_str(), stdout);
   }

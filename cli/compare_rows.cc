@@ -58,11 +58,10 @@ Status ComputeRow(Row& row, const RowStatsOptions& options) {
   }
   ASSIGN_OR_RETURN(row.wilcoxon, method::WilcoxonSignedRank(row.diff));
   row.p_value = row.wilcoxon->p_value;
-  ASSIGN_OR_RETURN(
-      row.interval,
-      method::PairedBootstrapInterval(
-          row.diff,
-          {.resamples = options.resamples, .seed = options.seed, .alpha = options.alpha}));
+  ASSIGN_OR_RETURN(row.interval,
+                   method::PairedBootstrapInterval(row.diff, {.resamples = options.resamples,
+                                                              .seed = options.seed,
+                                                              .alpha = options.alpha}));
   row.d_z = method::CohenDz(row.diff);
   row.rank_biserial = method::RankBiserial(*row.wilcoxon);
   return absl::OkStatus();

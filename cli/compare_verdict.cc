@@ -86,18 +86,21 @@ std::vector<Baseline> BaselinesOf(const MethodScores& scores, const std::string&
     if (!methods.empty()) baselines.push_back({std::move(name), std::move(methods), averaged});
   };
   add("uniform",
-      OneOf(scores, s == "cake" ? std::vector<std::string>{"uniform+cake"}
-                                : std::vector<std::string>{s, Cat("uniform+", s)},
+      OneOf(scores,
+            s == "cake" ? std::vector<std::string>{"uniform+cake"}
+                        : std::vector<std::string>{s, Cat("uniform+", s)},
             Cat("uniform baseline of ", a)),
       false);
   add("pyramid",
-      OneOf(scores, s == "snapkv" ? std::vector<std::string>{"pyramidkv", "pyramid+snapkv"}
-                                  : std::vector<std::string>{Cat("pyramid+", s)},
+      OneOf(scores,
+            s == "snapkv" ? std::vector<std::string>{"pyramidkv", "pyramid+snapkv"}
+                          : std::vector<std::string>{Cat("pyramid+", s)},
             Cat("pyramid baseline of ", a)),
       false);
   add("cake",
-      OneOf(scores, s == "cake" ? std::vector<std::string>{"cake", "cake+cake"}
-                                : std::vector<std::string>{Cat("cake+", s)},
+      OneOf(scores,
+            s == "cake" ? std::vector<std::string>{"cake", "cake+cake"}
+                        : std::vector<std::string>{Cat("cake+", s)},
             Cat("cake baseline of ", a)),
       false);
   add("permuted", Controls(scores, "ripple-perm", s), true);
@@ -108,8 +111,8 @@ std::vector<Baseline> BaselinesOf(const MethodScores& scores, const std::string&
 
 // The baseline's scores at `cell`: its method's, or the per-example mean of its maps over the
 // examples every map has (a warning counts the examples left out).
-ExampleScores BaselineScores(const MethodScores& scores, const Baseline& baseline,
-                             const Cell& cell, const std::string& a) {
+ExampleScores BaselineScores(const MethodScores& scores, const Baseline& baseline, const Cell& cell,
+                             const std::string& a) {
   auto cell_of = [&](const std::string& method) -> const ExampleScores* {
     const CellScores& cells = scores.at(method);
     const auto it = cells.find(cell);
@@ -142,10 +145,11 @@ ExampleScores BaselineScores(const MethodScores& scores, const Baseline& baselin
     if (every) mean[example] = sum / static_cast<double>(maps.size());
   }
   if (mean.size() < examples.size()) {
-    spdlog::warn("{} vs {}, {} at budget {}: {} examples lack a score of some of its {} maps, left "
-                 "out; {} kept",
-                 a, baseline.name, cell.first, BudgetLabel(cell.second),
-                 examples.size() - mean.size(), maps.size(), mean.size());
+    spdlog::warn(
+        "{} vs {}, {} at budget {}: {} examples lack a score of some of its {} maps, left "
+        "out; {} kept",
+        a, baseline.name, cell.first, BudgetLabel(cell.second), examples.size() - mean.size(),
+        maps.size(), mean.size());
   }
   return mean;
 }
@@ -279,8 +283,8 @@ StatusOr<std::vector<VerdictCell>> BuildVerdict(const std::vector<eval::ScoreRec
 namespace {
 
 std::string CellText(const VerdictCell& cell) {
-  std::string text = fmt::format("{} (p {:.2g}, {:+.3g}, ", cell.verdict, cell.row.p_holm,
-                                 cell.diff);
+  std::string text =
+      fmt::format("{} (p {:.2g}, {:+.3g}, ", cell.verdict, cell.row.p_holm, cell.diff);
   text += cell.rel_diff ? fmt::format("{:+.1f}%", *cell.rel_diff) : std::string("–");
   if (cell.rank) text += Cat(", rank ", *cell.rank, " of ", cell.of);
   return text + ")";
@@ -295,8 +299,7 @@ std::string ColumnTitle(const VerdictCell& cell) {
 
 }  // namespace
 
-std::string VerdictMarkdown(const std::vector<VerdictCell>& cells,
-                            const RowStatsOptions& options) {
+std::string VerdictMarkdown(const std::vector<VerdictCell>& cells, const RowStatsOptions& options) {
   std::string out = Cat(
       "Verdict: ripple+<selection> against each baseline with the same selection, per task and "
       "budget. Holm's correction over all ",
@@ -323,7 +326,8 @@ std::string VerdictMarkdown(const std::vector<VerdictCell>& cells,
     static constexpr std::array<std::string_view, 6> kOrder = {"uniform",  "pyramid",  "cake",
                                                                "permuted", "reversed", "spike"};
     std::sort(columns.begin(), columns.end(), [](const std::string& x, const std::string& y) {
-      return std::find(kOrder.begin(), kOrder.end(), x) < std::find(kOrder.begin(), kOrder.end(), y);
+      return std::find(kOrder.begin(), kOrder.end(), x) <
+             std::find(kOrder.begin(), kOrder.end(), y);
     });
     out += Cat("\n### ripple+", selection, "\n\n| task | budget |");
     for (const std::string& c : columns) out += Cat(" ", title[c], " |");

@@ -28,15 +28,15 @@ namespace ripplekv::cli {
 
 // One cell of the verdict: ripple+S against one baseline at one task and budget.
 struct VerdictCell {
-  std::string selection;             // S: "snapkv", "h2o", "streaming" or "cake"
-  std::string baseline;              // "uniform", "pyramid", "cake", "permuted", "reversed", "spike"
+  std::string selection;  // S: "snapkv", "h2o", "streaming" or "cake"
+  std::string baseline;   // "uniform", "pyramid", "cake", "permuted", "reversed", "spike"
   std::vector<std::string> methods;  // the records' methods whose scores make the baseline
   Row row;                           // a = ripple+S; b = the baseline; statistics computed
   double mean_a = 0.0;               // raw mean scores over the row's examples
   double mean_b = 0.0;
-  double diff = 0.0;                 // mean_a - mean_b, raw (not oriented)
-  std::optional<double> rel_diff;    // 100 * diff / |mean_b| (%); none when mean_b = 0
-  std::string verdict;               // "beats", "loses" or "n.s." at alpha after Holm
+  double diff = 0.0;               // mean_a - mean_b, raw (not oriented)
+  std::optional<double> rel_diff;  // 100 * diff / |mean_b| (%); none when mean_b = 0
+  std::string verdict;             // "beats", "loses" or "n.s." at alpha after Holm
   // permuted only: ripple+S's place among its k maps by mean score over the row's examples,
   // 1 + the number of maps strictly better (lower-is-better tasks: lower); of = k + 1.
   std::optional<int> rank;

@@ -371,7 +371,8 @@ TEST(CompareVerdictTest, JudgesEveryBaselineUnderOneHolmFamily) {
   EXPECT_EQ(win["methods"], nlohmann::json::array({"snapkv"}));
   EXPECT_EQ(win["p"].get<double>(), 0.001953125);
   EXPECT_EQ(win["diff"].get<double>(), -5.5 / 128);
-  EXPECT_DOUBLE_EQ(win["rel_diff"].get<double>(), 100 * (-5.5 / 128) / (0.5 + 4.5 / 64 + 5.5 / 128));
+  EXPECT_DOUBLE_EQ(win["rel_diff"].get<double>(),
+                   100 * (-5.5 / 128) / (0.5 + 4.5 / 64 + 5.5 / 128));
   EXPECT_TRUE(win["rank"].is_null());
   // The permuted maps are ripple-perm1..3 (not ripple-perm01); ripple ranks 2 of 4 on KL, 1 of 4
   // on passkey where every map ties with it.
