@@ -1,5 +1,6 @@
 // ripplekv eval --model M [--methods LIST] [--budgets 64,128,256] [--tasks LIST] [--profile P]
-//   [--ratio R] [--shrink-z Z] [--normalization minmax|rank|log-minmax] [--tuned F]
+//   [--ratio R] [--shrink-z Z] [--normalization minmax|rank|log-minmax] [--tuned F ...]
+//   [--control-seeds K] [--h2o-recent N]
 //   [--budget-map F] [--samples N] [--prompt-len T,...] [--context-len C]
 //   [--continuation W] [--depth D,...] [--kv-pairs N] [--kv-format uuid|short] [--needles N]
 //   [--corpus NAME|FILE] [--split test|validation] [--seed S] [--chat] [--longbench F]
@@ -9,12 +10,16 @@
 // Evaluates KV-cache compression methods at matched memory (docs/EVAL.md): every example is
 // prefilled once, then each method x budget compresses a copy of the cache and decodes from it.
 // Methods: docs/COMPRESSION.md ("ripple+snapkv" needs --profile: its budget map per budget is
-// computed from the profile as `ripplekv budgets` does; "map+..." takes --budget-map). Tasks:
+// computed from the profile as `ripplekv budgets` does; "map+..." takes --budget-map; the
+// controls ripple-perm<k>+..., ripple-rev+..., spike<k>+... are maps from the same profile at the
+// same ratio, eval/compress/control_maps.h, and ripple-perm+... / spike+... without k stand for
+// k = 1..--control-seeds). Tasks:
 // fidelity, passkey, kv-retrieval, multi-needle, longbench (needs --longbench). Corpus text comes
 // from a built-in book or a file (eval/corpus_file.h), from the region of --split only
 // (eval/split.h; checked before anything runs). stdout: the results table (markdown,
 // --json or --csv); stderr: progress and the throughput line.
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -23,12 +28,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/file_io.h"
 #include "cli/commands.h"
 #include "cli/eval_setup.h"
 #include "cli/exit_codes.h"
 #include "cli/model_session.h"
 #include "cli/tuned_settings.h"
+#include "eval/compress/control_maps.h"
 #include "eval/compress/method.h"
 #include "eval/eval_runner.h"
 #include "eval/results_table.h"
@@ -50,9 +58,13 @@ struct EvalArgs {
   double shrink_z = 0.0;
   std::string normalization = "minmax";  // of the maps from --profile: minmax, rank or log-minmax
   std::string budget_map;
-  std::string tuned;  // settings of `ripplekv tune`: a ratio and CAKE temperatures per budget
+  // Settings of `ripplekv tune` (a ratio and CAKE temperatures per budget); several files tune
+  // several selections (TunedFor).
+  std::vector<std::string> tuned;
+  int control_seeds = 10;  // k of ripple-perm+S and spike+S given without one: 1..control_seeds
   ExampleFlags examples;
   int threads = DefaultThreads();
+  int h2o_recent = 0;  // H2O: recent tokens kept; 0 = half the budget (heavy_ratio)
   ModelFlags model_flags;  // --weights, --device, --device-weights
   bool no_shared_prefill = false;
   bool json = false;
@@ -61,25 +73,64 @@ struct EvalArgs {
   std::string records_out;  // also write every per-example score here (JSONL)
 };
 
-// Budget maps of the kMap methods per average budget: from --profile (RippleKV's mapping, as
-// `ripplekv budgets`), or --budget-map (a map file, usable at its own average only).
+// The method list with every control named without its k ("ripple-perm+snapkv", "spike+h2o")
+// expanded to k = 1..seeds.
+std::string ExpandControls(const std::string& list, int seeds) {
+  std::vector<std::string> out;
+  for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    const size_t plus = name.find('+');
+    const absl::string_view alloc = name.substr(0, plus);
+    if (plus == absl::string_view::npos || (alloc != "ripple-perm" && alloc != "spike")) {
+      out.emplace_back(name);
+      continue;
+    }
+    for (int k = 1; k <= seeds; ++k) {
+      out.push_back(absl::StrCat(alloc, k, name.substr(plus)));
+    }
+  }
+  return absl::StrJoin(out, ",");
+}
+
+// The tuned file that sets method m's parameters: for a kMap method the file whose ratio was tuned
+// with m's selection, for a CAKE allocation the file whose temperatures were tuned with m itself;
+// failing that, the first file that tuned that part at all (one file then serves every selection,
+// as before files named their method). nullptr when no file tuned it.
+const TunedSettings* TunedFor(const std::vector<TunedSettings>& files, const eval::Method& m) {
+  const bool ripple = m.needs_budget_map();
+  const TunedSettings* fallback = nullptr;
+  for (const TunedSettings& t : files) {
+    if (ripple ? t.ripple.empty() : t.cake.empty()) continue;
+    const bool exact = ripple ? t.ripple_selector == eval::SelectionName(m.selection)
+                              : t.cake_method == m.name;
+    if (exact) return &t;
+    if (!fallback) fallback = &t;
+  }
+  return fallback;
+}
+
+// Budget maps of one kMap method per average budget: from --profile (RippleKV's mapping, as
+// `ripplekv budgets`, at the method's tuned ratio per budget; a control's map from the same
+// sensitivities and ratio), or --budget-map (a map file, usable at its own average only).
 StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(
-    const EvalArgs& args, const std::vector<eval::Method>& methods, const std::vector<int>& budgets,
-    const eval::CompressOptions& compress, const worker::Engine& session,
-    const std::optional<TunedSettings>& tuned) {
+    const EvalArgs& args, const eval::Method& method, const std::vector<int>& budgets,
+    int64_t min_tokens, const worker::Engine& session, const TunedSettings* tuned) {
   std::map<int, std::vector<int>> maps;
-  const bool needed = std::any_of(methods.begin(), methods.end(),
-                                  [](const auto& m) { return m.needs_budget_map(); });
-  if (!needed) return maps;
   const int64_t n_layers = session.model.config.n_layers;
-  if (!args.profile.empty() == !args.budget_map.empty()) {
+  const std::string allocation = method.name.substr(0, method.name.find('+'));
+  const std::optional<eval::MapControl> control = eval::ParseMapControl(allocation);
+  if (!control) return absl::InternalError(absl::StrCat(method.name, " is not a map method"));
+  if (args.profile.empty() == args.budget_map.empty()) {
     return absl::InvalidArgumentError(
         "methods ripple+... / map+... need exactly one of --profile P.json and --budget-map F");
   }
   if (!args.budget_map.empty()) {
-    if (tuned) {
+    if (!args.tuned.empty()) {
       return absl::InvalidArgumentError(
           "--tuned sets the ratio of maps made from --profile, not of a --budget-map file");
+    }
+    if (control->kind != eval::MapControlKind::kNone) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          method.name, " is a control of the profile's map: it needs --profile, not --budget-map"));
     }
     ASSIGN_OR_RETURN(method::BudgetMap map, method::ReadBudgetMapFile(args.budget_map));
     if (static_cast<int64_t>(map.tokens.size()) != n_layers) {
@@ -101,32 +152,33 @@ StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(
                    ReadProfileOfModel(args.profile, args.model));
   ASSIGN_OR_RETURN(method::Normalization normalization,
                    method::ParseNormalization(args.normalization));
-  RippleMapSettings settings{.ratio = args.ratio,
-                             .shrink_z = args.shrink_z,
-                             .normalization = normalization,
-                             .min_tokens = MapMinTokens(methods, compress)};
-  if (!tuned) return RippleMaps(profile, budgets, settings);
-  for (int b : budgets) {  // each budget at its tuned ratio
-    settings.ratio = tuned->ripple.at(b).ratio;
-    ASSIGN_OR_RETURN(auto one, RippleMaps(profile, {b}, settings));
-    maps[b] = std::move(one[b]);
+  ASSIGN_OR_RETURN(const std::vector<double> sensitivities,
+                   method::LayerSensitivities(profile, args.shrink_z));
+  for (int b : budgets) {
+    method::BudgetOptions options;
+    options.ratio = tuned ? tuned->ripple.at(b).ratio : args.ratio;
+    options.average_tokens = b;
+    options.min_tokens = std::min<int64_t>(min_tokens, b);
+    options.normalization = normalization;
+    ASSIGN_OR_RETURN(std::vector<int64_t> tokens,
+                     eval::ControlMap(sensitivities, options, *control));
+    maps[b].assign(tokens.begin(), tokens.end());
   }
   return maps;
 }
 
 // --tuned: settings chosen by `ripplekv tune` on the validation split of this model, applied to
-// the test split, with a setting for every budget asked. InvalidArgument naming what differs.
-Status CheckTuned(const TunedSettings& tuned, const EvalArgs& args,
-                  const std::vector<eval::Method>& methods, const std::vector<int>& budgets) {
-  ASSIGN_OR_RETURN(std::string hash, worker::ModelHash(args.model));
+// the test split. InvalidArgument naming the file and what differs.
+Status CheckTunedFile(const TunedSettings& tuned, const std::string& path, const EvalArgs& args,
+                      const std::string& hash) {
   if (tuned.model_hash != hash) {
-    return absl::InvalidArgumentError(absl::StrCat(args.tuned, ": tuned for model ",
+    return absl::InvalidArgumentError(absl::StrCat(path, ": tuned for model ",
                                                    tuned.model_hash.substr(0, 12), ", not ",
                                                    hash.substr(0, 12)));
   }
   if (tuned.split != "validation" || args.examples.split != "test") {
     return absl::InvalidArgumentError(absl::StrCat(
-        args.tuned, ": settings tuned on the ", tuned.split, " split, evaluated on the ",
+        path, ": settings tuned on the ", tuned.split, " split, evaluated on the ",
         args.examples.split, " split; tune on validation and evaluate on test"));
   }
   // The maps' other settings must be the ones the ratio was tuned with (files written before
@@ -134,45 +186,68 @@ Status CheckTuned(const TunedSettings& tuned, const EvalArgs& args,
   const std::string tuned_normalization =
       tuned.profile.value("normalization", std::string("minmax"));
   const double tuned_shrink_z = tuned.profile.value("shrink_z", 0.0);
-  if (tuned_normalization != args.normalization || tuned_shrink_z != args.shrink_z) {
+  if (!tuned.ripple.empty() &&
+      (tuned_normalization != args.normalization || tuned_shrink_z != args.shrink_z)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(args.tuned, ": tuned with --normalization ", tuned_normalization,
-                     " --shrink-z ", tuned_shrink_z, ", evaluated with --normalization ",
-                     args.normalization, " --shrink-z ", args.shrink_z));
-  }
-  for (const eval::Method& m : methods) {
-    const bool ripple = m.needs_budget_map();
-    const bool cake = m.allocation == eval::AllocationKind::kCake;
-    if (!ripple && !cake) continue;
-    for (int b : budgets) {
-      if ((ripple && !tuned.ripple.contains(b)) || (cake && !tuned.cake.contains(b))) {
-        return absl::InvalidArgumentError(absl::StrCat(args.tuned, ": no tuned ",
-                                                       ripple ? "ratio" : "CAKE temperatures",
-                                                       " for budget ", b, " (", m.name, ")"));
-      }
-    }
+        absl::StrCat(path, ": tuned with --normalization ", tuned_normalization, " --shrink-z ",
+                     tuned_shrink_z, ", evaluated with --normalization ", args.normalization,
+                     " --shrink-z ", args.shrink_z));
   }
   return absl::OkStatus();
 }
 
-// --tuned: every CAKE allocation runs at each budget with that budget's temperatures, as variants
-// named like the method.
-void TunedCakeVariants(const TunedSettings& tuned, const std::vector<int>& budgets,
-                       eval::EvalRunOptions& run) {
+// Every --tuned file, checked; and a setting for every budget of every method that takes one.
+StatusOr<std::vector<TunedSettings>> ReadTuned(const EvalArgs& args,
+                                               const std::vector<eval::Method>& methods,
+                                               const std::vector<int>& budgets) {
+  std::vector<TunedSettings> files;
+  if (args.tuned.empty()) return files;
+  ASSIGN_OR_RETURN(std::string hash, worker::ModelHash(args.model));
+  for (const std::string& path : args.tuned) {
+    ASSIGN_OR_RETURN(TunedSettings t, ReadTunedSettings(path));
+    RETURN_IF_ERROR(CheckTunedFile(t, path, args, hash));
+    files.push_back(std::move(t));
+  }
+  for (const eval::Method& m : methods) {
+    const bool ripple = m.needs_budget_map();
+    if (!ripple && m.allocation != eval::AllocationKind::kCake) continue;
+    const TunedSettings* t = TunedFor(files, m);
+    for (int b : budgets) {
+      if (t == nullptr || (ripple ? !t->ripple.contains(b) : !t->cake.contains(b))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            absl::StrJoin(args.tuned, ", "), ": no tuned ", ripple ? "ratio" : "CAKE temperatures",
+            " for budget ", b, " (", m.name, ")"));
+      }
+    }
+  }
+  return files;
+}
+
+// Every map method runs with budget maps of its own, and with --tuned every CAKE allocation runs
+// at each budget with that budget's temperatures: both as variants named like the method.
+Status MakeVariants(const EvalArgs& args, const std::vector<TunedSettings>& tuned,
+                    const worker::Engine& session, eval::EvalRunOptions& run) {
+  const int64_t min_tokens = MapMinTokens(run.methods, run.compress);
   std::vector<eval::Method> kept;
   for (const eval::Method& m : run.methods) {
-    if (m.allocation != eval::AllocationKind::kCake) {
+    const TunedSettings* t = TunedFor(tuned, m);
+    if (m.needs_budget_map()) {
+      ASSIGN_OR_RETURN(auto maps, MakeBudgetMaps(args, m, run.budgets, min_tokens, session, t));
+      run.variants.push_back({.label = m.name, .method = m, .budget_maps = std::move(maps)});
+    } else if (m.allocation == eval::AllocationKind::kCake && t != nullptr) {
+      for (int b : run.budgets) {
+        eval::CompressOptions compress = run.compress;
+        compress.cake_tau1 = t->cake.at(b).tau1;
+        compress.cake_tau2 = t->cake.at(b).tau2;
+        run.variants.push_back(
+            {.label = m.name, .method = m, .compress = compress, .budgets = {b}});
+      }
+    } else {
       kept.push_back(m);
-      continue;
-    }
-    for (int b : budgets) {
-      eval::CompressOptions compress = run.compress;
-      compress.cake_tau1 = tuned.cake.at(b).tau1;
-      compress.cake_tau2 = tuned.cake.at(b).tau2;
-      run.variants.push_back({.label = m.name, .method = m, .compress = compress, .budgets = {b}});
     }
   }
   run.methods = std::move(kept);
+  return absl::OkStatus();
 }
 
 int RunEval(const EvalArgs& args) {
@@ -181,28 +256,21 @@ int RunEval(const EvalArgs& args) {
   }
   std::string method_list = args.methods;
   if (!args.profile.empty() && method_list == EvalArgs().methods) method_list += ",ripple+snapkv";
-  auto methods = ParseMethods(method_list);
+  auto methods = ParseMethods(ExpandControls(method_list, args.control_seeds));
   if (!methods.ok()) return ReportError(methods.status());
   auto budgets = ParseBudgets(args.budgets);
   if (!budgets.ok()) return ReportError(budgets.status());
-  std::optional<TunedSettings> tuned;
-  if (!args.tuned.empty()) {
-    auto read = ReadTunedSettings(args.tuned);
-    if (!read.ok()) return ReportError(read.status());
-    if (Status st = CheckTuned(*read, args, *methods, *budgets); !st.ok()) return ReportError(st);
-    tuned = *std::move(read);
-  }
+  auto tuned = ReadTuned(args, *methods, *budgets);
+  if (!tuned.ok()) return ReportError(tuned.status());
 
   auto session = OpenModel(args.model, args.threads, args.model_flags);
   if (!session.ok()) return ReportError(session.status());
   eval::EvalRunOptions run;
+  run.compress.selection.recent_tokens = args.h2o_recent;
   run.methods = *methods;
   run.budgets = *budgets;
   run.shared_prefill = !args.no_shared_prefill;
-  auto maps = MakeBudgetMaps(args, *methods, *budgets, run.compress, **session, tuned);
-  if (!maps.ok()) return ReportError(maps.status());
-  run.budget_maps = *std::move(maps);
-  if (tuned) TunedCakeVariants(*tuned, *budgets, run);
+  if (Status st = MakeVariants(args, *tuned, **session, run); !st.ok()) return ReportError(st);
   auto examples = MakeExamples(args.examples, *(*session)->tokenizer);
   if (!examples.ok()) return ReportError(examples.status());
 
@@ -263,7 +331,17 @@ void AddEvalCommand(CLI::App& app, Action& run) {
       ->check(CLI::IsMember({"minmax", "rank", "log-minmax"}));
   cmd->add_option("--tuned", a->tuned,
                   "Settings from `ripplekv tune` (per budget: RippleKV's ratio, CAKE's "
-                  "temperatures), chosen on the validation split");
+                  "temperatures), chosen on the validation split; repeat it for settings tuned "
+                  "per selection");
+  cmd->add_option("--control-seeds", a->control_seeds,
+                  "Maps of ripple-perm+S and spike+S given without k: k = 1..this")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--h2o-recent", a->h2o_recent,
+                  "H2O: most recent tokens kept, the rest of the budget to heavy hitters (0: the "
+                  "paper's half; KVCache-Factory keeps 8)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   AddExampleFlags(cmd, a->examples);
   AddModelFlags(cmd, a->model_flags);
   cmd->add_option("--threads", a->threads, "CPU threads")->check(CLI::Range(1, 1024));

@@ -1,5 +1,5 @@
-// ripplekv tune --model M --profile P --budgets LIST [--ratios LIST] [--selector S]
-//   [--cake-taus LIST|none] [--objective TASK|average] [--shrink-z Z]
+// ripplekv tune --model M --profile P --budgets LIST [--ratios LIST|none] [--selector S]
+//   [--cake-taus LIST|none] [--cake-method cake|cake+S] [--objective TASK|average] [--shrink-z Z]
 //   [--normalization minmax|rank|log-minmax] --out F [example flags; --split validation]
 // Chooses, per average budget, RippleKV's ratio and CAKE's temperatures on the validation split
 // (docs/EVAL.md, "Tuning without test data"): every candidate is one method variant evaluated from
@@ -41,17 +41,20 @@ struct TuneArgs {
   std::string ratios = "1,1.5,2,4,8";
   std::string selector = "snapkv";
   std::string cake_taus = "0.6:0.6,0.6:1,0.6:1.6,1:0.6,1:1,1:1.6,1.6:0.6,1.6:1,1.6:1.6";
+  std::string cake_method = "cake";  // the CAKE method the temperatures are tuned with
   std::string objective;  // empty: fidelity/kl with the fidelity task, else "average"
   double shrink_z = 0.0;
   std::string normalization = "minmax";  // of RippleKV's maps: minmax, rank or log-minmax
   std::string out;
   ExampleFlags examples;
   int threads = DefaultThreads();
+  int h2o_recent = 0;  // H2O: recent tokens kept; 0 = half the budget (heavy_ratio)
   ModelFlags model_flags;
 };
 
 // The candidates as written ("1.5") and as numbers, in the order given.
 StatusOr<std::vector<std::pair<std::string, double>>> ParseRatios(const std::string& text) {
+  if (text == "none") return std::vector<std::pair<std::string, double>>{};
   ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitList(text, "--ratios"));
   std::vector<std::pair<std::string, double>> out;
   for (const std::string& p : parts) {
@@ -161,6 +164,7 @@ Status Tune(const TuneArgs& args) {
   RETURN_IF_ERROR(session.status());
 
   eval::EvalRunOptions run;
+  run.compress.selection.recent_tokens = args.h2o_recent;
   run.budgets = *budgets;
   auto normalization = method::ParseNormalization(args.normalization);
   RETURN_IF_ERROR(normalization.status());
@@ -175,13 +179,21 @@ Status Tune(const TuneArgs& args) {
                             .method = *ripple,
                             .budget_maps = *std::move(maps)});
   }
-  const eval::Method cake = *eval::ParseMethod("cake");
+  auto cake = eval::ParseMethod(args.cake_method);
+  RETURN_IF_ERROR(cake.status());
+  if (cake->allocation != eval::AllocationKind::kCake) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cake-method: ", args.cake_method, " is not a CAKE allocation (cake or cake+...)"));
+  }
+  if (ratios->empty() && taus->empty()) {
+    return absl::InvalidArgumentError("--ratios none and --cake-taus none: nothing to tune");
+  }
   for (const TauPair& t : *taus) {
     eval::CompressOptions compress = run.compress;
     compress.cake_tau1 = t.tau1;
     compress.cake_tau2 = t.tau2;
     run.variants.push_back(
-        {.label = absl::StrCat("cake@", t.name), .method = cake, .compress = compress});
+        {.label = absl::StrCat(cake->name, "@", t.name), .method = *cake, .compress = compress});
   }
   auto examples = MakeExamples(args.examples, *(*session)->tokenizer);
   RETURN_IF_ERROR(examples.status());
@@ -215,7 +227,8 @@ Status Tune(const TuneArgs& args) {
                                   {"data_source", profile->params.data_source},
                                   {"shrink_z", args.shrink_z},
                                   {"normalization", args.normalization}},
-                      .ripple_selector = args.selector};
+                      .ripple_selector = args.selector,
+                      .cake_method = cake->name};
   std::printf("tuned on the %s split, objective %s (%s is better)\n", args.examples.split.c_str(),
               objective.c_str(), lower ? "lower" : "higher");
   std::vector<std::string> ratio_labels, ratio_names, tau_labels, tau_names;
@@ -224,19 +237,21 @@ Status Tune(const TuneArgs& args) {
     ratio_names.push_back(name);
   }
   for (const TauPair& t : *taus) {
-    tau_labels.push_back(absl::StrCat("cake@", t.name));
+    tau_labels.push_back(absl::StrCat(cake->name, "@", t.name));
     tau_names.push_back(t.name);
   }
   for (int b : *budgets) {
-    RippleChoice choice;
-    ASSIGN_OR_RETURN(const size_t r, Choose(absl::StrCat(ripple->name, " ratio"), ratio_labels,
-                                            ratio_names, b, value, lower, &choice.scores));
-    choice.ratio = (*ratios)[r].second;
-    tuned.ripple[b] = std::move(choice);
+    if (!ratios->empty()) {
+      RippleChoice choice;
+      ASSIGN_OR_RETURN(const size_t r, Choose(absl::StrCat(ripple->name, " ratio"), ratio_labels,
+                                              ratio_names, b, value, lower, &choice.scores));
+      choice.ratio = (*ratios)[r].second;
+      tuned.ripple[b] = std::move(choice);
+    }
     if (taus->empty()) continue;
     CakeChoice cake_choice;
-    ASSIGN_OR_RETURN(const size_t t, Choose("cake tau1:tau2", tau_labels, tau_names, b, value,
-                                            lower, &cake_choice.scores));
+    ASSIGN_OR_RETURN(const size_t t, Choose(absl::StrCat(cake->name, " tau1:tau2"), tau_labels,
+                                            tau_names, b, value, lower, &cake_choice.scores));
     cake_choice.tau1 = (*taus)[t].tau1;
     cake_choice.tau2 = (*taus)[t].tau2;
     tuned.cake[b] = std::move(cake_choice);
@@ -262,14 +277,18 @@ void AddTuneCommand(CLI::App& app, Action& run) {
   cmd->add_option("--profile", a->profile, "Profile JSON (ripplekv calibrate --out)")->required();
   cmd->add_option("--budgets", a->budgets, "Average tokens kept per layer and KV head")
       ->capture_default_str();
-  cmd->add_option("--ratios", a->ratios, "Candidate ratios (1 = the uniform allocation)")
+  cmd->add_option("--ratios", a->ratios,
+                  "Candidate ratios (1 = the uniform allocation), or none")
       ->capture_default_str();
   cmd->add_option("--selector", a->selector, "Selection RippleKV's maps are tuned with")
       ->capture_default_str()
       ->check(CLI::IsMember({"snapkv", "h2o", "streaming", "cake"}));
   cmd->add_option("--cake-taus", a->cake_taus,
-                  "Candidate CAKE temperatures TAU1:TAU2 (CAKE's own allocation and selection), "
-                  "or none")
+                  "Candidate CAKE temperatures TAU1:TAU2 of --cake-method, or none")
+      ->capture_default_str();
+  cmd->add_option("--cake-method", a->cake_method,
+                  "The CAKE method the temperatures are tuned with: cake (CAKE's own selection) "
+                  "or cake+S for the allocation under selection S")
       ->capture_default_str();
   cmd->add_option("--objective", a->objective,
                   "Task whose mean score decides (e.g. fidelity/kl, passkey), or average (the "
@@ -282,6 +301,11 @@ void AddTuneCommand(CLI::App& app, Action& run) {
       ->capture_default_str()
       ->check(CLI::IsMember({"minmax", "rank", "log-minmax"}));
   cmd->add_option("-o,--out", a->out, "Write the chosen settings (JSON) here")->required();
+  cmd->add_option("--h2o-recent", a->h2o_recent,
+                  "H2O: most recent tokens kept, the rest of the budget to heavy hitters (0: the "
+                  "paper's half; KVCache-Factory keeps 8)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   AddExampleFlags(cmd, a->examples);
   AddModelFlags(cmd, a->model_flags);
   cmd->add_option("--threads", a->threads, "CPU threads")->check(CLI::Range(1, 1024));

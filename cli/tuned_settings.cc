@@ -83,7 +83,7 @@ std::string TunedSettingsToJson(const TunedSettings& s) {
       budgets[std::to_string(b)] = {
           {"tau1", choice.tau1}, {"tau2", choice.tau2}, {"scores", choice.scores}};
     }
-    root["cake"] = {{"budgets", std::move(budgets)}};
+    root["cake"] = {{"method", s.cake_method}, {"budgets", std::move(budgets)}};
   }
   return root.dump(2) + "\n";
 }
@@ -127,7 +127,12 @@ StatusOr<TunedSettings> TunedSettingsFromJson(const std::string& text) {
   }
   if (root.contains("cake")) {
     const Json& c = root["cake"];
-    RETURN_IF_ERROR(ExpectKeys(c, "cake", {"budgets"}));
+    if (c.is_object() && c.contains("method")) {
+      RETURN_IF_ERROR(ExpectKeys(c, "cake", {"method", "budgets"}));
+      ASSIGN_OR_RETURN(s.cake_method, String(c["method"], "cake.method"));
+    } else {
+      RETURN_IF_ERROR(ExpectKeys(c, "cake", {"budgets"}));
+    }
     if (!c["budgets"].is_object()) return Bad("cake.budgets", "expected an object");
     for (const auto& [key, value] : c["budgets"].items()) {
       const std::string path = Cat("cake.budgets.", key);

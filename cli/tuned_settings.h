@@ -6,8 +6,10 @@
 //    "lower_is_better": bool, "examples": {...recorded...}, "profile": {...recorded...},
 //    "ripple": {"selector": "snapkv", "budgets": {"128": {"ratio": 4,
 //               "scores": {"1.5": s, ...}}, ...}},
-//    "cake": {"budgets": {"128": {"tau1": 1, "tau2": 1, "scores": {"1:1": s, ...}}, ...}}}
-// "ripple" or "cake" is absent when that part was not tuned. Reading is strict (unknown keys are
+//    "cake": {"method": "cake+snapkv",
+//             "budgets": {"128": {"tau1": 1, "tau2": 1, "scores": {"1:1": s, ...}}, ...}}}
+// "ripple" or "cake" is absent when that part was not tuned. "cake.method" is the CAKE method the
+// temperatures were tuned with (absent in files written before it was recorded: "cake"). Reading is strict (unknown keys are
 // errors naming their path). Thread-safe (pure functions).
 
 #include <map>
@@ -39,6 +41,7 @@ struct TunedSettings {
   nlohmann::ordered_json profile;      // the profile used, recorded for the reader
   std::string ripple_selector;         // the selection the ratio was tuned with, e.g. "snapkv"
   std::map<int, RippleChoice> ripple;  // by average budget; empty: not tuned
+  std::string cake_method = "cake";    // the CAKE method the temperatures were tuned with
   std::map<int, CakeChoice> cake;      // by average budget; empty: not tuned
 };
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,100 @@ TEST_F(TuneCliTest, NormalizationShapesTheMapsAndIsRecordedWithTheChoice) {
                                           "--tuned", out.string(), "--normalization", "rank"}),
                                    std::chrono::seconds(300));
   EXPECT_EQ(applied.exit_code, 0) << applied.err;
+}
+
+// The mean of `task` for `method` in a --json table; -1 (and a failure) when absent.
+double MeanOf(const std::string& json, const std::string& method, const std::string& task) {
+  const nlohmann::json table = nlohmann::json::parse(json);
+  for (const auto& row : table["results"]) {
+    if (row["method"] == method && row["task"] == task) return row["mean"].get<double>();
+  }
+  ADD_FAILURE() << "no " << method << " " << task << " row: " << json;
+  return -1.0;
+}
+
+TEST_F(TuneCliTest, SettingsTunedPerSelectionGoToTheirMethods) {
+  const fs::path h2o = tmp_.path() / "h2o.json", snap = tmp_.path() / "snap.json";
+  const CliResult tune_h2o = RunCli(
+      tmp_.path(), "tune-h2o",
+      Small({"tune", "--budgets", "40", "--selector", "h2o", "--ratios", "1,8", "--cake-method",
+             "cake+h2o", "--cake-taus", "1:1,0.5:2", "--out", h2o.string()}),
+      std::chrono::seconds(300));
+  ASSERT_EQ(tune_h2o.exit_code, 0) << tune_h2o.err;
+  const nlohmann::json h2o_json = nlohmann::json::parse(ReadFile(h2o));
+  EXPECT_EQ(h2o_json["ripple"]["selector"], "h2o");
+  EXPECT_EQ(h2o_json["cake"]["method"], "cake+h2o");
+  EXPECT_NE(tune_h2o.out.find("cake+h2o tau1:tau2"), std::string::npos) << tune_h2o.out;
+  const CliResult tune_snap = RunCli(
+      tmp_.path(), "tune-snap",
+      Small({"tune", "--budgets", "40", "--ratios", "none", "--cake-method", "cake+snapkv",
+             "--cake-taus", "1:1", "--out", snap.string()}),
+      std::chrono::seconds(300));
+  ASSERT_EQ(tune_snap.exit_code, 0) << tune_snap.err;
+  const nlohmann::json snap_json = nlohmann::json::parse(ReadFile(snap));
+  EXPECT_FALSE(snap_json.contains("ripple"));
+  EXPECT_EQ(snap_json["cake"]["method"], "cake+snapkv");
+
+  // Both files at once: ripple+h2o at the ratio tuned with H2O, cake+snapkv at the temperatures
+  // tuned with SnapKV (1:1, so it scores as the untuned default).
+  const CliResult tuned = RunCli(
+      tmp_.path(), "eval-tuned",
+      Small({"eval", "--methods", "ripple+h2o,cake+h2o,cake+snapkv", "--budgets", "40", "--tuned",
+             h2o.string(), "--tuned", snap.string(), "--json"}),
+      std::chrono::seconds(300));
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.err;
+  const double ratio = h2o_json["ripple"]["budgets"]["40"]["ratio"].get<double>();
+  const CliResult plain = RunCli(
+      tmp_.path(), "eval-plain",
+      Small({"eval", "--methods", "ripple+h2o,cake+snapkv", "--budgets", "40", "--ratio",
+             std::to_string(ratio), "--json"}),
+      std::chrono::seconds(300));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(MeanOf(tuned.out, "ripple+h2o", "fidelity/kl"),
+            MeanOf(plain.out, "ripple+h2o", "fidelity/kl"));
+  EXPECT_EQ(MeanOf(tuned.out, "cake+snapkv", "fidelity/kl"),
+            MeanOf(plain.out, "cake+snapkv", "fidelity/kl"));
+
+  const CliResult nothing = RunCli(
+      tmp_.path(), "tune-nothing",
+      Small({"tune", "--budgets", "40", "--ratios", "none", "--cake-taus", "none", "--out",
+             (tmp_.path() / "x.json").string()}),
+      std::chrono::seconds(60));
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_NE(nothing.err.find("nothing to tune"), std::string::npos) << nothing.err;
+  const CliResult not_cake = RunCli(
+      tmp_.path(), "tune-not-cake",
+      Small({"tune", "--budgets", "40", "--cake-method", "snapkv", "--out",
+             (tmp_.path() / "x.json").string()}),
+      std::chrono::seconds(60));
+  EXPECT_EQ(not_cake.exit_code, 2);
+  EXPECT_NE(not_cake.err.find("not a CAKE allocation"), std::string::npos) << not_cake.err;
+}
+
+TEST_F(TuneCliTest, ControlsRunAsMethodsFromTheSameProfileAndRatio) {
+  const CliResult eval = RunCli(
+      tmp_.path(), "eval-controls",
+      Small({"eval", "--methods", "ripple+snapkv,ripple-perm+snapkv,ripple-rev+snapkv,spike2+snapkv",
+             "--control-seeds", "3", "--budgets", "40", "--ratio", "8", "--json"}),
+      std::chrono::seconds(300));
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  std::set<std::string> methods;
+  const nlohmann::json table = nlohmann::json::parse(eval.out);
+  for (const auto& row : table["results"]) methods.insert(row["method"].get<std::string>());
+  EXPECT_EQ(methods, (std::set<std::string>{"ripple+snapkv", "ripple-perm1+snapkv",
+                                            "ripple-perm2+snapkv", "ripple-perm3+snapkv",
+                                            "ripple-rev+snapkv", "spike2+snapkv"}));
+  // A permuted profile's map keeps other tokens than the profile's own.
+  EXPECT_NE(MeanOf(eval.out, "ripple+snapkv", "fidelity/kl"),
+            MeanOf(eval.out, "ripple-perm1+snapkv", "fidelity/kl"));
+  // Controls need the profile: a map file has no layer values to permute.
+  const CliResult no_profile =
+      RunCli(tmp_.path(), "eval-control-map-file",
+             {"eval", "--model", model_, "--methods", "ripple-rev+snapkv", "--budget-map",
+              (tmp_.path() / "none.json").string()},
+             std::chrono::seconds(60));
+  EXPECT_EQ(no_profile.exit_code, 2) << no_profile.err;
+  EXPECT_NE(no_profile.err.find("needs --profile"), std::string::npos) << no_profile.err;
 }
 
 }  // namespace
