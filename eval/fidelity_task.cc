@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "base/strings.h"
-#include "eval/rng.h"
+#include "base/rng.h"
 #include "kernels/ops/op_context.h"
 #include "kernels/ops/softmax.h"
 #include "kernels/tensor/tensor.h"
@@ -14,8 +14,8 @@
 namespace ripplekv::eval {
 namespace {
 
-using internal::SplitMix64;
-using internal::StreamSeed;
+using base::SplitMix64;
+using base::StreamSeed;
 
 // Fixed stream id of the fidelity task (synthetic tasks use 1..3).
 constexpr uint64_t kFidelityStream = 100;

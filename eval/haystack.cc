@@ -123,7 +123,7 @@ StatusOr<HaystackCorpus> LoadHaystackCorpus(std::string_view name_or_path,
 StatusOr<Haystack> BuildHaystack(const HaystackCorpus& corpus, EvalSplit split,
                                  int64_t haystack_len,
                                  std::span<const std::vector<int32_t>> needles,
-                                 std::span<const double> depths, internal::SplitMix64& rng,
+                                 std::span<const double> depths, base::SplitMix64& rng,
                                  HaystackStratum stratum) {
   if (haystack_len < 1) {
     return absl::InvalidArgumentError(

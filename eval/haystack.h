@@ -17,7 +17,7 @@
 
 #include "base/status.h"
 #include "eval/eval_example.h"
-#include "eval/rng.h"
+#include "base/rng.h"
 #include "worker/data/corpora.h"
 #include "worker/tokenizer/tokenizer.h"
 
@@ -111,7 +111,7 @@ struct HaystackStratum {
                                                int64_t haystack_len,
                                                std::span<const std::vector<int32_t>> needles,
                                                std::span<const double> depths,
-                                               internal::SplitMix64& rng,
+                                               base::SplitMix64& rng,
                                                HaystackStratum stratum = {});
 
 }  // namespace ripplekv::eval

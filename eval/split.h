@@ -45,7 +45,7 @@ TokenRange SplitRegion(int64_t corpus_tokens, EvalSplit split);
 // of at least ... tokens").
 int64_t CorpusTokensForRegion(int64_t region_tokens);
 
-// The stream id (the `a` of internal::StreamSeed) of a generator's stream `stream`
+// The stream id (the `a` of base::StreamSeed) of a generator's stream `stream`
 // (< 2^32) in `split`: `stream` for kTest, `stream` with bit 32 set for kValidation.
 uint64_t SplitStream(uint64_t stream, EvalSplit split);
 

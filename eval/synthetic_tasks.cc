@@ -9,14 +9,14 @@
 
 #include "base/strings.h"
 #include "eval/prompt_format.h"
-#include "eval/rng.h"
+#include "base/rng.h"
 #include "fmt/format.h"
 
 namespace ripplekv::eval {
 namespace {
 
-using internal::SplitMix64;
-using internal::StreamSeed;
+using base::SplitMix64;
+using base::StreamSeed;
 
 constexpr worker::EncodeOptions kRaw{.add_special = false, .parse_special = false};
 // Draws of values that collide with the prose (or keys that contain each other) before giving up.

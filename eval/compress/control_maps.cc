@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "base/strings.h"
-#include "eval/rng.h"
+#include "base/rng.h"
 #include "method/apportion.h"
 
 namespace ripplekv::eval {
@@ -49,7 +49,7 @@ std::vector<double> ControlValues(std::span<const double> values, MapControl con
   if (control.kind == MapControlKind::kReversed) {
     std::reverse(out.begin(), out.end());
   } else if (control.kind == MapControlKind::kPermuted) {
-    internal::SplitMix64 rng(internal::StreamSeed(control.seed, kPermutationStream));
+    base::SplitMix64 rng(base::StreamSeed(control.seed, kPermutationStream));
     for (size_t i = out.size(); i > 1; --i) {  // Fisher-Yates, from the top
       std::swap(out[i - 1], out[rng.Below(i)]);
     }
@@ -63,7 +63,7 @@ StatusOr<std::vector<int64_t>> SpikeMap(std::span<const int64_t> map, int64_t mi
   if (seed == 0) return absl::InvalidArgumentError("spike map: seed must be >= 1");
   const int64_t total = std::accumulate(map.begin(), map.end(), int64_t{0});
   const int64_t largest = *std::max_element(map.begin(), map.end());
-  internal::SplitMix64 rng(internal::StreamSeed(seed, kSpikeStream));
+  base::SplitMix64 rng(base::StreamSeed(seed, kSpikeStream));
   const size_t spike = rng.Below(map.size());
   std::vector<int64_t> out(map.size(), largest);
   if (map.size() == 1) return out;

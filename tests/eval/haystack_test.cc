@@ -18,7 +18,7 @@
 namespace ripplekv::eval {
 namespace {
 
-using internal::SplitMix64;
+using base::SplitMix64;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 

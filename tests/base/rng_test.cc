@@ -1,12 +1,12 @@
 // The generators' PRNG: SplitMix64's published reference outputs, and the bounded draws.
 
-#include "eval/rng.h"
+#include "base/rng.h"
 
 #include <set>
 
 #include "gtest/gtest.h"
 
-namespace ripplekv::eval::internal {
+namespace ripplekv::base {
 namespace {
 
 TEST(SplitMix64Test, MatchesTheReferenceSequence) {
@@ -44,4 +44,4 @@ TEST(SplitMix64Test, StreamSeedsDifferPerStream) {
 }
 
 }  // namespace
-}  // namespace ripplekv::eval::internal
+}  // namespace ripplekv::base

@@ -1,14 +1,14 @@
 #pragma once
-// The generators' random numbers: SplitMix64 (Steele, Lea & Flood, "Fast splittable pseudorandom
-// number generators", OOPSLA 2014) with distributions written out here, so a seed gives the same
-// examples on every platform and standard library (std:: distributions are
-// implementation-defined).
+// Seeded random numbers (evaluation examples, control maps): SplitMix64 (Steele, Lea & Flood,
+// "Fast splittable pseudorandom number generators", OOPSLA 2014) with distributions written out
+// here, so a seed gives the same draws on every platform and standard library (std::
+// distributions are implementation-defined).
 
 #include <cstdint>
 
 #include "base/check.h"
 
-namespace ripplekv::eval::internal {
+namespace ripplekv::base {
 
 // The SplitMix64 output function: a bijective 64-bit mix.
 inline uint64_t Mix64(uint64_t z) {
@@ -51,4 +51,4 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-}  // namespace ripplekv::eval::internal
+}  // namespace ripplekv::base
