@@ -245,5 +245,26 @@ TEST_F(TuneCliTest, ControlsRunAsMethodsFromTheSameProfileAndRatio) {
   EXPECT_NE(no_profile.err.find("needs --profile"), std::string::npos) << no_profile.err;
 }
 
+TEST_F(TuneCliTest, H2oRecentWindowIsAParameter) {
+  // The paper's half of the budget and KVCache-Factory's 8 recent tokens keep other tokens.
+  auto kl = [&](const std::string& recent) {
+    const CliResult eval = RunCli(
+        tmp_.path(), "eval-h2o-" + recent,
+        Small({"eval", "--methods", "h2o", "--budgets", "40", "--h2o-recent", recent, "--json"}),
+        std::chrono::seconds(300));
+    EXPECT_EQ(eval.exit_code, 0) << eval.err;
+    return MeanOf(eval.out, "h2o", "fidelity/kl");
+  };
+  const double half = kl("0"), eight = kl("8");
+  EXPECT_GE(half, 0.0);
+  EXPECT_GE(eight, 0.0);
+  EXPECT_NE(half, eight);
+  const CliResult negative =
+      RunCli(tmp_.path(), "eval-h2o-negative",
+             Small({"eval", "--methods", "h2o", "--budgets", "40", "--h2o-recent", "-1"}),
+             std::chrono::seconds(60));
+  EXPECT_EQ(negative.exit_code, 2) << negative.err;
+}
+
 }  // namespace
 }  // namespace ripplekv::testing
