@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "base/strings.h"
+#include "eval/compress/control_maps.h"
+#include "eval/compress/method.h"
 #include "eval/fidelity_task.h"
 #include "method/paired_stats.h"
 #include "spdlog/spdlog.h"
@@ -23,89 +25,72 @@ using Cell = std::pair<std::string, int>;  // (task, budget)
 using CellScores = std::map<Cell, ExampleScores>;
 using MethodScores = std::map<std::string, CellScores>;  // method -> its compressed cells
 
-// k of "<prefix><k>+<selection>", k a decimal integer >= 1 without leading zeros (the control
-// labels of eval/compress/control_maps.h); none for any other name.
-std::optional<uint64_t> ControlIndex(std::string_view method, std::string_view prefix,
-                                     std::string_view selection) {
-  const std::string suffix = Cat("+", selection);
-  if (method.size() <= prefix.size() + suffix.size() || !method.starts_with(prefix) ||
-      !method.ends_with(suffix)) {
-    return std::nullopt;
-  }
-  const std::string_view k =
-      method.substr(prefix.size(), method.size() - prefix.size() - suffix.size());
-  if (k.size() > 18 || k[0] == '0' ||
-      !std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  uint64_t value = 0;
-  for (char c : k) value = value * 10 + static_cast<uint64_t>(c - '0');
-  return value;
-}
-
 struct Baseline {
   std::string name;                  // column: "uniform", ..., "spike"
   std::vector<std::string> methods;  // one, or the k maps averaged per example
   bool averaged = false;             // permuted and spike: the per-example mean of the maps
 };
 
-// The one method of a baseline that has several accepted names: the first present, with a
-// warning when another is present too. Empty when none is.
-std::vector<std::string> OneOf(const MethodScores& scores, const std::vector<std::string>& names,
-                               std::string_view what) {
-  std::vector<std::string> present;
-  for (const std::string& name : names) {
-    if (scores.contains(name)) present.push_back(name);
-  }
-  if (present.size() > 1) {
-    spdlog::warn("{}: both {} and {} in the records; using {}", what, present[0], present[1],
-                 present[0]);
-  }
-  if (present.empty()) return {};
-  return {present[0]};
-}
-
-// Every k-indexed control "<prefix><k>+<selection>" in the records, by k ascending.
-std::vector<std::string> Controls(const MethodScores& scores, std::string_view prefix,
-                                  std::string_view selection) {
-  std::vector<std::pair<uint64_t, std::string>> found;
-  for (const auto& [method, cells] : scores) {
-    if (auto k = ControlIndex(method, prefix, selection)) found.emplace_back(*k, method);
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> methods;
-  for (auto& [k, method] : found) methods.push_back(std::move(method));
-  return methods;
-}
-
-// The baselines of selection `s` present in the records, in the order of the header.
+// The baselines of selection `s` present in the records, in the order of the header. Methods are
+// classified by eval::ParseMethod and eval::ParseMapControl, so every name `ripplekv eval` gives
+// an allocation (shorthands included) counts, and nothing else does.
 std::vector<Baseline> BaselinesOf(const MethodScores& scores, const std::string& s) {
+  std::map<std::string, std::vector<std::string>> named;  // baseline -> the names present
+  std::vector<std::pair<uint64_t, std::string>> permuted, spike;
+  for (const auto& [name, cells] : scores) {
+    const StatusOr<eval::Method> m = eval::ParseMethod(name);
+    if (!m.ok() || eval::SelectionName(m->selection) != s) continue;
+    switch (m->allocation) {
+      case eval::AllocationKind::kUniform:
+        named["uniform"].push_back(name);
+        break;
+      case eval::AllocationKind::kPyramid:
+        named["pyramid"].push_back(name);
+        break;
+      case eval::AllocationKind::kCake:
+        named["cake"].push_back(name);
+        break;
+      case eval::AllocationKind::kMap: {
+        const auto control = eval::ParseMapControl(name.substr(0, name.find('+')));
+        if (control->kind == eval::MapControlKind::kPermuted)
+          permuted.emplace_back(control->seed, name);
+        if (control->kind == eval::MapControlKind::kSpike) spike.emplace_back(control->seed, name);
+        if (control->kind == eval::MapControlKind::kReversed) named["reversed"].push_back(name);
+        break;
+      }
+      case eval::AllocationKind::kFull:
+        break;
+    }
+  }
   const std::string a = Cat("ripple+", s);
   std::vector<Baseline> baselines;
-  auto add = [&](std::string name, std::vector<std::string> methods, bool averaged) {
-    if (!methods.empty()) baselines.push_back({std::move(name), std::move(methods), averaged});
+  auto add_one = [&](const std::string& baseline) {
+    std::vector<std::string>& names = named[baseline];
+    if (names.empty()) return;
+    // A shorthand ("snapkv", "pyramidkv", "cake") before its full name.
+    std::stable_sort(names.begin(), names.end(), [](const std::string& x, const std::string& y) {
+      return x.find('+') == std::string::npos && y.find('+') != std::string::npos;
+    });
+    if (names.size() > 1) {
+      spdlog::warn("{} baseline of {}: both {} and {} in the records; using {}", baseline, a,
+                   names[0], names[1], names[0]);
+    }
+    baselines.push_back({baseline, {names[0]}, false});
   };
-  add("uniform",
-      OneOf(scores,
-            s == "cake" ? std::vector<std::string>{"uniform+cake"}
-                        : std::vector<std::string>{s, Cat("uniform+", s)},
-            Cat("uniform baseline of ", a)),
-      false);
-  add("pyramid",
-      OneOf(scores,
-            s == "snapkv" ? std::vector<std::string>{"pyramidkv", "pyramid+snapkv"}
-                          : std::vector<std::string>{Cat("pyramid+", s)},
-            Cat("pyramid baseline of ", a)),
-      false);
-  add("cake",
-      OneOf(scores,
-            s == "cake" ? std::vector<std::string>{"cake", "cake+cake"}
-                        : std::vector<std::string>{Cat("cake+", s)},
-            Cat("cake baseline of ", a)),
-      false);
-  add("permuted", Controls(scores, "ripple-perm", s), true);
-  add("reversed", OneOf(scores, {Cat("ripple-rev+", s)}, Cat("reversed baseline of ", a)), false);
-  add("spike", Controls(scores, "spike", s), true);
+  auto add_maps = [&](const std::string& baseline,
+                      std::vector<std::pair<uint64_t, std::string>> maps) {
+    if (maps.empty()) return;
+    std::sort(maps.begin(), maps.end());
+    std::vector<std::string> methods;
+    for (auto& [k, method] : maps) methods.push_back(std::move(method));
+    baselines.push_back({baseline, std::move(methods), true});
+  };
+  add_one("uniform");
+  add_one("pyramid");
+  add_one("cake");
+  add_maps("permuted", std::move(permuted));
+  add_one("reversed");
+  add_maps("spike", std::move(spike));
   return baselines;
 }
 
