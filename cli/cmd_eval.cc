@@ -64,7 +64,7 @@ struct EvalArgs {
   int control_seeds = 10;  // k of ripple-perm+S and spike+S given without one: 1..control_seeds
   ExampleFlags examples;
   int threads = DefaultThreads();
-  int h2o_recent = 0;  // H2O: recent tokens kept; 0 = half the budget (heavy_ratio)
+  int h2o_recent = 0;      // H2O: recent tokens kept; 0 = half the budget (heavy_ratio)
   ModelFlags model_flags;  // --weights, --device, --device-weights
   bool no_shared_prefill = false;
   bool json = false;
@@ -73,19 +73,13 @@ struct EvalArgs {
   std::string records_out;  // also write every per-example score here (JSONL)
 };
 
-// The method list with every control named without its k ("ripple-perm+snapkv", "spike+h2o")
-// expanded to k = 1..seeds.
+// The method list with every control named without its k expanded (eval::ExpandMapControl).
 std::string ExpandControls(const std::string& list, int seeds) {
   std::vector<std::string> out;
   for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    const size_t plus = name.find('+');
-    const absl::string_view alloc = name.substr(0, plus);
-    if (plus == absl::string_view::npos || (alloc != "ripple-perm" && alloc != "spike")) {
-      out.emplace_back(name);
-      continue;
-    }
-    for (int k = 1; k <= seeds; ++k) {
-      out.push_back(absl::StrCat(alloc, k, name.substr(plus)));
+    for (std::string& one :
+         eval::ExpandMapControl(std::string_view(name.data(), name.size()), seeds)) {
+      out.push_back(std::move(one));
     }
   }
   return absl::StrJoin(out, ",");
@@ -100,69 +94,94 @@ const TunedSettings* TunedFor(const std::vector<TunedSettings>& files, const eva
   const TunedSettings* fallback = nullptr;
   for (const TunedSettings& t : files) {
     if (ripple ? t.ripple.empty() : t.cake.empty()) continue;
-    const bool exact = ripple ? t.ripple_selector == eval::SelectionName(m.selection)
-                              : t.cake_method == m.name;
+    const bool exact =
+        ripple ? t.ripple_selector == eval::SelectionName(m.selection) : t.cake_method == m.name;
     if (exact) return &t;
     if (!fallback) fallback = &t;
   }
   return fallback;
 }
 
-// Budget maps of one kMap method per average budget: from --profile (RippleKV's mapping, as
-// `ripplekv budgets`, at the method's tuned ratio per budget; a control's map from the same
-// sensitivities and ratio), or --budget-map (a map file, usable at its own average only).
-StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(
-    const EvalArgs& args, const eval::Method& method, const std::vector<int>& budgets,
-    int64_t min_tokens, const worker::Engine& session, const TunedSettings* tuned) {
-  std::map<int, std::vector<int>> maps;
-  const int64_t n_layers = session.model.config.n_layers;
-  const std::string allocation = method.name.substr(0, method.name.find('+'));
-  const std::optional<eval::MapControl> control = eval::ParseMapControl(allocation);
+// Where the kMap methods' budget maps come from, read once per run: --budget-map (a map file,
+// usable at its own average only) or --profile (RippleKV's mapping, as `ripplekv budgets`).
+struct MapSource {
+  std::optional<method::BudgetMap> file;
+  std::optional<method::SensitivityProfile> profile;
+};
+
+// The control of a map method's name; none (Internal) for another method.
+StatusOr<eval::MapControl> ControlOf(const eval::Method& method) {
+  const std::optional<eval::MapControl> control =
+      eval::ParseMapControl(method.name.substr(0, method.name.find('+')));
   if (!control) return absl::InternalError(absl::StrCat(method.name, " is not a map method"));
+  return *control;
+}
+
+StatusOr<MapSource> ReadMapSource(const EvalArgs& args, const std::vector<eval::Method>& methods,
+                                  const std::vector<TunedSettings>& tuned, int64_t n_layers) {
   if (args.profile.empty() == args.budget_map.empty()) {
     return absl::InvalidArgumentError(
         "methods ripple+... / map+... need exactly one of --profile P.json and --budget-map F");
   }
-  if (!args.budget_map.empty()) {
-    if (!args.tuned.empty()) {
-      return absl::InvalidArgumentError(
-          "--tuned sets the ratio of maps made from --profile, not of a --budget-map file");
-    }
-    if (control->kind != eval::MapControlKind::kNone) {
+  MapSource source;
+  if (!args.profile.empty()) {
+    ASSIGN_OR_RETURN(source.profile, ReadProfileOfModel(args.profile, args.model));
+    return source;
+  }
+  if (!tuned.empty()) {
+    return absl::InvalidArgumentError(
+        "--tuned sets the ratio of maps made from --profile, not of a --budget-map file");
+  }
+  for (const eval::Method& m : methods) {
+    if (!m.needs_budget_map()) continue;
+    ASSIGN_OR_RETURN(const eval::MapControl control, ControlOf(m));
+    if (control.kind != eval::MapControlKind::kNone) {
       return absl::InvalidArgumentError(absl::StrCat(
-          method.name, " is a control of the profile's map: it needs --profile, not --budget-map"));
+          m.name, " is a control of the profile's map: it needs --profile, not --budget-map"));
     }
-    ASSIGN_OR_RETURN(method::BudgetMap map, method::ReadBudgetMapFile(args.budget_map));
-    if (static_cast<int64_t>(map.tokens.size()) != n_layers) {
-      return absl::InvalidArgumentError(absl::StrCat(args.budget_map, ": ", map.tokens.size(),
-                                                     " layers, the model has ", n_layers));
-    }
+  }
+  ASSIGN_OR_RETURN(source.file, method::ReadBudgetMapFile(args.budget_map));
+  if (static_cast<int64_t>(source.file->tokens.size()) != n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        args.budget_map, ": ", source.file->tokens.size(), " layers, the model has ", n_layers));
+  }
+  return source;
+}
+
+// Budget maps of one kMap method per average budget: the map file's, or from the profile at the
+// method's tuned ratio per budget (a control's map from the same sensitivities and ratio).
+StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(const EvalArgs& args,
+                                                         const MapSource& source,
+                                                         const eval::Method& method,
+                                                         const std::vector<int>& budgets,
+                                                         int64_t min_tokens, int64_t n_layers,
+                                                         const TunedSettings* tuned) {
+  std::map<int, std::vector<int>> maps;
+  if (source.file) {  // ReadMapSource refused controls
     for (int b : budgets) {
-      if (map.total_tokens != n_layers * b) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(args.budget_map, ": total ", map.total_tokens, " tokens is not ", n_layers,
-                         " x ", b, " (a map file serves only its own average; pass --budgets ",
-                         map.total_tokens / n_layers, ")"));
+      if (source.file->total_tokens != n_layers * b) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            args.budget_map, ": total ", source.file->total_tokens, " tokens is not ", n_layers,
+            " x ", b, " (a map file serves only its own average; pass --budgets ",
+            source.file->total_tokens / n_layers, ")"));
       }
-      maps[b].assign(map.tokens.begin(), map.tokens.end());
+      maps[b].assign(source.file->tokens.begin(), source.file->tokens.end());
     }
     return maps;
   }
-  ASSIGN_OR_RETURN(method::SensitivityProfile profile,
-                   ReadProfileOfModel(args.profile, args.model));
+  ASSIGN_OR_RETURN(const eval::MapControl control, ControlOf(method));
   ASSIGN_OR_RETURN(method::Normalization normalization,
                    method::ParseNormalization(args.normalization));
-  ASSIGN_OR_RETURN(const std::vector<double> sensitivities,
-                   method::LayerSensitivities(profile, args.shrink_z));
-  for (int b : budgets) {
-    method::BudgetOptions options;
-    options.ratio = tuned ? tuned->ripple.at(b).ratio : args.ratio;
-    options.average_tokens = b;
-    options.min_tokens = std::min<int64_t>(min_tokens, b);
-    options.normalization = normalization;
-    ASSIGN_OR_RETURN(std::vector<int64_t> tokens,
-                     eval::ControlMap(sensitivities, options, *control));
-    maps[b].assign(tokens.begin(), tokens.end());
+  RippleMapSettings settings{.ratio = args.ratio,
+                             .shrink_z = args.shrink_z,
+                             .normalization = normalization,
+                             .min_tokens = min_tokens,
+                             .control = control};
+  if (!tuned) return RippleMaps(*source.profile, budgets, settings);
+  for (int b : budgets) {  // each budget at its tuned ratio
+    settings.ratio = tuned->ripple.at(b).ratio;
+    ASSIGN_OR_RETURN(auto one, RippleMaps(*source.profile, {b}, settings));
+    maps[b] = std::move(one[b]);
   }
   return maps;
 }
@@ -172,14 +191,13 @@ StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(
 Status CheckTunedFile(const TunedSettings& tuned, const std::string& path, const EvalArgs& args,
                       const std::string& hash) {
   if (tuned.model_hash != hash) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": tuned for model ",
-                                                   tuned.model_hash.substr(0, 12), ", not ",
-                                                   hash.substr(0, 12)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": tuned for model ", tuned.model_hash.substr(0, 12), ", not ", hash.substr(0, 12)));
   }
   if (tuned.split != "validation" || args.examples.split != "test") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": settings tuned on the ", tuned.split, " split, evaluated on the ",
-        args.examples.split, " split; tune on validation and evaluate on test"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": settings tuned on the ", tuned.split, " split, evaluated on the ",
+                     args.examples.split, " split; tune on validation and evaluate on test"));
   }
   // The maps' other settings must be the ones the ratio was tuned with (files written before
   // normalization was recorded were tuned with min-max).
@@ -188,10 +206,9 @@ Status CheckTunedFile(const TunedSettings& tuned, const std::string& path, const
   const double tuned_shrink_z = tuned.profile.value("shrink_z", 0.0);
   if (!tuned.ripple.empty() &&
       (tuned_normalization != args.normalization || tuned_shrink_z != args.shrink_z)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": tuned with --normalization ", tuned_normalization, " --shrink-z ",
-                     tuned_shrink_z, ", evaluated with --normalization ", args.normalization,
-                     " --shrink-z ", args.shrink_z));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": tuned with --normalization ", tuned_normalization, " --shrink-z ", tuned_shrink_z,
+        ", evaluated with --normalization ", args.normalization, " --shrink-z ", args.shrink_z));
   }
   return absl::OkStatus();
 }
@@ -228,11 +245,17 @@ StatusOr<std::vector<TunedSettings>> ReadTuned(const EvalArgs& args,
 Status MakeVariants(const EvalArgs& args, const std::vector<TunedSettings>& tuned,
                     const worker::Engine& session, eval::EvalRunOptions& run) {
   const int64_t min_tokens = MapMinTokens(run.methods, run.compress);
+  const int64_t n_layers = session.model.config.n_layers;
+  std::optional<MapSource> source;
   std::vector<eval::Method> kept;
   for (const eval::Method& m : run.methods) {
     const TunedSettings* t = TunedFor(tuned, m);
     if (m.needs_budget_map()) {
-      ASSIGN_OR_RETURN(auto maps, MakeBudgetMaps(args, m, run.budgets, min_tokens, session, t));
+      if (!source) {
+        ASSIGN_OR_RETURN(source, ReadMapSource(args, run.methods, tuned, n_layers));
+      }
+      ASSIGN_OR_RETURN(auto maps,
+                       MakeBudgetMaps(args, *source, m, run.budgets, min_tokens, n_layers, t));
       run.variants.push_back({.label = m.name, .method = m, .budget_maps = std::move(maps)});
     } else if (m.allocation == eval::AllocationKind::kCake && t != nullptr) {
       for (int b : run.budgets) {

@@ -228,16 +228,18 @@ int64_t MapMinTokens(const std::vector<eval::Method>& methods,
 StatusOr<std::map<int, std::vector<int>>> RippleMaps(const method::SensitivityProfile& profile,
                                                      const std::vector<int>& budgets,
                                                      const RippleMapSettings& settings) {
+  ASSIGN_OR_RETURN(const std::vector<double> sensitivities,
+                   method::LayerSensitivities(profile, settings.shrink_z));
   std::map<int, std::vector<int>> maps;
   for (int b : budgets) {
     method::BudgetOptions options;
     options.ratio = settings.ratio;
     options.average_tokens = b;
     options.min_tokens = std::min<int64_t>(settings.min_tokens, b);
-    options.shrink_z = settings.shrink_z;
     options.normalization = settings.normalization;
-    ASSIGN_OR_RETURN(method::BudgetMap map, method::ComputeBudgetMap(profile, options));
-    maps[b].assign(map.tokens.begin(), map.tokens.end());
+    ASSIGN_OR_RETURN(const std::vector<int64_t> tokens,
+                     eval::ControlMap(sensitivities, options, settings.control));
+    maps[b].assign(tokens.begin(), tokens.end());
   }
   return maps;
 }

@@ -12,6 +12,7 @@
 #include "CLI/CLI.hpp"
 #include "base/status.h"
 #include "cli/model_session.h"
+#include "eval/compress/control_maps.h"
 #include "eval/compress/method.h"
 #include "eval/eval_example.h"
 #include "eval/eval_runner.h"
@@ -81,10 +82,13 @@ struct RippleMapSettings {
   double shrink_z = 0.0;  // 0: plain means; else each layer at mean - z x stderr
   method::Normalization normalization = method::Normalization::kMinMax;
   int64_t min_tokens = 1;  // smallest layer budget (each map's is min(min_tokens, B))
+  eval::MapControl
+      control;  // a control of the map (eval/compress/control_maps.h); none: RippleKV's
 };
 
 // RippleKV's budget map per average budget, as `ripplekv budgets` computes it from `profile` with
-// `settings`. Errors: those of ComputeBudgetMap.
+// `settings` (or settings.control's map of the same sensitivities and options). Errors: those of
+// LayerSensitivities and eval::ControlMap.
 [[nodiscard]] StatusOr<std::map<int, std::vector<int>>> RippleMaps(
     const method::SensitivityProfile& profile, const std::vector<int>& budgets,
     const RippleMapSettings& settings);

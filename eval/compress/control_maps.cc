@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <string>
 #include <numeric>
+#include <string>
 
-#include "base/strings.h"
 #include "base/rng.h"
+#include "base/strings.h"
 #include "method/apportion.h"
 
 namespace ripplekv::eval {
@@ -15,6 +15,10 @@ namespace {
 // Streams of the controls' draws, so a permutation and a spike of the same k are unrelated.
 constexpr uint64_t kPermutationStream = 0x7065726d;  // "perm"
 constexpr uint64_t kSpikeStream = 0x7370696b;        // "spik"
+
+// The allocation names of the k-indexed controls: "<prefix><k>".
+constexpr std::string_view kPermutedPrefix = "ripple-perm";
+constexpr std::string_view kSpikePrefix = "spike";
 
 // k of "<prefix><k>": a decimal integer >= 1 without leading zeros.
 std::optional<uint64_t> Index(std::string_view name, std::string_view prefix) {
@@ -35,13 +39,25 @@ std::optional<uint64_t> Index(std::string_view name, std::string_view prefix) {
 std::optional<MapControl> ParseMapControl(std::string_view allocation) {
   if (allocation == "ripple" || allocation == "map") return MapControl{};
   if (allocation == "ripple-rev") return MapControl{.kind = MapControlKind::kReversed};
-  if (auto k = Index(allocation, "ripple-perm")) {
+  if (auto k = Index(allocation, kPermutedPrefix)) {
     return MapControl{.kind = MapControlKind::kPermuted, .seed = *k};
   }
-  if (auto k = Index(allocation, "spike")) {
+  if (auto k = Index(allocation, kSpikePrefix)) {
     return MapControl{.kind = MapControlKind::kSpike, .seed = *k};
   }
   return std::nullopt;
+}
+
+std::vector<std::string> ExpandMapControl(std::string_view name, int seeds) {
+  const size_t plus = name.find('+');
+  const std::string_view allocation = name.substr(0, plus);
+  if (plus == std::string_view::npos ||
+      (allocation != kPermutedPrefix && allocation != kSpikePrefix)) {
+    return {std::string(name)};
+  }
+  std::vector<std::string> names;
+  for (int k = 1; k <= seeds; ++k) names.push_back(Cat(allocation, k, name.substr(plus)));
+  return names;
 }
 
 std::vector<double> ControlValues(std::span<const double> values, MapControl control) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct MapControl {
 // kPermuted, "ripple-rev" -> kReversed, "spike<k>" -> kSpike, with k a decimal integer >= 1
 // without leading zeros. nullopt for anything else.
 std::optional<MapControl> ParseMapControl(std::string_view allocation);
+
+// `name` with a control given without its k ("ripple-perm+snapkv", "spike+h2o") expanded to the
+// names of k = 1..seeds ("ripple-perm1+snapkv", ...); any other name alone.
+std::vector<std::string> ExpandMapControl(std::string_view name, int seeds);
 
 // The layer values a control maps: `values` permuted (kPermuted), reversed (kReversed), or
 // unchanged (kNone, kSpike).

@@ -33,11 +33,10 @@ TEST(ControlMapsTest, ParsesTheControlNames) {
   EXPECT_THAT(ParseMapControl("ripple"), Optional(IsControl(MapControlKind::kNone, 0u)));
   EXPECT_THAT(ParseMapControl("map"), Optional(IsControl(MapControlKind::kNone, 0u)));
   EXPECT_THAT(ParseMapControl("ripple-rev"), Optional(IsControl(MapControlKind::kReversed, 0u)));
-  EXPECT_THAT(ParseMapControl("ripple-perm7"),
-              Optional(IsControl(MapControlKind::kPermuted, 7u)));
+  EXPECT_THAT(ParseMapControl("ripple-perm7"), Optional(IsControl(MapControlKind::kPermuted, 7u)));
   EXPECT_THAT(ParseMapControl("spike12"), Optional(IsControl(MapControlKind::kSpike, 12u)));
-  for (const char* bad : {"ripple-perm", "ripple-perm0", "ripple-perm07", "ripple-perm1x",
-                          "spike", "spike-1", "ripple-reversed", "uniform", "perm3", ""}) {
+  for (const char* bad : {"ripple-perm", "ripple-perm0", "ripple-perm07", "ripple-perm1x", "spike",
+                          "spike-1", "ripple-reversed", "uniform", "perm3", ""}) {
     EXPECT_FALSE(ParseMapControl(bad).has_value()) << bad;
   }
 }
@@ -57,6 +56,15 @@ TEST(ControlMapsTest, ControlsAreMapMethodsWithEverySelection) {
   EXPECT_FALSE(ParseMethod("ripple-rev+bogus").ok());
 }
 
+TEST(ControlMapsTest, ControlsWithoutKExpandToEverySeed) {
+  EXPECT_THAT(ExpandMapControl("ripple-perm+snapkv", 3),
+              ElementsAre("ripple-perm1+snapkv", "ripple-perm2+snapkv", "ripple-perm3+snapkv"));
+  EXPECT_THAT(ExpandMapControl("spike+h2o", 2), ElementsAre("spike1+h2o", "spike2+h2o"));
+  for (const char* alone : {"ripple+snapkv", "ripple-perm4+snapkv", "ripple-rev+h2o", "snapkv"}) {
+    EXPECT_THAT(ExpandMapControl(alone, 3), ElementsAre(alone));
+  }
+}
+
 TEST(ControlMapsTest, PermutationsAreSeededPermutations) {
   const std::vector<double> p1 = ControlValues(kValues, {MapControlKind::kPermuted, 1});
   const std::vector<double> again = ControlValues(kValues, {MapControlKind::kPermuted, 1});
@@ -70,7 +78,8 @@ TEST(ControlMapsTest, PermutationsAreSeededPermutations) {
   EXPECT_EQ(sorted, expected);  // the same values, moved
   // Ten seeds give ten different orders.
   std::set<std::vector<double>> orders;
-  for (uint64_t k = 1; k <= 10; ++k) orders.insert(ControlValues(kValues, {MapControlKind::kPermuted, k}));
+  for (uint64_t k = 1; k <= 10; ++k)
+    orders.insert(ControlValues(kValues, {MapControlKind::kPermuted, k}));
   EXPECT_EQ(orders.size(), 10u);
 }
 
@@ -90,8 +99,9 @@ TEST(ControlMapsTest, TheProfilesOwnMapIsRippleKVsMap) {
 
 TEST(ControlMapsTest, PermutedAndReversedMapsSpendTheSameBudgetsElsewhere) {
   const std::vector<int64_t> ripple = *ControlMap(kValues, Options(8, 64), {});
-  for (MapControl c : {MapControl{MapControlKind::kPermuted, 1},
-                       MapControl{MapControlKind::kPermuted, 5}, MapControl{MapControlKind::kReversed, 0}}) {
+  for (MapControl c :
+       {MapControl{MapControlKind::kPermuted, 1}, MapControl{MapControlKind::kPermuted, 5},
+        MapControl{MapControlKind::kReversed, 0}}) {
     const auto map = ControlMap(kValues, Options(8, 64), c);
     ASSERT_TRUE(map.ok()) << map.status();
     EXPECT_NE(*map, ripple);
