@@ -1,0 +1,63 @@
+#pragma once
+// The allocation that minimizes a measured compression response (docs/BUDGETS.md, "Response
+// allocation"). A response curve is what one layer loses when it alone is compressed: KL_l(b),
+// the probe tokens' mean KL (nats) against the full cache with layer l kept at b tokens by the
+// real selector and every other layer full, measured on a grid of budgets. Given a total T and
+// bounds [lo, hi], the allocation picks integer budgets b_l minimizing the predicted loss
+// sum_l KL_l(b_l) subject to sum_l b_l = T exactly.
+//
+// Between grid points a curve is linear in ln b (the budgets of a grid are geometric); below its
+// first point the first segment's slope continues, but never below the first point's KL (a layer
+// does not get better with fewer tokens); above its last point (the full cache) it is flat.
+//
+// The rule: every layer's curve, sampled at the integer budgets in [lo, hi], is replaced by its
+// lower convex hull, whose segments have non-decreasing slopes (KL per token). Starting from lo
+// everywhere, whole hull segments are taken in order of slope, steepest loss reduction first
+// (ties: the lower layer, then the layer's own order), until the next segment is longer than what
+// is left, which that segment then takes in part. This is the exact optimum of the hulls, so:
+//   - convex curves (the hull is the curve): the allocation is optimal among all integer
+//     allocations within the bounds;
+//   - non-convex curves: `hull_kl` (the hulls' sum) is a lower bound of the optimum and
+//     `predicted_kl` (the curves' sum at the chosen budgets) an upper bound; only layers whose
+//     budget falls inside a hull segment, where the curve bulges above its hull, can differ from
+//     the optimum, and at most one layer ends inside a segment.
+// Cost: O(sum over layers of min(hi, max(lo, last grid budget)) - lo) curve evaluations.
+//
+// Thread-safety: pure functions.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "method/apportion.h"
+
+namespace ripplekv::method {
+
+// One layer's measured response to compression.
+struct ResponseCurve {
+  std::vector<int64_t> budgets;  // [G] strictly ascending, >= 1, tokens
+  std::vector<double> kl;        // [G] mean KL at each budget, finite, >= 0, nats
+};
+
+// Checks one curve; InvalidArgument naming the point (index and budget) that is wrong.
+[[nodiscard]] Status ValidateResponseCurve(const ResponseCurve& curve);
+
+// KL_l(budget) of a valid curve, interpolated as described above; budget >= 1 tokens.
+double InterpolateResponse(const ResponseCurve& curve, double budget);
+
+struct ResponseAllocation {
+  std::vector<int64_t> tokens;  // [L] b_l in [lo, hi], summing to exactly the total, tokens
+  double predicted_kl = 0.0;    // sum_l KL_l(b_l) on the curves, nats
+  double hull_kl = 0.0;         // sum over layers of the hull at b_l, nats: <= the optimum
+};
+
+// The allocation of `total` tokens over one curve per layer (rule above). Errors
+// (InvalidArgument, with the numbers): no curves; a curve ValidateResponseCurve() refuses (naming
+// its layer); lo < 1 (a layer must keep a token for its curve to be defined) or hi < lo; total
+// outside [L * lo, L * hi] or above kMaxApportionTotal.
+[[nodiscard]] StatusOr<ResponseAllocation> AllocateByResponse(std::span<const ResponseCurve> curves,
+                                                              int64_t total,
+                                                              ApportionBounds bounds);
+
+}  // namespace ripplekv::method

@@ -1,0 +1,184 @@
+// The response allocation (method/response_allocation.h): interpolation in log-budget by hand,
+// and the allocation against brute force (dynamic programming over every integer allocation) on
+// small random cases: optimal on convex curves, bracketed by its hull bound on non-convex ones,
+// always within bounds and summing exactly to the total.
+
+#include "method/response_allocation.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ripplekv::method {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(ResponseAllocationTest, InterpolatesLinearlyInLogBudget) {
+  const ResponseCurve curve{.budgets = {16, 64}, .kl = {1.0, 0.0}};
+  EXPECT_DOUBLE_EQ(InterpolateResponse(curve, 16), 1.0);
+  EXPECT_DOUBLE_EQ(InterpolateResponse(curve, 32), 0.5);  // halfway in ln b
+  EXPECT_DOUBLE_EQ(InterpolateResponse(curve, 64), 0.0);
+  EXPECT_DOUBLE_EQ(InterpolateResponse(curve, 1000), 0.0);  // flat past the full cache
+  // Below the grid the first segment's slope continues: one more halving, half a nat more.
+  EXPECT_DOUBLE_EQ(InterpolateResponse(curve, 8), 1.5);
+  EXPECT_DOUBLE_EQ(InterpolateResponse(curve, 4), 2.0);
+  // ...but a curve that rises with the budget does not fall below its first point.
+  const ResponseCurve rising{.budgets = {16, 64}, .kl = {0.2, 0.5}};
+  EXPECT_DOUBLE_EQ(InterpolateResponse(rising, 4), 0.2);
+  const ResponseCurve single{.budgets = {32}, .kl = {0.7}};
+  EXPECT_DOUBLE_EQ(InterpolateResponse(single, 1), 0.7);
+  EXPECT_DOUBLE_EQ(InterpolateResponse(single, 99), 0.7);
+}
+
+TEST(ResponseAllocationTest, TheLayerThatLosesMoreGetsTheTokens) {
+  // Layer 0 loses ten times what layer 1 loses at every budget: its marginal loss per token stays
+  // larger until it holds the whole cache (10 tokens), so layer 1 keeps its minimum.
+  const std::vector<ResponseCurve> curves = {{.budgets = {1, 10}, .kl = {10.0, 0.0}},
+                                             {.budgets = {1, 10}, .kl = {1.0, 0.0}}};
+  auto out = AllocateByResponse(curves, 11, {.min_tokens = 1, .max_tokens = 10});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->tokens, ElementsAre(10, 1));
+  EXPECT_DOUBLE_EQ(out->predicted_kl, 1.0);
+  EXPECT_DOUBLE_EQ(out->hull_kl, 1.0);
+}
+
+TEST(ResponseAllocationTest, EqualCurvesBreakTiesTowardTheLowerLayer) {
+  const ResponseCurve curve{.budgets = {2, 32}, .kl = {1.0, 0.0}};
+  const std::vector<ResponseCurve> curves(3, curve);
+  auto out = AllocateByResponse(curves, 3 * 4 + 2, {.min_tokens = 4});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->tokens, ElementsAre(5, 5, 4));
+}
+
+TEST(ResponseAllocationTest, TokensPastEveryFullCacheStillSumToTheTotal) {
+  const std::vector<ResponseCurve> curves = {{.budgets = {4, 16}, .kl = {1.0, 0.0}},
+                                             {.budgets = {4, 16}, .kl = {2.0, 0.0}}};
+  auto out = AllocateByResponse(curves, 50, {.min_tokens = 2});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->tokens[0] + out->tokens[1], 50);
+  EXPECT_GE(out->tokens[0], 16);
+  EXPECT_GE(out->tokens[1], 16);
+  EXPECT_DOUBLE_EQ(out->predicted_kl, 0.0);
+}
+
+TEST(ResponseAllocationTest, BadInputIsInvalidArgumentNamingIt) {
+  const ResponseCurve good{.budgets = {4, 16}, .kl = {1.0, 0.0}};
+  auto message = [](const StatusOr<ResponseAllocation>& out) {
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(out.status().message());
+  };
+  std::vector<ResponseCurve> curves = {good, {.budgets = {4, 4}, .kl = {1.0, 0.5}}};
+  EXPECT_THAT(message(AllocateByResponse(curves, 20, {.min_tokens = 1})),
+              HasSubstr("layer 1: response curve: point 1: budget 4 does not rise above 4"));
+  curves[1] = {.budgets = {4, 8}, .kl = {1.0, NAN}};
+  EXPECT_THAT(message(AllocateByResponse(curves, 20, {.min_tokens = 1})),
+              HasSubstr("point 1 (budget 8): KL nan"));
+  curves[1] = {.budgets = {0, 8}, .kl = {1.0, 0.0}};
+  EXPECT_THAT(message(AllocateByResponse(curves, 20, {.min_tokens = 1})), HasSubstr("budget 0"));
+  curves[1] = {.budgets = {4, 8}, .kl = {1.0}};
+  EXPECT_THAT(message(AllocateByResponse(curves, 20, {.min_tokens = 1})),
+              HasSubstr("2 budgets but 1 KL values"));
+  curves[1] = good;
+  EXPECT_THAT(message(AllocateByResponse(curves, 20, {.min_tokens = 0})),
+              HasSubstr("min_tokens 0 < 1"));
+  EXPECT_THAT(message(AllocateByResponse(curves, 20, {.min_tokens = 11})),
+              HasSubstr("total 20 outside [2 * 11, 2 * unbounded]"));
+  EXPECT_THAT(message(AllocateByResponse(curves, 20, {.min_tokens = 1, .max_tokens = 9})),
+              HasSubstr("outside [2 * 1, 2 * 9]"));
+  EXPECT_THAT(message(AllocateByResponse({}, 20, {.min_tokens = 1})), HasSubstr("no layers"));
+  EXPECT_FALSE(AllocateByResponse(curves, kMaxApportionTotal + 1, {.min_tokens = 1}).ok());
+}
+
+// The smallest sum of KL_l(b_l) over every integer allocation within the bounds that sums to
+// `total`, by dynamic programming over layers (exhaustive: small cases only).
+double BruteForceOptimum(const std::vector<ResponseCurve>& curves, int64_t total, int64_t lo,
+                         int64_t hi) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> best(total + 1, inf);  // best[t]: the layers so far, t tokens spent
+  best[0] = 0.0;
+  for (const ResponseCurve& curve : curves) {
+    std::vector<double> next(total + 1, inf);
+    for (int64_t spent = 0; spent <= total; ++spent) {
+      if (best[spent] == inf) continue;
+      for (int64_t b = lo; b <= hi && spent + b <= total; ++b) {
+        next[spent + b] = std::min(
+            next[spent + b], best[spent] + InterpolateResponse(curve, static_cast<double>(b)));
+      }
+    }
+    best = std::move(next);
+  }
+  return best[total];
+}
+
+// A random curve on the grid 2, 4, 8, 16, 32. Convex: its KL falls by less per doubling at each
+// step (so it is convex in the budget between and across grid points). Otherwise any values.
+ResponseCurve RandomCurve(std::mt19937& rng, bool convex) {
+  ResponseCurve curve{.budgets = {2, 4, 8, 16, 32}, .kl = {}};
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  if (convex) {
+    std::vector<double> drops(4);
+    for (double& d : drops) d = unit(rng);
+    std::sort(drops.rbegin(), drops.rend());
+    double kl = 0.0;
+    curve.kl.assign(5, 0.0);
+    for (int i = 3; i >= 0; --i) curve.kl[i] = kl += drops[i];
+  } else {
+    for (int i = 0; i < 5; ++i) curve.kl.push_back(2.0 * unit(rng));
+  }
+  return curve;
+}
+
+void CheckAgainstBruteForce(bool convex, int cases) {
+  std::mt19937 rng(convex ? 7 : 11);
+  for (int c = 0; c < cases; ++c) {
+    const int layers = 2 + static_cast<int>(rng() % 3);
+    std::vector<ResponseCurve> curves;
+    for (int l = 0; l < layers; ++l) curves.push_back(RandomCurve(rng, convex));
+    const int64_t lo = 1 + static_cast<int64_t>(rng() % 3);
+    const std::optional<int64_t> hi =
+        rng() % 2 ? std::optional<int64_t>(lo + static_cast<int64_t>(rng() % 40)) : std::nullopt;
+    const int64_t max_total = hi ? layers * *hi : layers * 48;
+    const int64_t total = layers * lo + static_cast<int64_t>(rng() % (max_total - layers * lo + 1));
+    SCOPED_TRACE(testing::Message() << "case " << c << ": " << layers << " layers, total " << total
+                                    << ", lo " << lo << ", hi " << (hi ? *hi : -1));
+    auto out = AllocateByResponse(curves, total, {.min_tokens = lo, .max_tokens = hi});
+    ASSERT_TRUE(out.ok()) << out.status();
+    int64_t sum = 0;
+    for (int64_t b : out->tokens) {
+      EXPECT_GE(b, lo);
+      if (hi) {
+        EXPECT_LE(b, *hi);
+      }
+      sum += b;
+    }
+    EXPECT_EQ(sum, total);
+    const double optimum =
+        BruteForceOptimum(curves, total, lo, hi ? *hi : total - (layers - 1) * lo);
+    if (convex) {
+      EXPECT_NEAR(out->predicted_kl, optimum, 1e-9);
+      EXPECT_NEAR(out->hull_kl, optimum, 1e-9);
+    } else {
+      EXPECT_LE(out->hull_kl, optimum + 1e-9);
+      EXPECT_GE(out->predicted_kl, optimum - 1e-9);
+    }
+  }
+}
+
+TEST(ResponseAllocationTest, OptimalOnConvexCurvesAgainstBruteForce) {
+  CheckAgainstBruteForce(/*convex=*/true, 300);
+}
+
+TEST(ResponseAllocationTest, HullBoundBracketsTheOptimumOnNonConvexCurves) {
+  CheckAgainstBruteForce(/*convex=*/false, 300);
+}
+
+}  // namespace
+}  // namespace ripplekv::method
