@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <tuple>
 
 #include "base/check.h"
@@ -17,15 +18,6 @@ Status AllocationError(const std::string& message) {
 Status CurveError(const std::string& message) {
   return absl::InvalidArgumentError(Cat("response curve: ", message));
 }
-
-// One piece of a layer's lower convex hull: from `start` tokens, `length` more tokens change the
-// hull's KL by `slope` nats per token.
-struct HullSegment {
-  size_t layer = 0;
-  size_t order = 0;    // position in the layer's hull; slopes rise with it
-  int64_t length = 0;  // tokens, > 0
-  double slope = 0.0;  // nats per token
-};
 
 struct Point {
   int64_t budget;  // tokens
@@ -101,8 +93,8 @@ double InterpolateResponse(const ResponseCurve& curve, double budget) {
   return kl[i] + (kl[i + 1] - kl[i]) * t;
 }
 
-StatusOr<ResponseAllocation> AllocateByResponse(std::span<const ResponseCurve> curves,
-                                                int64_t total, ApportionBounds bounds) {
+StatusOr<ResponseAllocator> ResponseAllocator::Create(std::span<const ResponseCurve> curves,
+                                                      ApportionBounds bounds) {
   const size_t L = curves.size();
   if (L == 0) return AllocationError("no layers");
   for (size_t l = 0; l < L; ++l) {
@@ -115,52 +107,136 @@ StatusOr<ResponseAllocation> AllocateByResponse(std::span<const ResponseCurve> c
   if (bounds.max_tokens && *bounds.max_tokens < lo) {
     return AllocationError(Cat("max_tokens ", *bounds.max_tokens, " < min_tokens ", lo));
   }
-  if (total < 0 || total > kMaxApportionTotal) {
-    return AllocationError(Cat("total ", total, " outside [0, ", kMaxApportionTotal, "]"));
+  if (lo > kMaxApportionTotal) {
+    return AllocationError(Cat("min_tokens ", lo, " > ", kMaxApportionTotal));
   }
-  const auto layers = static_cast<int64_t>(L);
-  // lo <= total and hi < total are checked first, so the products cannot overflow.
-  if (lo > total || layers * lo > total ||
-      (bounds.max_tokens && *bounds.max_tokens < total && layers * *bounds.max_tokens < total)) {
-    return AllocationError(Cat("total ", total, " outside [", layers, " * ", lo, ", ", layers,
-                               " * ", bounds.max_tokens ? Cat(*bounds.max_tokens) : "unbounded",
-                               "]"));
-  }
-  // Unbounded: no layer can hold more than what the others' minimums leave.
-  const int64_t hi = bounds.max_tokens ? *bounds.max_tokens : total - (layers - 1) * lo;
-
-  ResponseAllocation out;
-  out.tokens.assign(L, lo);
-  std::vector<HullSegment> segments;
+  ResponseAllocator out;
+  out.curves_.assign(curves.begin(), curves.end());
+  out.bounds_ = bounds;
   for (size_t l = 0; l < L; ++l) {
-    const std::vector<Point> hull = LowerHull(curves[l], lo, hi);
-    out.hull_kl += hull.front().kl;
+    std::vector<Point> hull;
+    bool rises_after = false;
+    if (bounds.max_tokens) {
+      hull = LowerHull(curves[l], lo, *bounds.max_tokens);
+    } else {
+      // Unbounded: the limit of the hull over [lo, hi] as hi grows. The flat stretch past the
+      // full cache pulls the last segment down to slope 0, so the hull ends at its lowest vertex
+      // and stays there.
+      hull = LowerHull(curves[l], lo, std::max(lo, curves[l].budgets.back()));
+      size_t lowest = 0;
+      while (lowest + 1 < hull.size() && hull[lowest + 1].kl < hull[lowest].kl) ++lowest;
+      hull.resize(lowest + 1);
+      hull.push_back({hull.back().budget + kMaxApportionTotal, hull.back().kl});
+      rises_after = hull.back().kl < curves[l].kl.back();
+    }
+    out.base_hull_kl_ += hull.front().kl;
     double previous_slope = -INFINITY;
     for (size_t k = 0; k + 1 < hull.size(); ++k) {
       const int64_t length = hull[k + 1].budget - hull[k].budget;
       // Convex by construction; the max keeps division's rounding from reordering the slopes.
       previous_slope =
           std::max(previous_slope, (hull[k + 1].kl - hull[k].kl) / static_cast<double>(length));
-      segments.push_back({.layer = l, .order = k, .length = length, .slope = previous_slope});
+      out.segments_.push_back({.layer = l,
+                               .order = k,
+                               .length = length,
+                               .slope = previous_slope,
+                               .rises_after = rises_after && k + 2 == hull.size()});
     }
   }
-  // Steepest first; a layer's own slopes rise with `order`, so each layer takes a prefix.
-  std::sort(segments.begin(), segments.end(), [](const HullSegment& a, const HullSegment& b) {
-    return std::tie(a.slope, a.layer, a.order) < std::tie(b.slope, b.layer, b.order);
-  });
+  // Steepest first; a layer's own slopes rise with `order` (a tail that rises after is its last
+  // segment), so each layer takes a prefix.
+  std::sort(out.segments_.begin(), out.segments_.end(),
+            [](const HullSegment& a, const HullSegment& b) {
+              return std::tie(a.slope, a.rises_after, a.layer, a.order) <
+                     std::tie(b.slope, b.rises_after, b.layer, b.order);
+            });
+  return out;
+}
+
+StatusOr<ResponseAllocation> ResponseAllocator::Allocate(int64_t total) const {
+  const auto layers = static_cast<int64_t>(curves_.size());
+  const int64_t lo = bounds_.min_tokens;
+  const std::optional<int64_t> hi = bounds_.max_tokens;
+  // lo <= total and hi < total are checked first, so the products cannot overflow.
+  if (total < 0 || total > kMaxApportionTotal || lo > total || layers * lo > total ||
+      (hi && *hi < total && layers * *hi < total)) {
+    return AllocationError(Cat("total ", total, " outside [", layers, " * ", lo, ", ", layers,
+                               " * ", hi ? Cat(*hi) : "unbounded", "] (at most ",
+                               kMaxApportionTotal, ")"));
+  }
+  ResponseAllocation out;
+  out.tokens.assign(curves_.size(), lo);
+  out.hull_kl = base_hull_kl_;
   int64_t left = total - layers * lo;
-  for (const HullSegment& s : segments) {
+  for (const HullSegment& s : segments_) {
     if (left == 0) break;
     const int64_t take = std::min(left, s.length);
     out.tokens[s.layer] += take;
     out.hull_kl += s.slope * static_cast<double>(take);
     left -= take;
   }
-  RIPPLEKV_CHECK(left == 0);  // L * hi >= total and each layer's hull spans [lo, hi]
-  for (size_t l = 0; l < L; ++l) {
-    out.predicted_kl += InterpolateResponse(curves[l], static_cast<double>(out.tokens[l]));
+  RIPPLEKV_CHECK(left == 0);  // each layer's hull spans [lo, hi], and L * hi >= total
+  for (size_t l = 0; l < curves_.size(); ++l) {
+    out.predicted_kl += InterpolateResponse(curves_[l], static_cast<double>(out.tokens[l]));
   }
   return out;
+}
+
+StatusOr<ResponseAllocation> AllocateByResponse(std::span<const ResponseCurve> curves,
+                                                int64_t total, ApportionBounds bounds) {
+  auto allocator = ResponseAllocator::Create(curves, bounds);
+  if (!allocator.ok()) return allocator.status();
+  return allocator->Allocate(total);
+}
+
+StatusOr<std::vector<FrontierPoint>> ResponseFrontier(std::span<const ResponseCurve> curves,
+                                                      std::span<const int64_t> averages,
+                                                      ApportionBounds bounds) {
+  auto allocator = ResponseAllocator::Create(curves, bounds);
+  if (!allocator.ok()) return allocator.status();
+  std::vector<FrontierPoint> out;
+  for (int64_t average : averages) {
+    if (average < 1 || average > kMaxApportionTotal / static_cast<int64_t>(curves.size())) {
+      return AllocationError(Cat("average budget ", average, " outside [1, ",
+                                 kMaxApportionTotal / static_cast<int64_t>(curves.size()), "]"));
+    }
+    auto map = allocator->Allocate(average * static_cast<int64_t>(curves.size()));
+    if (!map.ok()) return map.status();
+    out.push_back({.average_tokens = average,
+                   .predicted_kl = map->predicted_kl,
+                   .hull_kl = map->hull_kl,
+                   .tokens = std::move(map->tokens)});
+  }
+  return out;
+}
+
+StatusOr<FrontierPoint> SmallestAverageForKl(std::span<const ResponseCurve> curves, double max_kl,
+                                             ApportionBounds bounds) {
+  if (!std::isfinite(max_kl) || max_kl < 0.0) {
+    return AllocationError(Cat("max KL ", max_kl, " is not a finite value >= 0"));
+  }
+  auto allocator = ResponseAllocator::Create(curves, bounds);
+  if (!allocator.ok()) return allocator.status();
+  // Past every layer's full cache (or at the upper bound) more memory changes nothing.
+  int64_t last = bounds.min_tokens;
+  for (const ResponseCurve& curve : curves) last = std::max(last, curve.budgets.back());
+  if (bounds.max_tokens) last = std::min(last, *bounds.max_tokens);
+  const auto layers = static_cast<int64_t>(curves.size());
+  double best = INFINITY;
+  for (int64_t average = bounds.min_tokens; average <= last; ++average) {
+    auto map = allocator->Allocate(average * layers);
+    if (!map.ok()) return map.status();
+    if (map->predicted_kl <= max_kl) {
+      return FrontierPoint{.average_tokens = average,
+                           .predicted_kl = map->predicted_kl,
+                           .hull_kl = map->hull_kl,
+                           .tokens = std::move(map->tokens)};
+    }
+    best = std::min(best, map->predicted_kl);
+  }
+  return absl::NotFoundError(Cat("response allocation: no average budget in [", bounds.min_tokens,
+                                 ", ", last, "] predicts a KL of at most ", max_kl,
+                                 " nats (the lowest is ", best, ")"));
 }
 
 }  // namespace ripplekv::method

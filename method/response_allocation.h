@@ -21,11 +21,17 @@
 //     `predicted_kl` (the curves' sum at the chosen budgets) an upper bound; only layers whose
 //     budget falls inside a hull segment, where the curve bulges above its hull, can differ from
 //     the optimum, and at most one layer ends inside a segment.
-// Cost: O(sum over layers of min(hi, max(lo, last grid budget)) - lo) curve evaluations.
+// Without an upper bound a layer's hull is the limit of the hull over [lo, hi] as hi grows: it
+// falls to the curve's lowest point and stays flat there. Tokens beyond every layer's lowest point
+// go first to layers whose curve is flat there (past their full cache), then to layers whose curve
+// rises again after its lowest point (noise), in layer order.
+// Cost: O(sum over layers of min(hi, max(lo, last grid budget)) - lo) curve evaluations to
+// prepare the hulls, then O(hull segments) per total.
 //
 // Thread-safety: pure functions.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -52,12 +58,66 @@ struct ResponseAllocation {
   double hull_kl = 0.0;         // sum over layers of the hull at b_l, nats: <= the optimum
 };
 
-// The allocation of `total` tokens over one curve per layer (rule above). Errors
-// (InvalidArgument, with the numbers): no curves; a curve ValidateResponseCurve() refuses (naming
-// its layer); lo < 1 (a layer must keep a token for its curve to be defined) or hi < lo; total
-// outside [L * lo, L * hi] or above kMaxApportionTotal.
+// The curves' hulls, prepared once for any number of totals (a frontier, a search over memory).
+class ResponseAllocator {
+ public:
+  // Errors (InvalidArgument, with the numbers): no curves; a curve ValidateResponseCurve()
+  // refuses (naming its layer); lo < 1 (a layer must keep a token for its curve to be defined),
+  // hi < lo or lo > kMaxApportionTotal.
+  [[nodiscard]] static StatusOr<ResponseAllocator> Create(std::span<const ResponseCurve> curves,
+                                                          ApportionBounds bounds);
+
+  // The allocation of `total` tokens (rule above), in O(hull segments). InvalidArgument when the
+  // total is outside [L * lo, L * hi] or above kMaxApportionTotal.
+  [[nodiscard]] StatusOr<ResponseAllocation> Allocate(int64_t total) const;
+
+ private:
+  // One piece of a layer's lower convex hull: `length` more tokens change its KL by `slope` nats
+  // per token.
+  struct HullSegment {
+    size_t layer = 0;
+    size_t order = 0;    // position in the layer's hull; slopes rise with it
+    int64_t length = 0;  // tokens, > 0
+    double slope = 0.0;  // nats per token
+    // The flat tail of an unbounded hull whose curve rises after its lowest point: slope 0 in
+    // the limit, but taken after every truly flat one.
+    bool rises_after = false;
+  };
+
+  ResponseAllocator() = default;
+
+  std::vector<ResponseCurve> curves_;
+  ApportionBounds bounds_;
+  double base_hull_kl_ = 0.0;          // sum of the hulls at lo, nats
+  std::vector<HullSegment> segments_;  // every layer's, steepest first (ties: layer, order)
+};
+
+// ResponseAllocator::Create(curves, bounds)->Allocate(total), errors of both.
 [[nodiscard]] StatusOr<ResponseAllocation> AllocateByResponse(std::span<const ResponseCurve> curves,
                                                               int64_t total,
                                                               ApportionBounds bounds);
+
+// The optimal map at one average budget B (total L * B).
+struct FrontierPoint {
+  int64_t average_tokens = 0;   // B, tokens
+  double predicted_kl = 0.0;    // as ResponseAllocation, nats
+  double hull_kl = 0.0;         // as ResponseAllocation, nats
+  std::vector<int64_t> tokens;  // [L] the map
+};
+
+// Quality predicted from memory: the optimal map at each average budget of `averages` (each in
+// [1, kMaxApportionTotal / L] and feasible for the bounds), in their order. Errors as
+// ResponseAllocator.
+[[nodiscard]] StatusOr<std::vector<FrontierPoint>> ResponseFrontier(
+    std::span<const ResponseCurve> curves, std::span<const int64_t> averages,
+    ApportionBounds bounds);
+
+// Memory from quality: the smallest average budget B >= lo whose optimal map's predicted KL is at
+// most `max_kl` nats, searched up to where more memory changes nothing (every layer's full cache,
+// or hi). NotFound, naming the lowest predicted KL, when no budget reaches it; InvalidArgument as
+// ResponseAllocator, or for a `max_kl` that is not finite and >= 0. Cost: one Allocate() per
+// average tried.
+[[nodiscard]] StatusOr<FrontierPoint> SmallestAverageForKl(std::span<const ResponseCurve> curves,
+                                                           double max_kl, ApportionBounds bounds);
 
 }  // namespace ripplekv::method

@@ -97,6 +97,75 @@ TEST(ResponseAllocationTest, BadInputIsInvalidArgumentNamingIt) {
   EXPECT_FALSE(AllocateByResponse(curves, kMaxApportionTotal + 1, {.min_tokens = 1}).ok());
 }
 
+TEST(ResponseAllocationTest, WithoutAnUpperBoundNoTokenIsForcedPastACurvesLowestPoint) {
+  // Layer 0 is lowest at 8 tokens and rises after it (noise); layer 1 falls until its full cache.
+  // The 10 tokens past both lowest points go to layer 1, where they change nothing, not to layer
+  // 0, where they would cost (its curve rises again).
+  const std::vector<ResponseCurve> curves = {{.budgets = {2, 8, 32}, .kl = {1.0, 0.2, 0.5}},
+                                             {.budgets = {2, 32}, .kl = {1.0, 0.0}}};
+  auto out = AllocateByResponse(curves, 50, {.min_tokens = 2});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->tokens, ElementsAre(8, 42));
+  EXPECT_NEAR(out->predicted_kl, 0.2, 1e-12);
+  EXPECT_NEAR(out->hull_kl, 0.2, 1e-12);
+}
+
+TEST(ResponseAllocationTest, FrontierFallsWithMemoryAndMatchesEachAllocation) {
+  std::vector<ResponseCurve> curves = {{.budgets = {4, 16, 64}, .kl = {2.0, 0.8, 0.0}},
+                                       {.budgets = {4, 16, 64}, .kl = {0.5, 0.1, 0.0}},
+                                       {.budgets = {4, 16, 64}, .kl = {1.0, 0.6, 0.0}}};
+  const std::vector<int64_t> averages = {4, 8, 16, 32, 64};
+  const ApportionBounds bounds{.min_tokens = 4, .max_tokens = 64};
+  auto frontier = ResponseFrontier(curves, averages, bounds);
+  ASSERT_TRUE(frontier.ok()) << frontier.status();
+  ASSERT_EQ(frontier->size(), averages.size());
+  for (size_t i = 0; i < averages.size(); ++i) {
+    const FrontierPoint& point = (*frontier)[i];
+    EXPECT_EQ(point.average_tokens, averages[i]);
+    auto map = AllocateByResponse(curves, 3 * averages[i], bounds);
+    ASSERT_TRUE(map.ok()) << map.status();
+    EXPECT_EQ(point.tokens, map->tokens);
+    EXPECT_EQ(point.predicted_kl, map->predicted_kl);
+    if (i > 0) {
+      EXPECT_LT(point.predicted_kl, (*frontier)[i - 1].predicted_kl);
+    }
+  }
+  EXPECT_DOUBLE_EQ(frontier->front().predicted_kl, 3.5);  // everyone at 4 tokens
+  EXPECT_DOUBLE_EQ(frontier->back().predicted_kl, 0.0);   // everyone at the full cache
+  EXPECT_FALSE(ResponseFrontier(curves, std::vector<int64_t>{0}, bounds).ok());
+  EXPECT_FALSE(ResponseFrontier(curves, std::vector<int64_t>{65}, bounds).ok());
+}
+
+TEST(ResponseAllocationTest, SmallestAverageForKlIsTheFirstBudgetThatReachesIt) {
+  std::vector<ResponseCurve> curves = {{.budgets = {4, 16, 64}, .kl = {2.0, 0.8, 0.0}},
+                                       {.budgets = {4, 16, 64}, .kl = {0.5, 0.1, 0.0}}};
+  const ApportionBounds bounds{.min_tokens = 4};
+  for (double max_kl : {3.0, 2.5, 1.0, 0.3, 0.05, 0.0}) {
+    SCOPED_TRACE(testing::Message() << "max KL " << max_kl);
+    auto found = SmallestAverageForKl(curves, max_kl, bounds);
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_LE(found->predicted_kl, max_kl);
+    if (found->average_tokens > bounds.min_tokens) {
+      auto smaller = AllocateByResponse(curves, 2 * (found->average_tokens - 1), bounds);
+      ASSERT_TRUE(smaller.ok());
+      EXPECT_GT(smaller->predicted_kl, max_kl);
+    }
+  }
+  auto first = SmallestAverageForKl(curves, 3.0, bounds);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->average_tokens, 4);  // 2.5 nats at the minimum already
+  auto full = SmallestAverageForKl(curves, 0.0, bounds);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->average_tokens, 64);
+  // A floor the curves never reach: every layer keeps 0.1 nats even with its full cache.
+  curves[1].kl.back() = 0.1;
+  auto unreachable = SmallestAverageForKl(curves, 0.05, bounds);
+  EXPECT_EQ(unreachable.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(unreachable.status().message()), HasSubstr("the lowest is 0.1"));
+  EXPECT_FALSE(SmallestAverageForKl(curves, -1.0, bounds).ok());
+  EXPECT_FALSE(SmallestAverageForKl(curves, NAN, bounds).ok());
+}
+
 // The smallest sum of KL_l(b_l) over every integer allocation within the bounds that sums to
 // `total`, by dynamic programming over layers (exhaustive: small cases only).
 double BruteForceOptimum(const std::vector<ResponseCurve>& curves, int64_t total, int64_t lo,
