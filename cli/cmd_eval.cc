@@ -156,8 +156,8 @@ StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(const EvalArgs& args,
                                                          const std::vector<int>& budgets,
                                                          int64_t min_tokens, int64_t n_layers,
                                                          const TunedSettings* tuned) {
-  std::map<int, std::vector<int>> maps;
   if (source.file) {  // ReadMapSource refused controls
+    std::map<int, std::vector<int>> maps;
     for (int b : budgets) {
       if (source.file->total_tokens != n_layers * b) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -177,13 +177,10 @@ StatusOr<std::map<int, std::vector<int>>> MakeBudgetMaps(const EvalArgs& args,
                              .normalization = normalization,
                              .min_tokens = min_tokens,
                              .control = control};
-  if (!tuned) return RippleMaps(*source.profile, budgets, settings);
-  for (int b : budgets) {  // each budget at its tuned ratio
-    settings.ratio = tuned->ripple.at(b).ratio;
-    ASSIGN_OR_RETURN(auto one, RippleMaps(*source.profile, {b}, settings));
-    maps[b] = std::move(one[b]);
+  if (tuned) {
+    for (int b : budgets) settings.tuned_ratios[b] = tuned->ripple.at(b).ratio;
   }
-  return maps;
+  return RippleMaps(*source.profile, budgets, settings);
 }
 
 // --tuned: settings chosen by `ripplekv tune` on the validation split of this model, applied to

@@ -233,7 +233,8 @@ StatusOr<std::map<int, std::vector<int>>> RippleMaps(const method::SensitivityPr
   std::map<int, std::vector<int>> maps;
   for (int b : budgets) {
     method::BudgetOptions options;
-    options.ratio = settings.ratio;
+    const auto tuned = settings.tuned_ratios.find(b);
+    options.ratio = tuned != settings.tuned_ratios.end() ? tuned->second : settings.ratio;
     options.average_tokens = b;
     options.min_tokens = std::min<int64_t>(settings.min_tokens, b);
     options.normalization = settings.normalization;

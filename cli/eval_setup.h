@@ -78,8 +78,9 @@ int64_t MapMinTokens(const std::vector<eval::Method>& methods,
 // How RippleKV's maps are made from a profile (method/budget_map.h); the defaults are those of
 // `ripplekv budgets`.
 struct RippleMapSettings {
-  double ratio = 2.0;     // r, >= 1
-  double shrink_z = 0.0;  // 0: plain means; else each layer at mean - z x stderr
+  double ratio = 2.0;                  // r, >= 1
+  std::map<int, double> tuned_ratios;  // r per average budget (`ripplekv tune`); others: ratio
+  double shrink_z = 0.0;               // 0: plain means; else each layer at mean - z x stderr
   method::Normalization normalization = method::Normalization::kMinMax;
   int64_t min_tokens = 1;  // smallest layer budget (each map's is min(min_tokens, B))
   eval::MapControl

@@ -184,28 +184,37 @@ StatusOr<ResponseAllocation> ResponseAllocator::Allocate(int64_t total) const {
 
 StatusOr<ResponseAllocation> AllocateByResponse(std::span<const ResponseCurve> curves,
                                                 int64_t total, ApportionBounds bounds) {
-  auto allocator = ResponseAllocator::Create(curves, bounds);
-  if (!allocator.ok()) return allocator.status();
-  return allocator->Allocate(total);
+  ASSIGN_OR_RETURN(const ResponseAllocator allocator, ResponseAllocator::Create(curves, bounds));
+  return allocator.Allocate(total);
 }
+
+namespace {
+
+// The optimal map of `layers` x `average` tokens as a frontier point.
+StatusOr<FrontierPoint> PointAt(const ResponseAllocator& allocator, int64_t layers,
+                                int64_t average) {
+  ASSIGN_OR_RETURN(ResponseAllocation map, allocator.Allocate(average * layers));
+  return FrontierPoint{.average_tokens = average,
+                       .predicted_kl = map.predicted_kl,
+                       .hull_kl = map.hull_kl,
+                       .tokens = std::move(map.tokens)};
+}
+
+}  // namespace
 
 StatusOr<std::vector<FrontierPoint>> ResponseFrontier(std::span<const ResponseCurve> curves,
                                                       std::span<const int64_t> averages,
                                                       ApportionBounds bounds) {
-  auto allocator = ResponseAllocator::Create(curves, bounds);
-  if (!allocator.ok()) return allocator.status();
+  ASSIGN_OR_RETURN(const ResponseAllocator allocator, ResponseAllocator::Create(curves, bounds));
+  const auto layers = static_cast<int64_t>(curves.size());
   std::vector<FrontierPoint> out;
   for (int64_t average : averages) {
-    if (average < 1 || average > kMaxApportionTotal / static_cast<int64_t>(curves.size())) {
-      return AllocationError(Cat("average budget ", average, " outside [1, ",
-                                 kMaxApportionTotal / static_cast<int64_t>(curves.size()), "]"));
+    if (average < 1 || average > kMaxApportionTotal / layers) {
+      return AllocationError(
+          Cat("average budget ", average, " outside [1, ", kMaxApportionTotal / layers, "]"));
     }
-    auto map = allocator->Allocate(average * static_cast<int64_t>(curves.size()));
-    if (!map.ok()) return map.status();
-    out.push_back({.average_tokens = average,
-                   .predicted_kl = map->predicted_kl,
-                   .hull_kl = map->hull_kl,
-                   .tokens = std::move(map->tokens)});
+    ASSIGN_OR_RETURN(FrontierPoint point, PointAt(allocator, layers, average));
+    out.push_back(std::move(point));
   }
   return out;
 }
@@ -215,8 +224,7 @@ StatusOr<FrontierPoint> SmallestAverageForKl(std::span<const ResponseCurve> curv
   if (!std::isfinite(max_kl) || max_kl < 0.0) {
     return AllocationError(Cat("max KL ", max_kl, " is not a finite value >= 0"));
   }
-  auto allocator = ResponseAllocator::Create(curves, bounds);
-  if (!allocator.ok()) return allocator.status();
+  ASSIGN_OR_RETURN(const ResponseAllocator allocator, ResponseAllocator::Create(curves, bounds));
   // Past every layer's full cache (or at the upper bound) more memory changes nothing.
   int64_t last = bounds.min_tokens;
   for (const ResponseCurve& curve : curves) last = std::max(last, curve.budgets.back());
@@ -224,15 +232,9 @@ StatusOr<FrontierPoint> SmallestAverageForKl(std::span<const ResponseCurve> curv
   const auto layers = static_cast<int64_t>(curves.size());
   double best = INFINITY;
   for (int64_t average = bounds.min_tokens; average <= last; ++average) {
-    auto map = allocator->Allocate(average * layers);
-    if (!map.ok()) return map.status();
-    if (map->predicted_kl <= max_kl) {
-      return FrontierPoint{.average_tokens = average,
-                           .predicted_kl = map->predicted_kl,
-                           .hull_kl = map->hull_kl,
-                           .tokens = std::move(map->tokens)};
-    }
-    best = std::min(best, map->predicted_kl);
+    ASSIGN_OR_RETURN(FrontierPoint point, PointAt(allocator, layers, average));
+    if (point.predicted_kl <= max_kl) return point;
+    best = std::min(best, point.predicted_kl);
   }
   return absl::NotFoundError(Cat("response allocation: no average budget in [", bounds.min_tokens,
                                  ", ", last, "] predicts a KL of at most ", max_kl,
