@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "eval/compress/prefill_observer.h"
+#include "worker/compress/prefill_observer.h"
 #include "eval/fidelity_task.h"
 #include "eval/metrics.h"
 

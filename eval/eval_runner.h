@@ -4,7 +4,7 @@
 //
 // Per example:
 //   1. PrefillObserved over example.prompt into a cache with room for the decode, recording the
-//      statistics every requested method needs (eval/compress/prefill_observer.h).
+//      statistics every requested method needs (worker/compress/prefill_observer.h).
 //   2. Full cache: the reference. Text tasks: greedy answer; fidelity: the continuation's logits.
 //   3. For each method (other than "full") and average budget B: a copy of the prefilled cache is
 //      compressed (PlanBudgets + CompressCache), then decoded at the true positions n, n+1, ...

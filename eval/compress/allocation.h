@@ -25,9 +25,12 @@
 #include <vector>
 
 #include "base/status.h"
-#include "eval/compress/attention_stats.h"
+#include "worker/compress/attention_stats.h"
 
 namespace ripplekv::eval {
+
+// Statistics are the worker's (worker/compress/attention_stats.h).
+using worker::LayerStats;
 
 struct BudgetBounds {
   int min_budget = 0;  // smallest per-layer budget, tokens (selection minimum, <= max_budget)

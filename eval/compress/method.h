@@ -30,12 +30,26 @@
 #include <vector>
 
 #include "base/status.h"
-#include "eval/compress/attention_stats.h"
-#include "eval/compress/prefill_observer.h"
-#include "eval/compress/selection.h"
+#include "worker/compress/attention_stats.h"
+#include "worker/compress/prefill_observer.h"
+#include "worker/compress/selection.h"
 #include "worker/engine/kv_cache.h"
 
 namespace ripplekv::eval {
+
+// The selectors and the observed prefill are the worker's (worker/compress/), which the response
+// calibration shares; the evaluation names them as its own.
+using worker::LayerStats;
+using worker::MinBudget;
+using worker::ObservedPrefill;
+using worker::ObserverOptions;
+using worker::PoolKind;
+using worker::PrefillObserved;
+using worker::SelectionKind;
+using worker::SelectionName;
+using worker::SelectionOptions;
+using worker::SelectTokens;
+using worker::ValidateSelectionOptions;
 
 enum class AllocationKind {
   kUniform,  // every layer B

@@ -56,7 +56,7 @@ enum class LogitRows {
 // Called by Forward after each layer's attention with the layer, its queries q
 // ([n, n_heads, head_dim], RoPE applied) and the layer's cache, which now holds this call's keys
 // and values. Read-only; an error stops the forward pass and is returned. (Compression policies
-// compute their attention statistics here, eval/compress/prefill_observer.h.)
+// compute their attention statistics here, worker/compress/prefill_observer.h.)
 using LayerObserver = std::function<Status(int layer, const kernels::ConstTensorView& q,
                                            const kernels::KvCacheView& cache)>;
 

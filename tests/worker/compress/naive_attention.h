@@ -12,7 +12,7 @@
 #include "worker/engine/kv_cache.h"
 #include "worker/model/model.h"
 
-namespace ripplekv::eval::testing {
+namespace ripplekv::worker::testing {
 
 // attn[h][i][j]: softmax over keys j <= i (positions 0..n-1, entry j at position j) of
 // q_i . k_j / sqrt(d) for the queries q [rows, n_heads, d] at positions first_row .. first_row +
@@ -77,4 +77,4 @@ inline worker::ModelConfig SmallConfig(int n_heads, int n_kv_heads, int head_dim
   return c;
 }
 
-}  // namespace ripplekv::eval::testing
+}  // namespace ripplekv::worker::testing

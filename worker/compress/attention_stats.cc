@@ -1,4 +1,4 @@
-#include "eval/compress/attention_stats.h"
+#include "worker/compress/attention_stats.h"
 
 #include <algorithm>
 #include <string_view>
@@ -7,7 +7,7 @@
 #include "base/strings.h"
 #include "kernels/ops/attention_stats.h"
 
-namespace ripplekv::eval {
+namespace ripplekv::worker {
 
 Status ComputeWindowStats(const kernels::ConstTensorView& q, const kernels::KvCacheView& keys,
                           double scale, const kernels::OpContext& ctx, LayerStats& stats) {
@@ -78,4 +78,4 @@ double TemporalShift(const LayerStats& stats) {
   return total;
 }
 
-}  // namespace ripplekv::eval
+}  // namespace ripplekv::worker

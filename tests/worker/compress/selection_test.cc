@@ -1,4 +1,4 @@
-#include "eval/compress/selection.h"
+#include "worker/compress/selection.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,9 +8,9 @@
 #include <limits>
 #include <numeric>
 
-#include "tests/eval/compress/naive_attention.h"
+#include "tests/worker/compress/naive_attention.h"
 
-namespace ripplekv::eval {
+namespace ripplekv::worker {
 namespace {
 
 using testing::NaiveAttention;
@@ -29,9 +29,9 @@ struct Layer {
 };
 
 Layer MakeLayer(uint64_t seed) {
-  const worker::ModelConfig config = SmallConfig(kHeads, kKvHeads, kDim);
+  const ModelConfig config = SmallConfig(kHeads, kKvHeads, kDim);
   std::mt19937_64 rng(seed);
-  worker::KvCache cache = RandomCache(config, kLength, rng);
+  KvCache cache = RandomCache(config, kLength, rng);
   const auto q = RandomQueries(kLength, kHeads, kDim, rng, 2.5f);
   const double scale = 1.0 / std::sqrt(static_cast<double>(kDim));
   Layer layer;
@@ -321,4 +321,4 @@ TEST(SelectionTest, MinimumBudgetsPerSelection) {
 }
 
 }  // namespace
-}  // namespace ripplekv::eval
+}  // namespace ripplekv::worker

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "eval/compress/attention_stats.h"
+#include "worker/compress/attention_stats.h"
 
-namespace ripplekv::eval {
+namespace ripplekv::worker {
 
 enum class SelectionKind {
   kSnapKv,     // window + top pooled window-attention scores of the prefix
@@ -87,4 +87,4 @@ std::vector<double> SnapKvScores(const LayerStats& stats, int kv_head,
 std::vector<double> CakeScores(const LayerStats& stats, int kv_head,
                                const SelectionOptions& options);
 
-}  // namespace ripplekv::eval
+}  // namespace ripplekv::worker

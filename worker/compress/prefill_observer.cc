@@ -1,16 +1,16 @@
-#include "eval/compress/prefill_observer.h"
+#include "worker/compress/prefill_observer.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "base/strings.h"
 
-namespace ripplekv::eval {
+namespace ripplekv::worker {
 
-StatusOr<ObservedPrefill> PrefillObserved(const worker::Transformer& transformer,
+StatusOr<ObservedPrefill> PrefillObserved(const Transformer& transformer,
                                           std::span<const int32_t> tokens,
-                                          const ObserverOptions& options, worker::KvCache& cache) {
-  const worker::ModelConfig& c = transformer.config();
+                                          const ObserverOptions& options, KvCache& cache) {
+  const ModelConfig& c = transformer.config();
   const int n = static_cast<int>(tokens.size());
   if (n == 0) return absl::InvalidArgumentError("PrefillObserved: no tokens");
   if (options.window < 1) {
@@ -37,7 +37,7 @@ StatusOr<ObservedPrefill> PrefillObserved(const worker::Transformer& transformer
   const int window = std::min(options.window, n);
   const kernels::OpContext& ctx = transformer.op_context();
   const double stat_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-  const worker::LayerObserver observe = [&](int layer, const kernels::ConstTensorView& q,
+  const LayerObserver observe = [&](int layer, const kernels::ConstTensorView& q,
                                             const kernels::KvCacheView& view) -> Status {
     LayerStats& stats = result.layers[layer];
     if (options.window_stats) {
@@ -57,11 +57,11 @@ StatusOr<ObservedPrefill> PrefillObserved(const worker::Transformer& transformer
     return absl::OkStatus();
   };
   ASSIGN_OR_RETURN(
-      worker::ForwardResult forward,
+      ForwardResult forward,
       transformer.Forward(
-          {.tokens = tokens, .logits = worker::LogitRows::kLast, .observer = &observe}, cache));
+          {.tokens = tokens, .logits = LogitRows::kLast, .observer = &observe}, cache));
   result.logits = std::move(forward.logits);
   return result;
 }
 
-}  // namespace ripplekv::eval
+}  // namespace ripplekv::worker

@@ -1,12 +1,12 @@
-#include "eval/compress/attention_stats.h"
+#include "worker/compress/attention_stats.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "tests/eval/compress/naive_attention.h"
+#include "tests/worker/compress/naive_attention.h"
 
-namespace ripplekv::eval {
+namespace ripplekv::worker {
 namespace {
 
 using testing::NaiveAttention;
@@ -17,9 +17,9 @@ using testing::SmallConfig;
 constexpr int kHeads = 4, kKvHeads = 2, kDim = 16, kLength = 37, kWindow = 8;
 
 struct Fixture {
-  worker::ModelConfig config = SmallConfig(kHeads, kKvHeads, kDim);
+  ModelConfig config = SmallConfig(kHeads, kKvHeads, kDim);
   std::mt19937_64 rng{11};
-  worker::KvCache cache = RandomCache(config, kLength, rng);
+  KvCache cache = RandomCache(config, kLength, rng);
   const double scale = 1.0 / std::sqrt(static_cast<double>(kDim));
 };
 
@@ -137,4 +137,4 @@ TEST(AttentionStatsTest, TemporalShiftIsZeroForASingleQueryWindow) {
 }
 
 }  // namespace
-}  // namespace ripplekv::eval
+}  // namespace ripplekv::worker

@@ -1,4 +1,4 @@
-#include "eval/compress/selection.h"
+#include "worker/compress/selection.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "base/strings.h"
 
-namespace ripplekv::eval {
+namespace ripplekv::worker {
 
 namespace {
 
@@ -221,4 +221,4 @@ StatusOr<std::vector<std::vector<int32_t>>> SelectTokens(SelectionKind kind,
   return absl::InvalidArgumentError("SelectTokens: unknown selection");
 }
 
-}  // namespace ripplekv::eval
+}  // namespace ripplekv::worker

@@ -1,6 +1,6 @@
 #pragma once
 // A prefill that records, per layer, the attention statistics the compression policies need
-// (eval/compress/attention_stats.h). It is Transformer::Forward with a LayerObserver, so the
+// (worker/compress/attention_stats.h). It is Transformer::Forward with a LayerObserver, so the
 // cache and the last row's logits are Forward's; the statistics are computed from each layer's
 // queries and its freshly appended keys, so no n x n matrix is stored.
 //
@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "base/status.h"
-#include "eval/compress/attention_stats.h"
+#include "worker/compress/attention_stats.h"
 #include "kernels/tensor/tensor.h"
 #include "worker/engine/kv_cache.h"
 #include "worker/engine/transformer.h"
 
-namespace ripplekv::eval {
+namespace ripplekv::worker {
 
 struct ObserverOptions {
   int window = 32;           // w: observation window, the last w prompt queries (tokens)
@@ -33,9 +33,9 @@ struct ObservedPrefill {
 // empty (FailedPrecondition otherwise) and hold n tokens (ResourceExhausted otherwise).
 // InvalidArgument for no tokens, a token outside the vocabulary or window < 1. The window is
 // min(window, n). Statistics use transformer.op_context().num_threads threads.
-[[nodiscard]] StatusOr<ObservedPrefill> PrefillObserved(const worker::Transformer& transformer,
+[[nodiscard]] StatusOr<ObservedPrefill> PrefillObserved(const Transformer& transformer,
                                                         std::span<const int32_t> tokens,
                                                         const ObserverOptions& options,
-                                                        worker::KvCache& cache);
+                                                        KvCache& cache);
 
-}  // namespace ripplekv::eval
+}  // namespace ripplekv::worker

@@ -1,4 +1,4 @@
-#include "eval/compress/prefill_observer.h"
+#include "worker/compress/prefill_observer.h"
 
 #include <gtest/gtest.h>
 
@@ -8,10 +8,10 @@
 #include <random>
 
 #include "kernels/ops/attention.h"
-#include "tests/eval/compress/naive_attention.h"
+#include "tests/worker/compress/naive_attention.h"
 #include "tests/worker/engine/tiny_model.h"
 
-namespace ripplekv::eval {
+namespace ripplekv::worker {
 namespace {
 
 using worker::testing::MakeTinyModel;
@@ -23,13 +23,13 @@ std::vector<int32_t> Tokens(int n, int vocab, uint32_t seed = 3) {
   return t;
 }
 
-worker::Transformer MakeTransformer(const worker::Model& m, int threads = 1) {
-  auto t = worker::Transformer::Create(m, {.num_threads = threads});
+Transformer MakeTransformer(const worker::Model& m, int threads = 1) {
+  auto t = Transformer::Create(m, {.num_threads = threads});
   EXPECT_TRUE(t.ok()) << t.status();
   return std::move(t).value();
 }
 
-bool SameLayer(const worker::KvCache& a, const worker::KvCache& b, int layer) {
+bool SameLayer(const KvCache& a, const KvCache& b, int layer) {
   if (a.length(layer) != b.length(layer)) return false;
   for (int h = 0; h < a.n_kv_heads(); ++h) {
     for (int i = 0; i < a.length(layer); ++i) {
@@ -48,9 +48,9 @@ bool SameLayer(const worker::KvCache& a, const worker::KvCache& b, int layer) {
 TEST(PrefillObserverTest, CacheAndLastLogitsAreBitIdenticalToForward) {
   for (int threads : {1, 2}) {
     const worker::Model m = MakeTinyModel({.n_layers = 3, .n_heads = 4, .n_kv_heads = 2});
-    const worker::Transformer t = MakeTransformer(m, threads);
+    const Transformer t = MakeTransformer(m, threads);
     const auto tokens = Tokens(150, m.config.vocab_size);  // > one 128-query attention block
-    worker::KvCache forward_cache(m.config, 150), observed_cache(m.config, 150);
+    KvCache forward_cache(m.config, 150), observed_cache(m.config, 150);
     auto forward = t.Forward({.tokens = tokens}, forward_cache);
     ASSERT_TRUE(forward.ok());
     auto observed = PrefillObserved(t, tokens, {.window = 16, .accumulated = true}, observed_cache);
@@ -67,10 +67,10 @@ TEST(PrefillObserverTest, CacheAndLastLogitsAreBitIdenticalToForward) {
 
 // Runs the layers with a hook that does what Forward does and keeps each layer's queries, so the
 // statistics can be recomputed naively from the very same q and k.
-std::vector<std::vector<float>> CaptureQueries(const worker::Transformer& t,
+std::vector<std::vector<float>> CaptureQueries(const Transformer& t,
                                                std::span<const int32_t> tokens,
-                                               worker::KvCache& cache) {
-  const worker::ModelConfig& c = t.config();
+                                               KvCache& cache) {
+  const ModelConfig& c = t.config();
   std::vector<std::vector<float>> queries(c.n_layers);
   auto attend = [&](int layer, const kernels::TensorView& q3, kernels::Tensor& k,
                     kernels::Tensor& v, std::span<const int32_t> pos,
@@ -90,10 +90,10 @@ std::vector<std::vector<float>> CaptureQueries(const worker::Transformer& t,
 
 TEST(PrefillObserverTest, StatisticsEqualNaiveAttentionOfEveryLayer) {
   const worker::Model m = MakeTinyModel({.n_layers = 3, .n_heads = 4, .n_kv_heads = 2});
-  const worker::Transformer t = MakeTransformer(m);
+  const Transformer t = MakeTransformer(m);
   const int n = 40, w = 8, heads = m.config.n_heads;
   const auto tokens = Tokens(n, m.config.vocab_size, 9);
-  worker::KvCache cache(m.config, n), reference(m.config, n);
+  KvCache cache(m.config, n), reference(m.config, n);
   auto observed = PrefillObserved(t, tokens, {.window = w, .accumulated = true}, cache);
   ASSERT_TRUE(observed.ok()) << observed.status();
   const auto queries = CaptureQueries(t, tokens, reference);
@@ -130,14 +130,14 @@ TEST(PrefillObserverTest, StatisticsEqualNaiveAttentionOfEveryLayer) {
 
 TEST(PrefillObserverTest, SkipsStatisticsThatWereNotAskedFor) {
   const worker::Model m = MakeTinyModel();
-  const worker::Transformer t = MakeTransformer(m);
+  const Transformer t = MakeTransformer(m);
   const auto tokens = Tokens(20, m.config.vocab_size);
-  worker::KvCache cache(m.config, 20);
+  KvCache cache(m.config, 20);
   auto observed = PrefillObserved(t, tokens, {.window = 4}, cache);
   ASSERT_TRUE(observed.ok());
   EXPECT_TRUE(observed->layers[0].has_window());
   EXPECT_FALSE(observed->layers[0].has_accumulated());
-  worker::KvCache bare_cache(m.config, 20);
+  KvCache bare_cache(m.config, 20);
   observed = PrefillObserved(t, tokens, {.window_stats = false}, bare_cache);
   ASSERT_TRUE(observed.ok());
   EXPECT_FALSE(observed->layers[1].has_window());
@@ -147,9 +147,9 @@ TEST(PrefillObserverTest, SkipsStatisticsThatWereNotAskedFor) {
 
 TEST(PrefillObserverTest, WindowLongerThanThePromptCoversThePrompt) {
   const worker::Model m = MakeTinyModel();
-  const worker::Transformer t = MakeTransformer(m);
+  const Transformer t = MakeTransformer(m);
   const auto tokens = Tokens(10, m.config.vocab_size);
-  worker::KvCache cache(m.config, 10);
+  KvCache cache(m.config, 10);
   auto observed = PrefillObserved(t, tokens, {.window = 32}, cache);
   ASSERT_TRUE(observed.ok());
   EXPECT_EQ(observed->layers[0].window, 10);
@@ -159,16 +159,16 @@ TEST(PrefillObserverTest, WindowLongerThanThePromptCoversThePrompt) {
 
 TEST(PrefillObserverTest, RejectsANonEmptyOrSmallCacheAndBadInput) {
   const worker::Model m = MakeTinyModel();
-  const worker::Transformer t = MakeTransformer(m);
+  const Transformer t = MakeTransformer(m);
   const auto tokens = Tokens(12, m.config.vocab_size);
-  worker::KvCache small(m.config, 11);
+  KvCache small(m.config, 11);
   EXPECT_EQ(PrefillObserved(t, tokens, {}, small).status().code(),
             absl::StatusCode::kResourceExhausted);
-  worker::KvCache used(m.config, 30);
+  KvCache used(m.config, 30);
   ASSERT_TRUE(PrefillObserved(t, tokens, {}, used).ok());
   EXPECT_EQ(PrefillObserved(t, tokens, {}, used).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  worker::KvCache fresh(m.config, 30);
+  KvCache fresh(m.config, 30);
   EXPECT_EQ(PrefillObserved(t, {}, {}, fresh).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PrefillObserved(t, tokens, {.window = 0}, fresh).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -177,4 +177,4 @@ TEST(PrefillObserverTest, RejectsANonEmptyOrSmallCacheAndBadInput) {
 }
 
 }  // namespace
-}  // namespace ripplekv::eval
+}  // namespace ripplekv::worker

@@ -24,7 +24,7 @@
 #include "kernels/ops/attention.h"
 #include "kernels/ops/op_context.h"
 
-namespace ripplekv::eval {
+namespace ripplekv::worker {
 
 // CAKE's entropy offset: -sum a log(a + kEntropyEpsilon) (the reference implementation's 1e-10).
 inline constexpr double kEntropyEpsilon = 1e-10;
@@ -77,4 +77,4 @@ struct LayerStats {
 // torch.var) of a[h, i, j], summed over heads and prefix keys j < n - w'. 0 when w' < 2.
 double TemporalShift(const LayerStats& stats);
 
-}  // namespace ripplekv::eval
+}  // namespace ripplekv::worker
