@@ -27,7 +27,41 @@ std::string_view PerturbModeName(PerturbMode mode);
 // The inverse of PerturbModeName(); InvalidArgument for any other string.
 [[nodiscard]] StatusOr<PerturbMode> ParsePerturbMode(std::string_view name);
 
+// What a calibration measures (docs/CALIBRATION.md, "Response profiles").
+enum class Objective {
+  kNoise,     // "noise": norm-adaptive noise in one layer's values, the method's proxy (default)
+  kResponse,  // "response": one layer compressed by a selector to each budget of a grid
+};
+// "noise" / "response".
+std::string_view ObjectiveName(Objective objective);
+// The inverse of ObjectiveName(); InvalidArgument for any other string.
+[[nodiscard]] StatusOr<Objective> ParseObjective(std::string_view name);
+
+// The token selector a response calibration compresses with: worker/compress/selection.h's rule
+// with its default options (SnapKV: observation window kResponseWindow, max-pooling kernel 7;
+// StreamingLLM: kResponseSinks sinks; H2O: heavy hitters and recent tokens split evenly).
+enum class ResponseSelector {
+  kSnapKv,     // "snapkv"
+  kH2o,        // "h2o"
+  kStreaming,  // "streaming"
+};
+// "snapkv" / "h2o" / "streaming".
+std::string_view ResponseSelectorName(ResponseSelector selector);
+// The inverse of ResponseSelectorName(); InvalidArgument for any other string.
+[[nodiscard]] StatusOr<ResponseSelector> ParseResponseSelector(std::string_view name);
+
+// SnapKV's observation window (the last context tokens, always kept) and StreamingLLM's sinks in a
+// response calibration, tokens: the evaluation's defaults (docs/COMPRESSION.md).
+inline constexpr int64_t kResponseWindow = 32;
+inline constexpr int64_t kResponseSinks = 4;
+// The smallest budget `selector` accepts, tokens: SnapKV the window, StreamingLLM the sinks, H2O 1.
+int64_t MinResponseBudget(ResponseSelector selector);
+// The budget grid of a response calibration when none is given, tokens, before it is clipped to
+// the context (ResolveResponseGrid).
+inline constexpr int64_t kDefaultResponseBudgets[] = {16, 32, 64, 128, 256, 512};
+
 struct CalibrationParams {
+  Objective objective = Objective::kNoise;  // what a trial measures
   PerturbMode mode = PerturbMode::kCache;  // where the noise goes (cache after prefill, prefill)
   double alpha = 0.5;           // norm-adaptive perturbation scale (relative), finite and > 0
   int64_t trials = 2;           // trials per (sample, layer), >= 1
@@ -42,16 +76,33 @@ struct CalibrationParams {
   // max_samples >= samples; without it, max_samples is not read.
   bool until_stable = false;
   int64_t max_samples = 64;  // the cap of until_stable, samples
+  // Response calibration only (objective kResponse; a noise calibration leaves them at their
+  // defaults). Trial t of a (sample, layer) compresses layer l alone to budgets[t] tokens per KV
+  // head with `selector` and measures the probe's KL against the full cache; alpha and seed are
+  // not read, and mode is kCache. `budgets` is the resolved grid (ResolveResponseGrid): strictly
+  // ascending, each >= MinResponseBudget(selector) and < context_len, then context_len itself
+  // (the full cache, KL 0 by definition) last; trials == budgets.size().
+  ResponseSelector selector = ResponseSelector::kSnapKv;
+  std::vector<int64_t> budgets;
 
   friend bool operator==(const CalibrationParams&, const CalibrationParams&) = default;
 };
+
+// The parameters with the response grid resolved: for objective kResponse, `budgets` (empty: the
+// kDefaultResponseBudgets) sorted, deduplicated, without the budgets below
+// MinResponseBudget(selector) or not below context_len, then context_len appended, and `trials`
+// set to the grid's size. Idempotent; other objectives are returned unchanged. Every entry (the
+// CLI's flags, a submitted job) resolves once, before ValidateCalibrationParams.
+CalibrationParams ResolveResponseGrid(CalibrationParams params);
 
 // Checks every rule of the method's parameters. `n_layers` is the model's layer count; <= 0 means
 // not known yet (a CLI before the model is opened, a request before the model is resolved): then
 // only the layer rules that need no model are checked (no negative layer, no repeat).
 // InvalidArgument naming the field and the value, e.g. "params.alpha: must be finite and > 0,
 // got 0"; the first broken rule in the order alpha, trials, samples, context_len, probe_len,
-// until_stable's samples and max_samples, layers.
+// until_stable's samples and max_samples, layers, then the response rules (a response
+// calibration in cache mode with a resolved grid, trials equal to its size; a noise calibration
+// with no budgets).
 [[nodiscard]] Status ValidateCalibrationParams(const CalibrationParams& p, int64_t n_layers);
 
 // The samples planned once the round after `planned` samples is begun, for until_stable

@@ -23,8 +23,10 @@
 
 namespace ripplekv::method {
 
-// The only schema version this code reads and writes.
-inline constexpr int kProfileSchemaVersion = 1;
+// The schema version this code writes. Version 2 added the response objective (params'
+// "objective", "selector", "budgets" and each layer's "response"); a version 1 document reads as
+// a noise profile of version 2 (the migration, docs/BUDGETS.md).
+inline constexpr int kProfileSchemaVersion = 2;
 // Largest profile file ReadProfileFile() accepts, bytes.
 inline constexpr uint64_t kMaxProfileFileBytes = 256ull << 20;
 
@@ -58,6 +60,13 @@ struct ProfileParams : CalibrationParams {
 ProfileParams MeasuredParams(const CalibrationParams& params, int64_t samples,
                              std::string data_source, std::string data_domain);
 
+// One point of a layer's compression response (a response profile).
+struct ResponsePoint {
+  int64_t budget = 0;      // tokens per KV head: params.budgets[t]
+  double mean_kl = 0.0;    // mean over samples of trial t's KL, nats, >= 0
+  double std_error = 0.0;  // of mean_kl over samples (n - 1 denominator) / sqrt(n); 0 for n = 1
+};
+
 // One layer's sensitivity.
 struct LayerSensitivity {
   int64_t layer = 0;     // layer index
@@ -67,6 +76,10 @@ struct LayerSensitivity {
   double std_error = 0.0;
   int64_t count = 0;                    // number of KL values averaged, > 0
   std::vector<double> per_sample_mean;  // mean over trials, one per sample in sample order
+  // Response profiles: one point per params.budgets entry, in the same order (the last, the full
+  // cache, is 0); empty for noise profiles. In a response profile mean_kl is the mean over the
+  // grid. JSON: "response", omitted when empty.
+  std::vector<ResponsePoint> response;
 };
 
 // One layer's bootstrap intervals (ProfileStability).
