@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <set>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/strings.h"
@@ -18,6 +22,59 @@ Status Bad(std::string_view field, std::string_view why) {
 Status AtLeast(int64_t value, int64_t min, std::string_view field) {
   if (value >= min) return absl::OkStatus();
   return Bad(field, absl::StrCat("must be >= ", min, ", got ", value));
+}
+
+// The rules of the response objective's members (after every other rule): a response calibration
+// is in cache mode with a resolved grid (ResolveResponseGrid's shape) and one trial per budget; a
+// noise calibration has no grid.
+Status ValidateResponseRules(const CalibrationParams& p) {
+  if (p.objective != Objective::kResponse) {
+    if (!p.budgets.empty()) {
+      return Bad("budgets",
+                 absl::StrCat("only with objective response, got ", p.budgets.size(),
+                              " budgets with objective ", Sv(ObjectiveName(p.objective))));
+    }
+    return absl::OkStatus();
+  }
+  if (p.mode != PerturbMode::kCache) {
+    return Bad("mode", absl::StrCat("a response calibration is in cache mode, got ",
+                                    Sv(PerturbModeName(p.mode))));
+  }
+  if (p.budgets.empty()) {
+    return Bad("budgets", absl::StrCat("must end with the full cache, params.context_len (",
+                                       p.context_len, "), got none"));
+  }
+  const int64_t min_budget = MinResponseBudget(p.selector);
+  for (size_t i = 0; i < p.budgets.size(); ++i) {
+    const int64_t budget = p.budgets[i];
+    const std::string field = absl::StrCat("budgets[", i, "]");
+    if (i > 0 && budget <= p.budgets[i - 1]) {
+      return Bad(field, absl::StrCat("must be > params.budgets[", i - 1, "] (", p.budgets[i - 1],
+                                     "): the grid is strictly ascending, got ", budget));
+    }
+    if (i + 1 == p.budgets.size()) {
+      if (budget != p.context_len) {
+        return Bad(field,
+                   absl::StrCat("the last budget must be the full cache, params.context_len (",
+                                p.context_len, "), got ", budget));
+      }
+      break;
+    }
+    if (budget < min_budget) {
+      return Bad(field,
+                 absl::StrCat("must be >= ", min_budget, " (the smallest budget of selector ",
+                              Sv(ResponseSelectorName(p.selector)), "), got ", budget));
+    }
+    if (budget >= p.context_len) {
+      return Bad(field, absl::StrCat("must be < params.context_len (", p.context_len,
+                                     ") before the last, got ", budget));
+    }
+  }
+  if (p.trials != static_cast<int64_t>(p.budgets.size())) {
+    return Bad("trials", absl::StrCat("must be the number of params.budgets (", p.budgets.size(),
+                                      ") with objective response, got ", p.trials));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -37,6 +94,73 @@ StatusOr<PerturbMode> ParsePerturbMode(std::string_view name) {
   if (name == "prefill") return PerturbMode::kPrefill;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown perturbation mode \"", Sv(name), "\" (expected cache or prefill)"));
+}
+
+std::string_view ObjectiveName(Objective objective) {
+  switch (objective) {
+    case Objective::kNoise:
+      return "noise";
+    case Objective::kResponse:
+      return "response";
+  }
+  return "unknown";
+}
+
+StatusOr<Objective> ParseObjective(std::string_view name) {
+  if (name == "noise") return Objective::kNoise;
+  if (name == "response") return Objective::kResponse;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown objective \"", Sv(name), "\" (expected noise or response)"));
+}
+
+std::string_view ResponseSelectorName(ResponseSelector selector) {
+  switch (selector) {
+    case ResponseSelector::kSnapKv:
+      return "snapkv";
+    case ResponseSelector::kH2o:
+      return "h2o";
+    case ResponseSelector::kStreaming:
+      return "streaming";
+  }
+  return "unknown";
+}
+
+StatusOr<ResponseSelector> ParseResponseSelector(std::string_view name) {
+  if (name == "snapkv") return ResponseSelector::kSnapKv;
+  if (name == "h2o") return ResponseSelector::kH2o;
+  if (name == "streaming") return ResponseSelector::kStreaming;
+  return absl::InvalidArgumentError(absl::StrCat("unknown response selector \"", Sv(name),
+                                                 "\" (expected snapkv, h2o or streaming)"));
+}
+
+int64_t MinResponseBudget(ResponseSelector selector) {
+  switch (selector) {
+    case ResponseSelector::kSnapKv:
+      return kResponseWindow;
+    case ResponseSelector::kStreaming:
+      return kResponseSinks;
+    case ResponseSelector::kH2o:
+      return 1;
+  }
+  return 1;
+}
+
+CalibrationParams ResolveResponseGrid(CalibrationParams params) {
+  if (params.objective != Objective::kResponse) return params;
+  std::vector<int64_t> grid = params.budgets;
+  if (grid.empty()) {
+    grid.assign(std::begin(kDefaultResponseBudgets), std::end(kDefaultResponseBudgets));
+  }
+  std::sort(grid.begin(), grid.end());
+  grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+  const int64_t min_budget = MinResponseBudget(params.selector);
+  std::erase_if(
+      grid, [&](int64_t budget) { return budget < min_budget || budget >= params.context_len; });
+  // The full cache closes every grid: its KL is 0 by definition, the anchor of the curve.
+  grid.push_back(params.context_len);
+  params.budgets = std::move(grid);
+  params.trials = static_cast<int64_t>(params.budgets.size());
+  return params;
 }
 
 Status ValidateCalibrationParams(const CalibrationParams& p, int64_t n_layers) {
@@ -73,7 +197,7 @@ Status ValidateCalibrationParams(const CalibrationParams& p, int64_t n_layers) {
     }
     if (!seen.insert(layer).second) return Bad(field, absl::StrCat("layer ", layer, " repeated"));
   }
-  return absl::OkStatus();
+  return ValidateResponseRules(p);
 }
 
 int64_t NextRoundSamples(int64_t samples_per_round, int64_t max_samples, int64_t planned) {

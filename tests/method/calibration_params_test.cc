@@ -6,7 +6,10 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace ripplekv::method {
@@ -98,6 +101,146 @@ TEST(CalibrationParamsTest, NextRoundAddsARoundUpToTheCap) {
   EXPECT_EQ(NextRoundSamples(8, 20, 16), 20);  // the last round is cut at the cap
   EXPECT_EQ(NextRoundSamples(8, 20, 20), 20);  // capped: no more samples
   EXPECT_EQ(NextRoundSamples(8, 20, 24), 24);  // never fewer than planned
+}
+
+TEST(CalibrationParamsTest, NamesParseBackAndUnknownNamesListTheAcceptedOnes) {
+  for (Objective o : {Objective::kNoise, Objective::kResponse}) {
+    EXPECT_EQ(*ParseObjective(ObjectiveName(o)), o);
+  }
+  EXPECT_EQ(ObjectiveName(Objective::kResponse), "response");
+  for (ResponseSelector s :
+       {ResponseSelector::kSnapKv, ResponseSelector::kH2o, ResponseSelector::kStreaming}) {
+    EXPECT_EQ(*ParseResponseSelector(ResponseSelectorName(s)), s);
+  }
+  EXPECT_EQ(ResponseSelectorName(ResponseSelector::kStreaming), "streaming");
+  const StatusOr<Objective> objective = ParseObjective("Noise");
+  EXPECT_EQ(objective.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(objective.status().message(),
+            "unknown objective \"Noise\" (expected noise or response)");
+  const StatusOr<ResponseSelector> selector = ParseResponseSelector("pyramidkv");
+  EXPECT_EQ(selector.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(selector.status().message(),
+            "unknown response selector \"pyramidkv\" (expected snapkv, h2o or streaming)");
+}
+
+TEST(CalibrationParamsTest, MinResponseBudgetIsTheSelectorsFixedPart) {
+  EXPECT_EQ(MinResponseBudget(ResponseSelector::kSnapKv), kResponseWindow);
+  EXPECT_EQ(MinResponseBudget(ResponseSelector::kSnapKv), 32);
+  EXPECT_EQ(MinResponseBudget(ResponseSelector::kStreaming), 4);
+  EXPECT_EQ(MinResponseBudget(ResponseSelector::kH2o), 1);
+}
+
+CalibrationParams Response(ResponseSelector selector = ResponseSelector::kSnapKv,
+                           std::vector<int64_t> budgets = {}, int64_t context_len = 512) {
+  return ResolveResponseGrid({.objective = Objective::kResponse,
+                              .context_len = context_len,
+                              .selector = selector,
+                              .budgets = std::move(budgets)});
+}
+
+TEST(ResolveResponseGridTest, DefaultGridDropsBudgetsBelowTheSelectorAndEndsWithTheContext) {
+  const CalibrationParams snapkv = Response();
+  EXPECT_EQ(snapkv.budgets, (std::vector<int64_t>{32, 64, 128, 256, 512}));
+  EXPECT_EQ(snapkv.trials, 5);
+  EXPECT_EQ(Refusal(snapkv), "");
+  const CalibrationParams h2o = Response(ResponseSelector::kH2o);
+  EXPECT_EQ(h2o.budgets, (std::vector<int64_t>{16, 32, 64, 128, 256, 512}));
+  EXPECT_EQ(h2o.trials, 6);
+  EXPECT_EQ(Refusal(h2o), "");
+  const CalibrationParams streaming = Response(ResponseSelector::kStreaming);
+  EXPECT_EQ(streaming.budgets, (std::vector<int64_t>{16, 32, 64, 128, 256, 512}));
+}
+
+TEST(ResolveResponseGridTest, ShortContextClipsTheGrid) {
+  const CalibrationParams p = Response(ResponseSelector::kH2o, {}, /*context_len=*/100);
+  EXPECT_EQ(p.budgets, (std::vector<int64_t>{16, 32, 64, 100}));
+  EXPECT_EQ(p.trials, 4);
+  EXPECT_EQ(Refusal(p), "");
+  // A context within the selector's fixed part leaves only the full cache.
+  const CalibrationParams tiny = Response(ResponseSelector::kSnapKv, {}, /*context_len=*/32);
+  EXPECT_EQ(tiny.budgets, (std::vector<int64_t>{32}));
+  EXPECT_EQ(tiny.trials, 1);
+}
+
+TEST(ResolveResponseGridTest, ExplicitGridIsSortedDeduplicatedAndClipped) {
+  const CalibrationParams p =
+      Response(ResponseSelector::kSnapKv, {128, 8, 64, 128, 600, 512, 40, 31});
+  EXPECT_EQ(p.budgets, (std::vector<int64_t>{40, 64, 128, 512}));
+  EXPECT_EQ(p.trials, 4);
+  EXPECT_EQ(Refusal(p), "");
+}
+
+TEST(ResolveResponseGridTest, IsIdempotent) {
+  for (const CalibrationParams& once : {Response(), Response(ResponseSelector::kH2o, {}, 100),
+                                        Response(ResponseSelector::kStreaming, {300, 4, 2, 4})}) {
+    EXPECT_EQ(ResolveResponseGrid(once), once);
+  }
+}
+
+TEST(ResolveResponseGridTest, NoiseIsUnchanged) {
+  const CalibrationParams noise{.trials = 3, .context_len = 100};
+  EXPECT_EQ(ResolveResponseGrid(noise), noise);
+  // Even with budgets: the validator, not the resolution, refuses them.
+  const CalibrationParams with_budgets{.budgets = {16, 512}};
+  EXPECT_EQ(ResolveResponseGrid(with_budgets), with_budgets);
+}
+
+TEST(CalibrationParamsTest, NoiseCalibrationHasNoBudgets) {
+  EXPECT_EQ(Refusal({.budgets = {16, 512}}),
+            "params.budgets: only with objective response, got 2 budgets with objective noise");
+}
+
+TEST(CalibrationParamsTest, ResponseCalibrationIsInCacheMode) {
+  CalibrationParams p = Response();
+  p.mode = PerturbMode::kPrefill;
+  EXPECT_EQ(Refusal(p), "params.mode: a response calibration is in cache mode, got prefill");
+}
+
+TEST(CalibrationParamsTest, ResponseGridMustBeResolved) {
+  CalibrationParams p = Response();  // {32, 64, 128, 256, 512}, 5 trials
+  p.budgets.clear();
+  EXPECT_EQ(Refusal(p),
+            "params.budgets: must end with the full cache, params.context_len (512), got none");
+
+  p = Response();
+  p.budgets = {32, 64, 64, 256, 512};
+  EXPECT_EQ(Refusal(p),
+            "params.budgets[2]: must be > params.budgets[1] (64): the grid is strictly ascending, "
+            "got 64");
+  p.budgets = {32, 128, 64, 256, 512};
+  EXPECT_THAT(Refusal(p), ::testing::StartsWith("params.budgets[2]: must be > params.budgets[1]"));
+
+  p.budgets = {16, 64, 128, 256, 512};
+  EXPECT_EQ(Refusal(p),
+            "params.budgets[0]: must be >= 32 (the smallest budget of selector snapkv), got 16");
+  p.selector = ResponseSelector::kH2o;  // h2o takes 16
+  EXPECT_EQ(Refusal(p), "");
+  p.budgets = {0, 64, 128, 256, 512};
+  EXPECT_EQ(Refusal(p),
+            "params.budgets[0]: must be >= 1 (the smallest budget of selector h2o), got 0");
+
+  p = Response();
+  p.budgets = {32, 64, 128, 256, 400};
+  EXPECT_EQ(Refusal(p),
+            "params.budgets[4]: the last budget must be the full cache, params.context_len (512), "
+            "got 400");
+  p.budgets = {32, 64, 128, 512, 600};
+  EXPECT_EQ(Refusal(p),
+            "params.budgets[3]: must be < params.context_len (512) before the last, got 512");
+
+  p = Response();
+  p.trials = 2;
+  EXPECT_EQ(Refusal(p),
+            "params.trials: must be the number of params.budgets (5) with objective response, "
+            "got 2");
+}
+
+// The response rules come after every other rule: a broken alpha is named first.
+TEST(CalibrationParamsTest, ResponseRulesComeLast) {
+  CalibrationParams p = Response();
+  p.budgets.clear();
+  p.probe_len = 600;
+  EXPECT_EQ(Refusal(p), "params.probe_len: must be < params.context_len (512), got 600");
 }
 
 }  // namespace
