@@ -85,6 +85,72 @@ TEST(CalibrationParamsJsonTest, MistypedMissingAndUnknownMembersNameTheirPath) {
   EXPECT_EQ(other.status().message(), "doc: params.mode: missing");  // "x" is the caller's
 }
 
+CalibrationParams Response() {
+  return ResolveResponseGrid({.objective = Objective::kResponse,
+                              .samples = 4,
+                              .context_len = 300,
+                              .probe_len = 16,
+                              .layers = {2},
+                              .selector = ResponseSelector::kH2o,
+                              .budgets = {16, 64}});
+}
+
+TEST(CalibrationParamsJsonTest, ResponseMembersComeFirstAndRoundTrip) {
+  const CalibrationParams p = Response();
+  const nlohmann::ordered_json j = CalibrationParamsToJson(p);
+  EXPECT_EQ(j.dump(),
+            R"({"objective":"response","selector":"h2o","budgets":[16,64,300],"mode":"cache",)"
+            R"("alpha":0.5,"trials":3,"seed":0,"samples":4,"context_len":300,"probe_len":16,)"
+            R"("layers":[2]})");
+  StatusOr<CalibrationParams> back = Read(j.dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, p);
+  for (ResponseSelector selector : {ResponseSelector::kSnapKv, ResponseSelector::kStreaming}) {
+    CalibrationParams other = p;
+    other.selector = selector;
+    EXPECT_EQ(*Read(CalibrationParamsToJson(other).dump()), other);
+  }
+}
+
+// A noise value writes none of the response members, whatever its selector: the bytes are those
+// of every profile and stored job written before the objective existed.
+TEST(CalibrationParamsJsonTest, NoiseValuesWriteNoResponseMembers) {
+  CalibrationParams p = Full();
+  const std::string before = CalibrationParamsToJson(p).dump();
+  EXPECT_EQ(before.find("objective"), std::string::npos);
+  EXPECT_EQ(before.find("selector"), std::string::npos);
+  EXPECT_EQ(before.find("budgets"), std::string::npos);
+  p.selector = ResponseSelector::kStreaming;  // not read by a noise calibration, not written
+  EXPECT_EQ(CalibrationParamsToJson(p).dump(), before);
+  // An explicit "noise" reads as the default.
+  Json j = Json::parse(before);
+  j["objective"] = "noise";
+  StatusOr<CalibrationParams> back = CalibrationParamsFromJson(j, "doc", "params");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, Full());
+}
+
+TEST(CalibrationParamsJsonTest, UnknownObjectiveOrSelectorAndMistypedBudgetsNameTheirPath) {
+  const std::string good = CalibrationParamsToJson(Response()).dump();
+  auto refusal = [&](void (*edit)(Json&)) {
+    Json j = Json::parse(good);
+    edit(j);
+    StatusOr<CalibrationParams> p = CalibrationParamsFromJson(j, "doc", "params");
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(p.status().message());
+  };
+  EXPECT_EQ(refusal([](Json& j) { j["objective"] = "compression"; }),
+            "doc: params.objective: unknown objective \"compression\" (noise|response)");
+  EXPECT_EQ(refusal([](Json& j) { j["objective"] = 1; }),
+            "doc: params.objective: expected a string, got number");
+  EXPECT_EQ(refusal([](Json& j) { j["selector"] = "SnapKV"; }),
+            "doc: params.selector: unknown selector \"SnapKV\" (snapkv|h2o|streaming)");
+  EXPECT_EQ(refusal([](Json& j) { j["budgets"] = 64; }),
+            "doc: params.budgets: expected an array, got number");
+  EXPECT_EQ(refusal([](Json& j) { j["budgets"][1] = 6.5; }),
+            "doc: params.budgets[1]: expected an integer, got number");
+}
+
 // Reading checks types only: the rules are ValidateCalibrationParams', checked where a value is
 // accepted, so a stored value reads back as it was accepted.
 TEST(CalibrationParamsJsonTest, ReadingLeavesTheRulesToTheValidator) {
