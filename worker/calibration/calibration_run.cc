@@ -46,9 +46,9 @@ StatusOr<std::vector<TrialKl>> RunCalibration(const Transformer& model,
   }
   for (size_t i = 0; i < samples.size(); ++i) {
     const int s = options.first_sample + static_cast<int>(i);
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<SampleCalibrator> cal,
-        SampleCalibrator::Prepare(model, s, samples[i].context, samples[i].probe, options.mode));
+    ASSIGN_OR_RETURN(std::unique_ptr<SampleCalibrator> cal,
+                     SampleCalibrator::Prepare(model, s, samples[i].context, samples[i].probe,
+                                               options.mode, ObserverOptionsFor(options.trials)));
     for (int l : layers) {
       ASSIGN_OR_RETURN(std::vector<double> kl, options.naive ? cal->RunLayerNaive(l, options.trials)
                                                              : cal->RunLayer(l, options.trials));

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/ops/attention.h"
@@ -12,10 +13,42 @@
 
 namespace ripplekv::worker {
 
+namespace {
+
+SelectionKind SelectionKindOf(method::ResponseSelector selector) {
+  switch (selector) {
+    case method::ResponseSelector::kH2o:
+      return SelectionKind::kH2o;
+    case method::ResponseSelector::kStreaming:
+      return SelectionKind::kStreaming;
+    case method::ResponseSelector::kSnapKv:
+      break;
+  }
+  return SelectionKind::kSnapKv;
+}
+
+}  // namespace
+
 TrialOptions TrialOptionsOf(const method::CalibrationParams& params) {
-  return {.alpha = static_cast<float>(params.alpha),
-          .trials = static_cast<int>(params.trials),
-          .seed = params.seed};
+  TrialOptions options{.alpha = static_cast<float>(params.alpha),
+                       .trials = static_cast<int>(params.trials),
+                       .seed = params.seed};
+  if (params.objective == method::Objective::kResponse) {
+    ResponseTrials response{.selector = SelectionKindOf(params.selector),
+                            .window = static_cast<int>(method::kResponseWindow)};
+    response.selection.sinks = static_cast<int>(method::kResponseSinks);
+    response.budgets.assign(params.budgets.begin(), params.budgets.end());
+    options.response = std::move(response);
+  }
+  return options;
+}
+
+std::optional<ObserverOptions> ObserverOptionsFor(const TrialOptions& options) {
+  if (!options.response) return std::nullopt;
+  const SelectionKind kind = options.response->selector;
+  return ObserverOptions{.window = options.response->window,
+                         .window_stats = kind == SelectionKind::kSnapKv,
+                         .accumulated = kind == SelectionKind::kH2o};
 }
 
 using kernels::ConstTensorView;
@@ -35,8 +68,8 @@ std::vector<int32_t> Iota(int n, int32_t first = 0) {
 }  // namespace
 
 SampleCalibrator::SampleCalibrator(const Transformer& model, int sample_index,
-                                   std::span<const int32_t> context,
-                                   std::span<const int32_t> probe, PerturbMode mode)
+                                   std::span<const int32_t> context, std::span<const int32_t> probe,
+                                   PerturbMode mode)
     : model_(&model),
       sample_index_(sample_index),
       context_(context.begin(), context.end()),
@@ -49,33 +82,47 @@ SampleCalibrator::SampleCalibrator(const Transformer& model, int sample_index,
 
 StatusOr<std::unique_ptr<SampleCalibrator>> SampleCalibrator::Prepare(
     const Transformer& model, int sample_index, std::span<const int32_t> context,
-    std::span<const int32_t> probe, PerturbMode mode) {
+    std::span<const int32_t> probe, PerturbMode mode,
+    const std::optional<ObserverOptions>& observe) {
   if (context.empty() || probe.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("sample ", sample_index, ": context (",
                                                    context.size(), " tokens) and probe (",
                                                    probe.size(), " tokens) must not be empty"));
   }
   if (sample_index < 0) return absl::InvalidArgumentError("sample index must be >= 0");
+  if (observe && mode != PerturbMode::kCache) {
+    return absl::InvalidArgumentError("attention statistics are recorded in cache mode only");
+  }
   std::unique_ptr<SampleCalibrator> s(
       new SampleCalibrator(model, sample_index, context, probe, mode));
   const int c = s->context_len(), w = s->probe_len();
   s->cache_ = std::make_unique<KvCache>(model.NewCache(c + w));
   if (mode == PerturbMode::kCache) {
-    ASSIGN_OR_RETURN(ForwardResult pre,
-                     model.Forward({.tokens = s->context_, .logits = LogitRows::kNone}, *s->cache_));
+    if (observe) {
+      // The same prefill (Forward with an observer), recording what the selectors read.
+      ASSIGN_OR_RETURN(ObservedPrefill pre,
+                       PrefillObserved(model, s->context_, *observe, *s->cache_));
+      s->stats_ = std::move(pre.layers);
+      s->observed_ = observe;
+    } else {
+      ASSIGN_OR_RETURN(
+          ForwardResult pre,
+          model.Forward({.tokens = s->context_, .logits = LogitRows::kNone}, *s->cache_));
+    }
     const std::vector<int32_t> rows = Iota(w);
-    ASSIGN_OR_RETURN(ForwardResult out,
-                     model.Forward({.tokens = s->probe_, .logits = LogitRows::kAll,
-                                    .record_rows = rows},
-                                   *s->cache_));
+    ASSIGN_OR_RETURN(
+        ForwardResult out,
+        model.Forward({.tokens = s->probe_, .logits = LogitRows::kAll, .record_rows = rows},
+                      *s->cache_));
     s->clean_logits_ = std::move(out.logits);
     s->layer_inputs_ = std::move(out.layer_inputs);
   } else {
     const std::vector<int32_t> rows = Iota(c + w);
-    ASSIGN_OR_RETURN(ForwardResult out,
-                     model.Forward({.tokens = s->tokens_, .logits = LogitRows::kAll,
-                                    .first_logit_row = c, .record_rows = rows},
-                                   *s->cache_));
+    ASSIGN_OR_RETURN(ForwardResult out, model.Forward({.tokens = s->tokens_,
+                                                       .logits = LogitRows::kAll,
+                                                       .first_logit_row = c,
+                                                       .record_rows = rows},
+                                                      *s->cache_));
     s->clean_logits_ = std::move(out.logits);
     s->layer_inputs_ = std::move(out.layer_inputs);
   }
@@ -88,24 +135,50 @@ int64_t SampleCalibrator::memory_bytes() const {
   int64_t ints = static_cast<int64_t>(c.n_layers) * c.n_kv_heads * cache_->capacity();
   floats += clean_logits_.numel();
   for (const kernels::Tensor& t : layer_inputs_) floats += t.numel();
-  ints += static_cast<int64_t>(tokens_.size() + positions_.size() + context_.size() + probe_.size());
-  return floats * static_cast<int64_t>(sizeof(float)) + ints * static_cast<int64_t>(sizeof(int32_t));
+  ints +=
+      static_cast<int64_t>(tokens_.size() + positions_.size() + context_.size() + probe_.size());
+  int64_t doubles = 0;
+  for (const LayerStats& l : stats_) {
+    doubles +=
+        static_cast<int64_t>(l.window_sum.size() + l.window_sumsq.size() + l.accumulated.size());
+  }
+  return floats * static_cast<int64_t>(sizeof(float)) +
+         ints * static_cast<int64_t>(sizeof(int32_t)) +
+         doubles * static_cast<int64_t>(sizeof(double));
 }
 
 Status SampleCalibrator::CheckArgs(int layer, const TrialOptions& options) const {
   const int n_layers = model_->config().n_layers;
   if (layer < 0 || layer >= n_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("layer ", layer, " outside [0, ", n_layers,
-                                                   ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " outside [0, ", n_layers, ")"));
   }
   // The engine's precondition, not the method's rule (method/calibration_params.h, alpha > 0, is
   // checked where parameters enter): alpha 0 is the noise-free reference, KL 0 up to rounding.
   if (!(options.alpha >= 0.0f) || !std::isfinite(options.alpha)) {
-    return absl::InvalidArgumentError(absl::StrCat("alpha must be a finite number >= 0, got ",
-                                                   options.alpha));
+    return absl::InvalidArgumentError(
+        absl::StrCat("alpha must be a finite number >= 0, got ", options.alpha));
   }
   if (options.trials < 1) {
     return absl::InvalidArgumentError(absl::StrCat("trials must be >= 1, got ", options.trials));
+  }
+  if (options.response) {
+    if (static_cast<size_t>(options.trials) != options.response->budgets.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("response trials: ", options.trials,
+                                                     " trials for a grid of ",
+                                                     options.response->budgets.size(), " budgets"));
+    }
+    if (mode_ != PerturbMode::kCache) {
+      return absl::InvalidArgumentError("response trials run in cache mode");
+    }
+    const ObserverOptions needed = *ObserverOptionsFor(options);
+    if (!observed_ || observed_->window != needed.window ||
+        (needed.window_stats && !observed_->window_stats) ||
+        (needed.accumulated && !observed_->accumulated)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "response trials with ", std::string(SelectionName(options.response->selector)),
+          ": the sample was prepared without the attention statistics the selector reads"));
+    }
   }
   return absl::OkStatus();
 }
@@ -113,6 +186,7 @@ Status SampleCalibrator::CheckArgs(int layer, const TrialOptions& options) const
 StatusOr<std::vector<double>> SampleCalibrator::RunLayer(int layer,
                                                          const TrialOptions& options) const {
   RETURN_IF_ERROR(CheckArgs(layer, options));
+  if (options.response) return RunLayerResponse(layer, *options.response);
   if (mode_ == PerturbMode::kCache) return RunLayerCache(layer, options);
   return RunLayerPrefill(layer, options, /*from_embeddings=*/false);
 }
@@ -120,6 +194,7 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayer(int layer,
 StatusOr<std::vector<double>> SampleCalibrator::RunLayerNaive(int layer,
                                                               const TrialOptions& options) const {
   RETURN_IF_ERROR(CheckArgs(layer, options));
+  if (options.response) return RunLayerResponseNaive(layer, *options.response);
   if (mode_ == PerturbMode::kCache) return RunLayerCacheNaive(layer, options);
   return RunLayerPrefill(layer, options, /*from_embeddings=*/true);
 }
@@ -140,17 +215,107 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
                                                               const TrialOptions& options) const {
   const ModelConfig& cfg = model_->config();
   const kernels::OpContext& ctx = model_->op_context();
-  const int t_count = options.trials;
-  const int c = context_len(), w = probe_len();
-  const int hkv = cfg.n_kv_heads, hd = cfg.head_dim, hq = cfg.n_heads;
+  const int c = context_len();
+  const int hkv = cfg.n_kv_heads, hd = cfg.head_dim;
   const int cap = cache_->capacity();
-  const int64_t d = cfg.d_model;
-
   kernels::Allocator& memory = model_->allocator();
   const kernels::Device device = ctx.device;
   // Noise is keyed by the model's KV-head index, so a tensor-parallel shard draws what the whole
   // model would for the heads it holds.
   const int first_kv_head = model_->model().shard.first_kv_head;
+
+  // Each trial's perturbed copy of layer `layer`'s context values: [n_kv_heads, cap, head_dim]
+  // (only the first C entries per head are used). One layer per trial, never a full cache.
+  const KvCacheView clean = cache_->View(layer);
+  const ConstTensorView clean_values{clean.v, {static_cast<int64_t>(hkv) * cap, hd}, device};
+  std::vector<Tensor> perturbed;
+  std::vector<KvCacheView> contexts;
+  for (int t = 0; t < options.trials; ++t) {
+    perturbed.emplace_back(kernels::Shape{static_cast<int64_t>(hkv) * cap, hd},
+                           kernels::DType::kF32, memory);
+    for (int h = 0; h < hkv; ++h) {
+      const TensorView head{
+          perturbed[t].view().data + static_cast<int64_t>(h) * cap * hd, {c, hd}, device};
+      RETURN_IF_ERROR(kernels::CopyRows(ctx, clean_values, static_cast<int64_t>(h) * cap, head));
+      // The head's cached positions, where the cache keeps them.
+      const kernels::Int32View positions(clean.positions + static_cast<int64_t>(h) * cap, c,
+                                         device);
+      RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(ctx, {options.seed, sample_index_, layer, t},
+                                                    positions, first_kv_head + h, options.alpha,
+                                                    head));
+    }
+    KvCacheView context = clean;
+    context.length = c;  // the clean cache also holds the clean probe entries after C
+    context.v = perturbed[t].view().data;
+    contexts.push_back(context);
+  }
+  return ResumeProbe(layer, contexts);
+}
+
+StatusOr<std::vector<std::vector<int32_t>>> SampleCalibrator::Selection(
+    int layer, const ResponseTrials& response, int budget) const {
+  return SelectTokens(response.selector, stats_[layer], budget, response.selection);
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::RunLayerResponse(
+    int layer, const ResponseTrials& response) const {
+  const ModelConfig& cfg = model_->config();
+  const kernels::OpContext& ctx = model_->op_context();
+  const int c = context_len();
+  const int hkv = cfg.n_kv_heads, hd = cfg.head_dim;
+  const int cap = cache_->capacity();
+  kernels::Allocator& memory = model_->allocator();
+  const kernels::Device device = ctx.device;
+  const KvCacheView clean = cache_->View(layer);
+  const ConstTensorView clean_k{clean.k, {static_cast<int64_t>(hkv) * cap, hd}, device};
+  const ConstTensorView clean_v{clean.v, {static_cast<int64_t>(hkv) * cap, hd}, device};
+
+  // Each compressed trial's copy of the kept entries: [n_kv_heads, b, head_dim] keys and values
+  // and [n_kv_heads, b] positions. Entry i of the clean prefill holds position i.
+  std::vector<Tensor> keys, values, positions;
+  std::vector<KvCacheView> contexts;
+  std::vector<size_t> compressed;  // the trials that keep fewer than C entries
+  for (size_t t = 0; t < response.budgets.size(); ++t) {
+    const int b = response.budgets[t];
+    if (b >= c) continue;  // the clean cache: KL 0 by definition
+    ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> keep, Selection(layer, response, b));
+    std::vector<int32_t> rows, kept_positions;
+    for (int h = 0; h < hkv; ++h) {
+      for (int32_t i : keep[h]) {
+        rows.push_back(h * cap + i);
+        kept_positions.push_back(i);
+      }
+    }
+    const Tensor device_rows = kernels::Int32Tensor(rows, memory);
+    const int64_t n_rows = static_cast<int64_t>(rows.size());
+    keys.emplace_back(kernels::Shape{n_rows, hd}, kernels::DType::kF32, memory);
+    values.emplace_back(kernels::Shape{n_rows, hd}, kernels::DType::kF32, memory);
+    positions.push_back(kernels::Int32Tensor(kept_positions, memory));
+    RETURN_IF_ERROR(
+        kernels::GatherRows(ctx, clean_k, device_rows.int32_view(), keys.back().view()));
+    RETURN_IF_ERROR(
+        kernels::GatherRows(ctx, clean_v, device_rows.int32_view(), values.back().view()));
+    contexts.push_back({keys.back().view().data, values.back().view().data,
+                        positions.back().int32_view().ptr, hkv, b, b, hd, device});
+    compressed.push_back(t);
+  }
+  std::vector<double> kl(response.budgets.size(), 0.0);
+  if (contexts.empty()) return kl;
+  ASSIGN_OR_RETURN(std::vector<double> measured, ResumeProbe(layer, contexts));
+  for (size_t i = 0; i < compressed.size(); ++i) kl[compressed[i]] = measured[i];
+  return kl;
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::ResumeProbe(
+    int layer, std::span<const KvCacheView> layer_context) const {
+  const ModelConfig& cfg = model_->config();
+  const kernels::OpContext& ctx = model_->op_context();
+  const int t_count = static_cast<int>(layer_context.size());
+  const int c = context_len(), w = probe_len();
+  const int hkv = cfg.n_kv_heads, hd = cfg.head_dim, hq = cfg.n_heads;
+  const int64_t d = cfg.d_model;
+  kernels::Allocator& memory = model_->allocator();
+  const kernels::Device device = ctx.device;
 
   // Every trial starts from the recorded clean input of `layer` at the probe rows.
   Tensor x({static_cast<int64_t>(t_count) * w, d}, kernels::DType::kF32, memory);
@@ -172,28 +337,6 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
                                       kernels::Int32Tensor(probe_rows, memory).int32_view(),
                                       x.view()));
 
-  // Each trial's perturbed copy of layer `layer`'s context values: [n_kv_heads, cap, head_dim]
-  // (only the first C entries per head are used). One layer per trial, never a full cache.
-  const KvCacheView clean = cache_->View(layer);
-  const ConstTensorView clean_values{clean.v, {static_cast<int64_t>(hkv) * cap, hd}, device};
-  std::vector<Tensor> perturbed;
-  for (int t = 0; t < t_count; ++t) {
-    perturbed.emplace_back(kernels::Shape{static_cast<int64_t>(hkv) * cap, hd},
-                           kernels::DType::kF32, memory);
-    for (int h = 0; h < hkv; ++h) {
-      const TensorView head{perturbed[t].view().data + static_cast<int64_t>(h) * cap * hd,
-                            {c, hd}, device};
-      RETURN_IF_ERROR(
-          kernels::CopyRows(ctx, clean_values, static_cast<int64_t>(h) * cap, head));
-      // The head's cached positions, where the cache keeps them.
-      const kernels::Int32View positions(clean.positions + static_cast<int64_t>(h) * cap, c,
-                                         device);
-      RETURN_IF_ERROR(kernels::AddNormAdaptiveNoise(ctx, {options.seed, sample_index_, layer, t},
-                                                    positions, first_kv_head + h, options.alpha,
-                                                    head));
-    }
-  }
-
   // Each trial's own probe keys/values per layer: [n_kv_heads, W, head_dim], positions C..C+W-1.
   const int64_t probe_floats = static_cast<int64_t>(hkv) * w * hd;
   Tensor probe_k({t_count * probe_floats}, kernels::DType::kF32, memory);
@@ -211,13 +354,12 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCache(int layer,
       float* pv = probe_v.view().data + t * probe_floats;
       // This trial's probe rows as a one-segment cache of W entries per head.
       const int64_t first = static_cast<int64_t>(t) * w * row;
-      RETURN_IF_ERROR(kernels::KvAppend(ctx, {k.view().data + first, {w, row}, device},
-                                        {v.view().data + first, {w, row}, device},
-                                        trial_positions(t),
-                                        {pk, pv, probe_pos_data, hkv, w, 0, hd, device}));
+      RETURN_IF_ERROR(kernels::KvAppend(
+          ctx, {k.view().data + first, {w, row}, device}, {v.view().data + first, {w, row}, device},
+          trial_positions(t), {pk, pv, probe_pos_data, hkv, w, 0, hd, device}));
       KvCacheView context = cache_->View(j);
       context.length = c;  // the clean cache also holds the clean probe entries after C
-      if (j == layer) context.v = perturbed[t].view().data;
+      if (j == layer) context = layer_context[t];
       const KvCacheView segments[] = {context, {pk, pv, probe_pos_data, hkv, w, w, hd, device}};
       const int64_t q_off = static_cast<int64_t>(t) * w * hq * hd;
       RETURN_IF_ERROR(kernels::CausalAttention(
@@ -256,9 +398,9 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerPrefill(int layer,
     auto attend = [&](int j, const TensorView& q3, Tensor& k, Tensor& v,
                       std::span<const int32_t> pos, const TensorView& out) -> Status {
       if (j == layer) {
-        RETURN_IF_ERROR(kernels::AddNormAdaptiveNoiseToRows(
-            ctx, key, positions.int32_view(), cfg.n_kv_heads, options.alpha, v.view(),
-            model_->model().shard.first_kv_head));
+        RETURN_IF_ERROR(kernels::AddNormAdaptiveNoiseToRows(ctx, key, positions.int32_view(),
+                                                            cfg.n_kv_heads, options.alpha, v.view(),
+                                                            model_->model().shard.first_kv_head));
       }
       return model_->AttendCached(j, q3, k, v, pos, out, cache);
     };
@@ -291,6 +433,29 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCacheNaive(
     }
     ASSIGN_OR_RETURN(ForwardResult out,
                      model_->Forward({.tokens = probe_, .logits = LogitRows::kAll}, cache));
+    ASSIGN_OR_RETURN(kl[t], MeanKl(out.logits, 0));
+  }
+  return kl;
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::RunLayerResponseNaive(
+    int layer, const ResponseTrials& response) const {
+  const int c = context_len(), w = probe_len();
+  std::vector<double> kl(response.budgets.size(), 0.0);
+  for (size_t t = 0; t < response.budgets.size(); ++t) {
+    if (response.budgets[t] >= c) continue;
+    // A fresh observed prefill, layer `layer` alone compressed in place, the whole probe pass.
+    KvCache cache = model_->NewCache(c + w);
+    ASSIGN_OR_RETURN(ObservedPrefill pre, PrefillObserved(*model_, context_, *observed_, cache));
+    ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> keep,
+                     SelectTokens(response.selector, pre.layers[layer], response.budgets[t],
+                                  response.selection));
+    RETURN_IF_ERROR(cache.Retain(layer, keep));
+    const std::span<const int32_t> probe_positions(positions_.data() + c, w);
+    ASSIGN_OR_RETURN(
+        ForwardResult out,
+        model_->Forward({.tokens = probe_, .positions = probe_positions, .logits = LogitRows::kAll},
+                        cache));
     ASSIGN_OR_RETURN(kl[t], MeanKl(out.logits, 0));
   }
   return kl;

@@ -13,8 +13,14 @@
 //                  its own probe keys).
 //   prefill mode — V_l gets noise at every position inside the forward pass, and layers l..L-1
 //                  are recomputed for all C+W rows from the recorded layer-l inputs.
-// RunLayerNaive(l) is the straightforward reference (perturb, then a full forward over the whole
-// sequence per trial) that tests compare the fast path against.
+//   response     — (the response objective, cache mode) trial t keeps budgets[t] of layer l's
+//                  context entries per KV head, chosen by the selector from the attention
+//                  statistics Prepare recorded in the clean prefill, and resumes the probe pass
+//                  at layer l exactly as a cache-mode trial does (a compacted copy of the kept
+//                  entries replaces layer l's context); a budget >= C is the clean cache itself,
+//                  KL 0 by definition, and is not run.
+// RunLayerNaive(l) is the straightforward reference (perturb or compress, then a full forward
+// over the whole sequence per trial) that tests compare the fast path against.
 //
 // Noise: kernels::AddNormAdaptiveNoise keyed by (seed, sample, layer, trial, position, kv head).
 // Thread-safety: a prepared SampleCalibrator is read-only; RunLayer may be called concurrently.
@@ -22,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -29,6 +36,8 @@
 #include "kernels/tensor/tensor.h"
 #include "method/calibration_params.h"
 #include "method/profile.h"
+#include "worker/compress/prefill_observer.h"
+#include "worker/compress/selection.h"
 #include "worker/engine/kv_cache.h"
 #include "worker/engine/transformer.h"
 
@@ -38,27 +47,48 @@ namespace ripplekv::worker {
 // kPrefill: perturb V_l inside the forward pass at every position (ablation). The method's enum.
 using method::PerturbMode;
 
+// The response objective's trials: trial t compresses the measured layer to budgets[t] tokens per
+// KV head with `selector`.
+struct ResponseTrials {
+  SelectionKind selector = SelectionKind::kSnapKv;
+  SelectionOptions selection;  // the selector's options (sinks, pooling, H2O's split)
+  int window = 32;             // SnapKV's observation window, tokens (the statistics' window)
+  std::vector<int> budgets;    // tokens per KV head, ascending, each >= the selector's minimum
+};
+
 // The engine's view of the method's trial parameters (method/calibration_params.h).
 struct TrialOptions {
   float alpha = 0.5f;  // noise scale: expected relative perturbation of each value vector
   int trials = 2;      // trials per (sample, layer), run as one batch in cache mode
   uint64_t seed = 0;   // job seed
+  // Set for the response objective: then trials == response->budgets.size(), alpha and seed are
+  // not read.
+  std::optional<ResponseTrials> response;
 };
 // The trial options of the method's parameters: alpha as the float the engine computes with
-// (exact for every alpha that came as a float: the CLI's flag, the API's field), trials, seed.
+// (exact for every alpha that came as a float: the CLI's flag, the API's field), trials, seed;
+// for the response objective the selector (method::kResponseWindow, method::kResponseSinks and
+// the selector's other defaults) and the grid.
 TrialOptions TrialOptionsOf(const method::CalibrationParams& params);
+
+// What Prepare must record for `options`: the attention statistics the response selector reads
+// (SnapKV: window statistics; H2O: accumulated attention; StreamingLLM: the lengths only);
+// nullopt for noise trials.
+std::optional<ObserverOptions> ObserverOptionsFor(const TrialOptions& options);
 
 class SampleCalibrator {
  public:
-  // `model` must outlive the calibrator. sample_index keys the noise. Errors: InvalidArgument
-  // (empty context or probe, token ids out of range), ResourceExhausted (C + W beyond memory).
-  static StatusOr<std::unique_ptr<SampleCalibrator>> Prepare(const Transformer& model,
-                                                             int sample_index,
-                                                             std::span<const int32_t> context,
-                                                             std::span<const int32_t> probe,
-                                                             PerturbMode mode);
+  // `model` must outlive the calibrator. sample_index keys the noise. With `observe` (cache mode
+  // only), the context prefill also records every layer's attention statistics, which response
+  // trials need (ObserverOptionsFor). Errors: InvalidArgument (empty context or probe, token ids
+  // out of range, `observe` in prefill mode), ResourceExhausted (C + W beyond memory).
+  static StatusOr<std::unique_ptr<SampleCalibrator>> Prepare(
+      const Transformer& model, int sample_index, std::span<const int32_t> context,
+      std::span<const int32_t> probe, PerturbMode mode,
+      const std::optional<ObserverOptions>& observe = std::nullopt);
 
-  // Mean KL over the probe positions (nats) of each trial 0..trials-1 of `layer`.
+  // Mean KL over the probe positions (nats) of each trial 0..trials-1 of `layer`. Response trials
+  // need a sample prepared with the statistics of their selector (FailedPrecondition otherwise).
   [[nodiscard]] StatusOr<std::vector<double>> RunLayer(int layer,
                                                        const TrialOptions& options) const;
   // The same quantities by the naive route (no reuse of the clean passes).
@@ -80,6 +110,17 @@ class SampleCalibrator {
   StatusOr<std::vector<double>> RunLayerPrefill(int layer, const TrialOptions& options,
                                                 bool from_embeddings) const;
   StatusOr<std::vector<double>> RunLayerCacheNaive(int layer, const TrialOptions& options) const;
+  StatusOr<std::vector<double>> RunLayerResponse(int layer, const ResponseTrials& response) const;
+  StatusOr<std::vector<double>> RunLayerResponseNaive(int layer,
+                                                      const ResponseTrials& response) const;
+  // The entries each KV head of `layer` keeps at `budget` (< C), by the response selector.
+  StatusOr<std::vector<std::vector<int32_t>>> Selection(int layer, const ResponseTrials& response,
+                                                        int budget) const;
+  // Resumes the probe pass at `layer` for layer_context.size() trials at once, trial t attending
+  // to layer_context[t] as layer `layer`'s context (every other layer: the clean context), and
+  // returns each trial's mean KL.
+  StatusOr<std::vector<double>> ResumeProbe(
+      int layer, std::span<const kernels::KvCacheView> layer_context) const;
   // Mean over rows of KL(z0 row || logits row), logits: [W, vocab].
   StatusOr<double> MeanKl(const kernels::Tensor& logits, int64_t first_row) const;
 
@@ -95,6 +136,10 @@ class SampleCalibrator {
   kernels::Tensor clean_logits_;    // z0: [W, vocab]
   // Residual-stream input of each layer: [W, d_model] (cache mode) or [C+W, d_model] (prefill).
   std::vector<kernels::Tensor> layer_inputs_;
+  // Each layer's attention statistics of the clean context prefill (empty unless observed), and
+  // what was observed.
+  std::vector<LayerStats> stats_;
+  std::optional<ObserverOptions> observed_;
 };
 
 }  // namespace ripplekv::worker

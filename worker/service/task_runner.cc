@@ -108,8 +108,8 @@ std::optional<TaskRefusal> TaskRunner::Check(const TaskSpec& spec) const {
                                     " wants ", spec.model_hash)};
   }
   // The method's rules (method/calibration_params.h), the task's layer among them.
-  if (Status s = method::ValidateCalibrationParams(CalibrationParamsOf(spec),
-                                                   model_->config().n_layers);
+  if (Status s =
+          method::ValidateCalibrationParams(CalibrationParamsOf(spec), model_->config().n_layers);
       !s.ok()) {
     return TaskRefusal{Refusal::kInvalidTask, std::string(s.message())};
   }
@@ -197,13 +197,15 @@ StatusOr<TaskOutcome> TaskRunner::RunOnSample(const TaskSpec& spec,
     return outcome;
   }
   const Transformer& model = *model_;
+  const TrialOptions trials = TrialOptionsOf(spec.params);
   ASSIGN_OR_RETURN(std::shared_ptr<const SampleCalibrator> prepared,
                    cache_.GetOrPrepare(SampleKey(spec.job_id, spec.sample), [&]() {
                      outcome.prefill_reused = false;
                      return SampleCalibrator::Prepare(model, spec.sample, sample.context,
-                                                      sample.probe, spec.params.mode);
+                                                      sample.probe, spec.params.mode,
+                                                      ObserverOptionsFor(trials));
                    }));
-  ASSIGN_OR_RETURN(outcome.kl, prepared->RunLayer(spec.layer, TrialOptionsOf(spec.params)));
+  ASSIGN_OR_RETURN(outcome.kl, prepared->RunLayer(spec.layer, trials));
   return outcome;
 }
 
