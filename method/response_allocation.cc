@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "base/check.h"
 #include "base/strings.h"
@@ -51,6 +52,40 @@ std::vector<Point> LowerHull(const ResponseCurve& curve, int64_t lo, int64_t hi)
 }
 
 }  // namespace
+
+StatusOr<std::vector<ResponseCurve>> ResponseCurves(const SensitivityProfile& profile) {
+  if (profile.params.objective != Objective::kResponse) {
+    return absl::FailedPreconditionError(Cat("profile measured objective ",
+                                             ObjectiveName(profile.params.objective),
+                                             "; response allocation needs a response profile"));
+  }
+  RETURN_IF_ERROR(ValidateProfile(profile));
+  // ValidateProfile() guarantees strictly ascending layers in [0, n_layers), so full coverage is
+  // layers[i].layer == i for every i < n_layers.
+  std::vector<ResponseCurve> curves;
+  curves.reserve(profile.layers.size());
+  for (int64_t l = 0; l < profile.model.n_layers; ++l) {
+    if (l >= static_cast<int64_t>(profile.layers.size()) || profile.layers[l].layer != l) {
+      return AllocationError(Cat("the profile has no response for layer ", l, " of ",
+                                 profile.model.n_layers,
+                                 "; an allocation needs every layer measured"));
+    }
+    const std::vector<ResponsePoint>& points = profile.layers[l].response;
+    if (points.empty()) {
+      return AllocationError(Cat("layer ", l, " of the profile has no response points"));
+    }
+    ResponseCurve curve;
+    for (const ResponsePoint& point : points) {
+      curve.budgets.push_back(point.budget);
+      curve.kl.push_back(point.mean_kl);
+    }
+    if (Status s = ValidateResponseCurve(curve); !s.ok()) {
+      return AllocationError(Cat("layer ", l, ": ", std::string(s.message())));
+    }
+    curves.push_back(std::move(curve));
+  }
+  return curves;
+}
 
 Status ValidateResponseCurve(const ResponseCurve& curve) {
   if (curve.budgets.empty()) return CurveError("a curve has no points");

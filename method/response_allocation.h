@@ -37,6 +37,7 @@
 
 #include "base/status.h"
 #include "method/apportion.h"
+#include "method/profile.h"
 
 namespace ripplekv::method {
 
@@ -45,6 +46,14 @@ struct ResponseCurve {
   std::vector<int64_t> budgets;  // [G] strictly ascending, >= 1, tokens
   std::vector<double> kl;        // [G] mean KL at each budget, finite, >= 0, nats
 };
+
+// The curve of every layer 0..n_layers-1 of a response profile (index = layer): its points'
+// budgets and mean KL, in grid order. Errors: FailedPrecondition for a profile whose objective is
+// not response ("profile measured objective noise; response allocation needs a response
+// profile"); those of ValidateProfile(); InvalidArgument naming the first layer the profile does
+// not cover (an allocation needs every layer), or one without response points.
+[[nodiscard]] StatusOr<std::vector<ResponseCurve>> ResponseCurves(
+    const SensitivityProfile& profile);
 
 // Checks one curve; InvalidArgument naming the point (index and budget) that is wrong.
 [[nodiscard]] Status ValidateResponseCurve(const ResponseCurve& curve);

@@ -166,6 +166,89 @@ TEST(ResponseAllocationTest, SmallestAverageForKlIsTheFirstBudgetThatReachesIt) 
   EXPECT_FALSE(SmallestAverageForKl(curves, NAN, bounds).ok());
 }
 
+// A response profile of snapkv on the grid 32, 64, 128, 256 and the full context 512, one sample:
+// `kl[l]` is layer l's KL at the first four budgets (the full cache's is 0).
+SensitivityProfile ResponseProfile(const std::vector<std::vector<double>>& kl) {
+  SensitivityProfile p;
+  p.model = {.hash = "ab12",
+             .architecture = "llama",
+             .name = "t",
+             .n_layers = static_cast<int64_t>(kl.size()),
+             .n_kv_heads = 1,
+             .head_dim = 4,
+             .d_model = 8,
+             .vocab_size = 16};
+  p.params.objective = Objective::kResponse;
+  p.params.selector = ResponseSelector::kSnapKv;
+  p.params.samples = 1;
+  p.params.context_len = 512;
+  p.params.probe_len = 32;
+  p.params.budgets = {32, 64, 128, 256, 512};
+  p.params.trials = 5;
+  for (size_t l = 0; l < kl.size(); ++l) {
+    p.params.layers.push_back(static_cast<int64_t>(l));
+    LayerSensitivity layer{.layer = static_cast<int64_t>(l), .count = 5};
+    for (size_t t = 0; t < p.params.budgets.size(); ++t) {
+      const double value = t < kl[l].size() ? kl[l][t] : 0.0;
+      layer.response.push_back({.budget = p.params.budgets[t], .mean_kl = value});
+      layer.mean_kl += value / 5;
+    }
+    layer.per_sample_mean = {layer.mean_kl};
+    p.layers.push_back(std::move(layer));
+  }
+  p.created_at = "2025-01-31T12:00:00Z";
+  p.tool_version = "test";
+  return p;
+}
+
+TEST(ResponseCurvesTest, EveryLayersPointsInGridOrder) {
+  const SensitivityProfile profile = ResponseProfile({{0.8, 0.4, 0.2, 0.1}, {0.3, 0.2, 0.1, 0.05}});
+  auto curves = ResponseCurves(profile);
+  ASSERT_TRUE(curves.ok()) << curves.status();
+  ASSERT_EQ(curves->size(), 2u);
+  EXPECT_THAT((*curves)[0].budgets, ElementsAre(32, 64, 128, 256, 512));
+  EXPECT_THAT((*curves)[0].kl, ElementsAre(0.8, 0.4, 0.2, 0.1, 0.0));
+  EXPECT_THAT((*curves)[1].kl, ElementsAre(0.3, 0.2, 0.1, 0.05, 0.0));
+}
+
+TEST(ResponseCurvesTest, ANoiseProfileIsAFailedPrecondition) {
+  SensitivityProfile noise = ResponseProfile({{0.8, 0.4, 0.2, 0.1}});
+  noise.params.objective = Objective::kNoise;
+  auto curves = ResponseCurves(noise);
+  EXPECT_EQ(curves.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(curves.status().message()),
+              HasSubstr("profile measured objective noise; response allocation needs a response "
+                        "profile"));
+}
+
+TEST(ResponseCurvesTest, AMissingLayerIsNamed) {
+  SensitivityProfile profile =
+      ResponseProfile({{0.8, 0.4, 0.2, 0.1}, {0.3, 0.2, 0.1, 0.05}, {0.5, 0.4, 0.3, 0.2}});
+  profile.params.layers = {0, 2};
+  profile.layers.erase(profile.layers.begin() + 1);
+  auto curves = ResponseCurves(profile);
+  EXPECT_EQ(curves.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(curves.status().message()), HasSubstr("no response for layer 1 of 3"));
+}
+
+TEST(ResponseCurvesTest, AllocatesLikeTheCurvesThemselves) {
+  // Layer 0 loses ten times what layer 1 loses at every budget.
+  const SensitivityProfile profile =
+      ResponseProfile({{2.0, 1.0, 0.5, 0.25}, {0.2, 0.1, 0.05, 0.025}});
+  auto curves = ResponseCurves(profile);
+  ASSERT_TRUE(curves.ok()) << curves.status();
+  auto out = AllocateByResponse(*curves, 2 * 128, {.min_tokens = 32});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::vector<ResponseCurve> by_hand = {
+      {.budgets = {32, 64, 128, 256, 512}, .kl = {2.0, 1.0, 0.5, 0.25, 0.0}},
+      {.budgets = {32, 64, 128, 256, 512}, .kl = {0.2, 0.1, 0.05, 0.025, 0.0}}};
+  auto expected = AllocateByResponse(by_hand, 2 * 128, {.min_tokens = 32});
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_EQ(out->tokens, expected->tokens);
+  EXPECT_GT(out->tokens[0], out->tokens[1]);
+  EXPECT_EQ(out->tokens[0] + out->tokens[1], 256);
+}
+
 // The smallest sum of KL_l(b_l) over every integer allocation within the bounds that sums to
 // `total`, by dynamic programming over layers (exhaustive: small cases only).
 double BruteForceOptimum(const std::vector<ResponseCurve>& curves, int64_t total, int64_t lo,
