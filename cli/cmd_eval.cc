@@ -1,5 +1,6 @@
 // ripplekv eval --model M [--methods LIST] [--budgets 64,128,256] [--tasks LIST] [--profile P]
-//   [--ratio R] [--shrink-z Z] [--normalization minmax|rank|log-minmax] [--tuned F ...]
+//   [--response-profile P ...] [--ratio R] [--shrink-z Z] [--normalization minmax|rank|log-minmax]
+//   [--tuned F ...]
 //   [--control-seeds K] [--h2o-recent N]
 //   [--budget-map F] [--samples N] [--prompt-len T,...] [--context-len C]
 //   [--continuation W] [--depth D,...] [--kv-pairs N] [--kv-format uuid|short] [--needles N]
@@ -13,7 +14,8 @@
 // computed from the profile as `ripplekv budgets` does; "map+..." takes --budget-map; the
 // controls ripple-perm<k>+..., ripple-rev+..., spike<k>+... are maps from the same profile at the
 // same ratio, eval/compress/control_maps.h, and ripple-perm+... / spike+... without k stand for
-// k = 1..--control-seeds). Tasks:
+// k = 1..--control-seeds; "resp+S" takes the --response-profile measured with selector S and
+// allocates to minimize its summed response). Tasks:
 // fidelity, passkey, kv-retrieval, multi-needle, longbench (needs --longbench). Corpus text comes
 // from a built-in book or a file (eval/corpus_file.h), from the region of --split only
 // (eval/split.h; checked before anything runs). stdout: the results table (markdown,
@@ -54,6 +56,7 @@ struct EvalArgs {
   std::string methods = "full,snapkv,pyramidkv,cake,streaming,h2o";  // + ripple+snapkv w/ profile
   std::string budgets = "64,128,256";
   std::string profile;
+  std::vector<std::string> response_profiles;  // resp+S: response profiles, one per selector S
   double ratio = 2.0;
   double shrink_z = 0.0;
   std::string normalization = "minmax";  // of the maps from --profile: minmax, rank or log-minmax
@@ -90,7 +93,7 @@ std::string ExpandControls(const std::string& list, int seeds) {
 // failing that, the first file that tuned that part at all (one file then serves every selection,
 // as before files named their method). nullptr when no file tuned it.
 const TunedSettings* TunedFor(const std::vector<TunedSettings>& files, const eval::Method& m) {
-  const bool ripple = m.needs_budget_map();
+  const bool ripple = m.needs_budget_map() && !m.from_response_profile();
   const TunedSettings* fallback = nullptr;
   for (const TunedSettings& t : files) {
     if (ripple ? t.ripple.empty() : t.cake.empty()) continue;
@@ -133,7 +136,7 @@ StatusOr<MapSource> ReadMapSource(const EvalArgs& args, const std::vector<eval::
         "--tuned sets the ratio of maps made from --profile, not of a --budget-map file");
   }
   for (const eval::Method& m : methods) {
-    if (!m.needs_budget_map()) continue;
+    if (!m.needs_budget_map() || m.from_response_profile()) continue;
     ASSIGN_OR_RETURN(const eval::MapControl control, ControlOf(m));
     if (control.kind != eval::MapControlKind::kNone) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -223,7 +226,7 @@ StatusOr<std::vector<TunedSettings>> ReadTuned(const EvalArgs& args,
     files.push_back(std::move(t));
   }
   for (const eval::Method& m : methods) {
-    const bool ripple = m.needs_budget_map();
+    const bool ripple = m.needs_budget_map() && !m.from_response_profile();
     if (!ripple && m.allocation != eval::AllocationKind::kCake) continue;
     const TunedSettings* t = TunedFor(files, m);
     for (int b : budgets) {
@@ -237,6 +240,42 @@ StatusOr<std::vector<TunedSettings>> ReadTuned(const EvalArgs& args,
   return files;
 }
 
+// The response profile of each selector among --response-profile files (each checked to be of the
+// model and a response profile; one per selector).
+StatusOr<std::map<std::string, method::SensitivityProfile>> ReadResponseProfiles(
+    const EvalArgs& args) {
+  std::map<std::string, method::SensitivityProfile> out;
+  for (const std::string& path : args.response_profiles) {
+    ASSIGN_OR_RETURN(method::SensitivityProfile profile, ReadProfileOfModel(path, args.model));
+    if (profile.params.objective != method::Objective::kResponse) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path,
+                       ": --response-profile needs a response profile (ripplekv calibrate "
+                       "--objective response), this one measured ",
+                       std::string(method::ObjectiveName(profile.params.objective))));
+    }
+    const std::string selector(method::ResponseSelectorName(profile.params.selector));
+    if (!out.emplace(selector, std::move(profile)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": a second --response-profile measured with ", selector));
+    }
+  }
+  return out;
+}
+
+// The maps of a resp+S method: from the response profile measured with S.
+StatusOr<std::map<int, std::vector<int>>> ResponseMethodMaps(
+    const std::map<std::string, method::SensitivityProfile>& profiles, const eval::Method& m,
+    const std::vector<int>& budgets, int64_t min_tokens) {
+  const auto found = profiles.find(std::string(eval::SelectionName(m.selection)));
+  if (found == profiles.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(m.name, " needs --response-profile P.json measured with --selector ",
+                     std::string(eval::SelectionName(m.selection))));
+  }
+  return ResponseMaps(found->second, budgets, min_tokens);
+}
+
 // Every map method runs with budget maps of its own, and with --tuned every CAKE allocation runs
 // at each budget with that budget's temperatures: both as variants named like the method.
 Status MakeVariants(const EvalArgs& args, const std::vector<TunedSettings>& tuned,
@@ -244,10 +283,15 @@ Status MakeVariants(const EvalArgs& args, const std::vector<TunedSettings>& tune
   const int64_t min_tokens = MapMinTokens(run.methods, run.compress);
   const int64_t n_layers = session.model.config.n_layers;
   std::optional<MapSource> source;
+  ASSIGN_OR_RETURN(const auto response_profiles, ReadResponseProfiles(args));
   std::vector<eval::Method> kept;
   for (const eval::Method& m : run.methods) {
     const TunedSettings* t = TunedFor(tuned, m);
-    if (m.needs_budget_map()) {
+    if (m.from_response_profile()) {
+      ASSIGN_OR_RETURN(auto maps,
+                       ResponseMethodMaps(response_profiles, m, run.budgets, min_tokens));
+      run.variants.push_back({.label = m.name, .method = m, .budget_maps = std::move(maps)});
+    } else if (m.needs_budget_map()) {
       if (!source) {
         ASSIGN_OR_RETURN(source, ReadMapSource(args, run.methods, tuned, n_layers));
       }
@@ -337,6 +381,9 @@ void AddEvalCommand(CLI::App& app, Action& run) {
       ->capture_default_str();
   cmd->add_option("--profile", a->profile,
                   "Profile JSON for ripple+... (ripplekv calibrate --out)");
+  cmd->add_option("--response-profile", a->response_profiles,
+                  "Response profile JSON for resp+S (ripplekv calibrate --objective response "
+                  "--selector S); repeat it for several selectors");
   cmd->add_option("--ratio", a->ratio, "RippleKV ratio r of the budget maps from --profile")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e6));

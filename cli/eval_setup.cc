@@ -245,6 +245,24 @@ StatusOr<std::map<int, std::vector<int>>> RippleMaps(const method::SensitivityPr
   return maps;
 }
 
+StatusOr<std::map<int, std::vector<int>>> ResponseMaps(const method::SensitivityProfile& profile,
+                                                       const std::vector<int>& budgets,
+                                                       int64_t min_tokens) {
+  if (profile.params.objective != method::Objective::kResponse) {
+    return absl::FailedPreconditionError(
+        "resp+... needs a response profile (ripplekv calibrate --objective response)");
+  }
+  std::map<int, std::vector<int>> maps;
+  for (int b : budgets) {
+    method::BudgetOptions options;
+    options.average_tokens = b;
+    options.min_tokens = std::min<int64_t>(min_tokens, b);
+    ASSIGN_OR_RETURN(const method::BudgetMap map, method::ComputeBudgetMap(profile, options));
+    maps[b].assign(map.tokens.begin(), map.tokens.end());
+  }
+  return maps;
+}
+
 StatusOr<method::SensitivityProfile> ReadProfileOfModel(const std::string& path,
                                                         const std::string& model_path) {
   ASSIGN_OR_RETURN(method::SensitivityProfile profile, method::ReadProfileFile(path));

@@ -94,6 +94,12 @@ struct RippleMapSettings {
     const method::SensitivityProfile& profile, const std::vector<int>& budgets,
     const RippleMapSettings& settings);
 
+// The budget map per average budget that minimizes the summed response of a response profile
+// (method::ComputeBudgetMap on it: method/response_allocation.h), every layer at least
+// min(min_tokens, B). FailedPrecondition for a noise profile; the allocation's errors.
+[[nodiscard]] StatusOr<std::map<int, std::vector<int>>> ResponseMaps(
+    const method::SensitivityProfile& profile, const std::vector<int>& budgets, int64_t min_tokens);
+
 // The profile at `path`, checked to be of the model at `model_path` (InvalidArgument naming both
 // hashes otherwise).
 [[nodiscard]] StatusOr<method::SensitivityProfile> ReadProfileOfModel(

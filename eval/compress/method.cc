@@ -28,12 +28,13 @@ constexpr std::array<Named, 6> kShorthands{{
     {"cake", AllocationKind::kCake, SelectionKind::kCake},
 }};
 
-constexpr std::array<std::pair<std::string_view, AllocationKind>, 5> kAllocations{{
+constexpr std::array<std::pair<std::string_view, AllocationKind>, 6> kAllocations{{
     {"uniform", AllocationKind::kUniform},
     {"pyramid", AllocationKind::kPyramid},
     {"cake", AllocationKind::kCake},
     {"ripple", AllocationKind::kMap},
     {"map", AllocationKind::kMap},
+    {"resp", AllocationKind::kMap},
 }};
 
 constexpr std::array<SelectionKind, 4> kSelections{
@@ -73,6 +74,8 @@ std::string_view AllocationName(AllocationKind kind) {
   }
   return "?";
 }
+
+bool Method::from_response_profile() const { return name.starts_with("resp+"); }
 
 bool Method::needs_window_stats() const {
   return selection == SelectionKind::kSnapKv || selection == SelectionKind::kCake ||

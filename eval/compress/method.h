@@ -69,6 +69,9 @@ struct Method {
   bool needs_window_stats() const;
   bool needs_accumulated() const;
   bool needs_budget_map() const { return allocation == AllocationKind::kMap; }
+  // "resp+S": a kMap method whose maps minimize the summed response of a response profile
+  // measured with selector S (method/response_allocation.h); the caller makes them.
+  bool from_response_profile() const;
 };
 
 struct CompressOptions {

@@ -87,7 +87,8 @@ TEST_F(MethodTest, ParsesShorthandsAndAllocationSelectionPairs) {
                         Case{"uniform+snapkv", AllocationKind::kUniform, SelectionKind::kSnapKv},
                         Case{"uniform+h2o", AllocationKind::kUniform, SelectionKind::kH2o},
                         Case{"map+streaming", AllocationKind::kMap, SelectionKind::kStreaming},
-                        Case{"cake+snapkv", AllocationKind::kCake, SelectionKind::kSnapKv}}) {
+                        Case{"cake+snapkv", AllocationKind::kCake, SelectionKind::kSnapKv},
+                        Case{"resp+h2o", AllocationKind::kMap, SelectionKind::kH2o}}) {
     auto m = ParseMethod(c.name);
     ASSERT_TRUE(m.ok()) << c.name;
     EXPECT_EQ(m->name, c.name);
@@ -96,6 +97,11 @@ TEST_F(MethodTest, ParsesShorthandsAndAllocationSelectionPairs) {
   }
   const auto known = KnownMethods();
   EXPECT_THAT(known, ::testing::Contains("ripple+snapkv"));
+  EXPECT_THAT(known, ::testing::Contains("resp+snapkv"));
+  // Only resp+S maps come from a response profile.
+  EXPECT_TRUE(ParseMethod("resp+snapkv")->from_response_profile());
+  EXPECT_FALSE(ParseMethod("ripple+snapkv")->from_response_profile());
+  EXPECT_FALSE(ParseMethod("map+h2o")->from_response_profile());
   for (const std::string& name : known) EXPECT_TRUE(ParseMethod(name).ok()) << name;
 }
 
