@@ -94,8 +94,16 @@ StatusOr<ProfileModel> ModelFromJson(const Json& j) {
   return m;
 }
 
-StatusOr<ProfileParams> ParamsFromJson(const Json& j) {
+// The members schema version 2 added: a version 1 document holding one is refused as unknown.
+constexpr std::string_view kParamsKeysOfVersion2[] = {"objective", "selector", "budgets"};
+
+StatusOr<ProfileParams> ParamsFromJson(const Json& j, int64_t version) {
   const std::string path = "params";
+  if (version == 1 && j.is_object()) {
+    for (std::string_view key : kParamsKeysOfVersion2) {
+      if (j.contains(key)) return Bad(Child(path, key), "unknown field in schema_version 1");
+    }
+  }
   ProfileParams p;
   ASSIGN_OR_RETURN(static_cast<CalibrationParams&>(p),
                    CalibrationParamsFromJson(j, kWhat, path, {"data_source", "data_domain"}));
@@ -190,8 +198,7 @@ StatusOr<ProfileVerification> VerificationFromJson(const Json& j) {
   ASSIGN_OR_RETURN(const Json* verified, Member(j, kWhat, path, "tasks_verified"));
   ASSIGN_OR_RETURN(v.tasks_verified, AsUint(*verified, kWhat, Child(path, "tasks_verified")));
   ASSIGN_OR_RETURN(const Json* unverified, Member(j, kWhat, path, "tasks_unverified"));
-  ASSIGN_OR_RETURN(v.tasks_unverified,
-                   AsUint(*unverified, kWhat, Child(path, "tasks_unverified")));
+  ASSIGN_OR_RETURN(v.tasks_unverified, AsUint(*unverified, kWhat, Child(path, "tasks_unverified")));
   ASSIGN_OR_RETURN(const Json* recomputed, Member(j, kWhat, path, "tasks_recomputed"));
   ASSIGN_OR_RETURN(v.tasks_recomputed, AsUint(*recomputed, kWhat, Child(path, "tasks_recomputed")));
   ASSIGN_OR_RETURN(const Json* disagreements, GetArray(j, path, "disagreements"));
@@ -309,9 +316,21 @@ Status ValidateVerification(const ProfileVerification& v, const SensitivityProfi
   return absl::OkStatus();
 }
 
-StatusOr<LayerSensitivity> LayerFromJson(const Json& j, const std::string& path) {
+StatusOr<ResponsePoint> ResponsePointFromJson(const Json& j, const std::string& path) {
+  RETURN_IF_ERROR(json_fields::ExpectObject(j, kWhat, path, {"budget", "mean_kl", "stderr"}));
+  ResponsePoint point;
+  ASSIGN_OR_RETURN(point.budget, GetInt(j, path, "budget"));
+  ASSIGN_OR_RETURN(point.mean_kl, GetDouble(j, path, "mean_kl"));
+  ASSIGN_OR_RETURN(point.std_error, GetDouble(j, path, "stderr"));
+  return point;
+}
+
+StatusOr<LayerSensitivity> LayerFromJson(const Json& j, const std::string& path, int64_t version) {
+  if (version == 1 && j.is_object() && j.contains("response")) {
+    return Bad(Child(path, "response"), "unknown field in schema_version 1");
+  }
   RETURN_IF_ERROR(json_fields::ExpectObject(
-      j, kWhat, path, {"layer", "mean_kl", "stderr", "count", "per_sample_mean"}));
+      j, kWhat, path, {"layer", "mean_kl", "stderr", "count", "per_sample_mean", "response"}));
   LayerSensitivity l;
   ASSIGN_OR_RETURN(l.layer, GetInt(j, path, "layer"));
   ASSIGN_OR_RETURN(l.mean_kl, GetDouble(j, path, "mean_kl"));
@@ -324,7 +343,55 @@ StatusOr<LayerSensitivity> LayerFromJson(const Json& j, const std::string& path)
     ASSIGN_OR_RETURN(double v, AsDouble((*means)[i], kWhat, Index(means_path, i)));
     l.per_sample_mean.push_back(v);
   }
+  if (j.contains("response")) {
+    ASSIGN_OR_RETURN(const Json* response, GetArray(j, path, "response"));
+    const std::string response_path = Child(path, "response");
+    l.response.reserve(response->size());
+    for (size_t i = 0; i < response->size(); ++i) {
+      ASSIGN_OR_RETURN(ResponsePoint point,
+                       ResponsePointFromJson((*response)[i], Index(response_path, i)));
+      l.response.push_back(point);
+    }
+  }
   return l;
+}
+
+// A layer's response points against the profile's grid: one per params.budgets entry in order,
+// present only in a response profile, finite and non-negative, the full cache's KL 0.
+Status ValidateResponse(const LayerSensitivity& l, const ProfileParams& p,
+                        const std::string& layer_path) {
+  const std::string path = Child(layer_path, "response");
+  if (p.objective != Objective::kResponse) {
+    if (!l.response.empty()) {
+      return Bad(path,
+                 absl::StrCat("only in a profile of objective response, got ", l.response.size(),
+                              " points with objective ", Sv(ObjectiveName(p.objective))));
+    }
+    return absl::OkStatus();
+  }
+  if (l.response.size() != p.budgets.size()) {
+    return Bad(path, absl::StrCat("has ", l.response.size(), " points but params.budgets has ",
+                                  p.budgets.size()));
+  }
+  for (size_t t = 0; t < l.response.size(); ++t) {
+    const ResponsePoint& point = l.response[t];
+    const std::string point_path = Index(path, t);
+    if (point.budget != p.budgets[t]) {
+      return Bad(
+          Child(point_path, "budget"),
+          absl::StrCat("is ", point.budget, " but params.budgets[", t, "] is ", p.budgets[t]));
+    }
+    RETURN_IF_ERROR(CheckNonNegativeFinite(point.mean_kl, Child(point_path, "mean_kl")));
+    RETURN_IF_ERROR(CheckNonNegativeFinite(point.std_error, Child(point_path, "stderr")));
+  }
+  // The last budget is the full cache (ValidateCalibrationParams), which changes nothing.
+  const ResponsePoint& full = l.response.back();
+  if (full.mean_kl != 0.0) {
+    return Bad(
+        Child(Index(path, l.response.size() - 1), "mean_kl"),
+        absl::StrCat("must be 0 at the full cache (budget ", full.budget, "), got ", full.mean_kl));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -341,10 +408,11 @@ ProfileParams MeasuredParams(const CalibrationParams& params, int64_t samples,
 }
 
 Status ValidateProfile(const SensitivityProfile& profile) {
+  // A profile in memory is of the version this build writes: reading migrates older documents.
   if (profile.schema_version != kProfileSchemaVersion) {
     return absl::FailedPreconditionError(
         absl::StrCat("profile: schema_version ", profile.schema_version,
-                     " is not supported (this build reads version ", kProfileSchemaVersion, ")"));
+                     " is not supported (this build holds version ", kProfileSchemaVersion, ")"));
   }
   const ProfileModel& m = profile.model;
   if (m.hash.empty()) return Bad("model.hash", "must not be empty");
@@ -405,6 +473,7 @@ Status ValidateProfile(const SensitivityProfile& profile) {
       RETURN_IF_ERROR(
           CheckNonNegativeFinite(l.per_sample_mean[s], Index(Child(path, "per_sample_mean"), s)));
     }
+    RETURN_IF_ERROR(ValidateResponse(l, p, path));
   }
   if (profile.stability) RETURN_IF_ERROR(ValidateStability(*profile.stability, profile));
   if (profile.verification) {
@@ -486,11 +555,20 @@ StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile) {
   if (!p.data_domain.empty()) params["data_domain"] = p.data_domain;
   OrderedJson layers = OrderedJson::array();
   for (const LayerSensitivity& l : profile.layers) {
-    layers.push_back(OrderedJson{{"layer", l.layer},
-                                 {"mean_kl", l.mean_kl},
-                                 {"stderr", l.std_error},
-                                 {"count", l.count},
-                                 {"per_sample_mean", l.per_sample_mean}});
+    OrderedJson layer{{"layer", l.layer},
+                      {"mean_kl", l.mean_kl},
+                      {"stderr", l.std_error},
+                      {"count", l.count},
+                      {"per_sample_mean", l.per_sample_mean}};
+    if (!l.response.empty()) {
+      OrderedJson response = OrderedJson::array();
+      for (const ResponsePoint& point : l.response) {
+        response.push_back(OrderedJson{
+            {"budget", point.budget}, {"mean_kl", point.mean_kl}, {"stderr", point.std_error}});
+      }
+      layer["response"] = std::move(response);
+    }
+    layers.push_back(std::move(layer));
   }
   OrderedJson root = {{"schema_version", profile.schema_version},
                       {"model", std::move(model)},
@@ -507,26 +585,28 @@ StatusOr<SensitivityProfile> ProfileFromJson(std::string_view json_text) {
   ASSIGN_OR_RETURN(Json root, json_fields::Parse(json_text, kWhat));
   if (!root.is_object()) return Bad("", absl::StrCat("expected an object, got ", root.type_name()));
   // The version decides how to read everything else, so it is checked before the other keys.
+  // Version 1 is version 2 without the response objective: it reads as a noise profile of
+  // version 2 (the migration, docs/BUDGETS.md), and is written back as version 2.
   ASSIGN_OR_RETURN(int64_t version, GetInt(root, "", "schema_version"));
-  if (version != kProfileSchemaVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("profile: schema_version ", version,
-                     " is not supported (this build reads version ", kProfileSchemaVersion, ")"));
+  if (version != 1 && version != kProfileSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "profile: schema_version ", version, " is not supported (this build reads versions 1 and ",
+        kProfileSchemaVersion, ")"));
   }
   RETURN_IF_ERROR(
       json_fields::ExpectObject(root, kWhat, "",
                                 {"schema_version", "model", "params", "layers", "created_at",
                                  "tool_version", "stability", "verification"}));
   SensitivityProfile profile;
-  profile.schema_version = static_cast<int>(version);
+  profile.schema_version = kProfileSchemaVersion;
   ASSIGN_OR_RETURN(const Json* model, Member(root, kWhat, "", "model"));
   ASSIGN_OR_RETURN(profile.model, ModelFromJson(*model));
   ASSIGN_OR_RETURN(const Json* params, Member(root, kWhat, "", "params"));
-  ASSIGN_OR_RETURN(profile.params, ParamsFromJson(*params));
+  ASSIGN_OR_RETURN(profile.params, ParamsFromJson(*params, version));
   ASSIGN_OR_RETURN(const Json* layers, GetArray(root, "", "layers"));
   profile.layers.reserve(layers->size());
   for (size_t i = 0; i < layers->size(); ++i) {
-    ASSIGN_OR_RETURN(LayerSensitivity l, LayerFromJson((*layers)[i], Index("layers", i)));
+    ASSIGN_OR_RETURN(LayerSensitivity l, LayerFromJson((*layers)[i], Index("layers", i), version));
     profile.layers.push_back(std::move(l));
   }
   ASSIGN_OR_RETURN(profile.created_at, GetString(root, "", "created_at"));

@@ -153,12 +153,14 @@ struct SensitivityProfile {
 
 // Checks the invariants documented on the fields above, and that `layers` matches params.layers
 // one to one, every per_sample_mean has params.samples finite non-negative entries, and count ==
-// params.samples * params.trials; a stability block, when present, must match the profile's layers
-// one to one with finite ordered intervals and parameters in range; a verification block, when
-// present, must have its fraction in [0, 1] and each disagreement a (sample, layer) of the profile,
-// an outvoted worker and at least two distinct other agreeing workers. Errors: FailedPrecondition
-// (schema_version other than kProfileSchemaVersion), InvalidArgument naming the JSON path of the
-// first bad field.
+// params.samples * params.trials; each layer's response points are present only in a profile of
+// objective response, one per params.budgets entry with that budget, finite and non-negative, the
+// last (the full cache) with mean_kl 0; a stability block, when present, must match the profile's
+// layers one to one with finite ordered intervals and parameters in range; a verification block,
+// when present, must have its fraction in [0, 1] and each disagreement a (sample, layer) of the
+// profile, an outvoted worker and at least two distinct other agreeing workers. Errors:
+// FailedPrecondition (schema_version other than kProfileSchemaVersion), InvalidArgument naming the
+// JSON path of the first bad field.
 [[nodiscard]] Status ValidateProfile(const SensitivityProfile& profile);
 
 // A model summary alone, as the profile's "model" object (the scheduler keeps the summaries
@@ -169,9 +171,11 @@ std::string ProfileModelToJson(const ProfileModel& model);
 // The JSON text of a valid profile (ValidateProfile() runs first and its error is returned).
 [[nodiscard]] StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile);
 
-// Parses and validates a profile. Errors: InvalidArgument (JSON syntax, with the byte offset; a
-// missing, mistyped or unknown field, or a failed ValidateProfile() check, naming the JSON path,
-// e.g. "layers[3].mean_kl"), FailedPrecondition (a schema_version this code does not read).
+// Parses and validates a profile. A version 1 document (which has no response members) reads as
+// a noise profile with schema_version kProfileSchemaVersion. Errors: InvalidArgument (JSON syntax,
+// with the byte offset; a missing, mistyped or unknown field, or a failed ValidateProfile() check,
+// naming the JSON path, e.g. "layers[3].mean_kl"), FailedPrecondition (a schema_version other
+// than 1 and kProfileSchemaVersion).
 [[nodiscard]] StatusOr<SensitivityProfile> ProfileFromJson(std::string_view json_text);
 
 // Reads and parses the profile at `path` (at most kMaxProfileFileBytes). Errors as

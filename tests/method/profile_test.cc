@@ -16,9 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "base/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "base/version.h"
 #include "method/profile_aggregate.h"
 #include "nlohmann/json.hpp"
 #include "tests/common/temp_dir.h"
@@ -94,6 +95,9 @@ void ExpectSameProfile(const SensitivityProfile& a, const SensitivityProfile& b)
   EXPECT_EQ(a.params.context_len, b.params.context_len);
   EXPECT_EQ(a.params.probe_len, b.params.probe_len);
   EXPECT_EQ(a.params.layers, b.params.layers);
+  EXPECT_EQ(a.params.objective, b.params.objective);
+  EXPECT_EQ(a.params.selector, b.params.selector);
+  EXPECT_EQ(a.params.budgets, b.params.budgets);
   EXPECT_EQ(a.params.data_source, b.params.data_source);
   ASSERT_EQ(a.layers.size(), b.layers.size());
   for (size_t i = 0; i < a.layers.size(); ++i) {
@@ -105,6 +109,12 @@ void ExpectSameProfile(const SensitivityProfile& a, const SensitivityProfile& b)
     ASSERT_EQ(a.layers[i].per_sample_mean.size(), b.layers[i].per_sample_mean.size());
     for (size_t s = 0; s < a.layers[i].per_sample_mean.size(); ++s) {
       EXPECT_EQ(Bits(a.layers[i].per_sample_mean[s]), Bits(b.layers[i].per_sample_mean[s]));
+    }
+    ASSERT_EQ(a.layers[i].response.size(), b.layers[i].response.size());
+    for (size_t t = 0; t < a.layers[i].response.size(); ++t) {
+      EXPECT_EQ(a.layers[i].response[t].budget, b.layers[i].response[t].budget);
+      EXPECT_EQ(Bits(a.layers[i].response[t].mean_kl), Bits(b.layers[i].response[t].mean_kl));
+      EXPECT_EQ(Bits(a.layers[i].response[t].std_error), Bits(b.layers[i].response[t].std_error));
     }
   }
   EXPECT_EQ(a.created_at, b.created_at);
@@ -148,7 +158,10 @@ TEST(ProfileJsonTest, RoundTripIsBitExactForRandomDoubles) {
 
 TEST(ProfileJsonTest, WritesTheDocumentedSchema) {
   const Json j = Json::parse(*ProfileToJson(SampleProfile()));
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_FALSE(j["params"].contains("objective"));  // a noise profile: no response members
+  EXPECT_FALSE(j["params"].contains("budgets"));
+  EXPECT_FALSE(j["layers"][0].contains("response"));
   EXPECT_EQ(j["model"]["hash"], "5f1d0c9e");
   EXPECT_EQ(j["params"]["mode"], "cache");
   EXPECT_EQ(j["params"]["seed"], std::numeric_limits<uint64_t>::max());
@@ -258,9 +271,132 @@ TEST(ProfileJsonTest, UnknownFieldIsRejected) {
 }
 
 TEST(ProfileJsonTest, UnknownSchemaVersionIsFailedPrecondition) {
-  Status status = ErrorAfter([](Json& j) { j["schema_version"] = 2; });
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  EXPECT_THAT(status.message(), HasSubstr("schema_version 2 is not supported"));
+  for (int version : {0, 3}) {
+    Status status = ErrorAfter([&](Json& j) { j["schema_version"] = version; });
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_THAT(status.message(),
+                HasSubstr(absl::StrCat("schema_version ", version,
+                                       " is not supported (this build reads versions 1 and 2)")));
+  }
+  // A profile in memory is of the version this build writes; reading migrates version 1.
+  SensitivityProfile p = SampleProfile();
+  p.schema_version = 1;
+  EXPECT_EQ(ValidateProfile(p).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// --- Response profiles (schema version 2) ------------------------------------------------------
+
+// SampleProfile as a response calibration: SnapKV over the grid {32, 128, 512}, one trial per
+// budget, the full cache's KL 0.
+SensitivityProfile ResponseProfile() {
+  SensitivityProfile p = SampleProfile();
+  p.params.objective = Objective::kResponse;
+  p.params.selector = ResponseSelector::kSnapKv;
+  p.params.budgets = {32, 128, 512};
+  p.params.trials = 3;
+  const double third = 1.0 / 3.0;
+  for (LayerSensitivity& l : p.layers) {
+    l.count = 9;
+    l.response = {{.budget = 32, .mean_kl = third * (1 + l.layer), .std_error = 1e-300},
+                  {.budget = 128, .mean_kl = std::nextafter(0.01, 1.0), .std_error = 0.0},
+                  {.budget = 512, .mean_kl = 0.0, .std_error = 0.0}};
+  }
+  return p;
+}
+
+TEST(ProfileResponseTest, RoundTripIsExact) {
+  const SensitivityProfile p = ResponseProfile();
+  StatusOr<std::string> text = ProfileToJson(p);
+  ASSERT_TRUE(text.ok()) << text.status();
+  StatusOr<SensitivityProfile> back = ProfileFromJson(*text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameProfile(p, *back);
+  EXPECT_EQ(*ProfileToJson(*back), *text);
+  for (ResponseSelector selector : {ResponseSelector::kH2o, ResponseSelector::kStreaming}) {
+    SensitivityProfile other = p;
+    other.params.selector = selector;
+    StatusOr<SensitivityProfile> read = ProfileFromJson(*ProfileToJson(other));
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(read->params.selector, selector);
+  }
+}
+
+TEST(ProfileResponseTest, WritesTheDocumentedSchema) {
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(*ProfileToJson(ResponseProfile()));
+  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_EQ(j["params"].begin().key(), "objective");  // the objective first: it says what follows
+  EXPECT_EQ(j["params"]["objective"], "response");
+  EXPECT_EQ(j["params"]["selector"], "snapkv");
+  EXPECT_EQ(j["params"]["budgets"], nlohmann::ordered_json::parse("[32, 128, 512]"));
+  EXPECT_EQ(j["layers"][1]["response"][2],
+            nlohmann::ordered_json::parse(R"({"budget": 512, "mean_kl": 0.0, "stderr": 0.0})"));
+  EXPECT_EQ(j["layers"][1].back(), j["layers"][1]["response"]);  // after per_sample_mean
+}
+
+// The error of ProfileFromJson() on ResponseProfile() after `edit`.
+void ExpectResponseInvalid(const std::function<void(Json&)>& edit, const std::string& message) {
+  Json j = Json::parse(*ProfileToJson(ResponseProfile()));
+  edit(j);
+  StatusOr<SensitivityProfile> p = ProfileFromJson(j.dump());
+  ASSERT_FALSE(p.ok()) << message;
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+  EXPECT_THAT(p.status().message(), HasSubstr(message));
+}
+
+TEST(ProfileResponseTest, PointsMustMatchTheGrid) {
+  ExpectResponseInvalid([](Json& j) { j["layers"][0].erase("response"); },
+                        "layers[0].response: has 0 points but params.budgets has 3");
+  ExpectResponseInvalid([](Json& j) { j["layers"][2]["response"].erase(1); },
+                        "layers[2].response: has 2 points but params.budgets has 3");
+  ExpectResponseInvalid([](Json& j) { j["layers"][1]["response"][1]["budget"] = 64; },
+                        "layers[1].response[1].budget: is 64 but params.budgets[1] is 128");
+  ExpectResponseInvalid([](Json& j) { j["layers"][1]["response"][0]["mean_kl"] = -1e-9; },
+                        "layers[1].response[0].mean_kl: must be finite and >= 0, got -1e-09");
+  ExpectResponseInvalid([](Json& j) { j["layers"][1]["response"][0]["stderr"] = -1; },
+                        "layers[1].response[0].stderr: must be finite and >= 0, got -1");
+  ExpectResponseInvalid([](Json& j) { j["layers"][0]["response"][2]["mean_kl"] = 1e-12; },
+                        "layers[0].response[2].mean_kl: must be 0 at the full cache (budget 512), "
+                        "got 1e-12");
+  ExpectResponseInvalid([](Json& j) { j["layers"][0]["response"][0]["budget"] = "32"; },
+                        "layers[0].response[0].budget: expected an integer, got string");
+  ExpectResponseInvalid([](Json& j) { j["layers"][0]["response"][0]["tokens"] = 32; },
+                        "layers[0].response[0].tokens: unknown field");
+  ExpectResponseInvalid([](Json& j) { j["layers"][0]["response"] = 1; },
+                        "layers[0].response: expected an array, got number");
+}
+
+TEST(ProfileResponseTest, ParametersFollowTheMethodsRules) {
+  ExpectResponseInvalid([](Json& j) { j["params"]["budgets"] = Json::parse("[32, 128, 256]"); },
+                        "profile: params.budgets[2]: the last budget must be the full cache, "
+                        "params.context_len (512), got 256");
+  ExpectResponseInvalid([](Json& j) { j["params"]["trials"] = 2; },
+                        "profile: params.trials: must be the number of params.budgets (3)");
+  ExpectResponseInvalid([](Json& j) { j["params"]["mode"] = "prefill"; },
+                        "profile: params.mode: a response calibration is in cache mode");
+  ExpectResponseInvalid([](Json& j) { j["params"]["selector"] = "pyramid"; },
+                        "profile: params.selector: unknown selector \"pyramid\"");
+  // Response points in a noise profile.
+  ExpectResponseInvalid(
+      [](Json& j) {
+        j["params"].erase("objective");
+        j["params"].erase("selector");
+        j["params"].erase("budgets");
+        j["params"]["trials"] = 3;
+      },
+      "layers[0].response: only in a profile of objective response, got 3 points with objective "
+      "noise");
+}
+
+// Version 1 predates the response objective: its members are unknown there.
+TEST(ProfileResponseTest, Version1DocumentsHaveNoResponseMembers) {
+  ExpectResponseInvalid([](Json& j) { j["schema_version"] = 1; },
+                        "profile: params.objective: unknown field in schema_version 1");
+  ExpectResponseInvalid(
+      [](Json& j) {
+        j["schema_version"] = 1;
+        for (std::string_view key : {"objective", "selector", "budgets"}) j["params"].erase(key);
+      },
+      "profile: layers[0].response: unknown field in schema_version 1");
 }
 
 TEST(ProfileJsonTest, SyntaxErrorGivesTheByteOffset) {
@@ -379,9 +515,10 @@ TEST(ProfileVerificationTest, AbsentBlockIsNotWrittenAndNotInvented) {
   EXPECT_EQ(*ProfileToJson(*back), text);
 }
 
-// The committed profiles (docs/, written by `ripplekv calibrate`) predate the block: they still
-// read, and write back byte for byte.
-TEST(ProfileVerificationTest, CommittedProfilesWriteBackByteIdentical) {
+// The committed profiles (docs/, written by `ripplekv calibrate`) are schema version 1 and predate
+// the verification block: they read as noise profiles of version 2, pass the validation, and write
+// back byte for byte but for the version (the migration, docs/BUDGETS.md).
+TEST(ProfileVerificationTest, CommittedVersion1ProfilesMigrateToVersion2) {
   const std::filesystem::path source(RIPPLEKV_SOURCE_DIR);
   std::vector<std::filesystem::path> paths = {source / "docs" / "smollm2_profile.json"};
   for (const auto& entry : std::filesystem::directory_iterator(source / "docs" / "results")) {
@@ -394,12 +531,23 @@ TEST(ProfileVerificationTest, CommittedProfilesWriteBackByteIdentical) {
     std::ifstream in(path, std::ios::binary);
     ASSERT_TRUE(in);
     const std::string text((std::istreambuf_iterator<char>(in)), {});
+    const std::string v1 = "{\n  \"schema_version\": 1,\n";
+    ASSERT_TRUE(text.starts_with(v1));
     StatusOr<SensitivityProfile> profile = ProfileFromJson(text);
     ASSERT_TRUE(profile.ok()) << profile.status();
+    EXPECT_EQ(profile->schema_version, 2);
+    EXPECT_EQ(profile->params.objective, Objective::kNoise);
+    EXPECT_TRUE(profile->params.budgets.empty());
+    EXPECT_TRUE(ValidateProfile(*profile).ok()) << ValidateProfile(*profile);
     EXPECT_FALSE(profile->verification.has_value());
     StatusOr<std::string> written = ProfileToJson(*profile);
     ASSERT_TRUE(written.ok()) << written.status();
-    EXPECT_TRUE(*written == text) << "written differently";
+    const std::string v2 = "{\n  \"schema_version\": 2,\n";
+    EXPECT_TRUE(*written == v2 + text.substr(v1.size())) << "written differently";
+    // The version 2 document reads back as the same profile.
+    StatusOr<SensitivityProfile> again = ProfileFromJson(*written);
+    ASSERT_TRUE(again.ok()) << again.status();
+    ExpectSameProfile(*profile, *again);
   }
 }
 
@@ -668,6 +816,127 @@ TEST(AssembleProfileTest, FillsLayersFromTheResultsAndTheVersionFromTheBuild) {
   auto bad = AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("count"));
+}
+
+// A response calibration of two samples over the grid {32, 64, 128} (context 128), layers 0 and
+// 1. Layer 0: sample 0 -> {0.5, 0.25, 0}, sample 1 -> {1.5, 0.75, 0}: at 32 the mean is 1 and the
+// standard error sqrt(((0.5-1)^2 + (1.5-1)^2) / 1) / sqrt(2) = 0.5; at 64 mean 0.5, error 0.25;
+// at 128 (the full cache) 0 and 0. Layer 1 is layer 0 times 2.
+TEST(AssembleProfileTest, ResponsePointsAreHandComputed) {
+  const double kl[2][3] = {{0.5, 0.25, 0.0}, {1.5, 0.75, 0.0}};
+  std::vector<TrialKl> results;
+  for (int64_t layer : {1, 0}) {
+    for (int64_t sample : {1, 0}) {
+      for (int64_t trial : {2, 0, 1}) {
+        results.push_back({.sample = sample,
+                           .layer = layer,
+                           .trial = trial,
+                           .kl = kl[sample][trial] * static_cast<double>(layer + 1)});
+      }
+    }
+  }
+  const SensitivityProfile sample = SampleProfile();
+  ProfileParams params = sample.params;
+  static_cast<CalibrationParams&>(params) = ResolveResponseGrid({.objective = Objective::kResponse,
+                                                                 .samples = 2,
+                                                                 .context_len = 128,
+                                                                 .probe_len = 16,
+                                                                 .budgets = {32, 64}});
+  ASSERT_EQ(params.trials, 3);
+  StatusOr<SensitivityProfile> p =
+      AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->layers.size(), 2u);
+  for (const LayerSensitivity& l : p->layers) {
+    SCOPED_TRACE(l.layer);
+    const double scale = static_cast<double>(l.layer + 1);
+    ASSERT_EQ(l.response.size(), 3u);
+    EXPECT_EQ(l.response[0].budget, 32);
+    EXPECT_EQ(l.response[0].mean_kl, 1.0 * scale);
+    EXPECT_DOUBLE_EQ(l.response[0].std_error, 0.5 * scale);
+    EXPECT_EQ(l.response[1].budget, 64);
+    EXPECT_EQ(l.response[1].mean_kl, 0.5 * scale);
+    EXPECT_DOUBLE_EQ(l.response[1].std_error, 0.25 * scale);
+    EXPECT_EQ(l.response[2].budget, 128);
+    EXPECT_EQ(l.response[2].mean_kl, 0.0);
+    EXPECT_EQ(l.response[2].std_error, 0.0);
+    // The layer's mean_kl is the mean over the grid (trial t is budget t).
+    EXPECT_EQ(l.mean_kl, 0.5 * scale);
+    EXPECT_EQ(l.count, 6);
+  }
+  // One sample: every standard error is 0.
+  std::vector<TrialKl> one_sample;
+  for (const TrialKl& r : results) {
+    if (r.sample == 0) one_sample.push_back(r);
+  }
+  params.samples = 1;
+  p = AssembleProfile(sample.model, params, one_sample, "2026-12-01T00:00:00Z");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->layers[0].response[0].mean_kl, 0.5);
+  EXPECT_EQ(p->layers[0].response[0].std_error, 0.0);
+  EXPECT_EQ(p->layers[0].response[1].std_error, 0.0);
+}
+
+TEST(AssembleProfileTest, ResponsePointsAreBitIdenticalWhateverTheInputOrder) {
+  // 9 samples, 4 layers, the grid {16, 32, 64, 128, 256} with the full cache's KL 0; values over
+  // 11 decades, so another order of additions would change the bits.
+  std::vector<TrialKl> results = RandomGrid(/*samples=*/9, /*layers=*/4, /*trials=*/5, 11);
+  for (TrialKl& r : results) {
+    if (r.trial == 4) r.kl = 0.0;
+  }
+  const SensitivityProfile sample = SampleProfile();
+  ProfileParams params = sample.params;
+  static_cast<CalibrationParams&>(params) = ResolveResponseGrid({.objective = Objective::kResponse,
+                                                                 .samples = 9,
+                                                                 .context_len = 256,
+                                                                 .selector = ResponseSelector::kH2o,
+                                                                 .budgets = {16, 32, 64, 128}});
+  StatusOr<SensitivityProfile> reference =
+      AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  std::mt19937_64 rng(12);
+  for (int round = 0; round < 20; ++round) {
+    std::shuffle(results.begin(), results.end(), rng);
+    StatusOr<SensitivityProfile> shuffled =
+        AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
+    ASSERT_TRUE(shuffled.ok()) << shuffled.status();
+    ExpectSameProfile(*reference, *shuffled);
+  }
+  EXPECT_EQ(reference->layers[3].response[4].budget, 256);
+}
+
+TEST(AssembleProfileTest, NoiseProfileHasNoResponse) {
+  const SensitivityProfile sample = SampleProfile();
+  StatusOr<SensitivityProfile> p =
+      AssembleProfile(sample.model, sample.params, RandomGrid(3, 4, 2, 13), "2026-12-01T00:00:00Z");
+  ASSERT_TRUE(p.ok()) << p.status();
+  for (const LayerSensitivity& l : p->layers) EXPECT_TRUE(l.response.empty());
+}
+
+TEST(AssembleProfileTest, ResponseNeedsOneTrialPerBudget) {
+  const SensitivityProfile sample = SampleProfile();
+  ProfileParams params = sample.params;
+  static_cast<CalibrationParams&>(params) = ResolveResponseGrid(
+      {.objective = Objective::kResponse, .samples = 3, .budgets = {32, 64}});  // {32, 64, 512}
+  std::vector<TrialKl> results = RandomGrid(3, 2, 2, 14);
+  StatusOr<SensitivityProfile> p =
+      AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("a response profile has one trial per budget: params.budgets has 3 "
+                        "budgets, the results 2 trials per (sample, layer)"));
+  // Three trials, but numbered past the grid.
+  results = RandomGrid(3, 2, 3, 14);
+  for (TrialKl& r : results) {
+    if (r.trial == 2) r.trial = 7;
+  }
+  p = AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("(sample 0, layer 0, trial 7) is past the response grid's 3 budgets"));
+  // A full-cache KL that is not 0 fails the profile's validation.
+  results = RandomGrid(3, 2, 3, 14);
+  p = AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
+  EXPECT_THAT(p.status().message(), HasSubstr("must be 0 at the full cache (budget 512)"));
 }
 
 TEST(AggregateProfileTest, RejectsBadResults) {
