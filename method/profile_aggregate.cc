@@ -21,6 +21,52 @@ bool CanonicalLess(const TrialKl& a, const TrialKl& b) {
   return std::tie(a.sample, a.layer, a.trial) < std::tie(b.sample, b.layer, b.trial);
 }
 
+// The standard error of the mean of `values` (n - 1 denominator) / sqrt(n), 0 for one value.
+double StandardError(const std::vector<double>& values, double mean) {
+  const size_t n = values.size();
+  if (n < 2) return 0.0;
+  double squares = 0.0;
+  for (double v : values) squares += (v - mean) * (v - mean);
+  return std::sqrt(squares / static_cast<double>(n - 1)) / std::sqrt(static_cast<double>(n));
+}
+
+// layer -> its response points.
+using LayerResponses = std::map<int64_t, std::vector<ResponsePoint>>;
+
+// Per layer (ascending), the response points of a grid `budgets`: for trial t, the mean over
+// samples of KL(s, l, t) and its standard error, summed in canonical order. The results passed
+// AggregateProfile (a complete grid without repeats), so with trials == budgets.size() every
+// (sample, layer) holds exactly the trials 0 .. budgets.size() - 1.
+StatusOr<LayerResponses> ResponsePoints(std::span<const TrialKl> results,
+                                        const std::vector<int64_t>& budgets) {
+  std::vector<TrialKl> sorted(results.begin(), results.end());
+  std::sort(sorted.begin(), sorted.end(), CanonicalLess);
+  // layer -> trial -> the trial's KL of each sample, in ascending sample order.
+  std::map<int64_t, std::vector<std::vector<double>>> values;
+  for (const TrialKl& r : sorted) {
+    if (r.trial >= static_cast<int64_t>(budgets.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "aggregate: ", Key(r), " is past the response grid's ", budgets.size(), " budgets"));
+    }
+    std::vector<std::vector<double>>& trials = values[r.layer];
+    trials.resize(budgets.size());
+    trials[r.trial].push_back(r.kl);
+  }
+  LayerResponses out;
+  for (const auto& [layer, trials] : values) {
+    std::vector<ResponsePoint>& points = out[layer];
+    for (size_t t = 0; t < trials.size(); ++t) {
+      const std::vector<double>& kl = trials[t];
+      double sum = 0.0;
+      for (double v : kl) sum += v;
+      const double mean = sum / static_cast<double>(kl.size());
+      points.push_back(
+          {.budget = budgets[t], .mean_kl = mean, .std_error = StandardError(kl, mean)});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Status CheckTrialKl(double kl) {
@@ -89,16 +135,10 @@ StatusOr<std::vector<LayerSensitivity>> AggregateProfile(std::span<const TrialKl
     }
     l.count = static_cast<int64_t>(samples.size()) * trials;
     l.mean_kl = layer_totals[layer] / static_cast<double>(l.count);
-    const size_t n = l.per_sample_mean.size();
-    if (n > 1) {
-      double mean_of_means = 0.0;
-      for (double m : l.per_sample_mean) mean_of_means += m;
-      mean_of_means /= static_cast<double>(n);
-      double squares = 0.0;
-      for (double m : l.per_sample_mean) squares += (m - mean_of_means) * (m - mean_of_means);
-      const double stddev = std::sqrt(squares / static_cast<double>(n - 1));
-      l.std_error = stddev / std::sqrt(static_cast<double>(n));
-    }
+    double mean_of_means = 0.0;
+    for (double m : l.per_sample_mean) mean_of_means += m;
+    mean_of_means /= static_cast<double>(l.per_sample_mean.size());
+    l.std_error = StandardError(l.per_sample_mean, mean_of_means);
     out.push_back(std::move(l));
   }
   return out;
@@ -108,6 +148,18 @@ StatusOr<SensitivityProfile> AssembleProfile(const ProfileModel& model, ProfileP
                                              std::span<const TrialKl> results,
                                              std::string created_at) {
   ASSIGN_OR_RETURN(std::vector<LayerSensitivity> layers, AggregateProfile(results));
+  if (params.objective == Objective::kResponse) {
+    // Trial t measured budget params.budgets[t]: one trial per budget, the grid's order.
+    const int64_t trials =
+        layers.front().count / static_cast<int64_t>(layers.front().per_sample_mean.size());
+    if (trials != static_cast<int64_t>(params.budgets.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "aggregate: a response profile has one trial per budget: params.budgets has ",
+          params.budgets.size(), " budgets, the results ", trials, " trials per (sample, layer)"));
+    }
+    ASSIGN_OR_RETURN(LayerResponses points, ResponsePoints(results, params.budgets));
+    for (LayerSensitivity& l : layers) l.response = std::move(points[l.layer]);
+  }
   SensitivityProfile profile;
   profile.model = model;
   profile.params = std::move(params);

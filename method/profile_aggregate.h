@@ -1,8 +1,8 @@
 #pragma once
-// Aggregation of trial results into per-layer sensitivities (docs/DESIGN.md §2, "Profile"). The result
-// depends only on the set of inputs, never on their order: values are sorted by (sample, layer,
-// trial) and summed in that order in double, so the same job gives bit-identical profiles whatever
-// the number of workers, retries or restarts.
+// Aggregation of trial results into per-layer sensitivities (docs/DESIGN.md §2, "Profile"). The
+// result depends only on the set of inputs, never on their order: values are sorted by (sample,
+// layer, trial) and summed in that order in double, so the same job gives bit-identical profiles
+// whatever the number of workers, retries or restarts.
 
 #include <cstdint>
 #include <span>
@@ -49,8 +49,13 @@ inline constexpr double kMaxTrialKl = 1e4;
 // present in `results` (ascending); the per-layer sensitivities of AggregateProfile(results);
 // `created_at` (ISO-8601, FormatIso8601Utc()); tool_version from the build (ToolVersion()); with
 // two or more samples, the stability block of ComputeStability() with its default options
-// (method/profile_stability.h). The result passes ValidateProfile(). Errors: those of AggregateProfile() and ValidateProfile() (e.g.
-// params.samples or params.trials that do not match the results' grid).
+// (method/profile_stability.h). With objective response, each layer's `response` too: for trial t
+// (budget params.budgets[t]) the mean over samples of its KL and the standard error of that mean
+// (n - 1 denominator, / sqrt(n); 0 for one sample), summed in canonical sample order, so the
+// points are bit-identical whatever the order of `results`. The result passes ValidateProfile().
+// Errors: those of AggregateProfile() and ValidateProfile() (e.g. params.samples or params.trials
+// that do not match the results' grid, a full-cache KL that is not 0); InvalidArgument for a
+// response profile whose results have not one trial per budget.
 [[nodiscard]] StatusOr<SensitivityProfile> AssembleProfile(const ProfileModel& model,
                                                            ProfileParams params,
                                                            std::span<const TrialKl> results,
