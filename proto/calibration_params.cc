@@ -11,7 +11,28 @@ PerturbMode PerturbModeToProto(method::PerturbMode mode) {
   return mode == method::PerturbMode::kPrefill ? PERTURB_MODE_PREFILL : PERTURB_MODE_CACHE;
 }
 
+Objective ObjectiveToProto(method::Objective objective) {
+  return objective == method::Objective::kResponse ? OBJECTIVE_RESPONSE : OBJECTIVE_NOISE;
+}
+
+ResponseSelector ResponseSelectorToProto(method::ResponseSelector selector) {
+  switch (selector) {
+    case method::ResponseSelector::kH2o:
+      return RESPONSE_SELECTOR_H2O;
+    case method::ResponseSelector::kStreaming:
+      return RESPONSE_SELECTOR_STREAMING;
+    case method::ResponseSelector::kSnapKv:
+      break;
+  }
+  return RESPONSE_SELECTOR_SNAPKV;
+}
+
 void CalibrationParamsToProto(const method::CalibrationParams& params, CalibrationParams* out) {
+  out->set_objective(ObjectiveToProto(params.objective));
+  if (params.objective == method::Objective::kResponse) {
+    out->set_selector(ResponseSelectorToProto(params.selector));
+  }
+  for (int64_t budget : params.budgets) out->add_budgets(static_cast<int32_t>(budget));
   out->set_mode(PerturbModeToProto(params.mode));
   out->set_alpha(static_cast<float>(params.alpha));
   out->set_trials(static_cast<int32_t>(params.trials));
@@ -28,6 +49,42 @@ void CalibrationParamsToProto(const method::CalibrationParams& params, Calibrati
 StatusOr<method::CalibrationParams> CalibrationParamsFromProto(const CalibrationParams& p,
                                                                std::string_view path) {
   method::CalibrationParams out;
+  switch (p.objective()) {
+    case OBJECTIVE_UNSPECIFIED:
+    case OBJECTIVE_NOISE:
+      out.objective = method::Objective::kNoise;
+      break;
+    case OBJECTIVE_RESPONSE:
+      out.objective = method::Objective::kResponse;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          std::string(path), ".objective: unknown value ", static_cast<int>(p.objective())));
+  }
+  switch (p.selector()) {
+    case RESPONSE_SELECTOR_UNSPECIFIED:
+    case RESPONSE_SELECTOR_SNAPKV:
+      out.selector = method::ResponseSelector::kSnapKv;
+      break;
+    case RESPONSE_SELECTOR_H2O:
+      out.selector = method::ResponseSelector::kH2o;
+      break;
+    case RESPONSE_SELECTOR_STREAMING:
+      out.selector = method::ResponseSelector::kStreaming;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(std::string(path), ".selector: unknown value ",
+                                                     static_cast<int>(p.selector())));
+  }
+  // A noise calibration reads no selector (and its JSON form carries none), so one set is refused
+  // rather than kept unread.
+  if (p.selector() != RESPONSE_SELECTOR_UNSPECIFIED &&
+      out.objective != method::Objective::kResponse) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(path), ".selector: only with ",
+                                                   std::string(path),
+                                                   ".objective OBJECTIVE_RESPONSE"));
+  }
+  out.budgets.assign(p.budgets().begin(), p.budgets().end());
   switch (p.mode()) {
     case PERTURB_MODE_UNSPECIFIED:
     case PERTURB_MODE_CACHE:

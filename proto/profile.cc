@@ -82,6 +82,12 @@ void ProfileToProto(const method::SensitivityProfile& profile, bool with_layers,
       l->set_std_error(layer.std_error);
       l->set_count(layer.count);
       for (double m : layer.per_sample_mean) l->add_per_sample_mean(m);
+      for (const method::ResponsePoint& point : layer.response) {
+        ResponsePoint* r = l->add_response();
+        r->set_budget(static_cast<int32_t>(point.budget));
+        r->set_mean_kl(point.mean_kl);
+        r->set_std_error(point.std_error);
+      }
     }
   }
 }
@@ -105,6 +111,10 @@ method::SensitivityProfile ProfileFromProto(const Profile& p) {
     layer.std_error = l.std_error();
     layer.count = l.count();
     layer.per_sample_mean.assign(l.per_sample_mean().begin(), l.per_sample_mean().end());
+    for (const ResponsePoint& r : l.response()) {
+      layer.response.push_back(
+          {.budget = r.budget(), .mean_kl = r.mean_kl(), .std_error = r.std_error()});
+    }
     out.layers.push_back(std::move(layer));
   }
   out.created_at = method::FormatIso8601Utc(

@@ -91,6 +91,37 @@ TEST(ProfileConvertTest, AProfileRoundTripsThroughTheMessageUnchanged) {
   EXPECT_EQ(*got, *want);
 }
 
+TEST(ProfileConvertTest, AResponseProfileRoundTripsWithItsPoints) {
+  method::SensitivityProfile profile = SampleProfile();
+  profile.params.objective = method::Objective::kResponse;
+  profile.params.selector = method::ResponseSelector::kStreaming;
+  profile.params.mode = method::PerturbMode::kCache;
+  profile.params.budgets = {4, 8, 16};
+  profile.params.trials = 3;
+  for (method::LayerSensitivity& l : profile.layers) {
+    l.count = 6;
+    l.response = {{.budget = 4, .mean_kl = 0.5 * static_cast<double>(l.layer), .std_error = 0.1},
+                  {.budget = 8, .mean_kl = 1.0 / 3.0, .std_error = 5e-324},
+                  {.budget = 16, .mean_kl = 0.0, .std_error = 0.0}};
+  }
+  ASSERT_TRUE(method::ValidateProfile(profile).ok()) << method::ValidateProfile(profile);
+  const Profile message = AsSent(profile, /*with_layers=*/true);
+  EXPECT_EQ(message.params().objective(), OBJECTIVE_RESPONSE);
+  EXPECT_EQ(message.params().selector(), RESPONSE_SELECTOR_STREAMING);
+  EXPECT_EQ(message.params().budgets_size(), 3);
+  ASSERT_EQ(message.layers(1).response_size(), 3);
+  EXPECT_EQ(message.layers(1).response(0).budget(), 4);
+  EXPECT_EQ(message.layers(1).response(0).mean_kl(), 1.5);
+  EXPECT_EQ(message.layers(1).response(1).std_error(), 5e-324);
+  const auto want = method::ProfileToJson(profile);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const auto got = method::ProfileToJson(ProfileFromProto(message));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, *want);
+  // Without layers, no points travel either.
+  EXPECT_EQ(AsSent(profile, /*with_layers=*/false).layers_size(), 0);
+}
+
 TEST(ProfileConvertTest, WithoutLayersTheLayersAndStabilityStayOutAndTheRestIsKept) {
   const Profile message = AsSent(SampleProfile(), /*with_layers=*/false);
   EXPECT_EQ(message.layers_size(), 0);
