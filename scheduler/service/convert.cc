@@ -201,9 +201,12 @@ StatusOr<SubmitRequest> SubmitRequestFromProto(const v1::SubmitJobRequest& reque
                                                      kMaxInlineDataBytes));
   }
 
-  // The one conversion (proto/calibration_params.h), then the method's rules, stated once
-  // (method/calibration_params.h; the layer count is the core's), then this API's limits.
+  // The one conversion (proto/calibration_params.h), the response grid resolved (a response job
+  // is stored with its grid and one trial per budget, so it plans as any other), then the
+  // method's rules, stated once (method/calibration_params.h; the layer count is the core's),
+  // then this API's limits.
   ASSIGN_OR_RETURN(spec.params, v1::CalibrationParamsFromProto(in.params(), "spec.params"));
+  spec.params = method::ResolveResponseGrid(std::move(spec.params));
   method::CalibrationParams& params = spec.params;
   // The server deduplicates and sorts the layers (calibration.proto): a repeat is not an error
   // here, and a negative layer is named at its place among the distinct ones as given.
@@ -301,13 +304,17 @@ v1::JobTask TaskToProto(const store::Task& task) {
   out.set_sample(static_cast<int32_t>(task.key.sample));
   out.set_layer(static_cast<int32_t>(task.key.layer));
   switch (task.state) {
-    case store::TaskState::kPending: out.set_state(v1::TASK_STATE_PENDING); break;
+    case store::TaskState::kPending:
+      out.set_state(v1::TASK_STATE_PENDING);
+      break;
     case store::TaskState::kLeased:
       out.set_state(v1::TASK_STATE_LEASED);
       out.set_lease_owner(task.lease_owner);
       TimeMsToProto(task.lease_deadline_ms, out.mutable_lease_deadline());
       break;
-    case store::TaskState::kDone: out.set_state(v1::TASK_STATE_DONE); break;
+    case store::TaskState::kDone:
+      out.set_state(v1::TASK_STATE_DONE);
+      break;
   }
   out.set_attempts(static_cast<int32_t>(task.attempts));
   out.set_completed_by(task.completed_by);
@@ -540,7 +547,6 @@ Status CheckMessageSize(const google::protobuf::Message& message, size_t max_byt
   return absl::ResourceExhaustedError(
       absl::StrCat(std::string(what), ": the message is ", bytes, " bytes, at most ", max_bytes));
 }
-
 
 std::string FormatTaskId(const LeaseId& lease) {
   return absl::StrCat(lease.key.job, "-", lease.key.sample, "-", lease.key.layer, "-",
