@@ -9,6 +9,7 @@
 #include "base/strings.h"
 #include "method/apportion.h"
 #include "method/resampling.h"
+#include "method/response_allocation.h"
 
 namespace ripplekv::method {
 namespace {
@@ -214,8 +215,74 @@ StatusOr<std::vector<double>> LayerSensitivities(const SensitivityProfile& profi
   return sensitivity;
 }
 
+ApportionBounds ResponseBounds(ResponseSelector selector, const BudgetOptions& options) {
+  ApportionBounds bounds{.min_tokens = std::max(options.min_tokens, MinResponseBudget(selector)),
+                         .max_tokens = options.max_tokens};
+  if (options.max_context) {
+    bounds.max_tokens =
+        std::min(bounds.max_tokens.value_or(*options.max_context), *options.max_context);
+  }
+  return bounds;
+}
+
+namespace {
+
+// The response allocation of `profile` as a budget map (ComputeBudgetMap's response branch).
+StatusOr<BudgetMap> ResponseBudgetMap(const SensitivityProfile& profile,
+                                      const BudgetOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<ResponseCurve> curves, ResponseCurves(profile));
+  const size_t L = curves.size();
+  const ResponseSelector selector = profile.params.selector;
+  // What the allocation does not read is recorded at its default, so that equal maps are equal
+  // documents (a frozen map's version is the hash of its bytes).
+  BudgetOptions resolved = options;
+  resolved.ratio = 1.0;
+  resolved.normalization = BudgetOptions{}.normalization;
+  resolved.log_epsilon = BudgetOptions{}.log_epsilon;
+  resolved.shrink_z = 0.0;
+  RETURN_IF_ERROR(ValidateOptionsImpl(L, resolved));
+  const ApportionBounds bounds = ResponseBounds(selector, resolved);
+  if (bounds.min_tokens > resolved.min_tokens) {
+    resolved.min_tokens = bounds.min_tokens;
+    if (Status s = ValidateOptionsImpl(L, resolved); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(s.message(), " (min_tokens raised to ", bounds.min_tokens,
+                       ", the smallest budget ", Sv(ResponseSelectorName(selector)), " keeps)"));
+    }
+  }
+  const int64_t total = TotalTokens(L, resolved);
+  if (resolved.max_context &&
+      static_cast<__int128>(L) * *resolved.max_context < static_cast<__int128>(total)) {
+    return BudgetError(absl::StrCat("infeasible bounds: ", L, " layers x max_context ",
+                                    *resolved.max_context, " < total ", total,
+                                    " (a layer keeps at most the context)"));
+  }
+  ASSIGN_OR_RETURN(ResponseAllocation allocation, AllocateByResponse(curves, total, bounds));
+  BudgetMap map;
+  map.model_hash = profile.model.hash;
+  map.objective = Objective::kResponse;
+  map.selector = selector;
+  map.total_tokens = total;
+  map.tokens = std::move(allocation.tokens);
+  const auto [fewest, most] = std::minmax_element(map.tokens.begin(), map.tokens.end());
+  const double smallest = static_cast<double>(*fewest);
+  resolved.ratio = static_cast<double>(*most) / smallest;
+  map.options = resolved;
+  const double log_ratio = std::log(resolved.ratio);
+  for (int64_t tokens : map.tokens) {
+    // The same division as the ratio's, so the largest multiplier is the ratio exactly.
+    const double m = static_cast<double>(tokens) / smallest;
+    map.multipliers.push_back(m);
+    map.normalized.push_back(log_ratio > 0 ? std::clamp(std::log(m) / log_ratio, 0.0, 1.0) : 0.0);
+  }
+  return map;
+}
+
+}  // namespace
+
 StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
                                      const BudgetOptions& options) {
+  if (profile.params.objective == Objective::kResponse) return ResponseBudgetMap(profile, options);
   ASSIGN_OR_RETURN(std::vector<double> sensitivity, LayerSensitivities(profile, options.shrink_z));
   BudgetOptions raw = options;
   raw.shrink_z = 0.0;  // applied above; the sensitivities overload refuses it
@@ -223,6 +290,11 @@ StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
   map.options.shrink_z = options.shrink_z;
   map.model_hash = profile.model.hash;
   return map;
+}
+
+Status ValidateMapProfile(const SensitivityProfile& profile) {
+  if (profile.params.objective == Objective::kResponse) return ResponseCurves(profile).status();
+  return LayerSensitivities(profile).status();
 }
 
 }  // namespace ripplekv::method

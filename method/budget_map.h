@@ -15,6 +15,10 @@
 // A budget counts every token a layer keeps (observation window and sink tokens included), per KV
 // head. docs/BUDGETS.md has a worked example.
 //
+// A response profile (objective response: each layer's measured loss under the real selector at a
+// grid of budgets) is not mapped by these steps: its map is the allocation that minimizes the
+// predicted loss (method/response_allocation.h; docs/BUDGETS.md, "Response allocation").
+//
 // Thread-safe (pure functions).
 
 #include <cstdint>
@@ -26,7 +30,9 @@
 
 #include "base/status.h"
 #include "method/apportion.h"
+#include "method/calibration_params.h"
 #include "method/profile.h"
+#include "method/response_allocation.h"
 
 namespace ripplekv::method {
 
@@ -64,12 +70,22 @@ struct BudgetOptions {
 };
 
 struct BudgetMap {
-  std::string model_hash;           // of the profile it came from; empty for raw sensitivities
-  BudgetOptions options;            // the parameters it was computed with
-  int64_t total_tokens = 0;         // T (L * B, or options.total_tokens) == sum(tokens)
-  std::vector<int64_t> tokens;      // [L] budget of layer l, tokens, in [b_min, b_max]
-  std::vector<double> multipliers;  // [L] m_l = r ^ n_l, before clamping
-  std::vector<double> normalized;   // [L] n_l in [0, 1]
+  std::string model_hash;  // of the profile it came from; empty for raw sensitivities
+  // What the profile it came from measured: kNoise (the steps above; every map of bare
+  // sensitivities) or kResponse (the response allocation). `selector` is the response profile's
+  // selector; kSnapKv and not read for a noise map.
+  Objective objective = Objective::kNoise;
+  ResponseSelector selector = ResponseSelector::kSnapKv;
+  // The parameters it was computed with. A response map records the bounds it used (min_tokens
+  // raised to the selector's smallest budget) and, for the parameters the allocation does not
+  // read, the defaults, except `ratio`: the realized ratio max(tokens) / min(tokens).
+  BudgetOptions options;
+  int64_t total_tokens = 0;     // T (L * B, or options.total_tokens) == sum(tokens)
+  std::vector<int64_t> tokens;  // [L] budget of layer l, tokens, in [b_min, b_max]
+  // [L] m_l = r ^ n_l, before clamping. A response map: tokens_l / min(tokens), in [1, ratio].
+  std::vector<double> multipliers;
+  // [L] n_l in [0, 1]. A response map: ln(m_l) / ln(ratio) (0 when every layer has the same).
+  std::vector<double> normalized;
 };
 
 // Checks `options` for a model of `num_layers` layers: every error of ComputeBudgetMap() that does
@@ -100,11 +116,27 @@ int64_t TotalTokens(size_t num_layers, const BudgetOptions& options);
 [[nodiscard]] StatusOr<std::vector<double>> LayerSensitivities(const SensitivityProfile& profile,
                                                                double shrink_z = 0.0);
 
-// The budget map of a profile: s_l = LayerSensitivities(profile, options.shrink_z), model_hash
-// from the profile. The profile
-// must cover every layer 0..n_layers-1 (InvalidArgument naming the first missing layer otherwise);
-// other errors as ValidateProfile() and the overload above.
+// The bounds of a response allocation with `selector` for `options` (tokens): lo is
+// max(min_tokens, MinResponseBudget(selector)), since the selector keeps at least that many
+// tokens whatever it is given; hi is the smaller of max_tokens and max_context, unbounded when
+// neither is set.
+ApportionBounds ResponseBounds(ResponseSelector selector, const BudgetOptions& options);
+
+// The budget map of a profile, by what it measured (params.objective), model_hash from the
+// profile:
+//   - noise: s_l = LayerSensitivities(profile, options.shrink_z) through the steps above;
+//   - response: AllocateByResponse() of ResponseCurves(profile), T tokens within
+//     ResponseBounds(); ratio, normalization, log_epsilon and shrink_z are neither read nor
+//     checked (BudgetMap says what the map records instead).
+// The profile must cover every layer 0..n_layers-1 (InvalidArgument naming the first missing layer
+// otherwise). Other errors as ValidateProfile() and the overload above; a response map's infeasible
+// bounds name the raised min_tokens, and L * max_context < T is an error.
 [[nodiscard]] StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
                                                    const BudgetOptions& options);
+
+// The errors of ComputeBudgetMap(profile, options) that are the profile's whatever the options:
+// ValidateProfile(), a layer not measured, a response profile without response points. A caller
+// serving stored profiles tells them apart from bad options this way.
+[[nodiscard]] Status ValidateMapProfile(const SensitivityProfile& profile);
 
 }  // namespace ripplekv::method

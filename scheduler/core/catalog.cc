@@ -112,16 +112,14 @@ StatusOr<ProfileBudgetMap> Catalog::GetBudgetMap(const std::string& model_hash, 
   ProfileBudgetMap out;
   ASSIGN_OR_RETURN(out.profile, GetProfile(model_hash, version));
   // A stored profile that cannot give a map (a layer never measured) is the stored version's
-  // fault, not the request's: FailedPrecondition. Bad options stay InvalidArgument.
-  StatusOr<std::vector<double>> sensitivity = method::LayerSensitivities(out.profile.profile);
-  if (!sensitivity.ok()) {
+  // fault, not the request's: FailedPrecondition. Bad options stay InvalidArgument. The map is
+  // the one `ripplekv budgets` computes from the same profile, noise or response.
+  if (Status usable = method::ValidateMapProfile(out.profile.profile); !usable.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("profile ", out.profile.model_hash,
                                                       " version ", out.profile.version, ": ",
-                                                      sensitivity.status().message()));
+                                                      usable.message()));
   }
-  ASSIGN_OR_RETURN(method::BudgetMap map, method::ComputeBudgetMap(*sensitivity, options));
-  map.model_hash = out.profile.profile.model.hash;
-  out.map = std::move(map);
+  ASSIGN_OR_RETURN(out.map, method::ComputeBudgetMap(out.profile.profile, options));
   return out;
 }
 

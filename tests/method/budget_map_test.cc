@@ -10,8 +10,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
 #include "method/budget_format.h"
+#include "nlohmann/json.hpp"
 
 namespace ripplekv::method {
 namespace {
@@ -526,6 +526,166 @@ TEST(BudgetMapErrorTest, ProfileMissingALayerIsRejected) {
   StatusOr<BudgetMap> map = ComputeBudgetMap(p, Options(4.0, 100));
   ASSERT_FALSE(map.ok());
   EXPECT_THAT(map.status().message(), HasSubstr("no sensitivity for layer 1 of 3"));
+}
+
+// --- Response profiles -------------------------------------------------------------------------
+
+// A response profile of `selector` on the grid 32, 64, 128, 256 and the full context 512, one
+// sample: `kl[l]` is layer l's KL at the first four budgets (the full cache's is 0).
+SensitivityProfile ResponseProfileOf(const std::vector<std::vector<double>>& kl,
+                                     ResponseSelector selector = ResponseSelector::kSnapKv) {
+  SensitivityProfile p = ProfileOf(std::vector<double>(kl.size(), 0.0));
+  p.params.objective = Objective::kResponse;
+  p.params.selector = selector;
+  p.params.context_len = 512;
+  p.params.probe_len = 32;
+  p.params.budgets = {32, 64, 128, 256, 512};
+  p.params.trials = 5;
+  for (size_t l = 0; l < kl.size(); ++l) {
+    LayerSensitivity& layer = p.layers[l];
+    layer.count = 5;
+    layer.mean_kl = 0.0;
+    for (size_t t = 0; t < p.params.budgets.size(); ++t) {
+      const double value = t < kl[l].size() ? kl[l][t] : 0.0;
+      layer.response.push_back({.budget = p.params.budgets[t], .mean_kl = value});
+      layer.mean_kl += value / 5;
+    }
+    layer.per_sample_mean = {layer.mean_kl};
+  }
+  return p;
+}
+
+// Three layers: layer 1 loses the most at every budget, layer 2 the least.
+SensitivityProfile ThreeLayerResponseProfile() {
+  return ResponseProfileOf({{0.9, 0.5, 0.2, 0.05}, {2.0, 1.2, 0.6, 0.2}, {0.3, 0.1, 0.04, 0.01}});
+}
+
+TEST(ResponseBudgetMapTest, IsTheResponseAllocationOfTheProfile) {
+  const SensitivityProfile profile = ThreeLayerResponseProfile();
+  StatusOr<std::vector<ResponseCurve>> curves = ResponseCurves(profile);
+  ASSERT_TRUE(curves.ok()) << curves.status();
+  for (int64_t average : {32, 40, 100, 128, 300, 400}) {
+    SCOPED_TRACE(testing::Message() << "average " << average);
+    BudgetOptions options = Options(4.0, average);
+    options.max_tokens = 400;
+    StatusOr<BudgetMap> map = ComputeBudgetMap(profile, options);
+    ASSERT_TRUE(map.ok()) << map.status();
+    StatusOr<ResponseAllocation> expected =
+        AllocateByResponse(*curves, 3 * average, {.min_tokens = 32, .max_tokens = 400});
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    EXPECT_EQ(map->tokens, expected->tokens);
+    EXPECT_EQ(Sum(map->tokens), 3 * average);
+    EXPECT_EQ(map->total_tokens, 3 * average);
+    for (int64_t t : map->tokens) {
+      EXPECT_GE(t, 32);
+      EXPECT_LE(t, 400);
+    }
+    EXPECT_EQ(map->objective, Objective::kResponse);
+    EXPECT_EQ(map->selector, ResponseSelector::kSnapKv);
+    EXPECT_EQ(map->model_hash, "ab12");
+    // A valid native document: multipliers in [1, ratio], the realized ratio.
+    const auto [fewest, most] = std::minmax_element(map->tokens.begin(), map->tokens.end());
+    EXPECT_EQ(map->options.ratio, static_cast<double>(*most) / static_cast<double>(*fewest));
+    EXPECT_EQ(*std::max_element(map->multipliers.begin(), map->multipliers.end()),
+              map->options.ratio);
+    EXPECT_EQ(*std::min_element(map->multipliers.begin(), map->multipliers.end()), 1.0);
+    StatusOr<std::string> text = BudgetMapToJson(*map);
+    ASSERT_TRUE(text.ok()) << text.status();
+  }
+  // Between the extremes, the layer that loses the most gets the most.
+  StatusOr<BudgetMap> map = ComputeBudgetMap(profile, Options(2.0, 100));
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_GT(map->tokens[1], map->tokens[0]);
+  EXPECT_GT(map->tokens[0], map->tokens[2]);
+}
+
+TEST(ResponseBudgetMapTest, TheLowerBoundIsRaisedToTheSelectorsSmallestBudget) {
+  // SnapKV keeps its 32-token window whatever it is given: min_tokens 1 becomes 32, and the map
+  // records it.
+  StatusOr<BudgetMap> snapkv = ComputeBudgetMap(ThreeLayerResponseProfile(), Options(2.0, 40));
+  ASSERT_TRUE(snapkv.ok()) << snapkv.status();
+  EXPECT_EQ(snapkv->options.min_tokens, 32);
+  for (int64_t t : snapkv->tokens) EXPECT_GE(t, 32);
+  EXPECT_EQ(ResponseBounds(ResponseSelector::kSnapKv, Options(2.0, 40)).min_tokens, 32);
+  BudgetOptions above = Options(2.0, 40);
+  above.min_tokens = 36;
+  EXPECT_EQ(ResponseBounds(ResponseSelector::kSnapKv, above).min_tokens, 36);
+  // H2O keeps as little as one token.
+  const SensitivityProfile h2o =
+      ResponseProfileOf({{0.9, 0.5, 0.2, 0.05}, {2.0, 1.2, 0.6, 0.2}, {0.3, 0.1, 0.04, 0.01}},
+                        ResponseSelector::kH2o);
+  StatusOr<BudgetMap> low = ComputeBudgetMap(h2o, Options(2.0, 20));
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_EQ(low->options.min_tokens, 1);
+  EXPECT_EQ(Sum(low->tokens), 60);
+  EXPECT_EQ(low->selector, ResponseSelector::kH2o);
+  // Too few tokens for SnapKV's window: the message says why the bound is 32.
+  StatusOr<BudgetMap> infeasible = ComputeBudgetMap(ThreeLayerResponseProfile(), Options(2.0, 20));
+  EXPECT_EQ(infeasible.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(infeasible.status().message()),
+              HasSubstr("min_tokens 32 = 96 > total 60 (3 x average_tokens 20) (min_tokens raised "
+                        "to 32, the smallest budget snapkv keeps)"));
+  BudgetOptions zero = Options(2.0, 100);
+  zero.min_tokens = 0;  // still the caller's mistake, although the selector would raise it
+  EXPECT_THAT(std::string(ComputeBudgetMap(ThreeLayerResponseProfile(), zero).status().message()),
+              HasSubstr("min_tokens must be >= 1"));
+}
+
+TEST(ResponseBudgetMapTest, TheContextLengthCapsEveryLayer) {
+  BudgetOptions options = Options(2.0, 100);
+  options.max_context = 120;
+  StatusOr<BudgetMap> map = ComputeBudgetMap(ThreeLayerResponseProfile(), options);
+  ASSERT_TRUE(map.ok()) << map.status();
+  for (int64_t t : map->tokens) EXPECT_LE(t, 120);
+  EXPECT_EQ(Sum(map->tokens), 300);
+  EXPECT_EQ(ResponseBounds(ResponseSelector::kSnapKv, options).max_tokens, 120);
+  options.max_tokens = 110;
+  EXPECT_EQ(ResponseBounds(ResponseSelector::kSnapKv, options).max_tokens, 110);
+  options.max_tokens.reset();
+  options.max_context = 90;
+  StatusOr<BudgetMap> over = ComputeBudgetMap(ThreeLayerResponseProfile(), options);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(over.status().message()),
+              HasSubstr("3 layers x max_context 90 < total 300"));
+}
+
+TEST(ResponseBudgetMapTest, TheMappingsParametersAreNotRead) {
+  // Ratio, normalization and shrinkage are the noise mapping's: any values give the same map,
+  // byte for byte, so a frozen map's version does not depend on them.
+  SensitivityProfile profile = ThreeLayerResponseProfile();
+  profile.layers[1].std_error = 0.5;
+  StatusOr<BudgetMap> plain = ComputeBudgetMap(profile, Options(2.0, 100));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  BudgetOptions other = Options(0.5, 100);  // a ratio the noise mapping refuses
+  other.normalization = Normalization::kRank;
+  other.shrink_z = 2.0;
+  other.log_epsilon = 1e-3;
+  StatusOr<BudgetMap> changed = ComputeBudgetMap(profile, other);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(*BudgetMapToJson(*changed), *BudgetMapToJson(*plain));
+  EXPECT_EQ(changed->options.shrink_z, 0.0);
+  EXPECT_EQ(changed->options.normalization, Normalization::kMinMax);
+}
+
+TEST(ResponseBudgetMapTest, ProfileErrorsAreToldApartFromOptionErrors) {
+  EXPECT_TRUE(ValidateMapProfile(ThreeLayerResponseProfile()).ok());
+  EXPECT_TRUE(ValidateMapProfile(ProfileOf({0.01, 0.04, 0.02})).ok());
+  SensitivityProfile missing = ThreeLayerResponseProfile();
+  missing.params.layers = {0, 2};
+  missing.layers.erase(missing.layers.begin() + 1);
+  EXPECT_THAT(std::string(ValidateMapProfile(missing).message()),
+              HasSubstr("no response for layer 1 of 3"));
+  EXPECT_THAT(std::string(ComputeBudgetMap(missing, Options(2.0, 100)).status().message()),
+              HasSubstr("no response for layer 1 of 3"));
+  SensitivityProfile noise_missing = ProfileOf({0.01, 0.04, 0.02});
+  noise_missing.params.layers = {0, 2};
+  noise_missing.layers.erase(noise_missing.layers.begin() + 1);
+  EXPECT_THAT(std::string(ValidateMapProfile(noise_missing).message()),
+              HasSubstr("no sensitivity for layer 1 of 3"));
+  // A noise map records its objective too.
+  StatusOr<BudgetMap> noise = ComputeBudgetMap(ProfileOf({0.01, 0.04, 0.02}), Options(4.0, 100));
+  ASSERT_TRUE(noise.ok());
+  EXPECT_EQ(noise->objective, Objective::kNoise);
 }
 
 // --- Output formats ----------------------------------------------------------------------------
