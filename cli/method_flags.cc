@@ -1,12 +1,34 @@
 #include "cli/method_flags.h"
 
+#include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli/profile_view.h"
 #include "worker/data/calibration_data.h"
 
 namespace ripplekv::cli {
+namespace {
+
+// "16,32,64" -> {16, 32, 64}; "" -> {} (the default grid). The grid's rules are the method's.
+StatusOr<std::vector<int64_t>> ParseBudgetList(const std::string& text) {
+  std::vector<int64_t> budgets;
+  if (text.empty()) return budgets;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t budget = 0;
+    if (!absl::SimpleAtoi(part, &budget)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--budgets: cannot parse '", part, "' (expected e.g. 16,32,64)"));
+    }
+    budgets.push_back(budget);
+  }
+  return budgets;
+}
+
+}  // namespace
 
 void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_help) {
   CLI::Option* data = cmd->add_option("--data", flags.data, std::string(data_help));
@@ -38,24 +60,56 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_hel
       ->capture_default_str();
   cmd->add_option("--layers", flags.layers, "Layers to measure, e.g. 0-3,7 (default: all)");
   cmd->add_flag("--strict", flags.strict, "Reject the data when any sample is too short");
+  cmd->add_option("--objective", flags.objective,
+                  "What a trial measures: noise (norm-adaptive noise in one layer's values) or "
+                  "response (compress one layer at a time to each budget with --selector and "
+                  "measure the KL; one trial per budget, --trials is not read)")
+      ->capture_default_str();
+  cmd->add_option("--selector", flags.selector,
+                  "Token selector of --objective response: snapkv, h2o or streaming")
+      ->capture_default_str();
+  std::string grid;
+  for (int64_t budget : method::kDefaultResponseBudgets) {
+    absl::StrAppend(&grid, grid.empty() ? "" : ",", budget);
+  }
+  cmd->add_option("--budgets", flags.budgets,
+                  absl::StrCat("Budget grid of --objective response, tokens per KV head, e.g. "
+                               "32,64,128 (default ",
+                               grid,
+                               "); budgets below the selector's smallest or not below "
+                               "--context-len are dropped, and --context-len (the full cache) "
+                               "is added"));
 }
 
 StatusOr<method::CalibrationParams> CheckedCalibrationParams(const MethodFlags& flags,
-                                                            bool until_stable,
-                                                            int64_t max_samples) {
+                                                             bool until_stable,
+                                                             int64_t max_samples) {
+  ASSIGN_OR_RETURN(const method::Objective objective, method::ParseObjective(flags.objective));
+  ASSIGN_OR_RETURN(const method::ResponseSelector selector,
+                   method::ParseResponseSelector(flags.selector));
+  // A noise calibration reads no selector: one given is a mistake, not a choice to ignore.
+  if (objective != method::Objective::kResponse && flags.selector != MethodFlags().selector) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--selector ", flags.selector, ": only with --objective response"));
+  }
   ASSIGN_OR_RETURN(const method::PerturbMode mode, method::ParsePerturbMode(flags.mode));
   ASSIGN_OR_RETURN(const std::vector<int> layers, ParseLayerList(flags.layers));
-  const method::CalibrationParams params{.mode = mode,
-                                         .alpha = flags.alpha,
-                                         .trials = flags.trials,
-                                         .seed = flags.seed,
-                                         .samples = flags.samples,
-                                         .context_len = flags.context_len,
-                                         .probe_len = flags.probe,
-                                         .layers = {layers.begin(), layers.end()},
-                                         .data_seed = flags.data_seed,
-                                         .until_stable = until_stable,
-                                         .max_samples = max_samples};
+  ASSIGN_OR_RETURN(std::vector<int64_t> budgets, ParseBudgetList(flags.budgets));
+  const method::CalibrationParams params =
+      method::ResolveResponseGrid({.objective = objective,
+                                   .mode = mode,
+                                   .alpha = flags.alpha,
+                                   .trials = flags.trials,
+                                   .seed = flags.seed,
+                                   .samples = flags.samples,
+                                   .context_len = flags.context_len,
+                                   .probe_len = flags.probe,
+                                   .layers = {layers.begin(), layers.end()},
+                                   .data_seed = flags.data_seed,
+                                   .until_stable = until_stable,
+                                   .max_samples = max_samples,
+                                   .selector = selector,
+                                   .budgets = std::move(budgets)});
   RETURN_IF_ERROR(method::ValidateCalibrationParams(params, /*n_layers=*/0));
   return params;
 }

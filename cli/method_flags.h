@@ -24,21 +24,28 @@ struct MethodFlags {
   int trials = 2;
   uint64_t seed = 0;
   std::string mode = "cache";
-  std::string layers;   // "0-3,7"; empty: all layers
-  bool strict = false;  // a JSONL record with too few tokens is an error
+  std::string layers;               // "0-3,7"; empty: all layers
+  bool strict = false;              // a JSONL record with too few tokens is an error
+  std::string objective = "noise";  // what a trial measures: "noise" or "response"
+  std::string selector = "snapkv";  // the response objective's token selector
+  std::string budgets;              // the response grid, tokens: "16,32,64"; empty: the default
 };
 
 // Registers --data (described by `data_help`), --builtin (excludes --data), --data-seed,
-// --samples, --context-len, --probe, --alpha, --trials, --seed, --mode, --layers and --strict on
-// `cmd`, writing into `flags`, which must outlive the parse. The --builtin name is checked by the
-// command (BuiltinFromFlags), so that an unknown one is an InvalidArgument listing the known ones.
+// --samples, --context-len, --probe, --alpha, --trials, --seed, --mode, --layers, --strict,
+// --objective, --selector and --budgets on `cmd`, writing into `flags`, which must outlive the
+// parse. The --builtin name is checked by the command (BuiltinFromFlags), so that an unknown one
+// is an InvalidArgument listing the known ones.
 void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_help);
 
-// The method's parameters the flags give (method/calibration_params.h), with --mode and --layers
-// parsed and --until-stable / --max-samples of the commands that take them, checked by
-// method::ValidateCalibrationParams without a layer count (the layer range needs the model):
-// for the commands to call before any model work. InvalidArgument for an unknown --mode, a
-// malformed --layers list or any parameter the method refuses (the field named).
+// The method's parameters the flags give (method/calibration_params.h), with --objective,
+// --selector, --mode, --layers and --budgets parsed and --until-stable / --max-samples of the
+// commands that take them, the response grid resolved (method::ResolveResponseGrid: with
+// --objective response, --trials is one per budget), checked by method::ValidateCalibrationParams
+// without a layer count (the layer range needs the model): for the commands to call before any
+// model work. InvalidArgument for an unknown --objective, --selector or --mode, a --selector other
+// than the default without --objective response, a malformed --layers or --budgets list or any
+// parameter the method refuses (the field named).
 [[nodiscard]] StatusOr<method::CalibrationParams> CheckedCalibrationParams(
     const MethodFlags& flags, bool until_stable = false, int64_t max_samples = 64);
 
