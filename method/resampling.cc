@@ -27,19 +27,25 @@ std::vector<double> AverageRanks(std::span<const double> values, double* tie_ter
   return ranks;
 }
 
-double SpearmanCorrelation(std::span<const double> x, std::span<const double> y) {
+double PearsonCorrelation(std::span<const double> x, std::span<const double> y) {
   if (x.size() < 2 || x.size() != y.size()) return 0.0;
-  const std::vector<double> rx = AverageRanks(x), ry = AverageRanks(y);
-  // Both rank vectors have mean (n + 1) / 2.
-  const double mean = 0.5 * static_cast<double>(x.size() + 1);
+  double mx = 0.0, my = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) mx += x[i], my += y[i];
+  mx /= static_cast<double>(x.size());
+  my /= static_cast<double>(y.size());
   double sxy = 0.0, sxx = 0.0, syy = 0.0;
-  for (size_t i = 0; i < rx.size(); ++i) {
-    sxy += (rx[i] - mean) * (ry[i] - mean);
-    sxx += (rx[i] - mean) * (rx[i] - mean);
-    syy += (ry[i] - mean) * (ry[i] - mean);
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
   }
   if (!(sxx > 0.0) || !(syy > 0.0)) return 0.0;
   return std::clamp(sxy / std::sqrt(sxx * syy), -1.0, 1.0);
+}
+
+double SpearmanCorrelation(std::span<const double> x, std::span<const double> y) {
+  if (x.size() < 2 || x.size() != y.size()) return 0.0;
+  return PearsonCorrelation(AverageRanks(x), AverageRanks(y));
 }
 
 uint64_t BootstrapDraw::Index(uint64_t n) {

@@ -1,8 +1,8 @@
 #pragma once
 // The building blocks of the resampling statistics (paired comparisons, method/paired_stats.h;
 // profile stability, method/profile_stability.h) and of rank normalization (method/budget_map.h):
-// average ranks, Spearman's rank correlation, a seeded uniform index draw that is the same on every
-// standard library, and the type-7 sample quantile.
+// average ranks, Pearson's and Spearman's correlations, a seeded uniform index draw that is the
+// same on every standard library, and the type-7 sample quantile.
 //
 // Pure and deterministic; no std:: distribution is used, since their output is
 // implementation-defined. Thread-safety: no shared state (a BootstrapDraw belongs to one thread).
@@ -18,6 +18,10 @@ namespace ripplekv::method {
 // their ranks. `tie_term`, when given, receives sum_t (t^3 - t) over the groups of t equal values
 // (0 without ties).
 std::vector<double> AverageRanks(std::span<const double> values, double* tie_term = nullptr);
+
+// Pearson's correlation of x and y, in [-1, 1]; 0 when either input is constant or holds fewer
+// than 2 values. Precondition: x.size() == y.size().
+double PearsonCorrelation(std::span<const double> x, std::span<const double> y);
 
 // Spearman's rank correlation: Pearson's correlation of AverageRanks(x) and AverageRanks(y), in
 // [-1, 1]. 0 when either input is constant (its ranks have no spread) or holds fewer than 2 values.

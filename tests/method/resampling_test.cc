@@ -34,6 +34,18 @@ TEST(SpearmanTest, HandComputedValues) {
   EXPECT_EQ(SpearmanCorrelation(std::vector<double>{1}, std::vector<double>{2}), 0.0);
 }
 
+TEST(PearsonTest, HandComputedValues) {
+  const std::vector<double> x = {1.0, 2.0, 3.0, 4.0, 5.0};
+  EXPECT_DOUBLE_EQ(PearsonCorrelation(x, std::vector<double>{3, 5, 7, 9, 11}), 1.0);
+  EXPECT_DOUBLE_EQ(PearsonCorrelation(x, std::vector<double>{-1, -2, -3, -4, -5}), -1.0);
+  // Centered x = (-2,-1,0,1,2), y = (1,0,0,0,4) centered (0,-1,-1,-1,3): sxy = 0+1+0-1+6 = 6,
+  // sxx = 10, syy = 0+1+1+1+9 = 12; r = 6 / sqrt(120). Spearman would rank the values instead.
+  EXPECT_NEAR(PearsonCorrelation(x, std::vector<double>{1, 0, 0, 0, 4}), 6.0 / std::sqrt(120.0),
+              1e-15);
+  EXPECT_EQ(PearsonCorrelation(x, std::vector<double>{2, 2, 2, 2, 2}), 0.0);  // constant
+  EXPECT_EQ(PearsonCorrelation(std::vector<double>{1}, std::vector<double>{2}), 0.0);
+}
+
 TEST(BootstrapDrawTest, DeterministicPerSeedAndUniform) {
   BootstrapDraw a(7), b(7), c(8);
   bool differs = false;

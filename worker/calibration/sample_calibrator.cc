@@ -440,25 +440,48 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerCacheNaive(
 
 StatusOr<std::vector<double>> SampleCalibrator::RunLayerResponseNaive(
     int layer, const ResponseTrials& response) const {
-  const int c = context_len(), w = probe_len();
+  const int c = context_len();
   std::vector<double> kl(response.budgets.size(), 0.0);
   for (size_t t = 0; t < response.budgets.size(); ++t) {
     if (response.budgets[t] >= c) continue;
-    // A fresh observed prefill, layer `layer` alone compressed in place, the whole probe pass.
-    KvCache cache = model_->NewCache(c + w);
-    ASSIGN_OR_RETURN(ObservedPrefill pre, PrefillObserved(*model_, context_, *observed_, cache));
-    ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> keep,
-                     SelectTokens(response.selector, pre.layers[layer], response.budgets[t],
-                                  response.selection));
-    RETURN_IF_ERROR(cache.Retain(layer, keep));
-    const std::span<const int32_t> probe_positions(positions_.data() + c, w);
-    ASSIGN_OR_RETURN(
-        ForwardResult out,
-        model_->Forward({.tokens = probe_, .positions = probe_positions, .logits = LogitRows::kAll},
-                        cache));
-    ASSIGN_OR_RETURN(kl[t], MeanKl(out.logits, 0));
+    // Layer `layer` alone compressed, every other layer whole.
+    std::vector<int> budgets(model_->config().n_layers, c);
+    budgets[layer] = response.budgets[t];
+    ASSIGN_OR_RETURN(kl[t], CompressedProbeKl(budgets, response));
   }
   return kl;
+}
+
+StatusOr<double> SampleCalibrator::RunCompressedMap(std::span<const int> budgets,
+                                                    const ResponseTrials& response) const {
+  if (static_cast<int>(budgets.size()) != model_->config().n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a budget map of ", budgets.size(), " layers for a model of ", model_->config().n_layers));
+  }
+  const int trials = static_cast<int>(response.budgets.size());
+  RETURN_IF_ERROR(CheckArgs(0, {.trials = trials, .response = response}));
+  return CompressedProbeKl(budgets, response);
+}
+
+StatusOr<double> SampleCalibrator::CompressedProbeKl(std::span<const int> budgets,
+                                                     const ResponseTrials& response) const {
+  const int c = context_len(), w = probe_len();
+  // A fresh observed prefill, the layers compressed in place, the whole probe pass.
+  KvCache cache = model_->NewCache(c + w);
+  ASSIGN_OR_RETURN(ObservedPrefill pre, PrefillObserved(*model_, context_, *observed_, cache));
+  for (size_t l = 0; l < budgets.size(); ++l) {
+    if (budgets[l] >= c) continue;
+    ASSIGN_OR_RETURN(
+        std::vector<std::vector<int32_t>> keep,
+        SelectTokens(response.selector, pre.layers[l], budgets[l], response.selection));
+    RETURN_IF_ERROR(cache.Retain(static_cast<int>(l), keep));
+  }
+  const std::span<const int32_t> probe_positions(positions_.data() + c, w);
+  ASSIGN_OR_RETURN(
+      ForwardResult out,
+      model_->Forward({.tokens = probe_, .positions = probe_positions, .logits = LogitRows::kAll},
+                      cache));
+  return MeanKl(out.logits, 0);
 }
 
 }  // namespace ripplekv::worker

@@ -95,6 +95,15 @@ class SampleCalibrator {
   [[nodiscard]] StatusOr<std::vector<double>> RunLayerNaive(int layer,
                                                             const TrialOptions& options) const;
 
+  // The probe's mean KL (nats) against the full cache when every layer l is compressed at once to
+  // budgets[l] tokens per KV head by `response`'s selector (a budget >= C keeps the layer whole):
+  // a fresh observed prefill, KvCache::Retain on every layer, the whole probe pass. What a budget
+  // map costs jointly, against which the sum of the layers' responses is a prediction
+  // (docs/BUDGETS.md, "Is the sum a good predictor?"). Needs a sample prepared with the
+  // selector's statistics (FailedPrecondition), budgets.size() == n_layers (InvalidArgument).
+  [[nodiscard]] StatusOr<double> RunCompressedMap(std::span<const int> budgets,
+                                                  const ResponseTrials& response) const;
+
   // Bytes this prepared sample holds (clean cache, recorded layer inputs, clean logits): what a
   // worker's bounded cache of prepared samples accounts for.
   int64_t memory_bytes() const;
@@ -113,6 +122,9 @@ class SampleCalibrator {
   StatusOr<std::vector<double>> RunLayerResponse(int layer, const ResponseTrials& response) const;
   StatusOr<std::vector<double>> RunLayerResponseNaive(int layer,
                                                       const ResponseTrials& response) const;
+  // The probe's mean KL with every layer l compressed to budgets[l] (naive: a fresh prefill).
+  StatusOr<double> CompressedProbeKl(std::span<const int> budgets,
+                                     const ResponseTrials& response) const;
   // The entries each KV head of `layer` keeps at `budget` (< C), by the response selector.
   StatusOr<std::vector<std::vector<int32_t>>> Selection(int layer, const ResponseTrials& response,
                                                         int budget) const;

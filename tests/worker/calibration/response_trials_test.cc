@@ -150,6 +150,30 @@ TEST(ResponseTrialsTest, NeedsTheSelectorsStatistics) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ResponseTrialsTest, CompressedMapOfOneLayerIsThatLayersResponse) {
+  const Fixture f = MakeFixture();
+  const TrialOptions options = ResponseOptions(SelectionKind::kSnapKv);
+  const auto cal = Prepare(f, options);
+  const ResponseTrials& response = *options.response;
+  auto one = cal->RunLayerNaive(2, options);
+  ASSERT_TRUE(one.ok()) << one.status();
+  std::vector<int> budgets(kLayers, kContext);
+  budgets[2] = response.budgets[1];
+  auto joint = cal->RunCompressedMap(budgets, response);
+  ASSERT_TRUE(joint.ok()) << joint.status();
+  EXPECT_EQ(*joint, (*one)[1]);
+  // Every layer whole: the clean cache, KL 0 up to the rounding of a second prefill.
+  auto none = cal->RunCompressedMap(std::vector<int>(kLayers, kContext), response);
+  ASSERT_TRUE(none.ok());
+  EXPECT_LT(*none, 1e-9);
+  // Every layer compressed loses more than the one layer did.
+  auto all = cal->RunCompressedMap(std::vector<int>(kLayers, response.budgets[1]), response);
+  ASSERT_TRUE(all.ok());
+  EXPECT_GT(*all, (*one)[1]);
+  EXPECT_EQ(cal->RunCompressedMap(std::vector<int>(kLayers - 1, 16), response).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ResponseTrialsTest, OptionsOfTheMethodsParameters) {
   method::CalibrationParams params;
   EXPECT_FALSE(TrialOptionsOf(params).response.has_value());
