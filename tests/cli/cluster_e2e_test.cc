@@ -1,8 +1,9 @@
 // End to end through real processes on loopback: ripplekv-scheduler + 2 ripplekv-worker, a job
 // submitted with `ripplekv submit --wait`, the profile fetched with `ripplekv profile get --json`,
-// must equal local `ripplekv calibrate --json` bit for bit (docs/DESIGN.md §2, canonical aggregation);
-// `ripplekv tasks` then names, for every task, a worker of the cluster and the version it runs.
-// Needs RIPPLEKV_SMOLLM2_GGUF; skipped without it. Every process is killed on every path.
+// must equal local `ripplekv calibrate --json` bit for bit (docs/DESIGN.md §2, canonical
+// aggregation); `ripplekv tasks` then names, for every task, a worker of the cluster and the
+// version it runs; the same for a response calibration. Needs RIPPLEKV_SMOLLM2_GGUF; skipped
+// without it. Every process is killed on every path.
 
 #include <gtest/gtest.h>
 
@@ -59,8 +60,9 @@ TEST(ClusterE2eTest, TwoWorkerJobEqualsLocalCalibrateBitForBit) {
   const std::string revision =
       version.out.substr(revision_at, version.out.find(',', revision_at) - revision_at);
   const std::string worker_version = first_line + " (" + revision + ")";
-  const CliResult jobs = RunCli(tmp.path(), "jobs", {"jobs", "--scheduler", cluster.address(),
-                                                     "--json"}, std::chrono::seconds(10));
+  const CliResult jobs =
+      RunCli(tmp.path(), "jobs", {"jobs", "--scheduler", cluster.address(), "--json"},
+             std::chrono::seconds(10));
   ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
   const nlohmann::json all_jobs = nlohmann::json::parse(jobs.out, nullptr, false);
   ASSERT_TRUE(!all_jobs.is_discarded() && all_jobs.contains("jobs") && all_jobs["jobs"].size() == 1)
@@ -79,9 +81,9 @@ TEST(ClusterE2eTest, TwoWorkerJobEqualsLocalCalibrateBitForBit) {
     EXPECT_TRUE(by == "worker-1" || by == "worker-2") << task.dump();
     EXPECT_EQ(task.value("completed_by_version", ""), worker_version) << task.dump();
   }
-  const CliResult table = RunCli(tmp.path(), "tasks-table",
-                                 {"tasks", "--scheduler", cluster.address(), job_id},
-                                 std::chrono::seconds(10));
+  const CliResult table =
+      RunCli(tmp.path(), "tasks-table", {"tasks", "--scheduler", cluster.address(), job_id},
+             std::chrono::seconds(10));
   ASSERT_EQ(table.exit_code, 0) << table.err;
   int counted = 0;
   for (size_t at = table.out.find("done by "); at != std::string::npos;
@@ -96,6 +98,49 @@ TEST(ClusterE2eTest, TwoWorkerJobEqualsLocalCalibrateBitForBit) {
 
   cluster.StopAll();
   EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(90));
+}
+
+// The response objective (docs/CALIBRATION.md, "Response profiles") needs no special case in the
+// service: its budgets are the task's trials, so a job's profile equals the local one bit for bit.
+TEST(ClusterE2eTest, ResponseJobEqualsLocalCalibrateBitForBit) {
+  const std::string model = TestModelPath();
+  if (model.empty()) {
+    GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF is not set (path of SmolLM2-135M-Instruct.Q4_1.gguf)";
+  }
+  const std::vector<std::string> params = {"--objective", "response", "--selector",    "h2o",
+                                           "--samples",   "2",        "--context-len", "64",
+                                           "--probe",     "8",        "--layers",      "0,29"};
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path().empty());
+  LocalCluster cluster(tmp.path());
+  cluster.StartScheduler();
+  cluster.StartWorker("worker-1", model);
+  cluster.StartWorker("worker-2", model);
+  ASSERT_TRUE(cluster.SchedulerAnswers(std::chrono::seconds(10))) << cluster.Logs();
+  ASSERT_TRUE(cluster.Registered("worker-1", std::chrono::seconds(40)) &&
+              cluster.Registered("worker-2", std::chrono::seconds(40)))
+      << "workers did not register" << cluster.Logs();
+  std::vector<std::string> submit = {"submit",  "--scheduler", cluster.address(),
+                                     "--model", model,         "--wait"};
+  submit.insert(submit.end(), params.begin(), params.end());
+  const CliResult job = RunCli(tmp.path(), "submit", submit, std::chrono::seconds(60));
+  ASSERT_EQ(job.exit_code, 0) << job.err << cluster.Logs();
+
+  const nlohmann::json local = LocalCalibrateJson(tmp.path(), model, params);
+  ASSERT_FALSE(local.is_null());
+  // H2O's grid at C = 64: 16, 32 and the full cache.
+  EXPECT_EQ(local["params"]["objective"], "response");
+  EXPECT_EQ(local["params"]["budgets"], nlohmann::json::array({16, 32, 64}));
+  for (const nlohmann::json& layer : local["layers"]) {
+    ASSERT_EQ(layer["response"].size(), 3u) << layer.dump();
+    EXPECT_GT(layer["response"][0]["mean_kl"].get<double>(), 0.0) << layer.dump();
+    EXPECT_EQ(layer["response"][2]["mean_kl"].get<double>(), 0.0) << layer.dump();
+  }
+  const nlohmann::json remote =
+      FetchProfileJson(tmp.path(), cluster.address(), local["model"]["hash"].get<std::string>());
+  ASSERT_FALSE(remote.is_null()) << cluster.Logs();
+  ExpectSameProfile(remote, local, /*layers=*/2);
+  cluster.StopAll();
 }
 
 }  // namespace

@@ -55,6 +55,9 @@ inline void ExpectSameProfile(const nlohmann::json& remote, const nlohmann::json
     EXPECT_EQ(b[i]["stderr"].dump(), a[i]["stderr"].dump());
     EXPECT_EQ(b[i]["per_sample_mean"], a[i]["per_sample_mean"]);
     EXPECT_EQ(b[i]["count"], a[i]["count"]);
+    // A response profile's points (absent from both in a noise profile), to the bit.
+    EXPECT_EQ(b[i].value("response", nlohmann::json()).dump(),
+              a[i].value("response", nlohmann::json()).dump());
     EXPECT_GT(a[i]["mean_kl"].get<double>(), 0.0);
   }
   // Parameters, the data description (source, shape and token fingerprint, as the workers
