@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/strings.h"
 #include "cli/profile_plot.h"
 #include "method/budget_map.h"
 
@@ -62,6 +63,35 @@ void PrintVerification(const method::ProfileVerification& v) {
   }
 }
 
+// What the profile measured, one line: the objective and its parameters.
+void PrintObjective(const method::ProfileParams& p) {
+  if (p.objective == method::Objective::kResponse) {
+    std::printf(
+        "objective response (selector %s, budgets %s tokens per KV head, %lld = full "
+        "cache)\n",
+        std::string(method::ResponseSelectorName(p.selector)).c_str(),
+        absl::StrJoin(p.budgets, " ").c_str(), static_cast<long long>(p.context_len));
+    return;
+  }
+  std::printf("objective noise (mode %s, alpha %g, %lld trial%s)\n",
+              std::string(method::PerturbModeName(p.mode)).c_str(), p.alpha,
+              static_cast<long long>(p.trials), p.trials == 1 ? "" : "s");
+}
+
+// A response profile's points: one row per layer, the mean KL at each budget of the grid.
+void PrintResponse(const method::SensitivityProfile& profile) {
+  std::printf("KL by budget (nats)\n%5s", "layer");
+  for (int64_t budget : profile.params.budgets) {
+    std::printf("  %9lld", static_cast<long long>(budget));
+  }
+  std::printf("\n");
+  for (const method::LayerSensitivity& l : profile.layers) {
+    std::printf("%5lld", static_cast<long long>(l.layer));
+    for (const method::ResponsePoint& point : l.response) std::printf("  %9.3g", point.mean_kl);
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 void PrintProfileTable(const method::SensitivityProfile& profile, double ratio) {
@@ -70,6 +100,7 @@ void PrintProfileTable(const method::SensitivityProfile& profile, double ratio) 
   auto normalized = method::NormalizeSensitivities(sens, method::Normalization::kMinMax);
   double max_kl = 0;
   for (double s : sens) max_kl = std::max(max_kl, s);
+  PrintObjective(profile.params);
   const std::optional<method::ProfileStability>& st = profile.stability;
   // The stability block's intervals, when the profile carries one: of the mean KL, and of the
   // layer's budget share b_l / B at the block's ratio.
@@ -93,6 +124,7 @@ void PrintProfileTable(const method::SensitivityProfile& profile, double ratio) 
     }
     std::printf("  %s\n", std::string(bar, '#').c_str());
   }
+  if (profile.params.objective == method::Objective::kResponse) PrintResponse(profile);
   if (st) PrintStability(profile, *st);
   if (profile.verification) PrintVerification(*profile.verification);
 }
@@ -105,13 +137,21 @@ Status WriteProfilePlot(const method::SensitivityProfile& profile, double ratio,
                    method::NormalizeSensitivities(sens, method::Normalization::kMinMax));
   const method::ProfileParams& p = profile.params;
   ProfilePlotData plot;
-  plot.title =
-      absl::StrCat(profile.model.name.empty() ? profile.model.architecture : profile.model.name,
-                   " — value-cache sensitivity");
-  plot.subtitle =
-      absl::StrCat(p.mode == method::PerturbMode::kCache ? "cache" : "prefill", " mode, alpha ",
-                   p.alpha, ", ", p.trials, " trials, ", p.samples, " samples of C=", p.context_len,
-                   " W=", p.probe_len, ", model ", profile.model.hash.substr(0, 12));
+  const std::string model_name =
+      profile.model.name.empty() ? profile.model.architecture : profile.model.name;
+  const std::string data =
+      absl::StrCat(p.samples, " samples of C=", p.context_len, " W=", p.probe_len, ", model ",
+                   profile.model.hash.substr(0, 12));
+  if (p.objective == method::Objective::kResponse) {
+    plot.title = absl::StrCat(model_name, " — compression response");
+    plot.subtitle =
+        absl::StrCat(Sv(method::ResponseSelectorName(p.selector)), " at budgets ",
+                     absl::StrJoin(p.budgets, ", "), " (mean KL over the grid), ", data);
+  } else {
+    plot.title = absl::StrCat(model_name, " — value-cache sensitivity");
+    plot.subtitle = absl::StrCat(Sv(method::PerturbModeName(p.mode)), " mode, alpha ", p.alpha,
+                                 ", ", p.trials, " trials, ", data);
+  }
   for (size_t i = 0; i < profile.layers.size(); ++i) {
     const auto& l = profile.layers[i];
     plot.layers.push_back(static_cast<int>(l.layer));
