@@ -81,12 +81,18 @@ StatusOr<std::string> FrozenMapToJson(const FrozenMap& frozen) {
   ASSIGN_OR_RETURN(std::string native, BudgetMapToJson(frozen.map));
   OrderedJson params = OrderedJson::object();
   for (const auto& [key, value] : frozen.selection.params) params[key] = value;  // sorted
-  OrderedJson root = {{"schema_version", kFrozenMapSchemaVersion},
-                      {"model_hash", frozen.map.model_hash},
-                      {"profile_version", frozen.profile_version},
-                      {"selection", OrderedJson{{"method", frozen.selection.method},
-                                                {"params", std::move(params)}}},
-                      {"map", OrderedJson::parse(native)}};
+  const bool response = frozen.map.objective == Objective::kResponse;
+  OrderedJson root = {
+      {"schema_version", response ? kFrozenMapSchemaVersion : kFrozenMapNoiseSchemaVersion},
+      {"model_hash", frozen.map.model_hash},
+      {"profile_version", frozen.profile_version}};
+  if (response) {
+    root["objective"] = ObjectiveName(frozen.map.objective);
+    root["selector"] = ResponseSelectorName(frozen.map.selector);
+  }
+  root["selection"] =
+      OrderedJson{{"method", frozen.selection.method}, {"params", std::move(params)}};
+  root["map"] = OrderedJson::parse(native);
   return json_fields::Dump(root, kWhat);
 }
 
@@ -98,14 +104,40 @@ StatusOr<FrozenMap> FrozenMapFromJson(std::string_view json_text) {
   }
   ASSIGN_OR_RETURN(const Json* version_json, Member(root, kWhat, "", "schema_version"));
   ASSIGN_OR_RETURN(int64_t version, AsInt(*version_json, kWhat, "schema_version"));
-  if (version != kFrozenMapSchemaVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("frozen map: schema_version ", version,
-                     " is not supported (this build reads version ", kFrozenMapSchemaVersion, ")"));
+  if (version != kFrozenMapNoiseSchemaVersion && version != kFrozenMapSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "frozen map: schema_version ", version, " is not supported (this build reads versions ",
+        kFrozenMapNoiseSchemaVersion, " and ", kFrozenMapSchemaVersion, ")"));
   }
-  RETURN_IF_ERROR(json_fields::ExpectObject(
-      root, kWhat, "", {"schema_version", "model_hash", "profile_version", "selection", "map"}));
+  if (version == kFrozenMapNoiseSchemaVersion) {
+    RETURN_IF_ERROR(json_fields::ExpectObject(
+        root, kWhat, "", {"schema_version", "model_hash", "profile_version", "selection", "map"}));
+  } else {
+    RETURN_IF_ERROR(json_fields::ExpectObject(root, kWhat, "",
+                                              {"schema_version", "model_hash", "profile_version",
+                                               "objective", "selector", "selection", "map"}));
+  }
   FrozenMap frozen;
+  Objective objective = Objective::kNoise;
+  ResponseSelector selector = ResponseSelector::kSnapKv;
+  if (version == kFrozenMapSchemaVersion) {
+    ASSIGN_OR_RETURN(const Json* objective_json, Member(root, kWhat, "", "objective"));
+    ASSIGN_OR_RETURN(std::string objective_name, AsString(*objective_json, kWhat, "objective"));
+    if (objective_name != ObjectiveName(Objective::kResponse)) {
+      return json_fields::Error(
+          kWhat, "objective",
+          absl::StrCat("is \"", objective_name, "\"; a schema_version ", kFrozenMapSchemaVersion,
+                       " document is a response map (a noise map is version ",
+                       kFrozenMapNoiseSchemaVersion, ")"));
+    }
+    objective = Objective::kResponse;
+    ASSIGN_OR_RETURN(const Json* selector_json, Member(root, kWhat, "", "selector"));
+    ASSIGN_OR_RETURN(std::string selector_name, AsString(*selector_json, kWhat, "selector"));
+    StatusOr<ResponseSelector> parsed = ParseResponseSelector(selector_name);
+    if (!parsed.ok())
+      return json_fields::Error(kWhat, "selector", std::string(parsed.status().message()));
+    selector = *parsed;
+  }
   ASSIGN_OR_RETURN(const Json* hash_json, Member(root, kWhat, "", "model_hash"));
   ASSIGN_OR_RETURN(std::string model_hash, AsString(*hash_json, kWhat, "model_hash"));
   ASSIGN_OR_RETURN(const Json* profile_json, Member(root, kWhat, "", "profile_version"));
@@ -123,6 +155,8 @@ StatusOr<FrozenMap> FrozenMapFromJson(std::string_view json_text) {
     return Status(map.status().code(), absl::StrCat("frozen map: map.", map.status().message()));
   }
   frozen.map = *std::move(map);
+  frozen.map.objective = objective;
+  frozen.map.selector = selector;
   if (frozen.map.model_hash != model_hash) {
     return json_fields::Error(kWhat, "map.model_hash",
                               absl::StrCat("\"", frozen.map.model_hash,

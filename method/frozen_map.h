@@ -6,6 +6,12 @@
 //   {"schema_version": 1, "model_hash": H, "profile_version": P,
 //    "selection": {"method": M, "params": {K: V, ...}}, "map": <native budget map,
 //    budget_format.h>}
+// A map of a response profile (BudgetMap::objective kResponse) is schema version 2, which records
+// after "profile_version" what the profile measured: "objective": "response", "selector": S (the
+// selector its response was measured with; "selection" stays the method the map is meant for,
+// recorded and never interpreted). A noise map is written as version 1, byte for byte as before
+// the objective existed, so its version id is unchanged; a version 1 document reads as a noise
+// map. The native "map" member carries neither field: reading puts them into FrozenMap::map.
 // The text is canonical (keys in this order, params sorted by key, budget_format.h's number
 // form), so equal inputs give equal bytes; the store names a version by the hash of these bytes.
 //
@@ -22,8 +28,10 @@
 
 namespace ripplekv::method {
 
-// The only frozen-map schema version this code reads and writes.
-inline constexpr int kFrozenMapSchemaVersion = 1;
+// The newest frozen-map schema version this code reads and writes (a response map's), and the
+// version of a noise map's document. This code reads both.
+inline constexpr int kFrozenMapSchemaVersion = 2;
+inline constexpr int kFrozenMapNoiseSchemaVersion = 1;
 
 // What a map is meant for: the KV-cache selection method the serving engine runs with it and its
 // parameters. Recorded, never interpreted.
@@ -37,7 +45,9 @@ struct SelectionIntent {
 struct FrozenMap {
   uint32_t profile_version = 0;  // >= 1
   SelectionIntent selection;
-  BudgetMap map;  // valid (ValidateBudgetMap); map.model_hash is the model's hash
+  // Valid (ValidateBudgetMap); map.model_hash is the model's hash, map.objective and map.selector
+  // what the profile measured (ComputeBudgetMap() fills them).
+  BudgetMap map;
 };
 
 // InvalidArgument naming the field ("selection.params[\"window\"]") when an intent breaks the
@@ -49,7 +59,9 @@ struct FrozenMap {
 [[nodiscard]] StatusOr<std::string> FrozenMapToJson(const FrozenMap& frozen);
 
 // Parses a frozen-map document strictly (unknown or missing fields are errors, named by JSON
-// path). Errors as BudgetMapFromJson(), prefixed "frozen map: ".
+// path; a version 2 document must record objective response and its selector). Errors as
+// BudgetMapFromJson(), prefixed "frozen map: "; FailedPrecondition for a schema_version other
+// than 1 and 2.
 [[nodiscard]] StatusOr<FrozenMap> FrozenMapFromJson(std::string_view json_text);
 
 // The bytes a serving node holds for `frozen` in `format`: FormatBudgetMap() of the map, with

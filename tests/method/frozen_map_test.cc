@@ -64,7 +64,7 @@ TEST(FrozenMapTest, ReadingIsStrict) {
 
   EXPECT_FALSE(FrozenMapFromJson("{").ok());
   EXPECT_FALSE(FrozenMapFromJson("[]").ok());
-  EXPECT_EQ(FrozenMapFromJson(R"({"schema_version": 2})").status().code(),
+  EXPECT_EQ(FrozenMapFromJson(R"({"schema_version": 3})").status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -100,6 +100,119 @@ TEST(FrozenMapTest, RendersEachFormatWithTheMapsContextLength) {
   no_context.map.options.max_context.reset();
   EXPECT_EQ(RenderFrozenMap(no_context, BudgetFormat::kKvpress).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A noise map's document as written before maps recorded their profile's objective: it reads as
+// a noise map and is written back byte for byte, so its version id (the hash of these bytes)
+// does not change.
+constexpr std::string_view kVersionOneDocument = R"({
+  "schema_version": 1,
+  "model_hash": "ab12",
+  "profile_version": 1,
+  "selection": {
+    "method": "snapkv",
+    "params": {}
+  },
+  "map": {
+    "schema_version": 1,
+    "model_hash": "ab12",
+    "params": {
+      "normalization": "minmax",
+      "ratio": 2.0,
+      "average_tokens": 10,
+      "total_tokens": null,
+      "min_tokens": 1,
+      "max_tokens": null,
+      "log_epsilon": 1e-12,
+      "max_context": null
+    },
+    "total_tokens": 20,
+    "layers": [
+      {
+        "layer": 0,
+        "tokens": 13,
+        "multiplier": 2.0,
+        "normalized": 1.0
+      },
+      {
+        "layer": 1,
+        "tokens": 7,
+        "multiplier": 1.0,
+        "normalized": 0.0
+      }
+    ]
+  }
+}
+)";
+
+TEST(FrozenMapTest, AVersionOneDocumentIsANoiseMapWithUnchangedBytes) {
+  StatusOr<FrozenMap> frozen = FrozenMapFromJson(kVersionOneDocument);
+  ASSERT_TRUE(frozen.ok()) << frozen.status();
+  EXPECT_EQ(frozen->map.objective, Objective::kNoise);
+  StatusOr<std::string> text = FrozenMapToJson(*frozen);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, kVersionOneDocument);
+  // A version 1 document has no objective.
+  std::string with_objective(kVersionOneDocument);
+  with_objective.insert(with_objective.find("\"selection\""), "\"objective\": \"response\", ");
+  StatusOr<FrozenMap> parsed = FrozenMapFromJson(with_objective);
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("objective"), std::string::npos) << parsed.status();
+}
+
+FrozenMap ResponseExample() {
+  FrozenMap frozen = Example();
+  frozen.map.objective = Objective::kResponse;
+  frozen.map.selector = ResponseSelector::kH2o;
+  return frozen;
+}
+
+TEST(FrozenMapTest, AResponseMapRecordsItsObjectiveAndSelectorInVersionTwo) {
+  StatusOr<std::string> text = FrozenMapToJson(ResponseExample());
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("\"schema_version\": 2"), std::string::npos) << *text;
+  EXPECT_LT(text->find("\"profile_version\""), text->find("\"objective\": \"response\""));
+  EXPECT_LT(text->find("\"objective\""), text->find("\"selector\": \"h2o\""));
+  EXPECT_LT(text->find("\"selector\""), text->find("\"selection\""));
+  StatusOr<FrozenMap> back = FrozenMapFromJson(*text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->map.objective, Objective::kResponse);
+  EXPECT_EQ(back->map.selector, ResponseSelector::kH2o);
+  EXPECT_EQ(back->map.tokens, ResponseExample().map.tokens);
+  StatusOr<std::string> again = FrozenMapToJson(*back);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *text);
+  // The same budgets from a noise profile are another document (another version).
+  EXPECT_NE(*text, *FrozenMapToJson(Example()));
+  // What serving nodes get is the native map alone, the same for both.
+  EXPECT_EQ(*RenderFrozenMap(*back, BudgetFormat::kNative),
+            *RenderFrozenMap(Example(), BudgetFormat::kNative));
+}
+
+TEST(FrozenMapTest, AVersionTwoDocumentIsStrictAboutItsObjective) {
+  StatusOr<std::string> text = FrozenMapToJson(ResponseExample());
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto error = [](const std::string& document) {
+    StatusOr<FrozenMap> parsed = FrozenMapFromJson(document);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(parsed.status().message());
+  };
+  std::string noise = *text;
+  noise.replace(noise.find("\"response\""), 10, "\"noise\"");
+  EXPECT_NE(error(noise).find("objective: is \"noise\""), std::string::npos) << error(noise);
+  std::string no_selector = *text;
+  no_selector.erase(no_selector.find("\"selector\""), std::string("\"selector\": \"h2o\",").size());
+  EXPECT_NE(error(no_selector).find("selector: missing"), std::string::npos) << error(no_selector);
+  std::string other_selector = *text;
+  other_selector.replace(other_selector.find("\"h2o\""), 5, "\"tova\"");
+  EXPECT_NE(error(other_selector).find("selector: unknown response selector \"tova\""),
+            std::string::npos)
+      << error(other_selector);
+  std::string no_objective = *text;
+  no_objective.erase(no_objective.find("\"objective\""),
+                     std::string("\"objective\": \"response\",").size());
+  EXPECT_NE(error(no_objective).find("objective: missing"), std::string::npos)
+      << error(no_objective);
 }
 
 }  // namespace
