@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -173,14 +174,44 @@ TEST(StoreCodecTest, JobsWithoutRoundsOrADataSeedEncodeWithoutTheNewFields) {
   job.samples_planned = job.spec.params.samples;
   StatusOr<std::string> encoded = EncodeJob(job);
   ASSERT_TRUE(encoded.ok()) << encoded.status();
-  for (const char* field :
-       {"data_seed", "until_stable", "max_samples", "samples_planned", "verify_fraction"}) {
+  for (const char* field : {"data_seed", "until_stable", "max_samples", "samples_planned",
+                            "verify_fraction", "objective", "selector", "budgets"}) {
     EXPECT_EQ(encoded->find(field), std::string::npos) << field << " in " << *encoded;
   }
   StatusOr<Job> decoded = DecodeJob(job.id, *encoded);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   decoded->spec.data_inline = job.spec.data_inline;
   EXPECT_EQ(*decoded, job);
+}
+
+// A response job (objective, selector and its resolved grid) is stored and read back whole.
+TEST(StoreCodecTest, ResponseJobRoundTripsWithItsGrid) {
+  Job job = FullJob();
+  job.spec.params = method::ResolveResponseGrid({.objective = method::Objective::kResponse,
+                                                 .samples = 16,
+                                                 .context_len = 1024,
+                                                 .probe_len = 64,
+                                                 .layers = {0, 5, 29},
+                                                 .selector = method::ResponseSelector::kStreaming,
+                                                 .budgets = {8, 64}});
+  ASSERT_EQ(job.spec.params.budgets, (std::vector<int64_t>{8, 64, 1024}));
+  StatusOr<std::string> encoded = EncodeJob(job);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  nlohmann::json j = nlohmann::json::parse(*encoded);
+  EXPECT_EQ(j["spec"]["params"]["objective"], "response");
+  EXPECT_EQ(j["spec"]["params"]["selector"], "streaming");
+  EXPECT_EQ(j["spec"]["params"]["budgets"], nlohmann::json::parse("[8, 64, 1024]"));
+  StatusOr<Job> decoded = DecodeJob(job.id, *encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  decoded->spec.data_inline = job.spec.data_inline;
+  EXPECT_EQ(*decoded, job);
+
+  j["spec"]["params"]["selector"] = "quest";
+  StatusOr<Job> bad = DecodeJob(job.id, j.dump());
+  ASSERT_TRUE(absl::IsDataLoss(bad.status())) << bad.status();
+  EXPECT_NE(bad.status().message().find("spec.params.selector: unknown selector \"quest\""),
+            std::string_view::npos)
+      << bad.status();
 }
 
 TEST(StoreCodecTest, TaskRoundTripsAndKeyFieldsComeFromTheKey) {
