@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/method_flags.h"
@@ -50,7 +51,6 @@ struct CalibrateArgs {
 
 // Writes --out and --plot, then prints the table (or the JSON with --json).
 int WriteAndPrint(const CalibrateArgs& args, const method::SensitivityProfile& profile) {
-
   if (!args.out.empty()) {
     if (Status st = method::WriteProfileFile(args.out, profile); !st.ok()) return ReportError(st);
     spdlog::info("wrote profile {}", args.out);
@@ -99,18 +99,16 @@ int CalibrateUntilStable(const CalibrateArgs& args, const method::CalibrationPar
                          worker::DataOptions data_options, worker::CalibrationSet first) {
   std::string description, domain;
   // Round 1's samples are the set already loaded; later rounds load the first n of the same order.
-  worker::SampleSource samples =
-      [&](int n) -> StatusOr<std::vector<worker::CalibrationInput>> {
+  worker::SampleSource samples = [&](int n) -> StatusOr<std::vector<worker::CalibrationInput>> {
     worker::CalibrationSet set;
     if (n == static_cast<int>(first.samples.size())) {
       set = std::move(first);
     } else {
       data_options.samples = n;
-      ASSIGN_OR_RETURN(set, args.method.data.empty()
-                                ? worker::BuiltinCalibrationData(builtin, *s.tokenizer,
-                                                                 data_options)
-                                : worker::LoadCalibrationData(args.method.data, *s.tokenizer,
-                                                              data_options));
+      ASSIGN_OR_RETURN(
+          set, args.method.data.empty()
+                   ? worker::BuiltinCalibrationData(builtin, *s.tokenizer, data_options)
+                   : worker::LoadCalibrationData(args.method.data, *s.tokenizer, data_options));
     }
     description = set.description;
     domain = set.domain;
@@ -138,9 +136,10 @@ int CalibrateUntilStable(const CalibrateArgs& args, const method::CalibrationPar
   result->profile.params.data_domain = domain;
   const method::ProfileStability& st = *result->profile.stability;
   if (result->capped) {
-    spdlog::warn("not stable at the cap of {} samples: largest budget-share deviation {:.1f}% "
-                 "(target {:.0f}%); raise --max-samples or read the intervals",
-                 args.max_samples, 100 * st.max_share_deviation, 100 * st.tolerance);
+    spdlog::warn(
+        "not stable at the cap of {} samples: largest budget-share deviation {:.1f}% "
+        "(target {:.0f}%); raise --max-samples or read the intervals",
+        args.max_samples, 100 * st.max_share_deviation, 100 * st.tolerance);
   } else {
     spdlog::info("stable after {} samples: largest budget-share deviation {:.1f}%",
                  result->rounds.back(), 100 * st.max_share_deviation);
@@ -189,20 +188,25 @@ int RunCalibrate(const CalibrateArgs& args) {
 
   const std::vector<worker::CalibrationInput> inputs = InputsOf(*data);
   const worker::CalibrationOptions options = CalibrationOptionsOf(args, *method_params);
-  spdlog::info(
-      "calibrating {} samples x {} layers x {} trials ({} mode{}, C={}, W={}, alpha={})",
-      inputs.size(),
-      method_params->layers.empty() ? cfg.n_layers : static_cast<int>(method_params->layers.size()),
-      args.method.trials, args.method.mode, args.naive ? ", naive" : "", args.method.context_len,
-      args.method.probe, args.method.alpha);
+  const method::CalibrationParams& p = *method_params;
+  // What a trial is: noise at alpha, or the selector at one budget of the grid.
+  const std::string trial =
+      p.objective == method::Objective::kResponse
+          ? absl::StrCat("response of ", std::string(method::ResponseSelectorName(p.selector)),
+                         " at budgets ", absl::StrJoin(p.budgets, ","))
+          : absl::StrCat("noise, alpha=", p.alpha);
+  spdlog::info("calibrating {} samples x {} layers x {} trials ({} mode{}, C={}, W={}, {})",
+               inputs.size(), p.layers.empty() ? cfg.n_layers : static_cast<int>(p.layers.size()),
+               p.trials, method::PerturbModeName(p.mode), args.naive ? ", naive" : "",
+               p.context_len, p.probe_len, trial);
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Progress> progress;
   worker::CalibrationProgress on_progress = [&](int64_t done, int64_t total) {
     if (!progress) progress = std::make_unique<Progress>("calibrate", total, "layer-samples");
     progress->Update(done);
   };
-  auto results = worker::RunCalibration(*s.transformer, inputs, options,
-                                        s.primary() ? on_progress : nullptr);
+  auto results =
+      worker::RunCalibration(*s.transformer, inputs, options, s.primary() ? on_progress : nullptr);
   progress.reset();
   if (!results.ok()) return ReportError(results.status());
   if (!s.primary()) return kExitOk;  // --tp: rank 0 reports
