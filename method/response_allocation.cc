@@ -214,6 +214,9 @@ StatusOr<ResponseAllocation> ResponseAllocator::Allocate(int64_t total) const {
   for (size_t l = 0; l < curves_.size(); ++l) {
     out.predicted_kl += InterpolateResponse(curves_[l], static_cast<double>(out.tokens[l]));
   }
+  // A hull lies on or below its curve and above 0: the clamp removes only the rounding of the
+  // sum of slope * tokens (which otherwise leaves a bound of 1e-16 over a predicted 0).
+  out.hull_kl = std::clamp(out.hull_kl, 0.0, out.predicted_kl);
   return out;
 }
 

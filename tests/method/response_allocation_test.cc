@@ -249,6 +249,26 @@ TEST(ResponseCurvesTest, AllocatesLikeTheCurvesThemselves) {
   EXPECT_EQ(out->tokens[0] + out->tokens[1], 256);
 }
 
+TEST(ResponseAllocationTest, TheHullBoundNeverExceedsThePrediction) {
+  // At every layer's full cache the prediction is 0; summing slope x tokens over many hull
+  // segments would leave a rounding residue above it.
+  const std::vector<ResponseCurve> curves = {
+      {.budgets = {32, 64, 128, 256, 512}, .kl = {0.9, 0.5, 0.2, 0.05, 0.0}},
+      {.budgets = {32, 64, 128, 256, 512}, .kl = {2.0, 1.2, 0.6, 0.2, 0.0}},
+      {.budgets = {32, 64, 128, 256, 512}, .kl = {0.3, 0.1, 0.04, 0.01, 0.0}}};
+  const ResponseAllocator allocator = *ResponseAllocator::Create(curves, {.min_tokens = 32});
+  for (int64_t average = 32; average <= 600; average += 7) {
+    auto out = allocator.Allocate(3 * average);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_LE(out->hull_kl, out->predicted_kl) << "average " << average;
+    EXPECT_GE(out->hull_kl, 0.0);
+  }
+  auto full = allocator.Allocate(3 * 512);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->predicted_kl, 0.0);
+  EXPECT_EQ(full->hull_kl, 0.0);
+}
+
 // The smallest sum of KL_l(b_l) over every integer allocation within the bounds that sums to
 // `total`, by dynamic programming over layers (exhaustive: small cases only).
 double BruteForceOptimum(const std::vector<ResponseCurve>& curves, int64_t total, int64_t lo,
