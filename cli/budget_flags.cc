@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/strings.h"
 
 namespace ripplekv::cli {
 
@@ -23,30 +24,30 @@ void AddBudgetFlags(CLI::App* cmd, BudgetFlags& flags, BudgetFlagSet set) {
     cmd->add_option("--total-budget", flags.total_budget,
                     "Total tokens T over all layers, instead of --avg-budget");
   }
-  cmd->add_option("--ratio", flags.ratio, "r >= 1: most sensitive layer gets r x the least")
+  cmd->add_option("--ratio", flags.ratio,
+                  "r >= 1: most sensitive layer gets r x the least (noise profiles)")
       ->capture_default_str();
-  cmd->add_option("--min-budget", flags.min_budget, "Smallest budget of any layer, tokens")
+  cmd->add_option(
+         "--min-budget", flags.min_budget,
+         "Smallest budget of any layer, tokens (a response profile: at least its selector's)")
       ->capture_default_str();
   cmd->add_option("--max-budget", flags.max_budget, "Largest budget of any layer, tokens (0: none)")
       ->capture_default_str();
-  cmd->add_option("--normalization", flags.normalization, "minmax (default), rank or log-minmax")
+  cmd->add_option("--normalization", flags.normalization,
+                  "minmax (default), rank or log-minmax (noise profiles)")
       ->capture_default_str();
   cmd->add_option("--shrink-z", flags.shrink_z,
-                  "Shrink noisy layers: use mean KL - Z x stderr (0: plain means)")
+                  "Shrink noisy layers: use mean KL - Z x stderr (0: plain means; noise profiles)")
       ->capture_default_str();
   cmd->add_option("--context-len", flags.context_len,
-                  "Context length: budgets above it are an error; needed for kvpress output");
+                  "Context length: budgets above it are an error (a response profile: a cap); "
+                  "needed for kvpress output");
 }
 
-StatusOr<method::BudgetOptions> BudgetOptionsFromFlags(const BudgetFlags& flags) {
-  if (!flags.total_budget_offered && flags.avg_budget == 0) {
-    return FlagError("--avg-budget", "must be > 0");
-  }
-  if ((flags.avg_budget != 0) == (flags.total_budget != 0)) {
-    return absl::InvalidArgumentError("give one of --avg-budget and --total-budget");
-  }
-  if (flags.avg_budget < 0) return FlagError("--avg-budget", "must be > 0");
-  if (flags.total_budget < 0) return FlagError("--total-budget", "must be > 0");
+namespace {
+
+// Every flag but the budget's, as options with no budget set.
+StatusOr<method::BudgetOptions> BoundsOnly(const BudgetFlags& flags) {
   if (flags.max_budget < 0) return FlagError("--max-budget", "must be >= 0 (0: none)");
   if (flags.context_len < 0) return FlagError("--context-len", "must be >= 0 (0: unknown)");
   if (!(flags.shrink_z >= 0) || !std::isfinite(flags.shrink_z)) {
@@ -57,14 +58,40 @@ StatusOr<method::BudgetOptions> BudgetOptionsFromFlags(const BudgetFlags& flags)
 
   method::BudgetOptions options;
   options.ratio = flags.ratio;
-  options.average_tokens = flags.avg_budget;
-  if (flags.total_budget > 0) options.total_tokens = flags.total_budget;
   options.min_tokens = flags.min_budget;
   if (flags.max_budget > 0) options.max_tokens = flags.max_budget;
   if (flags.context_len > 0) options.max_context = flags.context_len;
   options.normalization = *normalization;
   options.shrink_z = flags.shrink_z;
   return options;
+}
+
+}  // namespace
+
+StatusOr<method::BudgetOptions> BudgetOptionsFromFlags(const BudgetFlags& flags) {
+  if (!flags.total_budget_offered && flags.avg_budget == 0) {
+    return FlagError("--avg-budget", "must be > 0");
+  }
+  if ((flags.avg_budget != 0) == (flags.total_budget != 0)) {
+    return absl::InvalidArgumentError("give one of --avg-budget and --total-budget");
+  }
+  if (flags.avg_budget < 0) return FlagError("--avg-budget", "must be > 0");
+  if (flags.total_budget < 0) return FlagError("--total-budget", "must be > 0");
+  ASSIGN_OR_RETURN(method::BudgetOptions options, BoundsOnly(flags));
+  options.average_tokens = flags.avg_budget;
+  if (flags.total_budget > 0) options.total_tokens = flags.total_budget;
+  return options;
+}
+
+StatusOr<method::BudgetOptions> BoundOptionsFromFlags(const BudgetFlags& flags,
+                                                      std::string_view chooser) {
+  if (flags.avg_budget != 0) {
+    return FlagError("--avg-budget", absl::StrCat("not with ", Sv(chooser)));
+  }
+  if (flags.total_budget != 0) {
+    return FlagError("--total-budget", absl::StrCat("not with ", Sv(chooser)));
+  }
+  return BoundsOnly(flags);
 }
 
 }  // namespace ripplekv::cli

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "CLI/CLI.hpp"
 #include "base/status.h"
@@ -45,5 +46,12 @@ void AddBudgetFlags(CLI::App* cmd, BudgetFlags& flags, BudgetFlagSet set);
 // Errors: InvalidArgument naming the flag ("--max-budget: must be >= 0 (0: none)"). The ratio
 // and the bounds against each other are ComputeBudgetMap()'s (and the scheduler's) to check.
 [[nodiscard]] StatusOr<method::BudgetOptions> BudgetOptionsFromFlags(const BudgetFlags& flags);
+
+// The flags' bounds alone, for a command that chooses the budget itself (`ripplekv budgets
+// --max-kl` and `--frontier`, the flag named `chooser`): every check of BudgetOptionsFromFlags()
+// but the budget's, and neither --avg-budget nor --total-budget given (InvalidArgument
+// "--avg-budget: not with --max-kl"). average_tokens is 0 and total_tokens unset.
+[[nodiscard]] StatusOr<method::BudgetOptions> BoundOptionsFromFlags(const BudgetFlags& flags,
+                                                                    std::string_view chooser);
 
 }  // namespace ripplekv::cli
