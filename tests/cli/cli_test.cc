@@ -192,6 +192,206 @@ TEST(CliTest, BudgetsRejectRatioBelowOneAndInfeasibleBoundsWithExitCode2) {
   std::filesystem::remove(profile);
 }
 
+// Writes a response profile (3 layers, snapkv on the grid 32 ... 256 and the full context 512,
+// schema 2) and returns its path. Layer 1 loses the most at every budget, layer 2 the least.
+std::string WriteResponseProfile(const std::string& name) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  auto layer = [](int l, const std::vector<double>& kl) {
+    std::string points;
+    const int budgets[] = {32, 64, 128, 256, 512};
+    double mean = 0;
+    for (size_t t = 0; t < 5; ++t) {
+      const double value = t < kl.size() ? kl[t] : 0.0;
+      mean += value / 5;
+      points += (t ? ", " : "") + std::string("{\"budget\": ") + std::to_string(budgets[t]) +
+                ", \"mean_kl\": " + std::to_string(value) + ", \"stderr\": 0}";
+    }
+    return "{\"layer\": " + std::to_string(l) + ", \"mean_kl\": " + std::to_string(mean) +
+           ", \"stderr\": 0, \"count\": 5, \"per_sample_mean\": [" + std::to_string(mean) +
+           "], \"response\": [" + points + "]}";
+  };
+  std::ofstream f(path);
+  f << R"({"schema_version": 2,
+  "model": {"hash": "abc123", "architecture": "llama", "name": "t", "n_layers": 3,
+            "n_kv_heads": 1, "head_dim": 4, "d_model": 8, "vocab_size": 10},
+  "params": {"objective": "response", "selector": "snapkv", "budgets": [32, 64, 128, 256, 512],
+             "mode": "cache", "alpha": 0.5, "trials": 5, "seed": 0, "samples": 1,
+             "context_len": 512, "probe_len": 32, "layers": [0, 1, 2], "data_source": "test"},
+  "layers": [)"
+    << layer(0, {0.9, 0.5, 0.2, 0.05}) << ", " << layer(1, {2.0, 1.2, 0.6, 0.2}) << ", "
+    << layer(2, {0.3, 0.1, 0.04, 0.01}) << R"(],
+  "created_at": "2026-01-01T00:00:00Z", "tool_version": "test"})";
+  return path.string();
+}
+
+std::vector<int64_t> Tokens(const nlohmann::json& map) {
+  std::vector<int64_t> tokens;
+  for (const auto& layer : map["layers"]) tokens.push_back(layer["tokens"].get<int64_t>());
+  return tokens;
+}
+
+TEST(CliTest, BudgetsFromAResponseProfileFollowTheMeasuredLoss) {
+  const std::string profile = WriteResponseProfile("ripplekv_cli_response.json");
+  const CliResult r = RunCli("budgets --profile " + profile + " --avg-budget 100 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const std::vector<int64_t> tokens = Tokens(j);
+  ASSERT_EQ(tokens.size(), 3u);
+  EXPECT_EQ(tokens[0] + tokens[1] + tokens[2], 300);
+  EXPECT_GT(tokens[1], tokens[0]);
+  EXPECT_GT(tokens[0], tokens[2]);
+  // SnapKV keeps its 32-token window: the lower bound is raised to it and recorded.
+  EXPECT_EQ(j["params"]["min_tokens"], 32);
+  for (int64_t t : tokens) EXPECT_GE(t, 32);
+
+  // The noise mapping's flags change nothing; a warning says they are not read.
+  const CliResult ratio =
+      RunCli("budgets --profile " + profile + " --avg-budget 100 --json --ratio 8");
+  ASSERT_EQ(ratio.exit_code, 0) << ratio.err;
+  EXPECT_EQ(ratio.out, r.out);
+  EXPECT_NE(ratio.err.find("--ratio not read"), std::string::npos) << ratio.err;
+
+  // The table says how the map was made and what it is predicted to lose.
+  const CliResult table = RunCli("budgets --profile " + profile + " --avg-budget 100");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("predicted KL"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("response allocation (snapkv, budgets within [32, unbounded])"),
+            std::string::npos)
+      << table.out;
+
+  // Too few tokens for SnapKV's window: the message says why the bound is 32.
+  const CliResult small = RunCli("budgets --profile " + profile + " --avg-budget 20");
+  EXPECT_EQ(small.exit_code, 2);
+  EXPECT_NE(small.err.find("the smallest budget snapkv keeps"), std::string::npos) << small.err;
+  // --max-budget bounds every layer.
+  const CliResult capped =
+      RunCli("budgets --profile " + profile + " --avg-budget 100 --max-budget 110 --json");
+  ASSERT_EQ(capped.exit_code, 0) << capped.err;
+  for (int64_t t : Tokens(nlohmann::json::parse(capped.out))) EXPECT_LE(t, 110);
+  std::filesystem::remove(profile);
+}
+
+TEST(CliTest, BudgetsFrontierOfAResponseProfile) {
+  const std::string profile = WriteResponseProfile("ripplekv_cli_frontier.json");
+  const CliResult r = RunCli("budgets --profile " + profile + " --frontier --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["selector"], "snapkv");
+  EXPECT_EQ(j["min_tokens"], 32);
+  const auto& points = j["points"];
+  ASSERT_EQ(points.size(), 5u);  // the grid's budgets
+  std::vector<int64_t> averages;
+  for (size_t i = 0; i < points.size(); ++i) {
+    averages.push_back(points[i]["average_tokens"].get<int64_t>());
+    EXPECT_EQ(points[i]["total_tokens"].get<int64_t>(), 3 * averages.back());
+    EXPECT_LE(points[i]["hull_kl"].get<double>(), points[i]["predicted_kl"].get<double>());
+    if (i > 0) {
+      EXPECT_LT(points[i]["predicted_kl"].get<double>(),
+                points[i - 1]["predicted_kl"].get<double>());
+    }
+  }
+  EXPECT_EQ(averages, (std::vector<int64_t>{32, 64, 128, 256, 512}));
+  EXPECT_NEAR(points[0]["predicted_kl"].get<double>(), 3.2, 1e-12);  // every layer at 32
+  EXPECT_EQ(points[4]["predicted_kl"].get<double>(), 0.0);           // every full cache
+
+  // Each point is the map `--avg-budget` gives.
+  const CliResult map = RunCli("budgets --profile " + profile + " --avg-budget 128 --json");
+  ASSERT_EQ(map.exit_code, 0) << map.err;
+  EXPECT_EQ(points[2]["tokens"].get<std::vector<int64_t>>(),
+            Tokens(nlohmann::json::parse(map.out)));
+
+  // The bounds limit the default averages; --averages chooses them.
+  const CliResult bounded =
+      RunCli("budgets --profile " + profile + " --frontier --json --max-budget 200");
+  ASSERT_EQ(bounded.exit_code, 0) << bounded.err;
+  EXPECT_EQ(nlohmann::json::parse(bounded.out)["points"].size(), 3u);  // 32, 64, 128
+  const CliResult chosen = RunCli("budgets --profile " + profile + " --frontier --averages 40,100");
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
+  EXPECT_NE(chosen.out.find("avg budget  total tokens    predicted KL      hull bound"),
+            std::string::npos)
+      << chosen.out;
+  EXPECT_NE(chosen.out.find("       100           300"), std::string::npos) << chosen.out;
+  const CliResult below = RunCli("budgets --profile " + profile + " --frontier --averages 16");
+  EXPECT_EQ(below.exit_code, 2);
+  EXPECT_NE(below.err.find("--averages: 16 is outside the bounds [32, unbounded]"),
+            std::string::npos)
+      << below.err;
+
+  // The chart.
+  const std::string svg =
+      (std::filesystem::temp_directory_path() / "ripplekv_cli_frontier.svg").string();
+  const CliResult drawn =
+      RunCli("budgets --profile " + profile + " --frontier --frontier-svg " + svg);
+  ASSERT_EQ(drawn.exit_code, 0) << drawn.err;
+  std::ifstream f(svg);
+  const std::string chart((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_NE(chart.find("<svg"), std::string::npos);
+  EXPECT_NE(chart.find("response frontier"), std::string::npos);
+  EXPECT_NE(chart.find("<polyline"), std::string::npos);
+  std::filesystem::remove(svg);
+  std::filesystem::remove(profile);
+}
+
+TEST(CliTest, BudgetsMaxKlPicksTheSmallestAverageThatReachesIt) {
+  const std::string profile = WriteResponseProfile("ripplekv_cli_max_kl.json");
+  const std::string out =
+      (std::filesystem::temp_directory_path() / "ripplekv_cli_max_kl_map.json").string();
+  const std::string svg =
+      (std::filesystem::temp_directory_path() / "ripplekv_cli_max_kl.svg").string();
+  const CliResult r = RunCli("budgets --profile " + profile + " --max-kl 0.5 --json --out " + out +
+                             " --frontier-svg " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const int64_t average = j["params"]["average_tokens"].get<int64_t>();
+  std::ifstream written(out);
+  EXPECT_EQ(nlohmann::json::parse(written), j);
+  // Its predicted KL is at most 0.5 nats, and one token less per layer's is not.
+  const CliResult around =
+      RunCli("budgets --profile " + profile + " --frontier --json --averages " +
+             std::to_string(average - 1) + "," + std::to_string(average));
+  ASSERT_EQ(around.exit_code, 0) << around.err;
+  const auto points = nlohmann::json::parse(around.out)["points"];
+  EXPECT_GT(points[0]["predicted_kl"].get<double>(), 0.5);
+  EXPECT_LE(points[1]["predicted_kl"].get<double>(), 0.5);
+  EXPECT_EQ(points[1]["tokens"].get<std::vector<int64_t>>(), Tokens(j));
+  std::ifstream f(svg);
+  const std::string chart((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_NE(chart.find("max KL 0.5"), std::string::npos);
+  EXPECT_NE(chart.find("chosen: average " + std::to_string(average)), std::string::npos);
+
+  // A KL the bounds cannot reach: NOT_FOUND, naming the lowest reachable.
+  const CliResult unreachable =
+      RunCli("budgets --profile " + profile + " --max-kl 0.01 --max-budget 256");
+  EXPECT_EQ(unreachable.exit_code, 2);
+  EXPECT_TRUE(unreachable.out.empty());
+  EXPECT_NE(unreachable.err.find("predicts a KL of at most 0.01 nats (the lowest is 0.26)"),
+            std::string::npos)
+      << unreachable.err;
+  // The average is chosen, not given.
+  const CliResult both = RunCli("budgets --profile " + profile + " --max-kl 0.5 --avg-budget 100");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("--avg-budget: not with --max-kl"), std::string::npos) << both.err;
+  for (const auto& p : {out, svg, profile}) std::filesystem::remove(p);
+}
+
+TEST(CliTest, BudgetsResponseAnswersNeedAResponseProfile) {
+  const std::string profile =
+      WriteProfile("ripplekv_cli_noise_frontier.json",
+                   Layer(0, 0.001) + "," + Layer(1, 0.004) + "," + Layer(2, 0.002));
+  for (const char* flags :
+       {"--frontier", "--max-kl 0.1", "--avg-budget 100 --frontier-svg x.svg"}) {
+    const CliResult r = RunCli("budgets --profile " + profile + " " + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags;
+    EXPECT_NE(r.err.find("needs a response profile (ripplekv calibrate --objective response)"),
+              std::string::npos)
+        << r.err;
+  }
+  const CliResult none = RunCli("budgets --profile " + profile);
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--avg-budget"), std::string::npos) << none.err;
+  std::filesystem::remove(profile);
+}
+
 // Alpha 0 measures nothing and no profile accepts it, so it fails at once with the rule of
 // method/calibration_params.h (the scheduler's message too), before the model is opened: the
 // model path does not exist, and the error is still the alpha one.
