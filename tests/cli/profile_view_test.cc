@@ -25,13 +25,9 @@ method::SensitivityProfile TwoLayerProfile() {
              .head_dim = 8,
              .d_model = 8,
              .vocab_size = 10};
-  p.params = {{.alpha = 0.1,
-               .trials = 1,
-               .samples = 2,
-               .context_len = 8,
-               .probe_len = 2,
-               .layers = {0, 1}},
-              "test"};  // data_source
+  p.params = {
+      {.alpha = 0.1, .trials = 1, .samples = 2, .context_len = 8, .probe_len = 2, .layers = {0, 1}},
+      "test"};  // data_source
   p.layers = {{.layer = 0, .mean_kl = 0.5, .count = 2, .per_sample_mean = {0.5, 0.5}},
               {.layer = 1, .mean_kl = 1.0, .count = 2, .per_sample_mean = {1.0, 1.0}}};
   p.created_at = "2025-01-31T12:00:00Z";
@@ -71,6 +67,28 @@ TEST(ProfileViewTest, VerificationBlockShowsItsCountsAndEveryDisagreement) {
   EXPECT_THAT(Table(p), HasSubstr("verification (100% of tasks run again on a second worker): 3 "
                                   "tasks verified, 1 unverified (no second worker), 2 recomputed, "
                                   "0 disagreements\n"));
+}
+
+TEST(ProfileViewTest, ObjectiveLineAndAResponseProfilesKlAtEveryBudget) {
+  method::SensitivityProfile p = TwoLayerProfile();
+  EXPECT_THAT(Table(p), HasSubstr("objective noise"));
+  EXPECT_THAT(Table(p), Not(HasSubstr("snapkv")));
+
+  // The same two layers measured as a response to H2O at budgets 4 and 8 (the full context).
+  p.params.objective = method::Objective::kResponse;
+  p.params.selector = method::ResponseSelector::kH2o;
+  p.params.budgets = {4, 8};
+  p.params.trials = 2;
+  p.layers[0].count = p.layers[1].count = 4;
+  p.layers[0].response = {{.budget = 4, .mean_kl = 1.0}, {.budget = 8, .mean_kl = 0.0}};
+  p.layers[1].response = {{.budget = 4, .mean_kl = 2.0}, {.budget = 8, .mean_kl = 0.0}};
+  ASSERT_TRUE(method::ValidateProfile(p).ok()) << method::ValidateProfile(p);
+  const std::string table = Table(p);
+  EXPECT_THAT(table, HasSubstr("objective response"));
+  EXPECT_THAT(table, HasSubstr("h2o"));
+  // Each layer's row names its KL at each budget of the grid.
+  EXPECT_THAT(table, HasSubstr("KL by budget (nats)\nlayer          4          8\n"
+                               "    0          1          0\n    1          2          0\n"));
 }
 
 }  // namespace
