@@ -118,8 +118,8 @@ Status WriteSvg(const std::string& svg, const std::string& path, std::string_vie
 }
 
 // Colours of a response profile's budget series, from the smallest budget (darkest) up.
-constexpr std::string_view kSeriesColors[] = {"#08306b", "#2171b5", "#4292c6",
-                                              "#6baed6", "#9ecae1", "#c6dbef"};
+constexpr std::string_view kSeriesColors[] = {"#00441b", "#006d2c", "#238b45",
+                                              "#41ab5d", "#74c476", "#a1d99b"};
 
 }  // namespace
 
