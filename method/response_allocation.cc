@@ -188,7 +188,7 @@ StatusOr<ResponseAllocator> ResponseAllocator::Create(std::span<const ResponseCu
   return out;
 }
 
-StatusOr<ResponseAllocation> ResponseAllocator::Allocate(int64_t total) const {
+Status ResponseAllocator::CheckTotal(int64_t total) const {
   const auto layers = static_cast<int64_t>(curves_.size());
   const int64_t lo = bounds_.min_tokens;
   const std::optional<int64_t> hi = bounds_.max_tokens;
@@ -199,10 +199,26 @@ StatusOr<ResponseAllocation> ResponseAllocator::Allocate(int64_t total) const {
                                " * ", hi ? Cat(*hi) : "unbounded", "] (at most ",
                                kMaxApportionTotal, ")"));
   }
+  return absl::OkStatus();
+}
+
+void ResponseAllocator::Finish(ResponseAllocation& out) const {
+  out.predicted_kl = 0.0;
+  for (size_t l = 0; l < curves_.size(); ++l) {
+    out.predicted_kl += InterpolateResponse(curves_[l], static_cast<double>(out.tokens[l]));
+  }
+  // A hull lies on or below its curve and above 0: the clamp removes only the rounding of the
+  // sum of slope * tokens (which otherwise leaves a bound of 1e-16 over a predicted 0).
+  out.hull_kl = std::clamp(out.hull_kl, 0.0, out.predicted_kl);
+}
+
+StatusOr<ResponseAllocation> ResponseAllocator::Allocate(int64_t total) const {
+  RETURN_IF_ERROR(CheckTotal(total));
+  const auto layers = static_cast<int64_t>(curves_.size());
   ResponseAllocation out;
-  out.tokens.assign(curves_.size(), lo);
+  out.tokens.assign(curves_.size(), bounds_.min_tokens);
   out.hull_kl = base_hull_kl_;
-  int64_t left = total - layers * lo;
+  int64_t left = total - layers * bounds_.min_tokens;
   for (const HullSegment& s : segments_) {
     if (left == 0) break;
     const int64_t take = std::min(left, s.length);
@@ -211,13 +227,48 @@ StatusOr<ResponseAllocation> ResponseAllocator::Allocate(int64_t total) const {
     left -= take;
   }
   RIPPLEKV_CHECK(left == 0);  // each layer's hull spans [lo, hi], and L * hi >= total
-  for (size_t l = 0; l < curves_.size(); ++l) {
-    out.predicted_kl += InterpolateResponse(curves_[l], static_cast<double>(out.tokens[l]));
-  }
-  // A hull lies on or below its curve and above 0: the clamp removes only the rounding of the
-  // sum of slope * tokens (which otherwise leaves a bound of 1e-16 over a predicted 0).
-  out.hull_kl = std::clamp(out.hull_kl, 0.0, out.predicted_kl);
+  Finish(out);
   return out;
+}
+
+Status ResponseAllocator::ForEachAverage(
+    int64_t first, int64_t last,
+    const std::function<bool(int64_t average, const ResponseAllocation& allocation)>& visit) const {
+  if (last < first) {
+    return AllocationError(Cat("average budgets from ", first, " to ", last, " (none)"));
+  }
+  const auto layers = static_cast<int64_t>(curves_.size());
+  if (first < 0 || last > kMaxApportionTotal / layers) {
+    return AllocationError(Cat("average budgets [", first, ", ", last, "] outside [0, ",
+                               kMaxApportionTotal / layers, "]"));
+  }
+  RETURN_IF_ERROR(CheckTotal(layers * first));
+  RETURN_IF_ERROR(CheckTotal(layers * last));
+  // The whole segments taken so far, as Allocate() takes them: the allocation of any larger
+  // total starts with the same ones, in the same order, so the sums are the same bit for bit.
+  std::vector<int64_t> tokens(curves_.size(), bounds_.min_tokens);
+  double hull = base_hull_kl_;
+  int64_t taken = 0;  // tokens above L * lo in the whole segments
+  size_t next = 0;    // the first segment not wholly taken
+  for (int64_t average = first; average <= last; ++average) {
+    const int64_t extra = layers * (average - bounds_.min_tokens);
+    while (next < segments_.size() && taken + segments_[next].length <= extra) {
+      const HullSegment& s = segments_[next++];
+      tokens[s.layer] += s.length;
+      hull += s.slope * static_cast<double>(s.length);
+      taken += s.length;
+    }
+    ResponseAllocation out{.tokens = tokens, .hull_kl = hull};
+    if (extra > taken) {
+      RIPPLEKV_CHECK(next < segments_.size());  // as in Allocate()
+      const HullSegment& s = segments_[next];
+      out.tokens[s.layer] += extra - taken;
+      out.hull_kl += s.slope * static_cast<double>(extra - taken);
+    }
+    Finish(out);
+    if (!visit(average, out)) break;
+  }
+  return absl::OkStatus();
 }
 
 StatusOr<ResponseAllocation> AllocateByResponse(std::span<const ResponseCurve> curves,
@@ -267,13 +318,21 @@ StatusOr<FrontierPoint> SmallestAverageForKl(std::span<const ResponseCurve> curv
   int64_t last = bounds.min_tokens;
   for (const ResponseCurve& curve : curves) last = std::max(last, curve.budgets.back());
   if (bounds.max_tokens) last = std::min(last, *bounds.max_tokens);
-  const auto layers = static_cast<int64_t>(curves.size());
   double best = INFINITY;
-  for (int64_t average = bounds.min_tokens; average <= last; ++average) {
-    ASSIGN_OR_RETURN(FrontierPoint point, PointAt(allocator, layers, average));
-    if (point.predicted_kl <= max_kl) return point;
-    best = std::min(best, point.predicted_kl);
-  }
+  std::optional<FrontierPoint> found;
+  RETURN_IF_ERROR(allocator.ForEachAverage(
+      bounds.min_tokens, last, [&](int64_t average, const ResponseAllocation& map) {
+        if (map.predicted_kl <= max_kl) {
+          found = FrontierPoint{.average_tokens = average,
+                                .predicted_kl = map.predicted_kl,
+                                .hull_kl = map.hull_kl,
+                                .tokens = map.tokens};
+          return false;
+        }
+        best = std::min(best, map.predicted_kl);
+        return true;
+      }));
+  if (found) return *std::move(found);
   return absl::NotFoundError(Cat("response allocation: no average budget in [", bounds.min_tokens,
                                  ", ", last, "] predicts a KL of at most ", max_kl,
                                  " nats (the lowest is ", best, ")"));

@@ -31,6 +31,7 @@
 // Thread-safety: pure functions.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -80,6 +81,16 @@ class ResponseAllocator {
   // total is outside [L * lo, L * hi] or above kMaxApportionTotal.
   [[nodiscard]] StatusOr<ResponseAllocation> Allocate(int64_t total) const;
 
+  // Allocate(L * a) for every average budget a = first, first + 1, ..., last in one pass over the
+  // hull segments (the allocation of a larger total extends a smaller one's), each equal to
+  // Allocate()'s bit for bit: `visit(a, allocation)` is called in order until it returns false.
+  // Cost: O(hull segments + (last - first + 1) * L). InvalidArgument as Allocate() when a total
+  // is out of range (checked before any visit), or last < first.
+  [[nodiscard]] Status ForEachAverage(
+      int64_t first, int64_t last,
+      const std::function<bool(int64_t average, const ResponseAllocation& allocation)>& visit)
+      const;
+
  private:
   // One piece of a layer's lower convex hull: `length` more tokens change its KL by `slope` nats
   // per token.
@@ -94,6 +105,11 @@ class ResponseAllocator {
   };
 
   ResponseAllocator() = default;
+
+  // InvalidArgument unless Allocate(total) can allocate it.
+  [[nodiscard]] Status CheckTotal(int64_t total) const;
+  // Fills predicted_kl from the tokens and clamps hull_kl (Allocate()'s last step).
+  void Finish(ResponseAllocation& out) const;
 
   std::vector<ResponseCurve> curves_;
   ApportionBounds bounds_;
@@ -124,8 +140,8 @@ struct FrontierPoint {
 // Memory from quality: the smallest average budget B >= lo whose optimal map's predicted KL is at
 // most `max_kl` nats, searched up to where more memory changes nothing (every layer's full cache,
 // or hi). NotFound, naming the lowest predicted KL, when no budget reaches it; InvalidArgument as
-// ResponseAllocator, or for a `max_kl` that is not finite and >= 0. Cost: one Allocate() per
-// average tried.
+// ResponseAllocator, or for a `max_kl` that is not finite and >= 0. Cost: one
+// ResponseAllocator::ForEachAverage() pass over the averages tried.
 [[nodiscard]] StatusOr<FrontierPoint> SmallestAverageForKl(std::span<const ResponseCurve> curves,
                                                            double max_kl, ApportionBounds bounds);
 

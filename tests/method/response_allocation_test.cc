@@ -344,6 +344,50 @@ void CheckAgainstBruteForce(bool convex, int cases) {
   }
 }
 
+TEST(ResponseAllocationTest, ForEachAverageIsAllocateBitForBit) {
+  std::mt19937 rng(7);
+  for (int c = 0; c < 200; ++c) {
+    const size_t layers = 1 + c % 4;
+    std::vector<ResponseCurve> curves;
+    for (size_t l = 0; l < layers; ++l) curves.push_back(RandomCurve(rng, c % 2 == 0));
+    const int64_t lo = 1 + c % 3;
+    std::optional<int64_t> hi;
+    if (c % 3 == 0) hi = 20 + c % 17;
+    const auto allocator = ResponseAllocator::Create(curves, {.min_tokens = lo, .max_tokens = hi});
+    ASSERT_TRUE(allocator.ok()) << allocator.status();
+    const int64_t last = hi.value_or(40);
+    int64_t expected_average = lo;
+    ASSERT_TRUE(allocator
+                    ->ForEachAverage(lo, last,
+                                     [&](int64_t average, const ResponseAllocation& got) {
+                                       EXPECT_EQ(average, expected_average++);
+                                       auto want = allocator->Allocate(
+                                           static_cast<int64_t>(layers) * average);
+                                       EXPECT_TRUE(want.ok()) << want.status();
+                                       EXPECT_EQ(got.tokens, want->tokens);
+                                       EXPECT_EQ(got.predicted_kl, want->predicted_kl);
+                                       EXPECT_EQ(got.hull_kl, want->hull_kl);
+                                       return true;
+                                     })
+                    .ok());
+    EXPECT_EQ(expected_average, last + 1) << "every average visited";
+  }
+  // The pass stops when told to, and refuses totals Allocate() refuses.
+  const std::vector<ResponseCurve> curves = {{.budgets = {4, 16}, .kl = {1.0, 0.0}}};
+  const auto allocator = ResponseAllocator::Create(curves, {.min_tokens = 4, .max_tokens = 16});
+  ASSERT_TRUE(allocator.ok());
+  int visits = 0;
+  ASSERT_TRUE(
+      allocator
+          ->ForEachAverage(4, 16, [&](int64_t, const ResponseAllocation&) { return ++visits < 3; })
+          .ok());
+  EXPECT_EQ(visits, 3);
+  auto nothing = [](int64_t, const ResponseAllocation&) { return true; };
+  EXPECT_EQ(allocator->ForEachAverage(3, 16, nothing).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(allocator->ForEachAverage(4, 17, nothing).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(allocator->ForEachAverage(8, 4, nothing).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ResponseAllocationTest, OptimalOnConvexCurvesAgainstBruteForce) {
   CheckAgainstBruteForce(/*convex=*/true, 300);
 }
