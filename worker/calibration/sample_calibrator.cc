@@ -1,6 +1,8 @@
 #include "worker/calibration/sample_calibrator.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <utility>
 
@@ -306,18 +308,167 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayerResponse(
   return kl;
 }
 
-StatusOr<std::vector<double>> SampleCalibrator::ResumeProbe(
-    int layer, std::span<const KvCacheView> layer_context) const {
+StatusOr<SampleCalibrator::MaskedLayer> SampleCalibrator::MaskLayer(
+    int layer, std::span<const std::vector<int32_t>> keep) const {
   const ModelConfig& cfg = model_->config();
   const kernels::OpContext& ctx = model_->op_context();
-  const int t_count = static_cast<int>(layer_context.size());
+  const int c = context_len();
+  const int hkv = cfg.n_kv_heads, hd = cfg.head_dim;
+  const int cap = cache_->capacity();
+  kernels::Allocator& memory = model_->allocator();
+  const kernels::Device device = ctx.device;
+  size_t n = 0;
+  for (const std::vector<int32_t>& k : keep) n = std::max(n, k.size());
+  // Head h's rows: its kept entries, then the first dropped ones up to n. Entry i of the clean
+  // prefill holds position i.
+  std::vector<int32_t> rows, positions;
+  rows.reserve(static_cast<size_t>(hkv) * n);
+  positions.reserve(rows.capacity());
+  std::vector<bool> kept(c);
+  for (int h = 0; h < hkv; ++h) {
+    std::fill(kept.begin(), kept.end(), false);
+    for (int32_t i : keep[h]) {
+      rows.push_back(h * cap + i);
+      positions.push_back(i);
+      kept[i] = true;
+    }
+    for (int32_t i = 0; positions.size() < (h + 1) * n; ++i) {
+      if (kept[i]) continue;
+      rows.push_back(h * cap + i);
+      positions.push_back(std::numeric_limits<int32_t>::max());
+    }
+  }
+  const KvCacheView clean = cache_->View(layer);
+  const ConstTensorView clean_k{clean.k, {static_cast<int64_t>(hkv) * cap, hd}, device};
+  const ConstTensorView clean_v{clean.v, {static_cast<int64_t>(hkv) * cap, hd}, device};
+  const Tensor device_rows = kernels::Int32Tensor(rows, memory);
+  const int64_t n_rows = static_cast<int64_t>(rows.size());
+  MaskedLayer masked{.keys = Tensor({n_rows, hd}, kernels::DType::kF32, memory),
+                     .values = Tensor({n_rows, hd}, kernels::DType::kF32, memory),
+                     .positions = kernels::Int32Tensor(positions, memory)};
+  RETURN_IF_ERROR(kernels::GatherRows(ctx, clean_k, device_rows.int32_view(), masked.keys.view()));
+  RETURN_IF_ERROR(
+      kernels::GatherRows(ctx, clean_v, device_rows.int32_view(), masked.values.view()));
+  const int length = static_cast<int>(n);
+  masked.view = {masked.keys.view().data,
+                 masked.values.view().data,
+                 masked.positions.int32_view().ptr,
+                 hkv,
+                 length,
+                 length,
+                 hd,
+                 device};
+  return masked;
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::RunHeadResponse(
+    int layer, int kv_head, const ResponseTrials& response) const {
+  const int trials = static_cast<int>(response.budgets.size());
+  RETURN_IF_ERROR(CheckArgs(layer, {.trials = trials, .response = response}));
+  const int hkv = model_->config().n_kv_heads;
+  if (kv_head < 0 || kv_head >= hkv) {
+    return absl::InvalidArgumentError(absl::StrCat("KV head ", kv_head, " outside [0, ", hkv, ")"));
+  }
+  const int c = context_len();
+  // Every head but kv_head keeps the whole context.
+  std::vector<std::vector<int32_t>> keep(hkv, Iota(c));
+  std::vector<MaskedLayer> masked;
+  std::vector<KvCacheView> contexts;
+  std::vector<size_t> compressed;  // the trials that keep fewer than C entries
+  masked.reserve(response.budgets.size());
+  for (size_t t = 0; t < response.budgets.size(); ++t) {
+    const int b = response.budgets[t];
+    if (b >= c) continue;  // the clean cache: KL 0 by definition
+    ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> selected, Selection(layer, response, b));
+    keep[kv_head] = std::move(selected[kv_head]);
+    ASSIGN_OR_RETURN(MaskedLayer m, MaskLayer(layer, keep));
+    masked.push_back(std::move(m));
+    contexts.push_back(masked.back().view);
+    compressed.push_back(t);
+  }
+  std::vector<double> kl(response.budgets.size(), 0.0);
+  if (contexts.empty()) return kl;
+  ASSIGN_OR_RETURN(std::vector<double> measured, ResumeProbe(layer, contexts));
+  for (size_t i = 0; i < compressed.size(); ++i) kl[compressed[i]] = measured[i];
+  return kl;
+}
+
+StatusOr<double> SampleCalibrator::RunHeadMap(std::span<const std::vector<int>> budgets,
+                                              const ResponseTrials& response) const {
+  const int n_layers = model_->config().n_layers, hkv = model_->config().n_kv_heads;
+  if (static_cast<int>(budgets.size()) != n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("a per-head budget map of ", budgets.size(),
+                                                   " layers for a model of ", n_layers));
+  }
+  for (int l = 0; l < n_layers; ++l) {
+    if (static_cast<int>(budgets[l].size()) != hkv) {
+      return absl::InvalidArgumentError(absl::StrCat("layer ", l, " of a per-head budget map has ",
+                                                     budgets[l].size(), " budgets for ", hkv,
+                                                     " KV heads"));
+    }
+    for (int h = 0; h < hkv; ++h) {
+      if (budgets[l][h] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("layer ", l, " KV head ", h, ": negative budget ", budgets[l][h]));
+      }
+    }
+  }
+  // The selector and its statistics are checked; the grid is not read.
+  ResponseTrials selector = response;
+  selector.budgets = {context_len()};
+  RETURN_IF_ERROR(CheckArgs(0, {.trials = 1, .response = selector}));
+
+  const int c = context_len();
+  std::vector<std::optional<MaskedLayer>> masked(n_layers);
+  int first = n_layers;
+  for (int l = 0; l < n_layers; ++l) {
+    if (*std::min_element(budgets[l].begin(), budgets[l].end()) >= c) continue;
+    std::vector<std::vector<int32_t>> keep(hkv);
+    // One selection per distinct budget of the layer, each head taking its own row.
+    std::vector<int> distinct(budgets[l].begin(), budgets[l].end());
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    for (int b : distinct) {
+      if (b >= c) {
+        for (int h = 0; h < hkv; ++h) {
+          if (budgets[l][h] == b) keep[h] = Iota(c);
+        }
+        continue;
+      }
+      ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> selected, Selection(l, response, b));
+      for (int h = 0; h < hkv; ++h) {
+        if (budgets[l][h] == b) keep[h] = std::move(selected[h]);
+      }
+    }
+    ASSIGN_OR_RETURN(MaskedLayer m, MaskLayer(l, keep));
+    masked[l] = std::move(m);
+    first = std::min(first, l);
+  }
+  if (first == n_layers) return 0.0;
+  ASSIGN_OR_RETURN(std::vector<double> kl,
+                   ResumeProbe(first, 1, [&](int /*trial*/, int j) -> const KvCacheView* {
+                     return masked[j] ? &masked[j]->view : nullptr;
+                   }));
+  return kl[0];
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::ResumeProbe(
+    int layer, std::span<const KvCacheView> layer_context) const {
+  return ResumeProbe(layer, static_cast<int>(layer_context.size()),
+                     [&](int t, int j) { return j == layer ? &layer_context[t] : nullptr; });
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::ResumeProbe(int first_layer, int t_count,
+                                                            TrialContext trial_context) const {
+  const ModelConfig& cfg = model_->config();
+  const kernels::OpContext& ctx = model_->op_context();
   const int c = context_len(), w = probe_len();
   const int hkv = cfg.n_kv_heads, hd = cfg.head_dim, hq = cfg.n_heads;
   const int64_t d = cfg.d_model;
   kernels::Allocator& memory = model_->allocator();
   const kernels::Device device = ctx.device;
 
-  // Every trial starts from the recorded clean input of `layer` at the probe rows.
+  // Every trial starts from the recorded clean input of `first_layer` at the probe rows.
   Tensor x({static_cast<int64_t>(t_count) * w, d}, kernels::DType::kF32, memory);
   std::vector<int32_t> positions(static_cast<size_t>(t_count) * w);
   std::vector<int32_t> probe_rows(positions.size());  // 0..W-1 for every trial
@@ -333,7 +484,7 @@ StatusOr<std::vector<double>> SampleCalibrator::ResumeProbe(
     return kernels::Int32View(device_positions.int32_view().ptr + static_cast<int64_t>(t) * w, w,
                               device);
   };
-  RETURN_IF_ERROR(kernels::GatherRows(ctx, layer_inputs_[layer].view(),
+  RETURN_IF_ERROR(kernels::GatherRows(ctx, layer_inputs_[first_layer].view(),
                                       kernels::Int32Tensor(probe_rows, memory).int32_view(),
                                       x.view()));
 
@@ -359,7 +510,7 @@ StatusOr<std::vector<double>> SampleCalibrator::ResumeProbe(
           trial_positions(t), {pk, pv, probe_pos_data, hkv, w, 0, hd, device}));
       KvCacheView context = cache_->View(j);
       context.length = c;  // the clean cache also holds the clean probe entries after C
-      if (j == layer) context = layer_context[t];
+      if (const KvCacheView* other = trial_context(t, j)) context = *other;
       const KvCacheView segments[] = {context, {pk, pv, probe_pos_data, hkv, w, w, hd, device}};
       const int64_t q_off = static_cast<int64_t>(t) * w * hq * hd;
       RETURN_IF_ERROR(kernels::CausalAttention(
@@ -368,7 +519,7 @@ StatusOr<std::vector<double>> SampleCalibrator::ResumeProbe(
     }
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(model_->RunLayers(x, {.first = layer, .positions = positions}, attend));
+  RETURN_IF_ERROR(model_->RunLayers(x, {.first = first_layer, .positions = positions}, attend));
   ASSIGN_OR_RETURN(Tensor logits, model_->Logits(x));
   std::vector<double> kl(t_count);
   for (int t = 0; t < t_count; ++t) {

@@ -18,7 +18,8 @@
 //                  statistics Prepare recorded in the clean prefill, and resumes the probe pass
 //                  at layer l exactly as a cache-mode trial does (a compacted copy of the kept
 //                  entries replaces layer l's context); a budget >= C is the clean cache itself,
-//                  KL 0 by definition, and is not run.
+//                  KL 0 by definition, and is not run. RunHeadResponse measures the same per KV
+//                  head, RunHeadMap a whole per-head map jointly.
 // RunLayerNaive(l) is the straightforward reference (perturb or compress, then a full forward
 // over the whole sequence per trial) that tests compare the fast path against.
 //
@@ -32,6 +33,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "base/status.h"
 #include "kernels/tensor/tensor.h"
 #include "method/calibration_params.h"
@@ -104,6 +106,31 @@ class SampleCalibrator {
   [[nodiscard]] StatusOr<double> RunCompressedMap(std::span<const int> budgets,
                                                   const ResponseTrials& response) const;
 
+  // Per-head response (docs/BUDGETS.md, "Per-head budgets, measured"): the probe's mean KL (nats)
+  // for each budget t of response.budgets when KV head `kv_head` of `layer` alone keeps
+  // budgets[t] entries, the selector's choice for that head (its row of SelectTokens at that
+  // budget), and every other head and layer stays whole. Run as RunLayer's response trials are
+  // (all budgets batched, the probe pass resumed at `layer`), in a per-trial copy of the layer in
+  // which the head's kept entries come first and its dropped ones after them at position
+  // INT32_MAX, invisible to every query. A budget >= C gives 0 exactly and is not run. Costs what
+  // RunLayer costs for the layer, so a layer's heads cost n_kv_heads times its response.
+  // Errors: InvalidArgument (layer or kv_head out of range, an empty grid), FailedPrecondition
+  // (prepared without the selector's statistics), SelectTokens' (a budget below its minimum).
+  [[nodiscard]] StatusOr<std::vector<double>> RunHeadResponse(int layer, int kv_head,
+                                                              const ResponseTrials& response) const;
+
+  // The probe's mean KL (nats) with every KV head h of every layer l compressed at once to
+  // budgets[l][h] entries by `response`'s selector (a budget >= C keeps the head whole; the grid
+  // is not read). The probe pass resumes at the first layer with a compressed head, every
+  // compressed layer attending to its masked copy (as RunHeadResponse, heads of one layer may keep
+  // different counts); the layers before it are clean, so their recorded outputs are exact. Equal
+  // to RunCompressedMap when every head of a layer has the layer's budget, up to GEMM rounding (a
+  // resumed pass instead of a fresh prefill). No compressed head: 0 exactly. Errors:
+  // InvalidArgument (budgets not [n_layers][n_kv_heads], a negative budget), FailedPrecondition
+  // and SelectTokens' as RunHeadResponse.
+  [[nodiscard]] StatusOr<double> RunHeadMap(std::span<const std::vector<int>> budgets,
+                                            const ResponseTrials& response) const;
+
   // Bytes this prepared sample holds (clean cache, recorded layer inputs, clean logits): what a
   // worker's bounded cache of prepared samples accounts for.
   int64_t memory_bytes() const;
@@ -128,9 +155,22 @@ class SampleCalibrator {
   // The entries each KV head of `layer` keeps at `budget` (< C), by the response selector.
   StatusOr<std::vector<std::vector<int32_t>>> Selection(int layer, const ResponseTrials& response,
                                                         int budget) const;
-  // Resumes the probe pass at `layer` for layer_context.size() trials at once, trial t attending
-  // to layer_context[t] as layer `layer`'s context (every other layer: the clean context), and
-  // returns each trial's mean KL.
+  // A copy of `layer`'s context in which KV head h keeps the entries keep[h] (ascending, each
+  // < C; every head non-empty): [n_kv_heads, n, head_dim] keys and values and [n_kv_heads, n]
+  // positions, n the most any head keeps. Head h holds its kept entries first, then, up to n,
+  // dropped ones at position INT32_MAX (finite data no query sees; the segment stays sorted).
+  struct MaskedLayer {
+    kernels::Tensor keys, values, positions;
+    kernels::KvCacheView view;  // over the three tensors, length n
+  };
+  StatusOr<MaskedLayer> MaskLayer(int layer, std::span<const std::vector<int32_t>> keep) const;
+  // Resumes the probe pass at `first_layer` for `trials` trials at once; at each layer
+  // j >= first_layer, trial t attends to *context(t, j) as layer j's context, or to the clean
+  // context where context(t, j) is nullptr. Returns each trial's mean KL.
+  using TrialContext = absl::FunctionRef<const kernels::KvCacheView*(int trial, int layer)>;
+  StatusOr<std::vector<double>> ResumeProbe(int first_layer, int trials,
+                                            TrialContext context) const;
+  // ResumeProbe with layer_context[t] as trial t's context of `layer` alone.
   StatusOr<std::vector<double>> ResumeProbe(
       int layer, std::span<const kernels::KvCacheView> layer_context) const;
   // Mean over rows of KL(z0 row || logits row), logits: [W, vocab].
