@@ -161,8 +161,8 @@ std::vector<int64_t> ChartAverages(const BudgetsArgs& args, const ResponseSetup&
   std::vector<int64_t> averages = setup.averages;
   const double first = static_cast<double>(setup.averages.front());
   const double last = static_cast<double>(setup.averages.back());
-  for (double a = first; a < last; a *= std::exp2(1.0 / 8)) {
-    averages.push_back(std::llround(a));
+  for (int step = 1; first * std::exp2(step / 8.0) < last; ++step) {
+    averages.push_back(std::llround(first * std::exp2(step / 8.0)));
   }
   std::sort(averages.begin(), averages.end());
   averages.erase(std::unique(averages.begin(), averages.end()), averages.end());

@@ -259,8 +259,8 @@ StatusOr<std::string> RenderFrontierSvg(const FrontierPlotData& d) {
   s += LeftAxis(kl_max, y_of, "predicted KL (nats, sum over layers)");
   // x ticks: the powers of two in range, or each point when fewer than two of them are.
   std::vector<double> ticks;
-  for (double p = 1; p <= hi; p *= 2) {
-    if (p >= lo) ticks.push_back(p);
+  for (int64_t p = 1; static_cast<double>(p) <= hi; p *= 2) {
+    if (static_cast<double>(p) >= lo) ticks.push_back(static_cast<double>(p));
   }
   if (ticks.size() < 2) {
     ticks.assign(d.average_tokens.begin(), d.average_tokens.end());
