@@ -160,6 +160,29 @@ Status WriteProfilePlot(const method::SensitivityProfile& profile, double ratio,
     plot.multipliers.push_back(std::pow(ratio, normalized[i]));
   }
   plot.multiplier_label = absl::StrCat("budget multiplier r^n (r = ", ratio, ")");
+  if (p.objective == method::Objective::kResponse) {
+    // One line per compressed budget of the grid (the last, the full cache, is 0 everywhere), and
+    // on the right axis the shares b_l / B of the map that minimizes the summed response at
+    // B = kPlotAverage (the exponential mapping's multipliers mean nothing here).
+    for (size_t t = 0; t + 1 < p.budgets.size(); ++t) {
+      ProfilePlotData::ResponseSeries series{.label = absl::StrCat("b = ", p.budgets[t])};
+      for (const auto& l : profile.layers) series.kl.push_back(l.response[t].mean_kl);
+      plot.response.push_back(std::move(series));
+    }
+    constexpr int64_t kPlotAverage = 128;
+    const int64_t average = std::clamp<int64_t>(kPlotAverage, p.budgets.front(), p.context_len);
+    method::BudgetOptions options;
+    options.average_tokens = average;
+    StatusOr<method::BudgetMap> map = method::ComputeBudgetMap(profile, options);
+    if (map.ok() && map->tokens.size() == profile.layers.size()) {
+      plot.multipliers.clear();
+      for (int64_t b : map->tokens) {
+        plot.multipliers.push_back(static_cast<double>(b) / static_cast<double>(average));
+      }
+      plot.multiplier_label =
+          absl::StrCat("budget share b_l / B of the response map, B = ", average);
+    }
+  }
   return WriteProfileSvg(plot, path);
 }
 

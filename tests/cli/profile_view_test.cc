@@ -3,6 +3,8 @@
 
 #include "cli/profile_view.h"
 
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -86,6 +88,15 @@ TEST(ProfileViewTest, ObjectiveLineAndAResponseProfilesKlAtEveryBudget) {
   const std::string table = Table(p);
   EXPECT_THAT(table, HasSubstr("objective response"));
   EXPECT_THAT(table, HasSubstr("h2o"));
+  // The plot: a line per compressed budget, and the response map's shares on the right axis.
+  const std::string svg_path = ::testing::TempDir() + "/response_profile.svg";
+  ASSERT_TRUE(WriteProfilePlot(p, 4.0, svg_path).ok());
+  std::ifstream in(svg_path);
+  const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(svg, HasSubstr("b = 4"));
+  EXPECT_THAT(svg, Not(HasSubstr("b = 8")));  // the full cache, 0 everywhere, is not drawn
+  EXPECT_THAT(svg, HasSubstr("budget share b_l / B of the response map, B = 8"));
+  EXPECT_THAT(svg, Not(HasSubstr("r^n")));
   // Each layer's row names its KL at each budget of the grid.
   EXPECT_THAT(table, HasSubstr("KL by budget (nats)\nlayer          4          8\n"
                                "    0          1          0\n    1          2          0\n"));
