@@ -175,8 +175,7 @@ TEST_F(SchedulerTest, SubmittedResultsFreeTheSlotBeforeTheirWriteAndAreWrittenIn
   EXPECT_EQ(second_done.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
   // A lease given back is no lease to complete twice.
   EXPECT_TRUE(absl::IsFailedPrecondition(
-      scheduler_->SubmitTaskResults("w2", Held(a2->key), ResultsOf(a2->key, 2), nullptr)
-          .status()));
+      scheduler_->SubmitTaskResults("w2", Held(a2->key), ResultsOf(a2->key, 2), nullptr).status()));
 
   release.set_value();
   StatusOr<TaskResultsOutcome> written = second_done.get();
@@ -196,11 +195,10 @@ TEST_F(SchedulerTest, InvalidSubmittedResultsFailTheAttemptAtOnceAndNeverReachTh
   std::vector<store::TrialResult> results = ResultsOf(a->key, 2);
   results[1].kl = -1.0;
   bool called = false;
-  const Status s =
-      scheduler_
-          ->SubmitTaskResults("w1", Held(a->key), results,
-                              [&](StatusOr<TaskResultsOutcome>) { called = true; })
-          .status();
+  const Status s = scheduler_
+                       ->SubmitTaskResults("w1", Held(a->key), results,
+                                           [&](StatusOr<TaskResultsOutcome>) { called = true; })
+                       .status();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   scheduler_->StopCompletions();  // writes whatever was queued, runs its callbacks
   EXPECT_FALSE(called);
@@ -931,6 +929,45 @@ TEST_F(SchedulerTest, BudgetMapNeedsAProfileOfEveryLayerAndOptionsThatFit) {
   infeasible.min_tokens = 200;  // 3 x 200 > 300
   EXPECT_TRUE(absl::IsInvalidArgument(scheduler_->GetBudgetMap(kHash, 1, infeasible).status()));
   EXPECT_TRUE(absl::IsNotFound(scheduler_->GetBudgetMap(kOtherHash, 0, options).status()));
+}
+
+TEST_F(SchedulerTest, BudgetMapOfAResponseProfileIsItsResponseAllocation) {
+  // Three layers measured as H2O's response at 16, 32 and the full 64-token context; layer 1
+  // loses the most at every budget, layer 2 the least.
+  method::SensitivityProfile p = ProfileOf(kHash, 3, {0, 1, 2});
+  p.params.objective = method::Objective::kResponse;
+  p.params.selector = method::ResponseSelector::kH2o;
+  p.params.budgets = {16, 32, 64};
+  p.params.trials = 3;
+  const std::vector<std::vector<double>> kl = {{0.4, 0.1, 0.0}, {0.9, 0.3, 0.0}, {0.2, 0.05, 0.0}};
+  for (size_t l = 0; l < 3; ++l) {
+    p.layers[l].count = 3;
+    p.layers[l].mean_kl = (kl[l][0] + kl[l][1]) / 3.0;
+    p.layers[l].per_sample_mean = {p.layers[l].mean_kl};
+    for (size_t t = 0; t < 3; ++t) {
+      p.layers[l].response.push_back({.budget = p.params.budgets[t], .mean_kl = kl[l][t]});
+    }
+  }
+  auto json = method::ProfileToJson(p);
+  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_TRUE(store_->PutProfileVersion(kHash, *json).ok());
+
+  method::BudgetOptions options;
+  options.average_tokens = 30;
+  auto map = scheduler_->GetBudgetMap(kHash, 1, options);
+  ASSERT_TRUE(map.ok()) << map.status();
+  auto expected = method::ComputeBudgetMap(p, options);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_EQ(map->map.tokens, expected->tokens);
+  EXPECT_EQ(map->map.objective, method::Objective::kResponse);
+  EXPECT_EQ(map->map.selector, method::ResponseSelector::kH2o);
+  EXPECT_EQ(map->map.tokens[0] + map->map.tokens[1] + map->map.tokens[2], 90);
+  EXPECT_GT(map->map.tokens[1], map->map.tokens[2]) << "layer 1 loses the most";
+  // A context length that caps every layer below the average cannot be served: the request's
+  // fault, not the stored profile's.
+  method::BudgetOptions too_short = options;
+  too_short.max_context = 25;  // 3 x 25 < 90
+  EXPECT_TRUE(absl::IsInvalidArgument(scheduler_->GetBudgetMap(kHash, 1, too_short).status()));
 }
 
 TEST_F(SchedulerTest, AssignmentsCarryTheJobsSpecAndJobDataEndsWithTheJob) {
