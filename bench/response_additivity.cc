@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/response_bench.h"
 #include "method/budget_map.h"
 #include "method/calibration_params.h"
 #include "method/profile.h"
@@ -48,11 +49,8 @@ int Fail(const Status& s) {
   return 1;
 }
 
-double Mean(const std::vector<double>& v) {
-  double sum = 0.0;
-  for (double x : v) sum += x;
-  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-}
+using bench::LoadSamples;
+using bench::Mean;
 
 int Run(const Args& args) {
   const auto start = std::chrono::steady_clock::now();
@@ -77,11 +75,7 @@ int Run(const Args& args) {
   const worker::TrialOptions trials = worker::TrialOptionsOf(params);
   const worker::ResponseTrials& response = *trials.response;
 
-  const worker::DataOptions data_options = worker::DataOptionsOf(params);
-  StatusOr<worker::CalibrationSet> set =
-      worker::CheckBuiltinCalibrationName(args.data).ok()
-          ? worker::BuiltinCalibrationData(args.data, *(*engine)->tokenizer, data_options)
-          : worker::LoadCalibrationData(args.data, *(*engine)->tokenizer, data_options);
+  StatusOr<worker::CalibrationSet> set = LoadSamples(args.data, **engine, params);
   if (!set.ok()) return Fail(set.status());
 
   // The maps, one per average budget, as eval's resp+S makes them.

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/response_bench.h"
 #include "method/calibration_params.h"
 #include "method/resampling.h"
 #include "method/response_allocation.h"
@@ -55,39 +56,10 @@ int Fail(const Status& s) {
   return 1;
 }
 
-double Mean(const std::vector<double>& v) {
-  double sum = 0.0;
-  for (double x : v) sum += x;
-  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-}
-
-// Percentile bootstrap 95% interval of the mean of `v` (10000 resamples, fixed seed).
-std::pair<double, double> BootstrapMeanInterval(const std::vector<double>& v) {
-  constexpr int kResamples = 10000;
-  std::mt19937_64 rng(20240611);
-  std::uniform_int_distribution<size_t> pick(0, v.size() - 1);
-  std::vector<double> means(kResamples);
-  for (double& m : means) {
-    double sum = 0.0;
-    for (size_t i = 0; i < v.size(); ++i) sum += v[pick(rng)];
-    m = sum / static_cast<double>(v.size());
-  }
-  std::sort(means.begin(), means.end());
-  return {method::SortedQuantile(means, 0.025), method::SortedQuantile(means, 0.975)};
-}
-
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-StatusOr<worker::CalibrationSet> LoadSet(const std::string& data, const worker::Engine& engine,
-                                         const method::CalibrationParams& params) {
-  const worker::DataOptions options = worker::DataOptionsOf(params);
-  if (worker::CheckBuiltinCalibrationName(data).ok()) {
-    return worker::BuiltinCalibrationData(data, *engine.tokenizer, options);
-  }
-  return worker::LoadCalibrationData(data, *engine.tokenizer, options);
-}
+using bench::BootstrapMeanInterval;
+using bench::LoadSamples;
+using bench::Mean;
+using bench::Seconds;
 
 int Run(const Args& args) {
   const auto start = std::chrono::steady_clock::now();
@@ -110,7 +82,7 @@ int Run(const Args& args) {
   const worker::TrialOptions trials = worker::TrialOptionsOf(params);
   const worker::ResponseTrials& response = *trials.response;
   const size_t grid = params.budgets.size();
-  StatusOr<worker::CalibrationSet> calib = LoadSet(args.calib_data, **engine, params);
+  StatusOr<worker::CalibrationSet> calib = LoadSamples(args.calib_data, **engine, params);
   if (!calib.ok()) return Fail(calib.status());
 
   // Sums over samples of each layer's and each (layer, head)'s KL at each grid budget.
@@ -194,7 +166,7 @@ int Run(const Args& args) {
   eval_params.samples = args.eval_samples;
   eval_params.context_len = args.eval_context;
   eval_params.probe_len = args.eval_probe;
-  StatusOr<worker::CalibrationSet> eval = LoadSet(args.eval_data, **engine, eval_params);
+  StatusOr<worker::CalibrationSet> eval = LoadSamples(args.eval_data, **engine, eval_params);
   if (!eval.ok()) return Fail(eval.status());
   const auto eval_start = std::chrono::steady_clock::now();
   std::vector<std::vector<double>> joint_layer(maps.size()), joint_head(maps.size()),

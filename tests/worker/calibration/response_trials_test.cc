@@ -22,10 +22,7 @@ constexpr int kProbe = 8;
 constexpr int kLayers = 4;
 
 std::vector<int32_t> Tokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& v : t) v = static_cast<int32_t>(rng() % vocab);
-  return t;
+  return testing::RandomTokens(n, vocab, seed);
 }
 
 struct Fixture {

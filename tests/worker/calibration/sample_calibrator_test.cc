@@ -11,10 +11,7 @@ namespace ripplekv::worker {
 namespace {
 
 std::vector<int32_t> Tokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& v : t) v = static_cast<int32_t>(rng() % vocab);
-  return t;
+  return testing::RandomTokens(n, vocab, seed);
 }
 
 struct Fixture {
@@ -52,7 +49,8 @@ TEST_P(SampleCalibratorModeTest, FastPathEqualsNaiveReference) {
     ASSERT_TRUE(naive.ok()) << naive.status();
     for (int t = 0; t < 3; ++t) {
       EXPECT_GT((*naive)[t], 1e-6) << "the perturbation must move the output";
-      EXPECT_NEAR((*fast)[t], (*naive)[t], 1e-4 * (*naive)[t]) << "layer " << layer << " trial " << t;
+      EXPECT_NEAR((*fast)[t], (*naive)[t], 1e-4 * (*naive)[t])
+          << "layer " << layer << " trial " << t;
     }
   }
 }

@@ -34,6 +34,14 @@ inline kernels::Tensor RandomTensor(std::mt19937_64& rng, kernels::Shape shape, 
   return t;
 }
 
+// n token ids below `vocab`, drawn with std::mt19937 seeded with `seed`.
+inline std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& v : t) v = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
 inline Model MakeTinyModel(const TinyModelOptions& o = {}) {
   std::mt19937_64 rng(o.seed);
   Model m;
