@@ -1,4 +1,5 @@
 #include "method/budget_format.h"
+#include "base/strings.h"
 
 #include <cmath>
 #include <limits>
@@ -8,7 +9,6 @@
 #include "absl/strings/strip.h"
 #include "base/check.h"
 #include "base/file_io.h"
-#include "base/strings.h"
 #include "method/json_fields.h"
 
 namespace ripplekv::method {
@@ -25,6 +25,7 @@ using json_fields::Member;
 using json_fields::OrderedJson;
 
 constexpr std::string_view kWhat = "budget map";
+
 
 Status Bad(const std::string& path, std::string_view problem) {
   return json_fields::Error(kWhat, path, problem);
@@ -46,10 +47,11 @@ StatusOr<const Json*> Get(const Json& object, const std::string& path, std::stri
 
 StatusOr<BudgetOptions> OptionsFromJson(const Json& j) {
   const std::string path = "params";
-  RETURN_IF_ERROR(json_fields::ExpectObject(
-      j, kWhat, path,
-      {"normalization", "ratio", "average_tokens", "total_tokens", "min_tokens", "max_tokens",
-       "log_epsilon", "max_context", "shrink_z"}));
+  RETURN_IF_ERROR(
+      json_fields::ExpectObject(j, kWhat, path,
+                                {"normalization", "ratio", "average_tokens", "total_tokens",
+                                 "min_tokens", "max_tokens", "log_epsilon", "max_context",
+                                 "shrink_z"}));
   BudgetOptions o;
   ASSIGN_OR_RETURN(const Json* normalization, Get(j, path, "normalization"));
   ASSIGN_OR_RETURN(std::string name, AsString(*normalization, kWhat, Child(path, "normalization")));
@@ -183,15 +185,11 @@ StatusOr<std::string> BudgetMapToJson(const BudgetMap& map) {
                                  {"multiplier", map.multipliers[l]},
                                  {"normalized", map.normalized[l]}});
   }
-  OrderedJson root = {{"schema_version", kBudgetMapSchemaVersion}, {"model_hash", map.model_hash}};
-  // Written only for a response map, so noise maps keep their bytes.
-  if (map.objective == Objective::kResponse) {
-    root["objective"] = std::string(ObjectiveName(map.objective));
-    root["selector"] = std::string(ResponseSelectorName(map.selector));
-  }
-  root["params"] = std::move(params);
-  root["total_tokens"] = map.total_tokens;
-  root["layers"] = std::move(layers);
+  OrderedJson root = {{"schema_version", kBudgetMapSchemaVersion},
+                      {"model_hash", map.model_hash},
+                      {"params", std::move(params)},
+                      {"total_tokens", map.total_tokens},
+                      {"layers", std::move(layers)}};
   return json_fields::Dump(root, kWhat);
 }
 
@@ -205,33 +203,11 @@ StatusOr<BudgetMap> BudgetMapFromJson(std::string_view json_text) {
         absl::StrCat("budget map: schema_version ", version,
                      " is not supported (this build reads version ", kBudgetMapSchemaVersion, ")"));
   }
-  RETURN_IF_ERROR(json_fields::ExpectObject(root, kWhat, "",
-                                            {"schema_version", "model_hash", "objective",
-                                             "selector", "params", "total_tokens", "layers"}));
+  RETURN_IF_ERROR(json_fields::ExpectObject(
+      root, kWhat, "", {"schema_version", "model_hash", "params", "total_tokens", "layers"}));
   BudgetMap map;
   ASSIGN_OR_RETURN(const Json* hash, Get(root, "", "model_hash"));
   ASSIGN_OR_RETURN(map.model_hash, AsString(*hash, kWhat, "model_hash"));
-  // A response map's objective and selector; a document without them is a noise map.
-  if (root.contains("objective") != root.contains("selector")) {
-    return Bad(root.contains("objective") ? "selector" : "objective",
-               "missing (objective and selector come together)");
-  }
-  if (root.contains("objective")) {
-    ASSIGN_OR_RETURN(std::string objective, AsString(root["objective"], kWhat, "objective"));
-    StatusOr<Objective> parsed = ParseObjective(objective);
-    if (!parsed.ok() || *parsed != Objective::kResponse) {
-      return Bad("objective", absl::StrCat("is \"", objective,
-                                           "\", expected \"response\" (a "
-                                           "noise map has no objective member)"));
-    }
-    map.objective = *parsed;
-    ASSIGN_OR_RETURN(std::string selector, AsString(root["selector"], kWhat, "selector"));
-    StatusOr<ResponseSelector> parsed_selector = ParseResponseSelector(selector);
-    if (!parsed_selector.ok()) {
-      return Bad("selector", std::string(parsed_selector.status().message()));
-    }
-    map.selector = *parsed_selector;
-  }
   ASSIGN_OR_RETURN(const Json* params, Get(root, "", "params"));
   ASSIGN_OR_RETURN(map.options, OptionsFromJson(*params));
   ASSIGN_OR_RETURN(const Json* total, Get(root, "", "total_tokens"));

@@ -1,8 +1,7 @@
 #pragma once
 // Budget maps on disk and in the formats serving stacks take (docs/BUDGETS.md has examples):
-//  - native: our JSON document (schema_version, model hash, for a response map its objective and
-//    selector, parameters, per layer {layer, tokens, multiplier, normalized}); read back strictly,
-//    so a stored map can be rolled out as is;
+//  - native: our JSON document (schema_version, model hash, parameters, per layer {layer, tokens,
+//    multiplier, normalized}); read back strictly, so a stored map can be rolled out as is;
 //  - kvpress: {"compression_ratios": [...]} for kvpress's PerLayerCompressionPress, for one context
 //    length Lc: ratio_l = 1 - tokens_l / Lc, the fraction of the layer's prefill tokens pruned;
 //  - trtllm: {"max_attention_window": [...]} for TensorRT-LLM's KvCacheConfig.max_attention_window,

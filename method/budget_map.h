@@ -73,8 +73,8 @@ struct BudgetMap {
   std::string model_hash;  // of the profile it came from; empty for raw sensitivities
   // What the profile it came from measured: kNoise (the steps above; every map of bare
   // sensitivities) or kResponse (the response allocation). `selector` is the response profile's
-  // selector; kSnapKv and not read for a noise map. The native document (budget_format.h) and a
-  // frozen map's (frozen_map.h) carry them for a response map.
+  // selector; kSnapKv and not read for a noise map. The native document (budget_format.h) does
+  // not carry them (it reads back as kNoise); a frozen map's does (frozen_map.h).
   Objective objective = Objective::kNoise;
   ResponseSelector selector = ResponseSelector::kSnapKv;
   // The parameters it was computed with. A response map records the bounds it used (min_tokens

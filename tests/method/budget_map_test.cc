@@ -599,44 +599,6 @@ TEST(ResponseBudgetMapTest, IsTheResponseAllocationOfTheProfile) {
   EXPECT_GT(map->tokens[0], map->tokens[2]);
 }
 
-TEST(ResponseBudgetMapTest, TheNativeDocumentRecordsTheObjectiveAndSelector) {
-  const SensitivityProfile h2o =
-      ResponseProfileOf({{0.9, 0.5, 0.2, 0.05}, {2.0, 1.2, 0.6, 0.2}, {0.3, 0.1, 0.04, 0.01}},
-                        ResponseSelector::kH2o);
-  StatusOr<BudgetMap> map = ComputeBudgetMap(h2o, Options(2.0, 40));
-  ASSERT_TRUE(map.ok()) << map.status();
-  StatusOr<std::string> text = BudgetMapToJson(*map);
-  ASSERT_TRUE(text.ok()) << text.status();
-  EXPECT_NE(text->find(R"("objective": "response",)"), std::string::npos) << *text;
-  EXPECT_NE(text->find(R"("selector": "h2o",)"), std::string::npos) << *text;
-  StatusOr<BudgetMap> back = BudgetMapFromJson(*text);
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->objective, Objective::kResponse);
-  EXPECT_EQ(back->selector, ResponseSelector::kH2o);
-  EXPECT_EQ(back->tokens, map->tokens);
-  StatusOr<std::string> again = BudgetMapToJson(*back);
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(*again, *text);
-  // A noise map has neither member; half of the pair, or a noise objective, is refused.
-  StatusOr<BudgetMap> noise =
-      ComputeBudgetMap(std::vector<double>{1.0, 2.0, 3.0}, Options(2.0, 40));
-  ASSERT_TRUE(noise.ok());
-  StatusOr<std::string> noise_text = BudgetMapToJson(*noise);
-  ASSERT_TRUE(noise_text.ok());
-  EXPECT_EQ(noise_text->find("objective"), std::string::npos);
-  nlohmann::json j = nlohmann::json::parse(*text);
-  j.erase("selector");
-  EXPECT_THAT(std::string(BudgetMapFromJson(j.dump()).status().message()),
-              testing::HasSubstr("selector"));
-  j = nlohmann::json::parse(*text);
-  j["objective"] = "noise";
-  EXPECT_EQ(BudgetMapFromJson(j.dump()).status().code(), absl::StatusCode::kInvalidArgument);
-  j = nlohmann::json::parse(*text);
-  j["selector"] = "cake";
-  EXPECT_THAT(std::string(BudgetMapFromJson(j.dump()).status().message()),
-              testing::HasSubstr("selector"));
-}
-
 TEST(ResponseBudgetMapTest, TheLowerBoundIsRaisedToTheSelectorsSmallestBudget) {
   // SnapKV keeps its 32-token window whatever it is given: min_tokens 1 becomes 32, and the map
   // records it.
