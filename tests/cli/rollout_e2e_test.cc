@@ -309,8 +309,12 @@ TEST_F(RolloutE2ETest, ASchedulerKilledMidRolloutResumesItWhereItWas) {
 
   cluster_->scheduler().Kill();
   StartScheduler();
-  AwaitConnected(id, 12);
-  const Json after = Status(id);
+  // Read the restarted scheduler's first answer: the soak starts again once the stage's nodes
+  // reconnect and report, so waiting for all 12 first could outlast it on a loaded machine.
+  Json after;
+  ASSERT_TRUE(
+      WaitFor([&] { return !(after = Status(id)).is_null(); }, seconds(60), milliseconds(100)))
+      << SchedulerLog();
   EXPECT_EQ(State(after), "ROLLOUT_STATE_RUNNING");
   EXPECT_EQ(Stage(after), 1);  // the soak restarted with the process
   std::set<std::string> members_after;
@@ -320,6 +324,7 @@ TEST_F(RolloutE2ETest, ASchedulerKilledMidRolloutResumesItWhereItWas) {
   EXPECT_EQ(members_after, members);
   EXPECT_EQ(EverWrote(map), members);  // nobody outside the stage got it across the restart
 
+  AwaitConnected(id, 12);
   AwaitState(id, "ROLLOUT_STATE_SUCCEEDED");
   AwaitFiles(map);
   // Every node wrote the map exactly once: the stage's nodes were not rewritten after the restart.
