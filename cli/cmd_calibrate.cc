@@ -161,6 +161,8 @@ int RunCalibrate(const CalibrateArgs& args) {
   if (!session_or.ok()) return ReportError(session_or.status());
   worker::Engine& s = **session_or;
   const worker::ModelConfig& cfg = s.model.config;
+  method_params = WithModelKvHeads(args.method, *std::move(method_params), cfg.n_kv_heads);
+  if (!method_params.ok()) return ReportError(method_params.status());
   if (Status st = method::ValidateCalibrationParams(*method_params, cfg.n_layers); !st.ok()) {
     return ReportError(st);
   }
@@ -193,7 +195,9 @@ int RunCalibrate(const CalibrateArgs& args) {
   const std::string trial =
       p.objective == method::Objective::kResponse
           ? absl::StrCat("response of ", std::string(method::ResponseSelectorName(p.selector)),
-                         " at budgets ", absl::StrJoin(p.budgets, ","))
+                         " at budgets ", absl::StrJoin(p.budgets, ","),
+                         p.kv_heads > 0 ? absl::StrCat(", each of ", p.kv_heads, " KV heads alone")
+                                        : std::string())
           : absl::StrCat("noise, alpha=", p.alpha);
   spdlog::info("calibrating {} samples x {} layers x {} trials ({} mode{}, C={}, W={}, {})",
                inputs.size(), p.layers.empty() ? cfg.n_layers : static_cast<int>(p.layers.size()),

@@ -65,13 +65,13 @@ struct SubmitArgs {
   std::string scheduler;
   v1::ClientSecurityFiles security;  // --tls-ca, --tls-cert, --tls-key, --token-file
   std::string model;
-  std::string model_hash;  // empty: computed from --model
-  MethodFlags method;      // method.data: a file read here and sent inline
+  std::string model_hash;        // empty: computed from --model
+  MethodFlags method;            // method.data: a file read here and sent inline
   bool data_on_workers = false;  // send method.data as a path the workers read instead
   int priority = 0;
   std::string idempotency_key;
   bool wait = false;
-  bool json = false;  // with --wait: print the profile JSON instead of the table
+  bool json = false;          // with --wait: print the profile JSON instead of the table
   bool until_stable = false;  // rounds of --samples samples until stable, as `calibrate`
   int max_samples = 64;       // the cap of --until-stable
   // --verify: the fraction of tasks verified on a second worker, checked in [0, 1] before any
@@ -264,8 +264,15 @@ int RunSubmit(const SubmitArgs& args) {
   if (auto summary = worker::DescribeModel(args.model); summary.ok()) {
     spec->mutable_model()->set_n_layers(summary->config.n_layers);
     spec->mutable_model()->set_name(summary->config.name);
+    method_params =
+        WithModelKvHeads(args.method, *std::move(method_params), summary->config.n_kv_heads);
+    if (!method_params.ok()) return ReportError(method_params.status());
   } else if (args.model_hash.empty()) {
     return ReportError(summary.status());
+  } else if (args.method.per_head) {
+    return ReportError(absl::InvalidArgumentError(
+        absl::StrCat("--per-head needs the model's KV head count, but ", args.model,
+                     " cannot be read here: ", summary.status().message())));
   }
   std::error_code ec;
   const std::filesystem::path model_path = std::filesystem::absolute(args.model, ec);
@@ -406,7 +413,8 @@ int RunTasks(const JobArgs& args) {
     }
   }
   for (const auto& [who, count] : done_by) {
-    std::printf("done by %s (%s): %d task%s\n", who.first.empty() ? "unrecorded" : who.first.c_str(),
+    std::printf("done by %s (%s): %d task%s\n",
+                who.first.empty() ? "unrecorded" : who.first.c_str(),
                 who.second.empty() ? "version unrecorded" : who.second.c_str(), count,
                 count == 1 ? "" : "s");
   }

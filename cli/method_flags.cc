@@ -79,6 +79,9 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_hel
                                "); budgets below the selector's smallest or not below "
                                "--context-len are dropped, and --context-len (the full cache) "
                                "is added"));
+  cmd->add_flag("--per-head", flags.per_head,
+                "With --objective response: measure every KV head of a layer alone (n_kv_heads "
+                "times the trials), so `budgets --per-head` can give each head its own budget");
 }
 
 StatusOr<method::CalibrationParams> CheckedCalibrationParams(const MethodFlags& flags,
@@ -91,6 +94,9 @@ StatusOr<method::CalibrationParams> CheckedCalibrationParams(const MethodFlags& 
   if (objective != method::Objective::kResponse && flags.selector != MethodFlags().selector) {
     return absl::InvalidArgumentError(
         absl::StrCat("--selector ", flags.selector, ": only with --objective response"));
+  }
+  if (flags.per_head && objective != method::Objective::kResponse) {
+    return absl::InvalidArgumentError("--per-head: only with --objective response");
   }
   ASSIGN_OR_RETURN(const method::PerturbMode mode, method::ParsePerturbMode(flags.mode));
   ASSIGN_OR_RETURN(const std::vector<int> layers, ParseLayerList(flags.layers));
@@ -111,6 +117,18 @@ StatusOr<method::CalibrationParams> CheckedCalibrationParams(const MethodFlags& 
                                    .selector = selector,
                                    .budgets = std::move(budgets)});
   RETURN_IF_ERROR(method::ValidateCalibrationParams(params, /*n_layers=*/0));
+  return params;
+}
+
+StatusOr<method::CalibrationParams> WithModelKvHeads(const MethodFlags& flags,
+                                                     method::CalibrationParams params,
+                                                     int64_t n_kv_heads) {
+  if (!flags.per_head) return params;
+  params.kv_heads = n_kv_heads;
+  params = method::ResolveResponseGrid(std::move(params));
+  if (Status s = method::ValidateCalibrationParams(params, /*n_layers=*/0); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--per-head: ", s.message()));
+  }
   return params;
 }
 

@@ -29,13 +29,14 @@ struct MethodFlags {
   std::string objective = "noise";  // what a trial measures: "noise" or "response"
   std::string selector = "snapkv";  // the response objective's token selector
   std::string budgets;              // the response grid, tokens: "16,32,64"; empty: the default
+  bool per_head = false;            // a per-head response: every KV head measured alone
 };
 
 // Registers --data (described by `data_help`), --builtin (excludes --data), --data-seed,
 // --samples, --context-len, --probe, --alpha, --trials, --seed, --mode, --layers, --strict,
-// --objective, --selector and --budgets on `cmd`, writing into `flags`, which must outlive the
-// parse. The --builtin name is checked by the command (BuiltinFromFlags), so that an unknown one
-// is an InvalidArgument listing the known ones.
+// --objective, --selector, --budgets and --per-head on `cmd`, writing into `flags`, which must
+// outlive the parse. The --builtin name is checked by the command (BuiltinFromFlags), so that an
+// unknown one is an InvalidArgument listing the known ones.
 void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_help);
 
 // The method's parameters the flags give (method/calibration_params.h), with --objective,
@@ -48,6 +49,13 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags& flags, std::string_view data_hel
 // parameter the method refuses (the field named).
 [[nodiscard]] StatusOr<method::CalibrationParams> CheckedCalibrationParams(
     const MethodFlags& flags, bool until_stable = false, int64_t max_samples = 64);
+
+// The parameters for a model of `n_kv_heads` KV heads: with --per-head, kv_heads set to it and
+// the trials resolved again (H times the grid); unchanged otherwise. CheckedCalibrationParams()
+// has refused --per-head without --objective response.
+[[nodiscard]] StatusOr<method::CalibrationParams> WithModelKvHeads(const MethodFlags& flags,
+                                                                   method::CalibrationParams params,
+                                                                   int64_t n_kv_heads);
 
 // The built-in set the flags select: --builtin, or kDefaultCalibrationBuiltin when it is empty.
 // InvalidArgument listing the known names for an unknown one. Meaningless with --data.

@@ -68,9 +68,10 @@ void PrintObjective(const method::ProfileParams& p) {
   if (p.objective == method::Objective::kResponse) {
     std::printf(
         "objective response (selector %s, budgets %s tokens per KV head, %lld = full "
-        "cache)\n",
+        "cache%s)\n",
         std::string(method::ResponseSelectorName(p.selector)).c_str(),
-        absl::StrJoin(p.budgets, " ").c_str(), static_cast<long long>(p.context_len));
+        absl::StrJoin(p.budgets, " ").c_str(), static_cast<long long>(p.context_len),
+        p.kv_heads > 0 ? absl::StrCat("; each of ", p.kv_heads, " KV heads alone").c_str() : "");
     return;
   }
   std::printf("objective noise (mode %s, alpha %g, %lld trial%s)\n",
@@ -89,6 +90,22 @@ void PrintResponse(const method::SensitivityProfile& profile) {
     std::printf("%5lld", static_cast<long long>(l.layer));
     for (const method::ResponsePoint& point : l.response) std::printf("  %9.3g", point.mean_kl);
     std::printf("\n");
+  }
+  if (profile.params.kv_heads == 0) return;
+  std::printf("KL by budget per KV head (nats; each layer's row above is their sum)\n%5s %4s",
+              "layer", "head");
+  for (int64_t budget : profile.params.budgets) {
+    std::printf("  %9lld", static_cast<long long>(budget));
+  }
+  std::printf("\n");
+  for (const method::LayerSensitivity& l : profile.layers) {
+    for (size_t h = 0; h < l.head_response.size(); ++h) {
+      std::printf("%5lld %4zu", static_cast<long long>(l.layer), h);
+      for (const method::ResponsePoint& point : l.head_response[h]) {
+        std::printf("  %9.3g", point.mean_kl);
+      }
+      std::printf("\n");
+    }
   }
 }
 

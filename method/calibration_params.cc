@@ -29,6 +29,11 @@ Status AtLeast(int64_t value, int64_t min, std::string_view field) {
 // noise calibration has no grid.
 Status ValidateResponseRules(const CalibrationParams& p) {
   if (p.objective != Objective::kResponse) {
+    if (p.kv_heads != 0) {
+      return Bad("kv_heads",
+                 absl::StrCat("a per-head response needs objective response, got ", p.kv_heads,
+                              " with objective ", Sv(ObjectiveName(p.objective))));
+    }
     if (!p.budgets.empty()) {
       return Bad("budgets",
                  absl::StrCat("only with objective response, got ", p.budgets.size(),
@@ -70,9 +75,18 @@ Status ValidateResponseRules(const CalibrationParams& p) {
                                      ") before the last, got ", budget));
     }
   }
-  if (p.trials != static_cast<int64_t>(p.budgets.size())) {
-    return Bad("trials", absl::StrCat("must be the number of params.budgets (", p.budgets.size(),
-                                      ") with objective response, got ", p.trials));
+  if (p.kv_heads < 0 || p.kv_heads > kMaxKvHeads) {
+    return Bad("kv_heads",
+               absl::StrCat("must be in [0, ", kMaxKvHeads, "] (0: per layer), got ", p.kv_heads));
+  }
+  if (p.trials != ResponseTrialCount(p)) {
+    return Bad(
+        "trials",
+        p.kv_heads == 0
+            ? absl::StrCat("must be the number of params.budgets (", p.budgets.size(),
+                           ") with objective response, got ", p.trials)
+            : absl::StrCat("must be params.kv_heads x the number of params.budgets (", p.kv_heads,
+                           " x ", p.budgets.size(), ") with a per-head response, got ", p.trials));
   }
   return absl::OkStatus();
 }
@@ -159,8 +173,12 @@ CalibrationParams ResolveResponseGrid(CalibrationParams params) {
   // The full cache closes every grid: its KL is 0 by definition, the anchor of the curve.
   grid.push_back(params.context_len);
   params.budgets = std::move(grid);
-  params.trials = static_cast<int64_t>(params.budgets.size());
+  params.trials = ResponseTrialCount(params);
   return params;
+}
+
+int64_t ResponseTrialCount(const CalibrationParams& params) {
+  return std::max<int64_t>(1, params.kv_heads) * static_cast<int64_t>(params.budgets.size());
 }
 
 Status ValidateCalibrationParams(const CalibrationParams& p, int64_t n_layers) {

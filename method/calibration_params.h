@@ -59,10 +59,12 @@ int64_t MinResponseBudget(ResponseSelector selector);
 // The budget grid of a response calibration when none is given, tokens, before it is clipped to
 // the context (ResolveResponseGrid).
 inline constexpr int64_t kDefaultResponseBudgets[] = {16, 32, 64, 128, 256, 512};
+// Largest kv_heads of a per-head response calibration.
+inline constexpr int64_t kMaxKvHeads = 256;
 
 struct CalibrationParams {
   Objective objective = Objective::kNoise;  // what a trial measures
-  PerturbMode mode = PerturbMode::kCache;  // where the noise goes (cache after prefill, prefill)
+  PerturbMode mode = PerturbMode::kCache;   // where the noise goes (cache after prefill, prefill)
   double alpha = 0.5;           // norm-adaptive perturbation scale (relative), finite and > 0
   int64_t trials = 2;           // trials per (sample, layer), >= 1
   uint64_t seed = 0;            // Philox key of the noise
@@ -84,6 +86,12 @@ struct CalibrationParams {
   // (the full cache, KL 0 by definition) last; trials == budgets.size().
   ResponseSelector selector = ResponseSelector::kSnapKv;
   std::vector<int64_t> budgets;
+  // Per-head response (docs/CALIBRATION.md, "Per-head response"): the model's KV heads per layer,
+  // H >= 1, each measured alone: trial t = h * G + g keeps budgets[g] entries of KV head h of the
+  // layer and every other head whole, so trials == H * G for a grid of G budgets. 0: per layer
+  // (every head of the layer keeps the budget). Only with objective kResponse, at most
+  // kMaxKvHeads; the engine refuses a value other than its model's n_kv_heads.
+  int64_t kv_heads = 0;
 
   friend bool operator==(const CalibrationParams&, const CalibrationParams&) = default;
 };
@@ -91,9 +99,14 @@ struct CalibrationParams {
 // The parameters with the response grid resolved: for objective kResponse, `budgets` (empty: the
 // kDefaultResponseBudgets) sorted, deduplicated, without the budgets below
 // MinResponseBudget(selector) or not below context_len, then context_len appended, and `trials`
-// set to the grid's size. Idempotent; other objectives are returned unchanged. Every entry (the
-// CLI's flags, a submitted job) resolves once, before ValidateCalibrationParams.
+// set to the grid's size (times kv_heads for a per-head response). Idempotent; other objectives are
+// returned unchanged. Every entry (the CLI's flags, a submitted job) resolves once, before
+// ValidateCalibrationParams.
 CalibrationParams ResolveResponseGrid(CalibrationParams params);
+
+// The trials per (sample, layer) of a response calibration: the grid's size, times kv_heads for a
+// per-head response.
+int64_t ResponseTrialCount(const CalibrationParams& params);
 
 // Checks every rule of the method's parameters. `n_layers` is the model's layer count; <= 0 means
 // not known yet (a CLI before the model is opened, a request before the model is resolved): then

@@ -16,9 +16,10 @@ using json_fields::Child;
 using json_fields::Json;
 
 // Every member the codec reads or writes.
-constexpr std::array<std::string_view, 14> kKeys = {
-    "objective", "selector",    "budgets",   "mode",   "alpha",     "trials",       "seed",
-    "samples",   "context_len", "probe_len", "layers", "data_seed", "until_stable", "max_samples"};
+constexpr std::array<std::string_view, 15> kKeys = {
+    "objective", "selector", "budgets",   "kv_heads",     "mode",
+    "alpha",     "trials",   "seed",      "samples",      "context_len",
+    "probe_len", "layers",   "data_seed", "until_stable", "max_samples"};
 
 // Reads member `key` of `object` (at `path`) into `*out` with `as`; absent optional members keep
 // `*out` (the default).
@@ -81,6 +82,7 @@ nlohmann::ordered_json CalibrationParamsToJson(const CalibrationParams& p) {
     j["objective"] = std::string(ObjectiveName(p.objective));
     j["selector"] = std::string(ResponseSelectorName(p.selector));
     j["budgets"] = p.budgets;
+    if (p.kv_heads != 0) j["kv_heads"] = p.kv_heads;  // a per-head response only
   }
   j["mode"] = std::string(PerturbModeName(p.mode));
   j["alpha"] = p.alpha;
@@ -117,6 +119,7 @@ StatusOr<CalibrationParams> CalibrationParamsFromJson(
   RETURN_IF_ERROR(ReadName(object, what, path, "selector", true, ParseResponseSelector,
                            "snapkv|h2o|streaming", &p.selector));
   RETURN_IF_ERROR(Read(object, what, path, "budgets", true, AsIntArray, &p.budgets));
+  RETURN_IF_ERROR(Read(object, what, path, "kv_heads", true, json_fields::AsInt, &p.kv_heads));
   RETURN_IF_ERROR(
       ReadName(object, what, path, "mode", false, ParsePerturbMode, "cache|prefill", &p.mode));
   RETURN_IF_ERROR(Read(object, what, path, "alpha", false, json_fields::AsDouble, &p.alpha));

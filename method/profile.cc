@@ -325,12 +325,26 @@ StatusOr<ResponsePoint> ResponsePointFromJson(const Json& j, const std::string& 
   return point;
 }
 
+StatusOr<std::vector<ResponsePoint>> ResponsePointsFromJson(const Json& array,
+                                                            const std::string& path) {
+  std::vector<ResponsePoint> points;
+  points.reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i) {
+    ASSIGN_OR_RETURN(ResponsePoint point, ResponsePointFromJson(array[i], Index(path, i)));
+    points.push_back(point);
+  }
+  return points;
+}
+
 StatusOr<LayerSensitivity> LayerFromJson(const Json& j, const std::string& path, int64_t version) {
-  if (version == 1 && j.is_object() && j.contains("response")) {
-    return Bad(Child(path, "response"), "unknown field in schema_version 1");
+  for (const char* key : {"response", "head_response"}) {
+    if (version == 1 && j.is_object() && j.contains(key)) {
+      return Bad(Child(path, key), "unknown field in schema_version 1");
+    }
   }
   RETURN_IF_ERROR(json_fields::ExpectObject(
-      j, kWhat, path, {"layer", "mean_kl", "stderr", "count", "per_sample_mean", "response"}));
+      j, kWhat, path,
+      {"layer", "mean_kl", "stderr", "count", "per_sample_mean", "response", "head_response"}));
   LayerSensitivity l;
   ASSIGN_OR_RETURN(l.layer, GetInt(j, path, "layer"));
   ASSIGN_OR_RETURN(l.mean_kl, GetDouble(j, path, "mean_kl"));
@@ -345,12 +359,19 @@ StatusOr<LayerSensitivity> LayerFromJson(const Json& j, const std::string& path,
   }
   if (j.contains("response")) {
     ASSIGN_OR_RETURN(const Json* response, GetArray(j, path, "response"));
-    const std::string response_path = Child(path, "response");
-    l.response.reserve(response->size());
-    for (size_t i = 0; i < response->size(); ++i) {
-      ASSIGN_OR_RETURN(ResponsePoint point,
-                       ResponsePointFromJson((*response)[i], Index(response_path, i)));
-      l.response.push_back(point);
+    ASSIGN_OR_RETURN(l.response, ResponsePointsFromJson(*response, Child(path, "response")));
+  }
+  if (j.contains("head_response")) {
+    ASSIGN_OR_RETURN(const Json* heads, GetArray(j, path, "head_response"));
+    const std::string heads_path = Child(path, "head_response");
+    for (size_t h = 0; h < heads->size(); ++h) {
+      const std::string head_path = Index(heads_path, h);
+      if (!(*heads)[h].is_array()) {
+        return Bad(head_path, absl::StrCat("expected an array, got ", (*heads)[h].type_name()));
+      }
+      ASSIGN_OR_RETURN(std::vector<ResponsePoint> points,
+                       ResponsePointsFromJson((*heads)[h], head_path));
+      l.head_response.push_back(std::move(points));
     }
   }
   return l;
@@ -358,23 +379,14 @@ StatusOr<LayerSensitivity> LayerFromJson(const Json& j, const std::string& path,
 
 // A layer's response points against the profile's grid: one per params.budgets entry in order,
 // present only in a response profile, finite and non-negative, the full cache's KL 0.
-Status ValidateResponse(const LayerSensitivity& l, const ProfileParams& p,
-                        const std::string& layer_path) {
-  const std::string path = Child(layer_path, "response");
-  if (p.objective != Objective::kResponse) {
-    if (!l.response.empty()) {
-      return Bad(path,
-                 absl::StrCat("only in a profile of objective response, got ", l.response.size(),
-                              " points with objective ", Sv(ObjectiveName(p.objective))));
-    }
-    return absl::OkStatus();
-  }
-  if (l.response.size() != p.budgets.size()) {
-    return Bad(path, absl::StrCat("has ", l.response.size(), " points but params.budgets has ",
+Status ValidatePoints(const std::vector<ResponsePoint>& points, const ProfileParams& p,
+                      const std::string& path) {
+  if (points.size() != p.budgets.size()) {
+    return Bad(path, absl::StrCat("has ", points.size(), " points but params.budgets has ",
                                   p.budgets.size()));
   }
-  for (size_t t = 0; t < l.response.size(); ++t) {
-    const ResponsePoint& point = l.response[t];
+  for (size_t t = 0; t < points.size(); ++t) {
+    const ResponsePoint& point = points[t];
     const std::string point_path = Index(path, t);
     if (point.budget != p.budgets[t]) {
       return Bad(
@@ -385,11 +397,34 @@ Status ValidateResponse(const LayerSensitivity& l, const ProfileParams& p,
     RETURN_IF_ERROR(CheckNonNegativeFinite(point.std_error, Child(point_path, "stderr")));
   }
   // The last budget is the full cache (ValidateCalibrationParams), which changes nothing.
-  const ResponsePoint& full = l.response.back();
+  const ResponsePoint& full = points.back();
   if (full.mean_kl != 0.0) {
     return Bad(
-        Child(Index(path, l.response.size() - 1), "mean_kl"),
+        Child(Index(path, points.size() - 1), "mean_kl"),
         absl::StrCat("must be 0 at the full cache (budget ", full.budget, "), got ", full.mean_kl));
+  }
+  return absl::OkStatus();
+}
+
+Status ValidateResponse(const LayerSensitivity& l, const ProfileParams& p,
+                        const std::string& layer_path) {
+  const std::string path = Child(layer_path, "response");
+  const std::string heads_path = Child(layer_path, "head_response");
+  if (p.objective != Objective::kResponse) {
+    if (!l.response.empty()) {
+      return Bad(path,
+                 absl::StrCat("only in a profile of objective response, got ", l.response.size(),
+                              " points with objective ", Sv(ObjectiveName(p.objective))));
+    }
+  } else {
+    RETURN_IF_ERROR(ValidatePoints(l.response, p, path));
+  }
+  if (l.head_response.size() != static_cast<size_t>(p.kv_heads)) {
+    return Bad(heads_path, absl::StrCat("has ", l.head_response.size(),
+                                        " heads but params.kv_heads is ", p.kv_heads));
+  }
+  for (size_t h = 0; h < l.head_response.size(); ++h) {
+    RETURN_IF_ERROR(ValidatePoints(l.head_response[h], p, Index(heads_path, h)));
   }
   return absl::OkStatus();
 }
@@ -435,6 +470,10 @@ Status ValidateProfile(const SensitivityProfile& profile) {
   }
   if (p.data_seed != defaults.data_seed) {
     return Bad("params.data_seed", "a profile names its data in params.data_source");
+  }
+  if (p.kv_heads != 0 && p.kv_heads != m.n_kv_heads) {
+    return Bad("params.kv_heads", absl::StrCat("is ", p.kv_heads, " but the model has ",
+                                               m.n_kv_heads, " KV heads (model.n_kv_heads)"));
   }
   if (p.layers.empty()) return Bad("params.layers", "must list at least one layer");
   for (size_t i = 1; i < p.layers.size(); ++i) {
@@ -567,6 +606,18 @@ StatusOr<std::string> ProfileToJson(const SensitivityProfile& profile) {
             {"budget", point.budget}, {"mean_kl", point.mean_kl}, {"stderr", point.std_error}});
       }
       layer["response"] = std::move(response);
+    }
+    if (!l.head_response.empty()) {
+      OrderedJson heads = OrderedJson::array();
+      for (const std::vector<ResponsePoint>& points : l.head_response) {
+        OrderedJson head = OrderedJson::array();
+        for (const ResponsePoint& point : points) {
+          head.push_back(OrderedJson{
+              {"budget", point.budget}, {"mean_kl", point.mean_kl}, {"stderr", point.std_error}});
+        }
+        heads.push_back(std::move(head));
+      }
+      layer["head_response"] = std::move(heads);
     }
     layers.push_back(std::move(layer));
   }

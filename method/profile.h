@@ -80,6 +80,12 @@ struct LayerSensitivity {
   // cache, is 0); empty for noise profiles. In a response profile mean_kl is the mean over the
   // grid. JSON: "response", omitted when empty.
   std::vector<ResponsePoint> response;
+  // Per-head response profiles (params.kv_heads H > 0): [H] each KV head's points, as `response`
+  // is for the layer (trial h * G + g measured head h alone at params.budgets[g]); `response` is
+  // then their sum per budget, per sample (the layer's predicted response when every head keeps
+  // the budget), and mean_kl the mean over every head's points. Empty otherwise. JSON:
+  // "head_response", omitted when empty.
+  std::vector<std::vector<ResponsePoint>> head_response;
 };
 
 // One layer's bootstrap intervals (ProfileStability).
@@ -155,12 +161,13 @@ struct SensitivityProfile {
 // one to one, every per_sample_mean has params.samples finite non-negative entries, and count ==
 // params.samples * params.trials; each layer's response points are present only in a profile of
 // objective response, one per params.budgets entry with that budget, finite and non-negative, the
-// last (the full cache) with mean_kl 0; a stability block, when present, must match the profile's
-// layers one to one with finite ordered intervals and parameters in range; a verification block,
-// when present, must have its fraction in [0, 1] and each disagreement a (sample, layer) of the
-// profile, an outvoted worker and at least two distinct other agreeing workers. Errors:
-// FailedPrecondition (schema_version other than kProfileSchemaVersion), InvalidArgument naming the
-// JSON path of the first bad field.
+// last (the full cache) with mean_kl 0, and head_response has params.kv_heads such lists (none
+// when kv_heads is 0, which a profile with kv_heads must equal model.n_kv_heads); a stability
+// block, when present, must match the profile's layers one to one with finite ordered intervals and
+// parameters in range; a verification block, when present, must have its fraction in [0, 1] and
+// each disagreement a (sample, layer) of the profile, an outvoted worker and at least two distinct
+// other agreeing workers. Errors: FailedPrecondition (schema_version other than
+// kProfileSchemaVersion), InvalidArgument naming the JSON path of the first bad field.
 [[nodiscard]] Status ValidateProfile(const SensitivityProfile& profile);
 
 // A model summary alone, as the profile's "model" object (the scheduler keeps the summaries

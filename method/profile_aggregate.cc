@@ -30,38 +30,69 @@ double StandardError(const std::vector<double>& values, double mean) {
   return std::sqrt(squares / static_cast<double>(n - 1)) / std::sqrt(static_cast<double>(n));
 }
 
+// A layer's response points: its own (per layer: trial g; per head: per sample the sum over its
+// heads) and, for a per-head response, each head's.
+struct LayerResponse {
+  std::vector<ResponsePoint> layer;
+  std::vector<std::vector<ResponsePoint>> heads;
+};
 // layer -> its response points.
-using LayerResponses = std::map<int64_t, std::vector<ResponsePoint>>;
+using LayerResponses = std::map<int64_t, LayerResponse>;
 
-// Per layer (ascending), the response points of a grid `budgets`: for trial t, the mean over
-// samples of KL(s, l, t) and its standard error, summed in canonical order. The results passed
-// AggregateProfile (a complete grid without repeats), so with trials == budgets.size() every
-// (sample, layer) holds exactly the trials 0 .. budgets.size() - 1.
+// The point at `budget` of per-sample values `kl` (ascending sample order): their mean and its
+// standard error.
+ResponsePoint PointOf(int64_t budget, const std::vector<double>& kl) {
+  double sum = 0.0;
+  for (double v : kl) sum += v;
+  const double mean = sum / static_cast<double>(kl.size());
+  return {.budget = budget, .mean_kl = mean, .std_error = StandardError(kl, mean)};
+}
+
+// Per layer (ascending), the response points of a grid `budgets` measured per layer (kv_heads 0:
+// trial g is budget g) or per KV head (trial h * G + g is head h at budget g): for each trial the
+// mean over samples of KL(s, l, t) and its standard error, summed in canonical order; a per-head
+// layer point is the same of the per-sample sums over heads (heads ascending). The results passed
+// AggregateProfile (a complete grid without repeats), so with trials == max(1, kv_heads) * G every
+// (sample, layer) holds exactly the trials 0 .. trials - 1.
 StatusOr<LayerResponses> ResponsePoints(std::span<const TrialKl> results,
-                                        const std::vector<int64_t>& budgets) {
+                                        const std::vector<int64_t>& budgets, int64_t kv_heads) {
+  const size_t grid = budgets.size();
+  const size_t heads = static_cast<size_t>(std::max<int64_t>(1, kv_heads));
   std::vector<TrialKl> sorted(results.begin(), results.end());
   std::sort(sorted.begin(), sorted.end(), CanonicalLess);
   // layer -> trial -> the trial's KL of each sample, in ascending sample order.
   std::map<int64_t, std::vector<std::vector<double>>> values;
   for (const TrialKl& r : sorted) {
-    if (r.trial >= static_cast<int64_t>(budgets.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "aggregate: ", Key(r), " is past the response grid's ", budgets.size(), " budgets"));
+    if (r.trial >= static_cast<int64_t>(heads * grid)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aggregate: ", Key(r), " is past the response grid's ", grid, " budgets",
+                       kv_heads > 0 ? absl::StrCat(" x ", kv_heads, " KV heads") : std::string()));
     }
     std::vector<std::vector<double>>& trials = values[r.layer];
-    trials.resize(budgets.size());
+    trials.resize(heads * grid);
     trials[r.trial].push_back(r.kl);
   }
   LayerResponses out;
   for (const auto& [layer, trials] : values) {
-    std::vector<ResponsePoint>& points = out[layer];
-    for (size_t t = 0; t < trials.size(); ++t) {
-      const std::vector<double>& kl = trials[t];
-      double sum = 0.0;
-      for (double v : kl) sum += v;
-      const double mean = sum / static_cast<double>(kl.size());
-      points.push_back(
-          {.budget = budgets[t], .mean_kl = mean, .std_error = StandardError(kl, mean)});
+    LayerResponse& response = out[layer];
+    for (size_t g = 0; g < grid; ++g) {
+      if (kv_heads == 0) {
+        response.layer.push_back(PointOf(budgets[g], trials[g]));
+        continue;
+      }
+      std::vector<double> sums(trials[g].size(), 0.0);
+      for (size_t h = 0; h < heads; ++h) {
+        const std::vector<double>& kl = trials[h * grid + g];
+        for (size_t s = 0; s < sums.size(); ++s) sums[s] += kl[s];
+      }
+      response.layer.push_back(PointOf(budgets[g], sums));
+    }
+    if (kv_heads == 0) continue;
+    response.heads.resize(heads);
+    for (size_t h = 0; h < heads; ++h) {
+      for (size_t g = 0; g < grid; ++g) {
+        response.heads[h].push_back(PointOf(budgets[g], trials[h * grid + g]));
+      }
     }
   }
   return out;
@@ -149,16 +180,23 @@ StatusOr<SensitivityProfile> AssembleProfile(const ProfileModel& model, ProfileP
                                              std::string created_at) {
   ASSIGN_OR_RETURN(std::vector<LayerSensitivity> layers, AggregateProfile(results));
   if (params.objective == Objective::kResponse) {
-    // Trial t measured budget params.budgets[t]: one trial per budget, the grid's order.
+    // Trial t measured budget params.budgets[t] (per head: head t / G at budget t % G).
     const int64_t trials =
         layers.front().count / static_cast<int64_t>(layers.front().per_sample_mean.size());
-    if (trials != static_cast<int64_t>(params.budgets.size())) {
+    if (trials != ResponseTrialCount(params)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "aggregate: a response profile has one trial per budget: params.budgets has ",
-          params.budgets.size(), " budgets, the results ", trials, " trials per (sample, layer)"));
+          "aggregate: a response profile has one trial per budget",
+          params.kv_heads > 0 ? " and KV head" : "", ": params.budgets has ", params.budgets.size(),
+          " budgets", params.kv_heads > 0 ? " x " : "",
+          params.kv_heads > 0 ? absl::StrCat(params.kv_heads, " KV heads") : std::string(),
+          ", the results ", trials, " trials per (sample, layer)"));
     }
-    ASSIGN_OR_RETURN(LayerResponses points, ResponsePoints(results, params.budgets));
-    for (LayerSensitivity& l : layers) l.response = std::move(points[l.layer]);
+    ASSIGN_OR_RETURN(LayerResponses points,
+                     ResponsePoints(results, params.budgets, params.kv_heads));
+    for (LayerSensitivity& l : layers) {
+      l.response = std::move(points[l.layer].layer);
+      l.head_response = std::move(points[l.layer].heads);
+    }
   }
   SensitivityProfile profile;
   profile.model = model;

@@ -33,6 +33,7 @@ void CalibrationParamsToProto(const method::CalibrationParams& params, Calibrati
     out->set_selector(ResponseSelectorToProto(params.selector));
   }
   for (int64_t budget : params.budgets) out->add_budgets(static_cast<int32_t>(budget));
+  out->set_kv_heads(static_cast<int32_t>(params.kv_heads));
   out->set_mode(PerturbModeToProto(params.mode));
   out->set_alpha(static_cast<float>(params.alpha));
   out->set_trials(static_cast<int32_t>(params.trials));
@@ -85,6 +86,7 @@ StatusOr<method::CalibrationParams> CalibrationParamsFromProto(const Calibration
                                                    ".objective OBJECTIVE_RESPONSE"));
   }
   out.budgets.assign(p.budgets().begin(), p.budgets().end());
+  out.kv_heads = p.kv_heads();
   switch (p.mode()) {
     case PERTURB_MODE_UNSPECIFIED:
     case PERTURB_MODE_CACHE:

@@ -29,6 +29,20 @@ method::ProfileModel ModelFromProto(const ModelInfo& m) {
           .vocab_size = m.vocab_size()};
 }
 
+namespace {
+
+void PointToProto(const method::ResponsePoint& point, ResponsePoint* out) {
+  out->set_budget(static_cast<int32_t>(point.budget));
+  out->set_mean_kl(point.mean_kl);
+  out->set_std_error(point.std_error);
+}
+
+method::ResponsePoint PointFromProto(const ResponsePoint& r) {
+  return {.budget = r.budget(), .mean_kl = r.mean_kl(), .std_error = r.std_error()};
+}
+
+}  // namespace
+
 void ProfileToProto(const method::SensitivityProfile& profile, bool with_layers, Profile* out) {
   ModelToProto(profile.model, out->mutable_model());
   CalibrationParamsToProto(profile.params, out->mutable_params());
@@ -83,10 +97,11 @@ void ProfileToProto(const method::SensitivityProfile& profile, bool with_layers,
       l->set_count(layer.count);
       for (double m : layer.per_sample_mean) l->add_per_sample_mean(m);
       for (const method::ResponsePoint& point : layer.response) {
-        ResponsePoint* r = l->add_response();
-        r->set_budget(static_cast<int32_t>(point.budget));
-        r->set_mean_kl(point.mean_kl);
-        r->set_std_error(point.std_error);
+        PointToProto(point, l->add_response());
+      }
+      for (const std::vector<method::ResponsePoint>& head : layer.head_response) {
+        HeadResponse* h = l->add_head_response();
+        for (const method::ResponsePoint& point : head) PointToProto(point, h->add_points());
       }
     }
   }
@@ -111,9 +126,10 @@ method::SensitivityProfile ProfileFromProto(const Profile& p) {
     layer.std_error = l.std_error();
     layer.count = l.count();
     layer.per_sample_mean.assign(l.per_sample_mean().begin(), l.per_sample_mean().end());
-    for (const ResponsePoint& r : l.response()) {
-      layer.response.push_back(
-          {.budget = r.budget(), .mean_kl = r.mean_kl(), .std_error = r.std_error()});
+    for (const ResponsePoint& r : l.response()) layer.response.push_back(PointFromProto(r));
+    for (const HeadResponse& h : l.head_response()) {
+      std::vector<method::ResponsePoint>& head = layer.head_response.emplace_back();
+      for (const ResponsePoint& r : h.points()) head.push_back(PointFromProto(r));
     }
     out.layers.push_back(std::move(layer));
   }

@@ -102,14 +102,17 @@ TEST(ClusterE2eTest, TwoWorkerJobEqualsLocalCalibrateBitForBit) {
 
 // The response objective (docs/CALIBRATION.md, "Response profiles") needs no special case in the
 // service: its budgets are the task's trials, so a job's profile equals the local one bit for bit.
-TEST(ClusterE2eTest, ResponseJobEqualsLocalCalibrateBitForBit) {
+// A response job (per layer, or per KV head with --per-head) through a scheduler and two workers
+// equals local calibration bit for bit.
+void ExpectResponseJobEqualsLocal(bool per_head) {
   const std::string model = TestModelPath();
   if (model.empty()) {
     GTEST_SKIP() << "RIPPLEKV_SMOLLM2_GGUF is not set (path of SmolLM2-135M-Instruct.Q4_1.gguf)";
   }
-  const std::vector<std::string> params = {"--objective", "response", "--selector",    "h2o",
-                                           "--samples",   "2",        "--context-len", "64",
-                                           "--probe",     "8",        "--layers",      "0,29"};
+  std::vector<std::string> params = {"--objective", "response", "--selector",    "h2o",
+                                     "--samples",   "2",        "--context-len", "64",
+                                     "--probe",     "8",        "--layers",      "0,29"};
+  if (per_head) params.push_back("--per-head");
   TempDir tmp;
   ASSERT_FALSE(tmp.path().empty());
   LocalCluster cluster(tmp.path());
@@ -128,19 +131,38 @@ TEST(ClusterE2eTest, ResponseJobEqualsLocalCalibrateBitForBit) {
 
   const nlohmann::json local = LocalCalibrateJson(tmp.path(), model, params);
   ASSERT_FALSE(local.is_null());
-  // H2O's grid at C = 64: 16, 32 and the full cache.
+  // H2O's grid at C = 64: 16, 32 and the full cache; per head, once for each of the 3 KV heads.
   EXPECT_EQ(local["params"]["objective"], "response");
   EXPECT_EQ(local["params"]["budgets"], nlohmann::json::array({16, 32, 64}));
+  EXPECT_EQ(local["params"]["trials"], per_head ? 9 : 3);
+  EXPECT_EQ(local["params"].value("kv_heads", 0), per_head ? 3 : 0);
   for (const nlohmann::json& layer : local["layers"]) {
     ASSERT_EQ(layer["response"].size(), 3u) << layer.dump();
     EXPECT_GT(layer["response"][0]["mean_kl"].get<double>(), 0.0) << layer.dump();
     EXPECT_EQ(layer["response"][2]["mean_kl"].get<double>(), 0.0) << layer.dump();
+    ASSERT_EQ(layer.value("head_response", nlohmann::json::array()).size(), per_head ? 3u : 0u);
+    if (!per_head) continue;
+    // The layer's points are its heads' summed per sample, so their means add up.
+    double sum = 0.0;
+    for (const nlohmann::json& head : layer["head_response"]) {
+      EXPECT_GT(head[0]["mean_kl"].get<double>(), 0.0) << layer.dump();
+      sum += head[0]["mean_kl"].get<double>();
+    }
+    EXPECT_NEAR(layer["response"][0]["mean_kl"].get<double>(), sum, 1e-12 * sum);
   }
   const nlohmann::json remote =
       FetchProfileJson(tmp.path(), cluster.address(), local["model"]["hash"].get<std::string>());
   ASSERT_FALSE(remote.is_null()) << cluster.Logs();
-  ExpectSameProfile(remote, local, /*layers=*/2);
+  ExpectSameProfile(remote, local, /*layers=*/2);  // head points included, to the bit
   cluster.StopAll();
+}
+
+TEST(ClusterE2eTest, ResponseJobEqualsLocalCalibrateBitForBit) {
+  ExpectResponseJobEqualsLocal(/*per_head=*/false);
+}
+
+TEST(ClusterE2eTest, PerHeadResponseJobEqualsLocalCalibrateBitForBit) {
+  ExpectResponseJobEqualsLocal(/*per_head=*/true);
 }
 
 }  // namespace

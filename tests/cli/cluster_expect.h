@@ -58,6 +58,8 @@ inline void ExpectSameProfile(const nlohmann::json& remote, const nlohmann::json
     // A response profile's points (absent from both in a noise profile), to the bit.
     EXPECT_EQ(b[i].value("response", nlohmann::json()).dump(),
               a[i].value("response", nlohmann::json()).dump());
+    EXPECT_EQ(b[i].value("head_response", nlohmann::json()).dump(),
+              a[i].value("head_response", nlohmann::json()).dump());
     EXPECT_GT(a[i]["mean_kl"].get<double>(), 0.0);
   }
   // Parameters, the data description (source, shape and token fingerprint, as the workers

@@ -100,6 +100,25 @@ TEST(ProfileViewTest, ObjectiveLineAndAResponseProfilesKlAtEveryBudget) {
   // Each layer's row names its KL at each budget of the grid.
   EXPECT_THAT(table, HasSubstr("KL by budget (nats)\nlayer          4          8\n"
                                "    0          1          0\n    1          2          0\n"));
+  EXPECT_THAT(table, Not(HasSubstr("per KV head (nats")));
+
+  // Measured per KV head (2 of them): each head's row, and the objective says so.
+  p.model.n_kv_heads = 2;
+  p.params.kv_heads = 2;
+  p.params.trials = 4;
+  p.layers[0].count = p.layers[1].count = 8;
+  p.layers[0].head_response = {{{.budget = 4, .mean_kl = 0.25}, {.budget = 8, .mean_kl = 0.0}},
+                               {{.budget = 4, .mean_kl = 0.75}, {.budget = 8, .mean_kl = 0.0}}};
+  p.layers[1].head_response = {{{.budget = 4, .mean_kl = 1.5}, {.budget = 8, .mean_kl = 0.0}},
+                               {{.budget = 4, .mean_kl = 0.5}, {.budget = 8, .mean_kl = 0.0}}};
+  ASSERT_TRUE(method::ValidateProfile(p).ok()) << method::ValidateProfile(p);
+  const std::string heads = Table(p);
+  EXPECT_THAT(heads, HasSubstr("= full cache; each of 2 KV heads alone)"));
+  EXPECT_THAT(heads,
+              HasSubstr("KL by budget per KV head (nats; each layer's row above is their "
+                        "sum)\nlayer head          4          8\n"
+                        "    0    0       0.25          0\n    0    1       0.75          0\n"
+                        "    1    0        1.5          0\n    1    1        0.5          0\n"));
 }
 
 }  // namespace

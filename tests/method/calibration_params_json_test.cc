@@ -112,6 +112,21 @@ TEST(CalibrationParamsJsonTest, ResponseMembersComeFirstAndRoundTrip) {
   }
 }
 
+// A per-head response writes kv_heads after the grid; a per-layer one (above) writes none.
+TEST(CalibrationParamsJsonTest, PerHeadResponseWritesItsKvHeadsAndRoundTrips) {
+  CalibrationParams p = Response();
+  p.kv_heads = 3;
+  p = ResolveResponseGrid(p);
+  const nlohmann::ordered_json j = CalibrationParamsToJson(p);
+  EXPECT_EQ(j.dump(),
+            R"({"objective":"response","selector":"h2o","budgets":[16,64,300],"kv_heads":3,)"
+            R"("mode":"cache","alpha":0.5,"trials":9,"seed":0,"samples":4,"context_len":300,)"
+            R"("probe_len":16,"layers":[2]})");
+  StatusOr<CalibrationParams> back = Read(j.dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, p);
+}
+
 // A noise value writes none of the response members, whatever its selector: the bytes are those
 // of every profile and stored job written before the objective existed.
 TEST(CalibrationParamsJsonTest, NoiseValuesWriteNoResponseMembers) {

@@ -243,5 +243,36 @@ TEST(CalibrationParamsTest, ResponseRulesComeLast) {
   EXPECT_EQ(Refusal(p), "params.probe_len: must be < params.context_len (512), got 600");
 }
 
+CalibrationParams PerHead(int64_t kv_heads, ResponseSelector selector = ResponseSelector::kH2o) {
+  CalibrationParams p = Response(selector, {}, /*context_len=*/100);
+  p.kv_heads = kv_heads;
+  return ResolveResponseGrid(p);
+}
+
+TEST(ResolveResponseGridTest, PerHeadTrialsAreHeadsTimesTheGrid) {
+  const CalibrationParams p = PerHead(3);
+  EXPECT_EQ(p.budgets, (std::vector<int64_t>{16, 32, 64, 100}));
+  EXPECT_EQ(p.trials, 12);
+  EXPECT_EQ(ResponseTrialCount(p), 12);
+  EXPECT_EQ(Refusal(p), "");
+  EXPECT_EQ(ResolveResponseGrid(p), p);
+}
+
+TEST(CalibrationParamsTest, PerHeadRulesNameTheField) {
+  CalibrationParams wrong_trials = PerHead(3);
+  wrong_trials.trials = 4;
+  EXPECT_EQ(Refusal(wrong_trials),
+            "params.trials: must be params.kv_heads x the number of params.budgets (3 x 4) with "
+            "a per-head response, got 4");
+  CalibrationParams negative = PerHead(3);
+  negative.kv_heads = -1;
+  EXPECT_EQ(Refusal(negative), "params.kv_heads: must be in [0, 256] (0: per layer), got -1");
+  CalibrationParams too_many = PerHead(kMaxKvHeads + 1);
+  EXPECT_EQ(Refusal(too_many), "params.kv_heads: must be in [0, 256] (0: per layer), got 257");
+  EXPECT_EQ(Refusal({.kv_heads = 2}),
+            "params.kv_heads: a per-head response needs objective response, got 2 with objective "
+            "noise");
+}
+
 }  // namespace
 }  // namespace ripplekv::method

@@ -77,6 +77,15 @@ SensitivityProfile SampleProfile() {
   return p;
 }
 
+void ExpectSamePoints(const std::vector<ResponsePoint>& a, const std::vector<ResponsePoint>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t t = 0; t < a.size(); ++t) {
+    EXPECT_EQ(a[t].budget, b[t].budget);
+    EXPECT_EQ(Bits(a[t].mean_kl), Bits(b[t].mean_kl));
+    EXPECT_EQ(Bits(a[t].std_error), Bits(b[t].std_error));
+  }
+}
+
 void ExpectSameProfile(const SensitivityProfile& a, const SensitivityProfile& b) {
   EXPECT_EQ(a.schema_version, b.schema_version);
   EXPECT_EQ(a.model.hash, b.model.hash);
@@ -110,11 +119,10 @@ void ExpectSameProfile(const SensitivityProfile& a, const SensitivityProfile& b)
     for (size_t s = 0; s < a.layers[i].per_sample_mean.size(); ++s) {
       EXPECT_EQ(Bits(a.layers[i].per_sample_mean[s]), Bits(b.layers[i].per_sample_mean[s]));
     }
-    ASSERT_EQ(a.layers[i].response.size(), b.layers[i].response.size());
-    for (size_t t = 0; t < a.layers[i].response.size(); ++t) {
-      EXPECT_EQ(a.layers[i].response[t].budget, b.layers[i].response[t].budget);
-      EXPECT_EQ(Bits(a.layers[i].response[t].mean_kl), Bits(b.layers[i].response[t].mean_kl));
-      EXPECT_EQ(Bits(a.layers[i].response[t].std_error), Bits(b.layers[i].response[t].std_error));
+    ExpectSamePoints(a.layers[i].response, b.layers[i].response);
+    ASSERT_EQ(a.layers[i].head_response.size(), b.layers[i].head_response.size());
+    for (size_t h = 0; h < a.layers[i].head_response.size(); ++h) {
+      ExpectSamePoints(a.layers[i].head_response[h], b.layers[i].head_response[h]);
     }
   }
   EXPECT_EQ(a.created_at, b.created_at);
@@ -333,14 +341,20 @@ TEST(ProfileResponseTest, WritesTheDocumentedSchema) {
   EXPECT_EQ(j["layers"][1].back(), j["layers"][1]["response"]);  // after per_sample_mean
 }
 
-// The error of ProfileFromJson() on ResponseProfile() after `edit`.
-void ExpectResponseInvalid(const std::function<void(Json&)>& edit, const std::string& message) {
-  Json j = Json::parse(*ProfileToJson(ResponseProfile()));
+// The error of ProfileFromJson() on `profile` after `edit`.
+void ExpectInvalidAfter(const SensitivityProfile& profile, const std::function<void(Json&)>& edit,
+                        const std::string& message) {
+  Json j = Json::parse(*ProfileToJson(profile));
   edit(j);
   StatusOr<SensitivityProfile> p = ProfileFromJson(j.dump());
   ASSERT_FALSE(p.ok()) << message;
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
   EXPECT_THAT(p.status().message(), HasSubstr(message));
+}
+
+// The error of ProfileFromJson() on ResponseProfile() after `edit`.
+void ExpectResponseInvalid(const std::function<void(Json&)>& edit, const std::string& message) {
+  ExpectInvalidAfter(ResponseProfile(), edit, message);
 }
 
 TEST(ProfileResponseTest, PointsMustMatchTheGrid) {
@@ -397,6 +411,74 @@ TEST(ProfileResponseTest, Version1DocumentsHaveNoResponseMembers) {
         for (std::string_view key : {"objective", "selector", "budgets"}) j["params"].erase(key);
       },
       "profile: layers[0].response: unknown field in schema_version 1");
+}
+
+// ResponseProfile as a per-head response of the model's 3 KV heads: head h's KL is (h + 1) / 6
+// of the layer's, so the layer's points are their sums.
+SensitivityProfile PerHeadProfile() {
+  SensitivityProfile p = ResponseProfile();
+  p.params.kv_heads = 3;
+  p.params.trials = 9;
+  for (LayerSensitivity& l : p.layers) {
+    l.count = 27;
+    l.head_response.assign(3, l.response);
+    for (size_t h = 0; h < 3; ++h) {
+      for (ResponsePoint& point : l.head_response[h]) {
+        point.mean_kl *= static_cast<double>(h + 1) / 6.0;
+      }
+    }
+  }
+  return p;
+}
+
+TEST(ProfilePerHeadTest, RoundTripIsExactAndHeadsFollowTheLayersResponse) {
+  const SensitivityProfile p = PerHeadProfile();
+  StatusOr<std::string> text = ProfileToJson(p);
+  ASSERT_TRUE(text.ok()) << text.status();
+  StatusOr<SensitivityProfile> back = ProfileFromJson(*text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameProfile(p, *back);
+  EXPECT_EQ(*ProfileToJson(*back), *text);
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(*text);
+  EXPECT_EQ(j["params"]["kv_heads"], 3);
+  EXPECT_EQ(j["layers"][2].back(), j["layers"][2]["head_response"]);  // after "response"
+  EXPECT_EQ(j["layers"][2]["head_response"].size(), 3u);
+  EXPECT_EQ(j["layers"][2]["head_response"][1][2],
+            nlohmann::ordered_json::parse(R"({"budget": 512, "mean_kl": 0.0, "stderr": 0.0})"));
+  // A per-layer response profile writes no head_response.
+  EXPECT_EQ(ProfileToJson(ResponseProfile())->find("head_response"), std::string::npos);
+}
+
+// The error of ProfileFromJson() on PerHeadProfile() after `edit`.
+void ExpectPerHeadInvalid(const std::function<void(Json&)>& edit, const std::string& message) {
+  ExpectInvalidAfter(PerHeadProfile(), edit, message);
+}
+
+TEST(ProfilePerHeadTest, HeadPointsMustMatchTheHeadsAndTheGrid) {
+  ExpectPerHeadInvalid([](Json& j) { j["layers"][1]["head_response"].erase(2); },
+                       "layers[1].head_response: has 2 heads but params.kv_heads is 3");
+  ExpectPerHeadInvalid([](Json& j) { j["layers"][0].erase("head_response"); },
+                       "layers[0].head_response: has 0 heads but params.kv_heads is 3");
+  ExpectPerHeadInvalid([](Json& j) { j["layers"][2]["head_response"][1].erase(0); },
+                       "layers[2].head_response[1]: has 2 points but params.budgets has 3");
+  ExpectPerHeadInvalid(
+      [](Json& j) { j["layers"][2]["head_response"][0][2]["mean_kl"] = 0.5; },
+      "layers[2].head_response[0][2].mean_kl: must be 0 at the full cache (budget 512), got 0.5");
+  ExpectPerHeadInvalid([](Json& j) { j["layers"][2]["head_response"][0] = 3; },
+                       "layers[2].head_response[0]: expected an array, got number");
+  // Head points without a per-head calibration, and a head count that is not the model's.
+  ExpectResponseInvalid(
+      [](Json& j) { j["layers"][0]["head_response"] = Json::array({j["layers"][0]["response"]}); },
+      "layers[0].head_response: has 1 heads but params.kv_heads is 0");
+  ExpectPerHeadInvalid(
+      [](Json& j) {
+        j["params"]["kv_heads"] = 1;
+        j["params"]["trials"] = 3;
+        for (Json& layer : j["layers"]) layer["count"] = 9;
+      },
+      "params.kv_heads: is 1 but the model has 3 KV heads (model.n_kv_heads)");
+  ExpectPerHeadInvalid([](Json& j) { j["schema_version"] = 1; },
+                       "profile: params.objective: unknown field in schema_version 1");
 }
 
 TEST(ProfileJsonTest, SyntaxErrorGivesTheByteOffset) {
@@ -884,6 +966,63 @@ TEST(AssembleProfileTest, ResponsePointsAreHandComputed) {
   EXPECT_EQ(p->layers[0].response[0].mean_kl, 0.5);
   EXPECT_EQ(p->layers[0].response[0].std_error, 0.0);
   EXPECT_EQ(p->layers[0].response[1].std_error, 0.0);
+}
+
+// A per-head response of two samples over the sample model's 3 KV heads: head h at budget g of
+// sample s measured (s + 1) * (h + 1) * {0.25, 0.125, 0}[g] in layer 0 (trial h * 3 + g).
+// Head h's point at 32: mean over samples (h + 1) * 0.25 * 1.5, error (h + 1) * 0.25 * 0.5; the
+// layer's point is the per-sample sum over the heads, (s + 1) * 6 * 0.25 -> mean 2.25, error 0.75.
+TEST(AssembleProfileTest, PerHeadPointsAreHandComputedAndTheLayerIsTheirSum) {
+  const double grid[3] = {0.25, 0.125, 0.0};
+  std::vector<TrialKl> results;
+  for (int64_t sample : {1, 0}) {
+    for (int64_t h = 2; h >= 0; --h) {
+      for (int64_t g : {1, 2, 0}) {
+        results.push_back({.sample = sample,
+                           .layer = 0,
+                           .trial = h * 3 + g,
+                           .kl = static_cast<double>((sample + 1) * (h + 1)) * grid[g]});
+      }
+    }
+  }
+  const SensitivityProfile sample = SampleProfile();
+  ProfileParams params = sample.params;
+  static_cast<CalibrationParams&>(params) = ResolveResponseGrid({.objective = Objective::kResponse,
+                                                                 .samples = 2,
+                                                                 .context_len = 128,
+                                                                 .probe_len = 16,
+                                                                 .budgets = {32, 64},
+                                                                 .kv_heads = 3});
+  ASSERT_EQ(params.trials, 9);
+  StatusOr<SensitivityProfile> p =
+      AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
+  ASSERT_TRUE(p.ok()) << p.status();
+  const LayerSensitivity& l = p->layers.at(0);
+  ASSERT_EQ(l.head_response.size(), 3u);
+  for (size_t h = 0; h < 3; ++h) {
+    SCOPED_TRACE(h);
+    const double scale = static_cast<double>(h + 1);
+    ASSERT_EQ(l.head_response[h].size(), 3u);
+    EXPECT_EQ(l.head_response[h][0].budget, 32);
+    EXPECT_DOUBLE_EQ(l.head_response[h][0].mean_kl, scale * 0.25 * 1.5);
+    EXPECT_DOUBLE_EQ(l.head_response[h][0].std_error, scale * 0.25 * 0.5);
+    EXPECT_DOUBLE_EQ(l.head_response[h][1].mean_kl, scale * 0.125 * 1.5);
+    EXPECT_EQ(l.head_response[h][2].budget, 128);
+    EXPECT_EQ(l.head_response[h][2].mean_kl, 0.0);
+  }
+  ASSERT_EQ(l.response.size(), 3u);
+  EXPECT_DOUBLE_EQ(l.response[0].mean_kl, 2.25);
+  EXPECT_DOUBLE_EQ(l.response[0].std_error, 0.75);
+  EXPECT_DOUBLE_EQ(l.response[1].mean_kl, 1.125);
+  EXPECT_EQ(l.response[2].mean_kl, 0.0);
+  EXPECT_EQ(l.count, 18);
+  // The per-layer grid's trial count does not match a per-head calibration's results.
+  params.kv_heads = 0;
+  params.trials = 3;
+  StatusOr<SensitivityProfile> bad =
+      AssembleProfile(sample.model, params, results, "2026-12-01T00:00:00Z");
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("params.budgets has 3 budgets, the results 9 trials per (sample, layer)"));
 }
 
 TEST(AssembleProfileTest, ResponsePointsAreBitIdenticalWhateverTheInputOrder) {

@@ -40,6 +40,7 @@ TrialOptions TrialOptionsOf(const method::CalibrationParams& params) {
                             .window = static_cast<int>(method::kResponseWindow)};
     response.selection.sinks = static_cast<int>(method::kResponseSinks);
     response.budgets.assign(params.budgets.begin(), params.budgets.end());
+    response.kv_heads = static_cast<int>(params.kv_heads);
     options.response = std::move(response);
   }
   return options;
@@ -165,10 +166,28 @@ Status SampleCalibrator::CheckArgs(int layer, const TrialOptions& options) const
     return absl::InvalidArgumentError(absl::StrCat("trials must be >= 1, got ", options.trials));
   }
   if (options.response) {
-    if (static_cast<size_t>(options.trials) != options.response->budgets.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("response trials: ", options.trials,
-                                                     " trials for a grid of ",
-                                                     options.response->budgets.size(), " budgets"));
+    const ResponseTrials& response = *options.response;
+    const size_t per_grid = static_cast<size_t>(std::max(1, response.kv_heads));
+    if (static_cast<size_t>(options.trials) != per_grid * response.budgets.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("response trials: ", options.trials, " trials for a grid of ",
+                       response.budgets.size(), " budgets",
+                       response.kv_heads > 0 ? absl::StrCat(" x ", response.kv_heads, " KV heads")
+                                             : std::string()));
+    }
+    if (response.kv_heads != 0) {
+      const ModelShard& shard = model_->model().shard;
+      const int hkv = model_->config().n_kv_heads;
+      if (shard.size != 1) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "a per-head response needs a worker that holds every KV head (tensor parallel size 1); "
+            "this rank holds ",
+            hkv, " of them from head ", shard.first_kv_head));
+      }
+      if (response.kv_heads != hkv) {
+        return absl::InvalidArgumentError(absl::StrCat("params.kv_heads: ", response.kv_heads,
+                                                       ", but the model has ", hkv, " KV heads"));
+      }
     }
     if (mode_ != PerturbMode::kCache) {
       return absl::InvalidArgumentError("response trials run in cache mode");
@@ -188,7 +207,12 @@ Status SampleCalibrator::CheckArgs(int layer, const TrialOptions& options) const
 StatusOr<std::vector<double>> SampleCalibrator::RunLayer(int layer,
                                                          const TrialOptions& options) const {
   RETURN_IF_ERROR(CheckArgs(layer, options));
-  if (options.response) return RunLayerResponse(layer, *options.response);
+  if (options.response) {
+    if (options.response->kv_heads > 0) {
+      return RunLayerHeadResponses(layer, *options.response, /*naive=*/false);
+    }
+    return RunLayerResponse(layer, *options.response);
+  }
   if (mode_ == PerturbMode::kCache) return RunLayerCache(layer, options);
   return RunLayerPrefill(layer, options, /*from_embeddings=*/false);
 }
@@ -196,7 +220,12 @@ StatusOr<std::vector<double>> SampleCalibrator::RunLayer(int layer,
 StatusOr<std::vector<double>> SampleCalibrator::RunLayerNaive(int layer,
                                                               const TrialOptions& options) const {
   RETURN_IF_ERROR(CheckArgs(layer, options));
-  if (options.response) return RunLayerResponseNaive(layer, *options.response);
+  if (options.response) {
+    if (options.response->kv_heads > 0) {
+      return RunLayerHeadResponses(layer, *options.response, /*naive=*/true);
+    }
+    return RunLayerResponseNaive(layer, *options.response);
+  }
   if (mode_ == PerturbMode::kCache) return RunLayerCacheNaive(layer, options);
   return RunLayerPrefill(layer, options, /*from_embeddings=*/true);
 }
@@ -390,6 +419,30 @@ StatusOr<std::vector<double>> SampleCalibrator::RunHeadResponse(
   if (contexts.empty()) return kl;
   ASSIGN_OR_RETURN(std::vector<double> measured, ResumeProbe(layer, contexts));
   for (size_t i = 0; i < compressed.size(); ++i) kl[compressed[i]] = measured[i];
+  return kl;
+}
+
+StatusOr<std::vector<double>> SampleCalibrator::RunLayerHeadResponses(
+    int layer, const ResponseTrials& response, bool naive) const {
+  ResponseTrials per_head = response;
+  per_head.kv_heads = 0;  // RunHeadResponse's grid: one trial per budget
+  const int hkv = model_->config().n_kv_heads, c = context_len();
+  std::vector<double> kl;
+  kl.reserve(static_cast<size_t>(hkv) * response.budgets.size());
+  for (int h = 0; h < hkv; ++h) {
+    if (!naive) {
+      ASSIGN_OR_RETURN(std::vector<double> head, RunHeadResponse(layer, h, per_head));
+      kl.insert(kl.end(), head.begin(), head.end());
+      continue;
+    }
+    // One joint map per trial: every head and layer whole but head h of `layer`.
+    std::vector<std::vector<int>> budgets(model_->config().n_layers, std::vector<int>(hkv, c));
+    for (int b : response.budgets) {
+      budgets[layer][h] = b;
+      ASSIGN_OR_RETURN(double value, RunHeadMap(budgets, per_head));
+      kl.push_back(value);
+    }
+  }
   return kl;
 }
 

@@ -56,6 +56,9 @@ struct ResponseTrials {
   SelectionOptions selection;  // the selector's options (sinks, pooling, H2O's split)
   int window = 32;             // SnapKV's observation window, tokens (the statistics' window)
   std::vector<int> budgets;    // tokens per KV head, ascending, each >= the selector's minimum
+  // A per-head response (method::CalibrationParams::kv_heads): the model's KV heads H >= 1, trial
+  // t = h * G + g keeping budgets[g] entries of head h alone (RunHeadResponse); 0: per layer.
+  int kv_heads = 0;
 };
 
 // The engine's view of the method's trial parameters (method/calibration_params.h).
@@ -63,8 +66,8 @@ struct TrialOptions {
   float alpha = 0.5f;  // noise scale: expected relative perturbation of each value vector
   int trials = 2;      // trials per (sample, layer), run as one batch in cache mode
   uint64_t seed = 0;   // job seed
-  // Set for the response objective: then trials == response->budgets.size(), alpha and seed are
-  // not read.
+  // Set for the response objective: then trials == response->budgets.size() (times
+  // response->kv_heads for a per-head response), alpha and seed are not read.
   std::optional<ResponseTrials> response;
 };
 // The trial options of the method's parameters: alpha as the float the engine computes with
@@ -91,6 +94,9 @@ class SampleCalibrator {
 
   // Mean KL over the probe positions (nats) of each trial 0..trials-1 of `layer`. Response trials
   // need a sample prepared with the statistics of their selector (FailedPrecondition otherwise).
+  // A per-head response's trials are RunHeadResponse's of each KV head in turn; it needs
+  // response->kv_heads == the model's n_kv_heads (InvalidArgument) and a model that holds every
+  // KV head (FailedPrecondition on a tensor-parallel shard).
   [[nodiscard]] StatusOr<std::vector<double>> RunLayer(int layer,
                                                        const TrialOptions& options) const;
   // The same quantities by the naive route (no reuse of the clean passes).
@@ -147,6 +153,9 @@ class SampleCalibrator {
                                                 bool from_embeddings) const;
   StatusOr<std::vector<double>> RunLayerCacheNaive(int layer, const TrialOptions& options) const;
   StatusOr<std::vector<double>> RunLayerResponse(int layer, const ResponseTrials& response) const;
+  // A per-head response's trials (head-major), batched per head, or one RunHeadMap per trial.
+  StatusOr<std::vector<double>> RunLayerHeadResponses(int layer, const ResponseTrials& response,
+                                                      bool naive) const;
   StatusOr<std::vector<double>> RunLayerResponseNaive(int layer,
                                                       const ResponseTrials& response) const;
   // The probe's mean KL with every layer l compressed to budgets[l] (naive: a fresh prefill).

@@ -418,6 +418,60 @@ TEST(HeadResponseTest, WholeBudgetsGiveZeroAndBadShapesAreRefused) {
   EXPECT_EQ(cal->RunHeadMap(one, *h2o.response).status().code(), StatusCode::kFailedPrecondition);
 }
 
+// A per-head response's trials (params.kv_heads): RunLayer runs each head's RunHeadResponse in
+// turn, head-major; RunLayerNaive one RunHeadMap per trial.
+TEST(ResponseTrialsTest, PerHeadTrialsAreEachHeadsResponseInTurn) {
+  const Fixture f = MakeFixture();
+  const int heads = f.model.config.n_kv_heads;
+  TrialOptions options = ResponseOptions(SelectionKind::kH2o);
+  const ResponseTrials per_layer = *options.response;
+  const size_t grid = per_layer.budgets.size();
+  options.response->kv_heads = heads;
+  options.trials = static_cast<int>(grid) * heads;
+  const auto cal = Prepare(f, options);
+  for (int layer : {0, kLayers - 1}) {
+    auto fast = cal->RunLayer(layer, options);
+    ASSERT_TRUE(fast.ok()) << fast.status();
+    auto naive = cal->RunLayerNaive(layer, options);
+    ASSERT_TRUE(naive.ok()) << naive.status();
+    ASSERT_EQ(fast->size(), grid * heads);
+    ASSERT_EQ(naive->size(), grid * heads);
+    for (int h = 0; h < heads; ++h) {
+      auto head = cal->RunHeadResponse(layer, h, per_layer);
+      ASSERT_TRUE(head.ok()) << head.status();
+      for (size_t g = 0; g < grid; ++g) {
+        const size_t t = h * grid + g;
+        EXPECT_EQ((*fast)[t], (*head)[g]) << "layer " << layer << " trial " << t;
+        if (per_layer.budgets[g] >= kContext) {
+          EXPECT_EQ((*naive)[t], 0.0);
+          continue;
+        }
+        ExpectClose((*naive)[t], (*fast)[t],
+                    "layer " + std::to_string(layer) + " trial " + std::to_string(t));
+      }
+    }
+  }
+}
+
+TEST(ResponseTrialsTest, PerHeadTrialsNeedTheModelsHeadsAndTheirTrialCount) {
+  const Fixture f = MakeFixture();
+  TrialOptions options = ResponseOptions(SelectionKind::kSnapKv);
+  const auto cal = Prepare(f, options);
+  const int grid = static_cast<int>(options.response->budgets.size());
+  options.response->kv_heads = 3;  // the model has 2
+  options.trials = 3 * grid;
+  StatusOr<std::vector<double>> kl = cal->RunLayer(0, options);
+  EXPECT_EQ(kl.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(kl.status().message(), "params.kv_heads: 3, but the model has 2 KV heads");
+  options.response->kv_heads = 2;
+  options.trials = grid;  // one grid, not one per head
+  kl = cal->RunLayer(0, options);
+  EXPECT_EQ(kl.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(kl.status().message(), "response trials: " + std::to_string(grid) +
+                                       " trials for a grid of " + std::to_string(grid) +
+                                       " budgets x 2 KV heads");
+}
+
 TEST(ResponseTrialsTest, OptionsOfTheMethodsParameters) {
   method::CalibrationParams params;
   EXPECT_FALSE(TrialOptionsOf(params).response.has_value());
@@ -436,6 +490,11 @@ TEST(ResponseTrialsTest, OptionsOfTheMethodsParameters) {
   ASSERT_TRUE(observe.has_value());
   EXPECT_TRUE(observe->accumulated);
   EXPECT_FALSE(observe->window_stats);
+  EXPECT_EQ(options.response->kv_heads, 0);
+  params.kv_heads = 3;
+  params.trials = 9;
+  EXPECT_EQ(TrialOptionsOf(params).response->kv_heads, 3);
+  EXPECT_EQ(TrialOptionsOf(params).trials, 9);
   params.selector = method::ResponseSelector::kSnapKv;
   EXPECT_TRUE(ObserverOptionsFor(TrialOptionsOf(params))->window_stats);
 }
