@@ -163,6 +163,9 @@ StatusOr<BudgetMap> ComputeBudgetMap(std::span<const double> sensitivity,
     return BudgetError(absl::StrCat("shrink_z ", options.shrink_z,
                                     " needs a profile's standard errors, not bare sensitivities"));
   }
+  if (options.per_head) {
+    return BudgetError("per_head needs a per-head response profile, not bare sensitivities");
+  }
   ASSIGN_OR_RETURN(std::vector<double> normalized,
                    NormalizeSensitivities(sensitivity, options.normalization, options.log_epsilon));
   RETURN_IF_ERROR(ValidateBudgetOptions(sensitivity.size(), options));
@@ -227,6 +230,45 @@ ApportionBounds ResponseBounds(ResponseSelector selector, const BudgetOptions& o
 
 namespace {
 
+// The per-head allocation of a per-head response profile: its L * H head curves allocated as
+// layer curves are, H * total tokens (the memory of `total` tokens per layer-head), each head
+// within `bounds`; [L][H].
+StatusOr<std::vector<std::vector<int64_t>>> AllocatePerHead(const SensitivityProfile& profile,
+                                                            int64_t total, ApportionBounds bounds) {
+  ASSIGN_OR_RETURN(std::vector<std::vector<ResponseCurve>> heads, HeadResponseCurves(profile));
+  const size_t hkv = heads.front().size();
+  std::vector<ResponseCurve> flat;
+  for (std::vector<ResponseCurve>& layer : heads) {
+    for (ResponseCurve& curve : layer) flat.push_back(std::move(curve));
+  }
+  const __int128 head_total = static_cast<__int128>(total) * static_cast<__int128>(hkv);
+  if (head_total > kMaxTotalTokens) {
+    return BudgetError(absl::StrCat("total ", total, " x ", hkv, " KV heads exceeds ",
+                                    kMaxTotalTokens, " tokens"));
+  }
+  ASSIGN_OR_RETURN(ResponseAllocation allocation,
+                   AllocateByResponse(flat, static_cast<int64_t>(head_total), bounds));
+  std::vector<std::vector<int64_t>> out(heads.size());
+  for (size_t l = 0; l < heads.size(); ++l) {
+    out[l].assign(allocation.tokens.begin() + static_cast<ptrdiff_t>(l * hkv),
+                  allocation.tokens.begin() + static_cast<ptrdiff_t>((l + 1) * hkv));
+  }
+  return out;
+}
+
+// tokens[l] of a per-head map (BudgetMap::head_tokens): each layer's mean over its heads,
+// apportioned by largest remainder to integers summing to `total`.
+StatusOr<std::vector<int64_t>> LayerMeans(const std::vector<std::vector<int64_t>>& head_tokens,
+                                          int64_t total) {
+  std::vector<double> sums;
+  for (const std::vector<int64_t>& heads : head_tokens) {
+    int64_t sum = 0;
+    for (int64_t b : heads) sum += b;
+    sums.push_back(static_cast<double>(sum));
+  }
+  return Apportion(sums, total, {.min_tokens = 0});
+}
+
 // The response allocation of `profile` as a budget map (ComputeBudgetMap's response branch).
 StatusOr<BudgetMap> ResponseBudgetMap(const SensitivityProfile& profile,
                                       const BudgetOptions& options) {
@@ -257,13 +299,18 @@ StatusOr<BudgetMap> ResponseBudgetMap(const SensitivityProfile& profile,
                                     *resolved.max_context, " < total ", total,
                                     " (a layer keeps at most the context)"));
   }
-  ASSIGN_OR_RETURN(ResponseAllocation allocation, AllocateByResponse(curves, total, bounds));
   BudgetMap map;
   map.model_hash = profile.model.hash;
   map.objective = Objective::kResponse;
   map.selector = selector;
   map.total_tokens = total;
-  map.tokens = std::move(allocation.tokens);
+  if (options.per_head) {
+    ASSIGN_OR_RETURN(map.head_tokens, AllocatePerHead(profile, total, bounds));
+    ASSIGN_OR_RETURN(map.tokens, LayerMeans(map.head_tokens, total));
+  } else {
+    ASSIGN_OR_RETURN(ResponseAllocation allocation, AllocateByResponse(curves, total, bounds));
+    map.tokens = std::move(allocation.tokens);
+  }
   const auto [fewest, most] = std::minmax_element(map.tokens.begin(), map.tokens.end());
   const double smallest = static_cast<double>(*fewest);
   resolved.ratio = static_cast<double>(*most) / smallest;
@@ -283,6 +330,11 @@ StatusOr<BudgetMap> ResponseBudgetMap(const SensitivityProfile& profile,
 StatusOr<BudgetMap> ComputeBudgetMap(const SensitivityProfile& profile,
                                      const BudgetOptions& options) {
   if (profile.params.objective == Objective::kResponse) return ResponseBudgetMap(profile, options);
+  if (options.per_head) {
+    return absl::FailedPreconditionError(
+        "budgets per KV head need a per-head response profile (`ripplekv calibrate --objective "
+        "response --per-head`); this profile measured objective noise");
+  }
   ASSIGN_OR_RETURN(std::vector<double> sensitivity, LayerSensitivities(profile, options.shrink_z));
   BudgetOptions raw = options;
   raw.shrink_z = 0.0;  // applied above; the sensitivities overload refuses it

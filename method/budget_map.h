@@ -67,6 +67,11 @@ struct BudgetOptions {
   // only because of a few samples is not trusted with the largest budget (docs/BUDGETS.md,
   // "Shrinkage"). 0 = plain means. Needs a profile: the sensitivities overload refuses z > 0.
   double shrink_z = 0.0;
+  // Budgets per KV head (docs/BUDGETS.md, "Per-head maps"): allocate a per-head response profile's
+  // head curves (every KV head of every layer its own budget; BudgetMap::head_tokens). Needs a
+  // profile with head curves (FailedPrecondition otherwise); the sensitivities overload refuses
+  // it.
+  bool per_head = false;
 };
 
 struct BudgetMap {
@@ -83,6 +88,13 @@ struct BudgetMap {
   BudgetOptions options;
   int64_t total_tokens = 0;     // T (L * B, or options.total_tokens) == sum(tokens)
   std::vector<int64_t> tokens;  // [L] budget of layer l, tokens, in [b_min, b_max]
+  // A per-head map (options.per_head): [L][H] the budget of KV head h of layer l, tokens, each in
+  // [b_min, b_max], all of them summing to H * total_tokens. tokens[l] is then the layer's mean
+  // over its heads rounded by largest remainder (method::Apportion) so that the tokens still sum
+  // to T: floor or ceil of sum_h head_tokens[l][h] / H, the per-layer map of the same memory
+  // within a token per layer, for a consumer that takes one budget per layer. Empty: a per-layer
+  // map, every head of layer l keeps tokens[l].
+  std::vector<std::vector<int64_t>> head_tokens;
   // [L] m_l = r ^ n_l, before clamping. A response map: tokens_l / min(tokens), in [1, ratio].
   std::vector<double> multipliers;
   // [L] n_l in [0, 1]. A response map: ln(m_l) / ln(ratio) (0 when every layer has the same).

@@ -87,6 +87,32 @@ StatusOr<std::vector<ResponseCurve>> ResponseCurves(const SensitivityProfile& pr
   return curves;
 }
 
+StatusOr<std::vector<std::vector<ResponseCurve>>> HeadResponseCurves(
+    const SensitivityProfile& profile) {
+  ASSIGN_OR_RETURN(std::vector<ResponseCurve> layers, ResponseCurves(profile));
+  if (profile.params.kv_heads == 0) {
+    return absl::FailedPreconditionError(
+        "budgets per KV head need a per-head response profile (`ripplekv calibrate --objective "
+        "response --per-head`); this profile measured each layer as a whole");
+  }
+  std::vector<std::vector<ResponseCurve>> curves(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const std::vector<std::vector<ResponsePoint>>& heads = profile.layers[l].head_response;
+    for (size_t h = 0; h < heads.size(); ++h) {
+      ResponseCurve curve;
+      for (const ResponsePoint& point : heads[h]) {
+        curve.budgets.push_back(point.budget);
+        curve.kl.push_back(point.mean_kl);
+      }
+      if (Status s = ValidateResponseCurve(curve); !s.ok()) {
+        return AllocationError(Cat("layer ", l, " KV head ", h, ": ", std::string(s.message())));
+      }
+      curves[l].push_back(std::move(curve));
+    }
+  }
+  return curves;
+}
+
 Status ValidateResponseCurve(const ResponseCurve& curve) {
   if (curve.budgets.empty()) return CurveError("a curve has no points");
   if (curve.kl.size() != curve.budgets.size()) {

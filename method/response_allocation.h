@@ -56,6 +56,13 @@ struct ResponseCurve {
 [[nodiscard]] StatusOr<std::vector<ResponseCurve>> ResponseCurves(
     const SensitivityProfile& profile);
 
+// The curve of every KV head of every layer of a per-head response profile ([L][H], index = layer,
+// then head): each head's points, in grid order. Errors: those of ResponseCurves();
+// FailedPrecondition for a profile without head curves (params.kv_heads 0); InvalidArgument naming
+// the layer and head of a curve ValidateResponseCurve() refuses.
+[[nodiscard]] StatusOr<std::vector<std::vector<ResponseCurve>>> HeadResponseCurves(
+    const SensitivityProfile& profile);
+
 // Checks one curve; InvalidArgument naming the point (index and budget) that is wrong.
 [[nodiscard]] Status ValidateResponseCurve(const ResponseCurve& curve);
 

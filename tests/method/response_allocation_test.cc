@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "method/budget_map.h"
 
 namespace ripplekv::method {
 namespace {
@@ -247,6 +248,137 @@ TEST(ResponseCurvesTest, AllocatesLikeTheCurvesThemselves) {
   EXPECT_EQ(out->tokens, expected->tokens);
   EXPECT_GT(out->tokens[0], out->tokens[1]);
   EXPECT_EQ(out->tokens[0] + out->tokens[1], 256);
+}
+
+// --- Per-head response profiles ------------------------------------------------------------------
+
+// ResponseProfile as a per-head calibration: `kl[l][h]` is KV head h of layer l's KL at the first
+// four budgets; each layer's response is the sum of its heads'.
+SensitivityProfile PerHeadProfile(const std::vector<std::vector<std::vector<double>>>& kl) {
+  std::vector<std::vector<double>> sums;
+  for (const auto& heads : kl) {
+    std::vector<double> sum(4, 0.0);
+    for (const auto& head : heads) {
+      for (size_t t = 0; t < 4; ++t) sum[t] += head[t];
+    }
+    sums.push_back(sum);
+  }
+  SensitivityProfile p = ResponseProfile(sums);
+  const int64_t heads = static_cast<int64_t>(kl.front().size());
+  p.model.n_kv_heads = heads;
+  p.params.kv_heads = heads;
+  p.params.trials = 5 * heads;
+  for (size_t l = 0; l < kl.size(); ++l) {
+    LayerSensitivity& layer = p.layers[l];
+    layer.count = 5 * heads;
+    layer.mean_kl = 0.0;
+    for (const auto& head : kl[l]) {
+      std::vector<ResponsePoint>& points = layer.head_response.emplace_back();
+      for (size_t t = 0; t < p.params.budgets.size(); ++t) {
+        const double value = t < head.size() ? head[t] : 0.0;
+        points.push_back({.budget = p.params.budgets[t], .mean_kl = value});
+        layer.mean_kl += value / static_cast<double>(5 * heads);
+      }
+    }
+    layer.per_sample_mean = {layer.mean_kl};
+  }
+  return p;
+}
+
+// Two layers of two heads: in layer 0 head 0 loses ten times what head 1 does; layer 1's heads
+// are alike and lose little.
+SensitivityProfile TwoByTwoPerHeadProfile() {
+  return PerHeadProfile({{{2.0, 1.0, 0.5, 0.25}, {0.2, 0.1, 0.05, 0.025}},
+                         {{0.3, 0.2, 0.1, 0.05}, {0.3, 0.2, 0.1, 0.05}}});
+}
+
+BudgetOptions PerHeadOptions(int64_t average) {
+  BudgetOptions options{.average_tokens = average};
+  options.per_head = true;
+  return options;
+}
+
+TEST(HeadResponseCurvesTest, EveryHeadsPointsInGridOrder) {
+  auto curves = HeadResponseCurves(TwoByTwoPerHeadProfile());
+  ASSERT_TRUE(curves.ok()) << curves.status();
+  ASSERT_EQ(curves->size(), 2u);
+  ASSERT_EQ((*curves)[0].size(), 2u);
+  EXPECT_THAT((*curves)[0][1].budgets, ElementsAre(32, 64, 128, 256, 512));
+  EXPECT_THAT((*curves)[0][1].kl, ElementsAre(0.2, 0.1, 0.05, 0.025, 0.0));
+  EXPECT_THAT((*curves)[1][0].kl, ElementsAre(0.3, 0.2, 0.1, 0.05, 0.0));
+  // A per-layer response profile has no head curves.
+  auto none = HeadResponseCurves(ResponseProfile({{0.8, 0.4, 0.2, 0.1}}));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(none.status().message()),
+              HasSubstr("need a per-head response profile (`ripplekv calibrate --objective "
+                        "response --per-head`)"));
+}
+
+TEST(PerHeadBudgetMapTest, IsTheAllocationOfTheHeadCurvesAtTheSameMemory) {
+  const SensitivityProfile profile = TwoByTwoPerHeadProfile();
+  auto heads = HeadResponseCurves(profile);
+  ASSERT_TRUE(heads.ok()) << heads.status();
+  const std::vector<ResponseCurve> flat = {(*heads)[0][0], (*heads)[0][1], (*heads)[1][0],
+                                           (*heads)[1][1]};
+  for (int64_t average : {32, 33, 64, 100, 128, 300}) {
+    SCOPED_TRACE(::testing::Message() << "average " << average);
+    StatusOr<BudgetMap> map = ComputeBudgetMap(profile, PerHeadOptions(average));
+    ASSERT_TRUE(map.ok()) << map.status();
+    // 2 layers x 2 heads x B tokens: the memory of the per-layer map at B.
+    auto expected = AllocateByResponse(flat, 4 * average, {.min_tokens = 32});
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    ASSERT_EQ(map->head_tokens.size(), 2u);
+    EXPECT_THAT(map->head_tokens[0], ElementsAre(expected->tokens[0], expected->tokens[1]));
+    EXPECT_THAT(map->head_tokens[1], ElementsAre(expected->tokens[2], expected->tokens[3]));
+    // tokens[l]: the layer's mean over its heads, floor or ceil, summing to T.
+    EXPECT_EQ(map->total_tokens, 2 * average);
+    EXPECT_EQ(map->tokens[0] + map->tokens[1], 2 * average);
+    for (size_t l = 0; l < 2; ++l) {
+      const int64_t sum = map->head_tokens[l][0] + map->head_tokens[l][1];
+      EXPECT_GE(map->tokens[l], sum / 2);
+      EXPECT_LE(map->tokens[l], (sum + 1) / 2);
+      for (int64_t b : map->head_tokens[l]) EXPECT_GE(b, 32);
+    }
+    EXPECT_TRUE(map->options.per_head);
+    EXPECT_EQ(map->objective, Objective::kResponse);
+    EXPECT_EQ(map->multipliers.size(), 2u);
+  }
+  // Within layer 0 the head that loses ten times more keeps more.
+  StatusOr<BudgetMap> map = ComputeBudgetMap(profile, PerHeadOptions(100));
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_GT(map->head_tokens[0][0], map->head_tokens[0][1]);
+  // The per-layer map of the same profile (the summed curves) has no head budgets.
+  BudgetOptions per_layer = PerHeadOptions(100);
+  per_layer.per_head = false;
+  StatusOr<BudgetMap> layer_map = ComputeBudgetMap(profile, per_layer);
+  ASSERT_TRUE(layer_map.ok()) << layer_map.status();
+  EXPECT_TRUE(layer_map->head_tokens.empty());
+  EXPECT_EQ(layer_map->tokens[0] + layer_map->tokens[1], 200);
+}
+
+TEST(PerHeadBudgetMapTest, NeedsAPerHeadResponseProfile) {
+  StatusOr<BudgetMap> per_layer =
+      ComputeBudgetMap(ResponseProfile({{0.8, 0.4, 0.2, 0.1}}), PerHeadOptions(64));
+  EXPECT_EQ(per_layer.status().code(), absl::StatusCode::kFailedPrecondition);
+  SensitivityProfile noise = ResponseProfile({{0.8, 0.4, 0.2, 0.1}});
+  noise.params.objective = Objective::kNoise;
+  noise.params.budgets.clear();
+  noise.params.trials = 1;
+  for (LayerSensitivity& l : noise.layers) {
+    l.response.clear();
+    l.count = 1;
+  }
+  StatusOr<BudgetMap> from_noise = ComputeBudgetMap(noise, PerHeadOptions(64));
+  EXPECT_EQ(from_noise.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(from_noise.status().message()), HasSubstr("measured objective noise"));
+  BudgetOptions bare = PerHeadOptions(64);
+  bare.ratio = 2.0;
+  const std::vector<double> sensitivities = {0.1, 0.2};
+  StatusOr<BudgetMap> from_bare = ComputeBudgetMap(sensitivities, bare);
+  EXPECT_EQ(from_bare.status().code(), absl::StatusCode::kInvalidArgument);
+  // Too few tokens for every head's smallest budget names the bound.
+  StatusOr<BudgetMap> infeasible = ComputeBudgetMap(TwoByTwoPerHeadProfile(), PerHeadOptions(20));
+  EXPECT_EQ(infeasible.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ResponseAllocationTest, TheHullBoundNeverExceedsThePrediction) {
