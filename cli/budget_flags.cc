@@ -39,6 +39,8 @@ void AddBudgetFlags(CLI::App* cmd, BudgetFlags& flags, BudgetFlagSet set) {
   cmd->add_option("--shrink-z", flags.shrink_z,
                   "Shrink noisy layers: use mean KL - Z x stderr (0: plain means; noise profiles)")
       ->capture_default_str();
+  cmd->add_flag("--per-head", flags.per_head,
+                "Budgets per KV head (a per-head response profile); trtllm output takes none");
   cmd->add_option("--context-len", flags.context_len,
                   "Context length: budgets above it are an error (a response profile: a cap); "
                   "needed for kvpress output");
@@ -63,6 +65,7 @@ StatusOr<method::BudgetOptions> BoundsOnly(const BudgetFlags& flags) {
   if (flags.context_len > 0) options.max_context = flags.context_len;
   options.normalization = *normalization;
   options.shrink_z = flags.shrink_z;
+  options.per_head = flags.per_head;
   return options;
 }
 

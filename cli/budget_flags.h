@@ -23,6 +23,7 @@ struct BudgetFlags {
   int64_t context_len = 0;   // context length the budgets are for, tokens; 0: unknown
   std::string normalization = "minmax";  // minmax, rank or log-minmax
   double shrink_z = 0.0;                 // z of the lower confidence bound; 0: plain means
+  bool per_head = false;  // budgets per KV head (a per-head response profile's head curves)
   // Set by AddBudgetFlags(): whether the command offers --total-budget. Decides what a missing
   // budget is called in BudgetOptionsFromFlags()'s error.
   bool total_budget_offered = false;
@@ -34,15 +35,15 @@ struct BudgetFlagSet {
   bool avg_budget_required = false;  // the parse fails without --avg-budget
 };
 
-// Registers --avg-budget, --ratio, --min-budget, --max-budget, --normalization, --shrink-z and
-// --context-len
-// (and --total-budget when `set` says so) on `cmd`, writing into `flags`, which must outlive the
-// parse.
+// Registers --avg-budget, --ratio, --min-budget, --max-budget, --normalization, --shrink-z,
+// --per-head and --context-len (and --total-budget when `set` says so) on `cmd`, writing into
+// `flags`, which must outlive the parse.
 void AddBudgetFlags(CLI::App* cmd, BudgetFlags& flags, BudgetFlagSet set);
 
 // The flags as library options (--context-len becomes max_context), every flag checked:
 // exactly one of --avg-budget and --total-budget, neither negative, --max-budget and
-// --context-len not negative, --normalization one of the names ParseNormalization() takes.
+// --context-len not negative, --normalization one of the names ParseNormalization() takes;
+// --per-head sets per_head (whether the profile has head curves is ComputeBudgetMap()'s to check).
 // Errors: InvalidArgument naming the flag ("--max-budget: must be >= 0 (0: none)"). The ratio
 // and the bounds against each other are ComputeBudgetMap()'s (and the scheduler's) to check.
 [[nodiscard]] StatusOr<method::BudgetOptions> BudgetOptionsFromFlags(const BudgetFlags& flags);

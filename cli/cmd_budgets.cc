@@ -1,15 +1,17 @@
 // ripplekv budgets (--profile P | --scheduler ADDR --model-hash H [--version V])
 //   (--avg-budget B | --max-kl X | --frontier [--averages A,B,...])
 //   [--ratio R] [--min-budget N] [--max-budget N] [--normalization minmax|rank|log-minmax]
-//   [--shrink-z Z] [--format native|kvpress|trtllm] [--context-len L] [--out FILE] [--json]
+//   [--shrink-z Z] [--per-head] [--format native|kvpress|trtllm] [--context-len L] [--out FILE]
+//   [--json]
 //   [--frontier-svg FILE]
 // Turns a profile into per-layer KV-cache token budgets; the total is exactly L * B
 // (docs/BUDGETS.md). A noise profile goes through the mapping of docs/DESIGN.md §2 (ratio,
 // normalization, shrinkage); a response profile through the response allocation, which minimizes
 // the KL its layers were measured to lose (the noise mapping's flags are not read; a warning says
-// so). With --scheduler the map is computed by the scheduler (GetBudgetMap, the same library)
-// from its stored profile; the security flags of proto/client_security_flags.h apply.
-// A response profile also answers (--profile only):
+// so); --per-head gives each KV head its own budget (a per-head response profile; the table adds
+// a "heads" column, --format trtllm refuses the map). With --scheduler the map is computed by the
+// scheduler (GetBudgetMap, the same library) from its stored profile; the security flags of
+// proto/client_security_flags.h apply. A response profile also answers (--profile only):
 //   --frontier       the optimal map's predicted KL at each average budget (--averages, default
 //                    the profile's grid budgets within the bounds): a table, or --json;
 //   --max-kl X       the map of the smallest average budget whose predicted KL is at most X nats,
@@ -94,6 +96,9 @@ StatusOr<std::pair<method::SensitivityProfile, method::BudgetMap>> RemoteBudgetM
   map.options = options;
   map.total_tokens = remote.total_tokens();
   map.tokens.assign(remote.tokens().begin(), remote.tokens().end());
+  for (const v1::HeadBudgets& heads : remote.head_tokens()) {
+    map.head_tokens.emplace_back(heads.tokens().begin(), heads.tokens().end());
+  }
   map.multipliers.assign(remote.multipliers().begin(), remote.multipliers().end());
   map.normalized.assign(remote.normalized().begin(), remote.normalized().end());
   return std::make_pair(std::move(sensitivity), std::move(map));
@@ -122,7 +127,9 @@ std::vector<int64_t> GridAverages(const method::SensitivityProfile& profile,
 // What --frontier, --max-kl and --frontier-svg work from: a response profile's curves and the
 // bounds of its allocation.
 struct ResponseSetup {
-  std::vector<method::ResponseCurve> curves;  // [L]
+  // [L] the layers' curves; with --per-head [L * H] every layer's heads', layer-major.
+  std::vector<method::ResponseCurve> curves;
+  size_t heads = 1;  // curves per layer: H with --per-head, else 1
   method::ApportionBounds bounds;
   std::vector<int64_t> averages;  // of the frontier: --averages, or GridAverages()
 };
@@ -131,7 +138,18 @@ StatusOr<ResponseSetup> SetUpResponse(const BudgetsArgs& args,
                                       const method::SensitivityProfile& profile,
                                       const method::BudgetOptions& options) {
   ResponseSetup setup;
-  ASSIGN_OR_RETURN(setup.curves, method::ResponseCurves(profile));
+  if (options.per_head) {
+    // The allocation of H curves per layer with an average B per head is the per-head map of
+    // average B: the same L * H * B tokens.
+    ASSIGN_OR_RETURN(std::vector<std::vector<method::ResponseCurve>> heads,
+                     method::HeadResponseCurves(profile));
+    setup.heads = heads.front().size();
+    for (std::vector<method::ResponseCurve>& layer : heads) {
+      for (method::ResponseCurve& curve : layer) setup.curves.push_back(std::move(curve));
+    }
+  } else {
+    ASSIGN_OR_RETURN(setup.curves, method::ResponseCurves(profile));
+  }
   setup.bounds = method::ResponseBounds(profile.params.selector, options);
   setup.averages = args.averages.empty() ? GridAverages(profile, setup.bounds) : args.averages;
   std::sort(setup.averages.begin(), setup.averages.end());
@@ -169,6 +187,13 @@ std::vector<int64_t> ChartAverages(const BudgetsArgs& args, const ResponseSetup&
   return averages;
 }
 
+// "30 layers", or with --per-head "30 layers x 3 KV heads".
+std::string LayersText(const BudgetsArgs& args, const ResponseSetup& setup) {
+  const size_t layers = setup.curves.size() / setup.heads;
+  if (!args.budget.per_head) return absl::StrCat(layers, " layers");
+  return absl::StrCat(layers, " layers x ", setup.heads, " KV heads");
+}
+
 // Writes --frontier-svg: the frontier at ChartAverages(), and the map chosen, if any.
 Status WriteFrontierPlot(const BudgetsArgs& args, const method::SensitivityProfile& profile,
                          const ResponseSetup& setup,
@@ -178,10 +203,9 @@ Status WriteFrontierPlot(const BudgetsArgs& args, const method::SensitivityProfi
       method::ResponseFrontier(setup.curves, ChartAverages(args, setup), setup.bounds));
   FrontierPlotData plot;
   plot.title = absl::StrCat(ModelName(profile), " — response frontier");
-  plot.subtitle =
-      absl::StrCat(Sv(method::ResponseSelectorName(profile.params.selector)), ", ",
-                   setup.curves.size(), " layers, budgets within ", BoundsText(setup.bounds),
-                   ", model ", profile.model.hash.substr(0, 12));
+  plot.subtitle = absl::StrCat(
+      Sv(method::ResponseSelectorName(profile.params.selector)), ", ", LayersText(args, setup),
+      ", budgets within ", BoundsText(setup.bounds), ", model ", profile.model.hash.substr(0, 12));
   for (const method::FrontierPoint& point : points) {
     plot.average_tokens.push_back(point.average_tokens);
     plot.predicted_kl.push_back(point.predicted_kl);
@@ -196,7 +220,7 @@ Status WriteFrontierPlot(const BudgetsArgs& args, const method::SensitivityProfi
 
 void PrintFrontier(const BudgetsArgs& args, const method::SensitivityProfile& profile,
                    const ResponseSetup& setup, const std::vector<method::FrontierPoint>& points) {
-  const size_t layers = setup.curves.size();
+  const size_t layers = setup.curves.size() / setup.heads;
   if (args.json) {
     nlohmann::ordered_json j;
     j["model_hash"] = profile.model.hash;
@@ -207,11 +231,20 @@ void PrintFrontier(const BudgetsArgs& args, const method::SensitivityProfile& pr
                                               : nlohmann::ordered_json(nullptr);
     j["points"] = nlohmann::ordered_json::array();
     for (const method::FrontierPoint& point : points) {
+      nlohmann::ordered_json tokens = point.tokens;
+      if (args.budget.per_head) {  // [L][H], as a per-head map's head_tokens
+        tokens = nlohmann::ordered_json::array();
+        for (size_t l = 0; l < layers; ++l) {
+          tokens.push_back(std::vector<int64_t>(
+              point.tokens.begin() + static_cast<ptrdiff_t>(l * setup.heads),
+              point.tokens.begin() + static_cast<ptrdiff_t>((l + 1) * setup.heads)));
+        }
+      }
       j["points"].push_back({{"average_tokens", point.average_tokens},
                              {"total_tokens", point.average_tokens * static_cast<int64_t>(layers)},
                              {"predicted_kl", point.predicted_kl},
                              {"hull_kl", point.hull_kl},
-                             {"tokens", point.tokens}});
+                             {args.budget.per_head ? "head_tokens" : "tokens", tokens}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return;
@@ -224,24 +257,58 @@ void PrintFrontier(const BudgetsArgs& args, const method::SensitivityProfile& pr
                 point.predicted_kl, point.hull_kl);
   }
   std::printf(
-      "optimal maps of %zu layers, %s, budgets within %s; KL in nats summed over layers "
+      "optimal maps of %s, %s, budgets within %s; KL in nats summed over %s "
       "(hull bound: a lower bound of the optimum)\n",
-      layers, std::string(method::ResponseSelectorName(profile.params.selector)).c_str(),
-      BoundsText(setup.bounds).c_str());
+      LayersText(args, setup).c_str(),
+      std::string(method::ResponseSelectorName(profile.params.selector)).c_str(),
+      BoundsText(setup.bounds).c_str(), args.budget.per_head ? "heads" : "layers");
+}
+
+// A per-head map's last column: "  heads" in the header, "  96 128 160" (layer l's head budgets)
+// in a row; "" for a per-layer map.
+std::string HeadsColumn(const method::BudgetMap& map, std::optional<size_t> layer) {
+  if (map.head_tokens.empty()) return "";
+  if (!layer) return "  heads";
+  return absl::StrCat("  ", absl::StrJoin(map.head_tokens[*layer], " "));
 }
 
 // The table of a response map: each layer's predicted KL at its budget, and the sum.
 Status PrintResponseTable(const method::SensitivityProfile& profile, const method::BudgetMap& map,
                           const method::BudgetOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<method::ResponseCurve> curves, method::ResponseCurves(profile));
   const method::ApportionBounds bounds = method::ResponseBounds(map.selector, options);
+  // The curves the map allocated: the layers', or every layer's heads' (a per-head map, whose
+  // layer's predicted KL is the sum of its heads' at their budgets).
+  std::vector<std::vector<method::ResponseCurve>> curves;
+  std::vector<std::vector<int64_t>> budgets;
+  if (map.head_tokens.empty()) {
+    ASSIGN_OR_RETURN(std::vector<method::ResponseCurve> layers, method::ResponseCurves(profile));
+    for (size_t l = 0; l < layers.size(); ++l) {
+      curves.push_back({std::move(layers[l])});
+      budgets.push_back({map.tokens[l]});
+    }
+  } else {
+    ASSIGN_OR_RETURN(curves, method::HeadResponseCurves(profile));
+    budgets = map.head_tokens;
+  }
+  std::vector<method::ResponseCurve> flat;
+  int64_t total = 0;
+  for (size_t l = 0; l < curves.size(); ++l) {
+    for (size_t h = 0; h < curves[l].size(); ++h) {
+      flat.push_back(curves[l][h]);
+      total += budgets[l][h];
+    }
+  }
   ASSIGN_OR_RETURN(method::ResponseAllocation allocation,
-                   method::AllocateByResponse(curves, map.total_tokens, bounds));
-  std::printf("%5s  %12s  %8s\n", "layer", "predicted KL", "tokens");
+                   method::AllocateByResponse(flat, total, bounds));
+  std::printf("%5s  %12s  %8s%s\n", "layer", "predicted KL", "tokens",
+              HeadsColumn(map, std::nullopt).c_str());
   for (size_t i = 0; i < map.tokens.size(); ++i) {
-    std::printf("%5lld  %12.6g  %8lld\n", static_cast<long long>(profile.layers[i].layer),
-                method::InterpolateResponse(curves[i], static_cast<double>(map.tokens[i])),
-                static_cast<long long>(map.tokens[i]));
+    double predicted = 0.0;
+    for (size_t h = 0; h < curves[i].size(); ++h) {
+      predicted += method::InterpolateResponse(curves[i][h], static_cast<double>(budgets[i][h]));
+    }
+    std::printf("%5lld  %12.6g  %8lld%s\n", static_cast<long long>(profile.layers[i].layer),
+                predicted, static_cast<long long>(map.tokens[i]), HeadsColumn(map, i).c_str());
   }
   std::printf(
       "total %lld tokens over %zu layers (average %lld), response allocation (%s, budgets "
@@ -355,8 +422,11 @@ int RunBudgets(const BudgetsArgs& args) {
   if (!args.frontier_svg.empty()) {
     double predicted = 0.0;
     for (size_t l = 0; l < map->tokens.size(); ++l) {
-      predicted +=
-          method::InterpolateResponse(setup->curves[l], static_cast<double>(map->tokens[l]));
+      for (size_t h = 0; h < setup->heads; ++h) {
+        const int64_t tokens = map->head_tokens.empty() ? map->tokens[l] : map->head_tokens[l][h];
+        predicted += method::InterpolateResponse(setup->curves[l * setup->heads + h],
+                                                 static_cast<double>(tokens));
+      }
     }
     const FrontierPlotData::Chosen chosen{.average_tokens = options->average_tokens,
                                           .predicted_kl = predicted};
@@ -382,11 +452,13 @@ int RunBudgets(const BudgetsArgs& args) {
     if (Status s = PrintResponseTable(*profile, *map, *options); !s.ok()) return ReportError(s);
     return kExitOk;
   }
-  std::printf("%5s  %12s  %10s  %8s\n", "layer", "mean KL", "multiplier", "tokens");
+  std::printf("%5s  %12s  %10s  %8s%s\n", "layer", "mean KL", "multiplier", "tokens",
+              HeadsColumn(*map, std::nullopt).c_str());
   for (size_t i = 0; i < map->tokens.size(); ++i) {
-    std::printf("%5lld  %12.6g  %10.3f  %8lld\n", static_cast<long long>(profile->layers[i].layer),
-                profile->layers[i].mean_kl, map->multipliers[i],
-                static_cast<long long>(map->tokens[i]));
+    std::printf("%5lld  %12.6g  %10.3f  %8lld%s\n",
+                static_cast<long long>(profile->layers[i].layer), profile->layers[i].mean_kl,
+                map->multipliers[i], static_cast<long long>(map->tokens[i]),
+                HeadsColumn(*map, i).c_str());
   }
   std::printf("total %lld tokens over %zu layers (average %lld), ratio %.3g, %s\n",
               static_cast<long long>(map->total_tokens), map->tokens.size(),

@@ -2,8 +2,8 @@
 // docs/ROLLOUTS.md).
 //   ripplekv map create --scheduler ADDR --model-hash H [--profile-version N]
 //     (--avg-budget B | --total-budget T) [--ratio R] [--min-budget N] [--max-budget N]
-//     [--normalization minmax|rank|log-minmax] [--context-len L] [--selection METHOD]
-//     [--selection-param KEY=VALUE]... [--table | --json]
+//     [--normalization minmax|rank|log-minmax] [--shrink-z Z] [--per-head] [--context-len L]
+//     [--selection METHOD] [--selection-param KEY=VALUE]... [--table | --json]
 //   ripplekv map get --scheduler ADDR --model-hash H VERSION|latest
 //     [--format native|kvpress|trtllm|document]
 //   ripplekv map list --scheduler ADDR --model-hash H [--json]

@@ -12,6 +12,9 @@
 // recorded and never interpreted). A noise map is written as version 1, byte for byte as before
 // the objective existed, so its version id is unchanged; a version 1 document reads as a noise
 // map. The native "map" member carries neither field: reading puts them into FrozenMap::map.
+// The "map" member is versioned on its own (its schema_version, budget_format.h): a per-head map
+// is embedded as native version 2, with no change to the frozen document's version, and a reader
+// that does not know native version 2 refuses the document with FailedPrecondition naming it.
 // The text is canonical (keys in this order, params sorted by key, budget_format.h's number
 // form), so equal inputs give equal bytes; the store names a version by the hash of these bytes.
 //

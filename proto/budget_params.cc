@@ -30,6 +30,7 @@ BudgetParams BudgetParamsFromOptions(const method::BudgetOptions& options) {
   if (options.max_context) params.set_context_len(*options.max_context);
   params.set_normalization(NormalizationToProto(options.normalization));
   if (options.shrink_z != 0.0) params.set_shrink_z(options.shrink_z);
+  params.set_per_head(options.per_head);
   return params;
 }
 

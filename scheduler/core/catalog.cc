@@ -119,7 +119,17 @@ StatusOr<ProfileBudgetMap> Catalog::GetBudgetMap(const std::string& model_hash, 
                                                       " version ", out.profile.version, ": ",
                                                       usable.message()));
   }
-  ASSIGN_OR_RETURN(out.map, method::ComputeBudgetMap(out.profile.profile, options));
+  // A map the profile cannot give under these options although it gives others (per_head of a
+  // profile without head curves) is FailedPrecondition from the method: the profile's, so it is
+  // named like the errors above. Everything else the method returns is the options' fault.
+  StatusOr<method::BudgetMap> map = method::ComputeBudgetMap(out.profile.profile, options);
+  if (absl::IsFailedPrecondition(map.status())) {
+    return absl::FailedPreconditionError(absl::StrCat("profile ", out.profile.model_hash,
+                                                      " version ", out.profile.version, ": ",
+                                                      map.status().message()));
+  }
+  if (!map.ok()) return map.status();
+  out.map = *std::move(map);
   return out;
 }
 

@@ -314,8 +314,10 @@ class Scheduler {
   // The budget map of profile version `version` (kLatestVersion: the latest) under `options`,
   // computed by method::ComputeBudgetMap. Errors: GetProfile's; FailedPrecondition when the
   // profile cannot give a budget map under any options (it misses a layer; the message is the
-  // method's, naming the layer); InvalidArgument (with the numbers) when `options` do not fit
-  // this profile (bounds infeasible for its layer count, a budget above max_context, ...).
+  // method's, naming the layer) or cannot give the kind asked (options.per_head of a profile
+  // without head curves), prefixed "profile H version V: "; InvalidArgument (with the numbers)
+  // when `options` do not fit this profile (bounds infeasible for its layer count, a budget above
+  // max_context, ...).
   [[nodiscard]] StatusOr<ProfileBudgetMap> GetBudgetMap(const std::string& model_hash,
                                                         uint32_t version,
                                                         const method::BudgetOptions& options) const;

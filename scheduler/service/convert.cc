@@ -422,6 +422,7 @@ StatusOr<BudgetRequest> BudgetRequestFromProto(const v1::BudgetParams& params) {
     }
     out.options.shrink_z = params.shrink_z();
   }
+  out.options.per_head = params.per_head();
   if (params.has_context_len()) {
     if (params.context_len() <= 0) {
       return absl::InvalidArgumentError(
@@ -474,6 +475,9 @@ v1::BudgetMap BudgetMapToProto(const method::BudgetMap& map, const BudgetRequest
   }
   out.set_total_tokens(map.total_tokens);
   for (int64_t t : map.tokens) out.add_tokens(t);
+  for (const std::vector<int64_t>& heads : map.head_tokens) {
+    out.add_head_tokens()->mutable_tokens()->Add(heads.begin(), heads.end());
+  }
   for (double m : map.multipliers) out.add_multipliers(m);
   for (double n : map.normalized) out.add_normalized(n);
   out.set_formatted_json(formatted_json);

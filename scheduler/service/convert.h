@@ -90,14 +90,15 @@ v1::Profile ProfileToProto(const StoredProfile& stored, bool with_layers);
 
 // BudgetParams -> library options (context_len becomes max_context). InvalidArgument naming the
 // field ("params.total": neither set; "params.average_tokens: 0 must be > 0", ...), and
-// "params.context_len" for the kvpress format without it.
+// "params.context_len" for the kvpress format without it. per_head is carried as is.
 struct BudgetRequest {
   method::BudgetOptions options;
   method::BudgetFormat format = method::BudgetFormat::kNative;
   std::optional<int64_t> context_len;
 };
 [[nodiscard]] StatusOr<BudgetRequest> BudgetRequestFromProto(const v1::BudgetParams& params);
-// The map and the parameters asked, defaults resolved.
+// The map and the parameters asked, defaults resolved; a per-head map's head_tokens as
+// BudgetMap.head_tokens.
 v1::BudgetMap BudgetMapToProto(const method::BudgetMap& map, const BudgetRequest& request,
                                uint32_t profile_version, const std::string& formatted_json);
 

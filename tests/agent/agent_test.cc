@@ -26,6 +26,7 @@
 #include "method/frozen_map.h"
 #include "nlohmann/json.hpp"
 #include "ripplekv/v1/rollout.grpc.pb.h"
+#include "tests/common/per_head_map.h"
 
 namespace ripplekv::agent {
 namespace {
@@ -81,6 +82,18 @@ Version MakeVersion(int64_t average_tokens, std::optional<int64_t> max_context =
   map->model_hash = kModel;
   Version v;
   v.frozen = {.profile_version = 1, .selection = {.method = "snapkv"}, .map = *map};
+  StatusOr<std::string> document = method::FrozenMapToJson(v.frozen);
+  EXPECT_TRUE(document.ok()) << document.status();
+  v.document = *document;
+  v.id = Sha256Hex(v.document).substr(0, 16);
+  return v;
+}
+
+// A per-head response map (native schema version 2) of three layers of two KV heads, frozen.
+Version MakePerHeadVersion() {
+  const method::BudgetMap map = testing::PerHeadExampleMap(kModel, /*max_context=*/4096);
+  Version v;
+  v.frozen = {.profile_version = 1, .selection = {.method = "adakv"}, .map = map};
   StatusOr<std::string> document = method::FrozenMapToJson(v.frozen);
   EXPECT_TRUE(document.ok()) << document.status();
   v.document = *document;
@@ -392,6 +405,62 @@ TEST_F(AgentTest, RenderErrorIsReportedAndLeavesTheFileUntouched) {
   }
   EXPECT_EQ(Read(options_.map_path), "the old map");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "hook.log"));
+}
+
+TEST_F(AgentTest, NativeNodeWritesAPerHeadMapWithItsHeadBudgets) {
+  const Version v = MakePerHeadVersion();
+  options_.format = method::BudgetFormat::kNative;
+  fake_.Script({.send = {Assign(v, "r1")}, .end = grpc::Status::OK});
+  StartAgent();
+  ASSERT_TRUE(fake_.WaitFor([&] { return fake_.reports_.size() == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(fake_.mu_);
+    EXPECT_TRUE(fake_.reports_[0].ok()) << fake_.reports_[0].error();
+  }
+  const nlohmann::json written = nlohmann::json::parse(Read(options_.map_path));
+  EXPECT_EQ(written["schema_version"], 2);
+  EXPECT_EQ(written["layers"][1]["head_tokens"], nlohmann::json::parse("[150, 213]"));
+  StatusOr<method::BudgetMap> back = method::BudgetMapFromJson(Read(options_.map_path));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->head_tokens, v.frozen.map.head_tokens);
+  EXPECT_EQ(ReadHeldMap(options_.map_path, kModel, "native").held.version, v.id);
+}
+
+TEST_F(AgentTest, KvpressNodeWritesHeadCompressionRatiosOfAPerHeadMap) {
+  const Version v = MakePerHeadVersion();
+  options_.format = method::BudgetFormat::kKvpress;
+  fake_.Script({.send = {Assign(v, "r1")}, .end = grpc::Status::OK});
+  StartAgent();
+  ASSERT_TRUE(fake_.WaitFor([&] { return fake_.reports_.size() == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(fake_.mu_);
+    EXPECT_TRUE(fake_.reports_[0].ok()) << fake_.reports_[0].error();
+  }
+  const nlohmann::json written = nlohmann::json::parse(Read(options_.map_path));
+  ASSERT_EQ(written["compression_ratios"].size(), 3u);
+  ASSERT_EQ(written["head_compression_ratios"].size(), 3u);
+  // Head 1 of layer 1 keeps 213 of the map's 4096-token context.
+  EXPECT_NEAR(written["head_compression_ratios"][1][1].get<double>(), 1.0 - 213.0 / 4096.0, 1e-12);
+}
+
+TEST_F(AgentTest, TrtllmNodeReportsAPerHeadMapAsAnApplyFailure) {
+  const Version v = MakePerHeadVersion();
+  options_.format = method::BudgetFormat::kTrtllm;
+  options_.apply_command = RecordingHook();
+  std::ofstream(options_.map_path) << "the old map";
+  fake_.Script({.send = {Assign(v, "r1")}, .end = grpc::Status::OK});
+  StartAgent();
+  ASSERT_TRUE(fake_.WaitFor([&] { return fake_.reports_.size() == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(fake_.mu_);
+    EXPECT_FALSE(fake_.reports_[0].ok());
+    EXPECT_EQ(fake_.reports_[0].version(), v.id);
+    EXPECT_THAT(fake_.reports_[0].error(), HasSubstr("one window per layer"));
+    EXPECT_THAT(fake_.reports_[0].error(), HasSubstr("without --per-head"));
+  }
+  EXPECT_EQ(Read(options_.map_path), "the old map");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "hook.log"));
+  EXPECT_EQ(agent_->stats().failures, 1);
 }
 
 TEST_F(AgentTest, DocumentNotMatchingItsVersionIsRefused) {

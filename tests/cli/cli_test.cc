@@ -392,6 +392,144 @@ TEST(CliTest, BudgetsResponseAnswersNeedAResponseProfile) {
   std::filesystem::remove(profile);
 }
 
+// Writes a per-head response profile (3 layers of 2 KV heads, snapkv on 32 ... 256 and the full
+// 512) and returns its path: head 1 of layer 1 loses the most at every budget, head 0 of layer 2
+// the least; each layer's response is the sum of its heads'.
+std::string WritePerHeadResponseProfile(const std::string& name) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  const int budgets[] = {32, 64, 128, 256, 512};
+  auto points = [&](const std::vector<double>& kl) {
+    std::string out;
+    for (size_t t = 0; t < 5; ++t) {
+      out += (t ? ", " : "") + std::string("{\"budget\": ") + std::to_string(budgets[t]) +
+             ", \"mean_kl\": " + std::to_string(t < kl.size() ? kl[t] : 0.0) + ", \"stderr\": 0}";
+    }
+    return "[" + out + "]";
+  };
+  auto layer = [&](int l, const std::vector<double>& h0, const std::vector<double>& h1) {
+    std::vector<double> sum(h0.size());
+    double mean = 0;
+    for (size_t t = 0; t < h0.size(); ++t) sum[t] = h0[t] + h1[t], mean += sum[t] / 5;
+    return "{\"layer\": " + std::to_string(l) + ", \"mean_kl\": " + std::to_string(mean) +
+           ", \"stderr\": 0, \"count\": 10, \"per_sample_mean\": [" + std::to_string(mean) +
+           "], \"response\": " + points(sum) + ", \"head_response\": [" + points(h0) + ", " +
+           points(h1) + "]}";
+  };
+  std::ofstream f(path);
+  f << R"({"schema_version": 2,
+  "model": {"hash": "abc123", "architecture": "llama", "name": "t", "n_layers": 3,
+            "n_kv_heads": 2, "head_dim": 4, "d_model": 8, "vocab_size": 10},
+  "params": {"objective": "response", "selector": "snapkv", "budgets": [32, 64, 128, 256, 512],
+             "kv_heads": 2, "mode": "cache", "alpha": 0.5, "trials": 10, "seed": 0,
+             "samples": 1, "context_len": 512, "probe_len": 32, "layers": [0, 1, 2],
+             "data_source": "test"},
+  "layers": [)"
+    << layer(0, {0.5, 0.3, 0.1, 0.03}, {0.4, 0.2, 0.1, 0.02}) << ", "
+    << layer(1, {0.6, 0.4, 0.2, 0.05}, {1.4, 0.8, 0.4, 0.15}) << ", "
+    << layer(2, {0.1, 0.03, 0.01, 0.002}, {0.2, 0.07, 0.03, 0.008}) << R"(],
+  "created_at": "2026-01-01T00:00:00Z", "tool_version": "test"})";
+  return path.string();
+}
+
+TEST(CliTest, BudgetsPerHeadGivesEachHeadABudgetAndTrtllmRefusesIt) {
+  const std::string profile = WritePerHeadResponseProfile("ripplekv_cli_per_head.json");
+  const CliResult r =
+      RunCli("budgets --profile " + profile + " --avg-budget 100 --per-head --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schema_version"], 2);
+  int64_t heads_total = 0;
+  for (const auto& layer : j["layers"]) {
+    ASSERT_EQ(layer["head_tokens"].size(), 2u) << layer;
+    for (const auto& b : layer["head_tokens"]) heads_total += b.get<int64_t>();
+  }
+  EXPECT_EQ(heads_total, 2 * 300);
+  EXPECT_GT(j["layers"][1]["head_tokens"][1].get<int64_t>(),
+            j["layers"][1]["head_tokens"][0].get<int64_t>())
+      << "head 1 of layer 1 loses the most";
+
+  // The table shows each layer's head budgets.
+  const CliResult table = RunCli("budgets --profile " + profile + " --avg-budget 100 --per-head");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  const std::string row1 = " " + std::to_string(j["layers"][1]["head_tokens"][0].get<int64_t>()) +
+                           " " + std::to_string(j["layers"][1]["head_tokens"][1].get<int64_t>()) +
+                           "\n";
+  EXPECT_NE(table.out.find("heads\n"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(row1), std::string::npos) << table.out;
+
+  const CliResult kvpress = RunCli("budgets --profile " + profile +
+                                   " --avg-budget 100 --per-head --json --format kvpress "
+                                   "--context-len 512");
+  ASSERT_EQ(kvpress.exit_code, 0) << kvpress.err;
+  const auto k = nlohmann::json::parse(kvpress.out);
+  EXPECT_EQ(k["compression_ratios"].size(), 3u);
+  EXPECT_EQ(k["head_compression_ratios"].size(), 3u);
+
+  const CliResult trtllm = RunCli("budgets --profile " + profile +
+                                  " --avg-budget 100 --per-head --json --format trtllm");
+  EXPECT_EQ(trtllm.exit_code, 2);
+  EXPECT_NE(trtllm.err.find("one window per layer"), std::string::npos) << trtllm.err;
+  EXPECT_NE(trtllm.err.find("without --per-head"), std::string::npos) << trtllm.err;
+  // Without --per-head the same profile gives a per-layer map, which trtllm takes.
+  const CliResult per_layer =
+      RunCli("budgets --profile " + profile + " --avg-budget 100 --json --format trtllm");
+  EXPECT_EQ(per_layer.exit_code, 0) << per_layer.err;
+  std::filesystem::remove(profile);
+}
+
+// The frontier of a per-head profile with --per-head: the optimal per-head maps, each average B
+// per KV head, so the same memory as the per-layer frontier's B; never worse in prediction.
+TEST(CliTest, BudgetsFrontierPerHeadIsThePerHeadMapsAtEveryAverage) {
+  const std::string profile = WritePerHeadResponseProfile("ripplekv_cli_frontier_heads.json");
+  const std::string common =
+      "budgets --profile " + profile + " --frontier --averages 40,100 --json";
+  const CliResult heads = RunCli(common + " --per-head");
+  const CliResult layers = RunCli(common);
+  ASSERT_EQ(heads.exit_code, 0) << heads.err;
+  ASSERT_EQ(layers.exit_code, 0) << layers.err;
+  const auto h = nlohmann::json::parse(heads.out), l = nlohmann::json::parse(layers.out);
+  ASSERT_EQ(h["points"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& point = h["points"][i];
+    EXPECT_EQ(point["total_tokens"], l["points"][i]["total_tokens"]);
+    ASSERT_EQ(point["head_tokens"].size(), 3u) << point;
+    int64_t sum = 0;
+    for (const auto& layer : point["head_tokens"]) {
+      ASSERT_EQ(layer.size(), 2u);
+      for (const auto& b : layer) sum += b.get<int64_t>();
+    }
+    EXPECT_EQ(sum, 2 * point["total_tokens"].get<int64_t>());
+    // Each layer's curve is its heads' sum, so the per-layer map is a per-head map with equal
+    // heads: the per-head optimum predicts no more.
+    EXPECT_LE(point["predicted_kl"].get<double>(),
+              l["points"][i]["predicted_kl"].get<double>() + 1e-12);
+    // The map at that average is the frontier's.
+    const CliResult map =
+        RunCli("budgets --profile " + profile + " --per-head --json --avg-budget " +
+               std::to_string(point["average_tokens"].get<int64_t>()));
+    ASSERT_EQ(map.exit_code, 0) << map.err;
+    const auto m = nlohmann::json::parse(map.out);
+    for (size_t layer = 0; layer < 3; ++layer) {
+      EXPECT_EQ(m["layers"][layer]["head_tokens"], point["head_tokens"][layer]);
+    }
+  }
+  const CliResult table = RunCli("budgets --profile " + profile + " --frontier --per-head");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("optimal maps of 3 layers x 2 KV heads"), std::string::npos)
+      << table.out;
+  std::filesystem::remove(profile);
+}
+
+TEST(CliTest, BudgetsPerHeadNeedsAProfileWithHeadCurves) {
+  const std::string noise =
+      WriteProfile("ripplekv_cli_noise_per_head.json",
+                   Layer(0, 0.001) + "," + Layer(1, 0.004) + "," + Layer(2, 0.002));
+  const CliResult r = RunCli("budgets --profile " + noise + " --avg-budget 100 --per-head");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("per-head"), std::string::npos) << r.err;
+  std::filesystem::remove(noise);
+}
+
 // Alpha 0 measures nothing and no profile accepts it, so it fails at once with the rule of
 // method/calibration_params.h (the scheduler's message too), before the model is opened: the
 // model path does not exist, and the error is still the alpha one.
@@ -434,6 +572,7 @@ TEST(CliTest, CalibrateRefusesEveryInvalidParameterWithTheMethodsMessage) {
        "params.samples: until_stable needs rounds of at least 2 samples, got 1"},
       {"--until-stable --samples 8 --max-samples 4",
        "params.max_samples: must be >= params.samples (8), got 4"},
+      {"--per-head", "--per-head: only with --objective response"},
   };
   for (const Edge& edge : edges) {
     const CliResult r = RunCli(std::string("calibrate --model /nonexistent.gguf ") + edge.flags);
@@ -746,6 +885,8 @@ TEST(CliTest, CompletionOffersWorkersUnquarantineAndVerify) {
   EXPECT_TRUE(std::regex_search(r.out, workers_flags) ||
               std::regex_search(r.out, workers_flags_other))
       << r.out;
+  const std::regex budgets_per_head("\n    \"budgets\"\\) echo \"[^\"]*--per-head[^\"]*\" ;;");
+  EXPECT_TRUE(std::regex_search(r.out, budgets_per_head)) << r.out;
 }
 
 }  // namespace

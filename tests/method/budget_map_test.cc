@@ -804,8 +804,8 @@ TEST(BudgetFormatTest, NativeJsonRejectsTamperedMaps) {
   EXPECT_THAT(error([](nlohmann::json& j) { j["layers"][0]["multiplier"] = 9.0; }),
               HasSubstr("layers[0].multiplier: 9 is outside [1, ratio 4]"));
   EXPECT_THAT(error([](nlohmann::json& j) { j["extra"] = 1; }), HasSubstr("extra: unknown field"));
-  StatusOr<BudgetMap> v2 = BudgetMapFromJson(R"({"schema_version": 2})");
-  EXPECT_EQ(v2.status().code(), absl::StatusCode::kFailedPrecondition);
+  StatusOr<BudgetMap> v3 = BudgetMapFromJson(R"({"schema_version": 3})");
+  EXPECT_EQ(v3.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // Found with tests/fuzz/budget_map_json_fuzz (UBSan: signed overflow in ValidateBudgetMap): with

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/common/per_head_map.h"
 
 namespace ripplekv::method {
 namespace {
@@ -213,6 +215,67 @@ TEST(FrozenMapTest, AVersionTwoDocumentIsStrictAboutItsObjective) {
                      std::string("\"objective\": \"response\",").size());
   EXPECT_NE(error(no_objective).find("objective: missing"), std::string::npos)
       << error(no_objective);
+}
+
+// A response map of three layers of two KV heads (budget_format_test.cc has the invariants).
+FrozenMap PerHeadExample() {
+  FrozenMap frozen = ResponseExample();
+  const ResponseSelector selector = frozen.map.selector;
+  frozen.map = testing::PerHeadExampleMap(frozen.map.model_hash, /*max_context=*/1024);
+  frozen.map.selector = selector;
+  return frozen;
+}
+
+TEST(FrozenMapTest, APerHeadMapEmbedsNativeVersionTwoUnderTheSameFrozenVersion) {
+  const FrozenMap frozen = PerHeadExample();
+  StatusOr<std::string> text = FrozenMapToJson(frozen);
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  // The frozen document's version is the response map's; the embedded map carries its own.
+  EXPECT_EQ(j["schema_version"], kFrozenMapSchemaVersion);
+  EXPECT_EQ(j["map"]["schema_version"], kBudgetMapPerHeadSchemaVersion);
+  EXPECT_EQ(j["map"]["layers"][1]["head_tokens"], nlohmann::json::parse("[150, 213]"));
+  StatusOr<FrozenMap> back = FrozenMapFromJson(*text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->map.head_tokens, frozen.map.head_tokens);
+  EXPECT_TRUE(back->map.options.per_head);
+  EXPECT_EQ(back->map.objective, Objective::kResponse);
+  EXPECT_EQ(*FrozenMapToJson(*back), *text);
+  // Nodes get the native version 2 map; kvpress gains the head ratios; trtllm cannot take it.
+  StatusOr<std::string> native = RenderFrozenMap(*back, BudgetFormat::kNative);
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_EQ(nlohmann::json::parse(*native), j["map"]);
+  StatusOr<std::string> kvpress = RenderFrozenMap(*back, BudgetFormat::kKvpress);
+  ASSERT_TRUE(kvpress.ok()) << kvpress.status();
+  EXPECT_TRUE(nlohmann::json::parse(*kvpress).contains("head_compression_ratios"));
+  EXPECT_EQ(RenderFrozenMap(*back, BudgetFormat::kTrtllm).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // The same layer budgets as a per-layer map are another document, with native version 1.
+  FrozenMap per_layer = frozen;
+  per_layer.map.head_tokens.clear();
+  per_layer.map.options.per_head = false;
+  StatusOr<std::string> per_layer_text = FrozenMapToJson(per_layer);
+  ASSERT_TRUE(per_layer_text.ok()) << per_layer_text.status();
+  EXPECT_EQ(nlohmann::json::parse(*per_layer_text)["map"]["schema_version"], 1);
+}
+
+TEST(FrozenMapTest, AnEmbeddedMapOfAnUnknownVersionIsFailedPrecondition) {
+  StatusOr<std::string> text = FrozenMapToJson(PerHeadExample());
+  ASSERT_TRUE(text.ok()) << text.status();
+  nlohmann::json j = nlohmann::json::parse(*text);
+  j["map"]["schema_version"] = 3;
+  StatusOr<FrozenMap> parsed = FrozenMapFromJson(j.dump());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(parsed.status().message().find("map.budget map: schema_version 3"), std::string::npos)
+      << parsed.status();
+  // A per-head map's head budgets are checked inside the frozen document too.
+  j = nlohmann::json::parse(*text);
+  j["map"]["layers"][0]["head_tokens"][0] = 41;
+  parsed = FrozenMapFromJson(j.dump());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("map.budget map: layers[0].tokens: 46 is not the mean"),
+            std::string::npos)
+      << parsed.status();
 }
 
 }  // namespace

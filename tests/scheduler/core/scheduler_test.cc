@@ -970,6 +970,23 @@ TEST_F(SchedulerTest, BudgetMapOfAResponseProfileIsItsResponseAllocation) {
   EXPECT_TRUE(absl::IsInvalidArgument(scheduler_->GetBudgetMap(kHash, 1, too_short).status()));
 }
 
+TEST_F(SchedulerTest, PerHeadMapOfAProfileWithoutHeadCurvesIsTheProfilesFault) {
+  // A per-layer noise profile: it gives per-layer maps, but no head curves for a per-head one.
+  method::SensitivityProfile p = ProfileOf(kHash, 3, {0, 1, 2});
+  auto json = method::ProfileToJson(p);
+  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_TRUE(store_->PutProfileVersion(kHash, *json).ok());
+  method::BudgetOptions options;
+  options.average_tokens = 100;
+  ASSERT_TRUE(scheduler_->GetBudgetMap(kHash, 1, options).ok());
+  options.per_head = true;
+  auto map = scheduler_->GetBudgetMap(kHash, 1, options);
+  ASSERT_TRUE(absl::IsFailedPrecondition(map.status())) << map.status();
+  EXPECT_NE(map.status().message().find(std::string("profile ") + kHash + " version 1: "),
+            std::string_view::npos)
+      << map.status();
+}
+
 TEST_F(SchedulerTest, AssignmentsCarryTheJobsSpecAndJobDataEndsWithTheJob) {
   store::JobSpec spec = Spec(1, /*trials=*/3);
   spec.data_inline = "some calibration text";

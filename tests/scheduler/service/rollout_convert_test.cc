@@ -152,5 +152,28 @@ TEST(RolloutConvertTest, AnAssignmentCarriesItsWholeMap) {
   EXPECT_FALSE(none.has_map());
 }
 
+TEST(RolloutConvertTest, APerHeadVersionSaysSoAndItsDocumentHoldsTheHeadBudgets) {
+  method::BudgetMap map;
+  map.model_hash = "ab";
+  map.objective = method::Objective::kResponse;
+  map.options = {.ratio = 4.0, .average_tokens = 100, .per_head = true};
+  map.total_tokens = 300;
+  map.tokens = {46, 182, 72};
+  map.head_tokens = {{40, 53}, {150, 213}, {70, 74}};
+  map.multipliers = {1.0, 182.0 / 46.0, 72.0 / 46.0};
+  map.normalized = {0.0, 1.0, 0.5};
+  const method::FrozenMap frozen{.profile_version = 1, .map = map};
+  StatusOr<std::string> document = method::FrozenMapToJson(frozen);
+  ASSERT_TRUE(document.ok()) << document.status();
+  const v1::BudgetMapVersion out = BudgetMapVersionToProto(
+      {.record = {.model_hash = "ab", .version = 1, .profile_version = 1, .budget_json = *document},
+       .frozen = frozen},
+      /*full=*/true);
+  EXPECT_TRUE(out.params().per_head());
+  EXPECT_EQ(out.tokens_size(), 3);
+  EXPECT_EQ(out.document(), *document);
+  EXPECT_NE(out.document().find("\"head_tokens\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ripplekv::scheduler::service
