@@ -424,7 +424,10 @@ TEST(CompareVerdictTest, AlphaAppliesAfterHolm) {
   const TempFile file("ripplekv_compare_verdict_alpha", VerdictRecords());
   const CliResult r = RunCli("compare " + file.path() + " --verdict --json --alpha 0.01");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& cell : nlohmann::json::parse(r.out)["cells"]) {
+  // Parsed into a variable: a range-for over a member of the temporary would dangle.
+  const nlohmann::json verdict = nlohmann::json::parse(r.out);
+  ASSERT_EQ(verdict["cells"].size(), 8u) << r.out;
+  for (const auto& cell : verdict["cells"]) {
     EXPECT_EQ(cell["verdict"], "n.s.") << cell.dump();
   }
 }
