@@ -1,9 +1,12 @@
 #include "cli/budget_flags.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "base/strings.h"
+#include "spdlog/spdlog.h"
 
 namespace ripplekv::cli {
 
@@ -17,6 +20,7 @@ Status FlagError(absl::string_view flag, absl::string_view message) {
 
 void AddBudgetFlags(CLI::App* cmd, BudgetFlags& flags, BudgetFlagSet set) {
   flags.total_budget_offered = set.total_budget;
+  flags.other_selections_recorded = set.other_selections_recorded;
   CLI::Option* avg = cmd->add_option("--avg-budget", flags.avg_budget,
                                      "Average tokens kept per layer B (total = L*B)");
   if (set.avg_budget_required) avg->required();
@@ -42,8 +46,47 @@ void AddBudgetFlags(CLI::App* cmd, BudgetFlags& flags, BudgetFlagSet set) {
   cmd->add_flag("--per-head", flags.per_head,
                 "Budgets per KV head (a per-head response profile); trtllm output takes none");
   cmd->add_option("--context-len", flags.context_len,
-                  "Context length: budgets above it are an error (a response profile: a cap); "
-                  "needed for kvpress output");
+                  "Context length: no layer keeps more (a map that would is capped there, the "
+                  "excess spread over the other layers); needed for kvpress output");
+  cmd->add_option("--selection", flags.selection,
+                  set.other_selections_recorded
+                      ? "The KV selection method the map is meant for: snapkv, h2o or streaming "
+                        "set the floor it needs (--window, --sinks); other names are recorded only"
+                      : "The token selector the map is meant for: snapkv, h2o or streaming; every "
+                        "layer keeps at least what it needs (--window, --sinks)");
+  cmd->add_option("--window", flags.window,
+                  absl::StrCat("With --selection snapkv: its observation window, tokens, the "
+                               "smallest budget of any layer (default ",
+                               kDefaultSnapKvWindow, "; kvpress's SnapKVPress: 64)"));
+  cmd->add_option("--sinks", flags.sinks,
+                  absl::StrCat("With --selection streaming: its sink tokens, the smallest budget "
+                               "of any layer (default ",
+                               kDefaultStreamingSinks, ", as kvpress's StreamingLLMPress)"));
+}
+
+StatusOr<std::optional<SelectionFloor>> SelectionFloorFromFlags(const BudgetFlags& flags) {
+  if (flags.window < 0) return FlagError("--window", "must be >= 1");
+  if (flags.sinks < 0) return FlagError("--sinks", "must be >= 1");
+  if (flags.window != 0 && flags.selection != "snapkv") {
+    return FlagError("--window", "only with --selection snapkv");
+  }
+  if (flags.sinks != 0 && flags.selection != "streaming") {
+    return FlagError("--sinks", "only with --selection streaming");
+  }
+  if (flags.selection.empty()) return std::nullopt;
+  SelectionFloor floor{.method = flags.selection};
+  if (flags.selection == "snapkv") {
+    floor.min_tokens = flags.window != 0 ? flags.window : kDefaultSnapKvWindow;
+    floor.params["window"] = absl::StrCat(floor.min_tokens);
+  } else if (flags.selection == "streaming") {
+    floor.min_tokens = flags.sinks != 0 ? flags.sinks : kDefaultStreamingSinks;
+    floor.params["sinks"] = absl::StrCat(floor.min_tokens);
+  } else if (flags.selection != "h2o") {
+    if (flags.other_selections_recorded) return std::nullopt;
+    return FlagError("--selection", absl::StrCat("unknown selector \"", flags.selection,
+                                                 "\" (known: snapkv, h2o, streaming)"));
+  }
+  return floor;
 }
 
 namespace {
@@ -66,6 +109,14 @@ StatusOr<method::BudgetOptions> BoundsOnly(const BudgetFlags& flags) {
   options.normalization = *normalization;
   options.shrink_z = flags.shrink_z;
   options.per_head = flags.per_head;
+  ASSIGN_OR_RETURN(const std::optional<SelectionFloor> floor, SelectionFloorFromFlags(flags));
+  if (floor && floor->min_tokens > options.min_tokens) {
+    spdlog::info(
+        "--selection {}: every layer keeps at least {} tokens (the selector's floor), so "
+        "--min-budget is {} (was {})",
+        floor->method, floor->min_tokens, floor->min_tokens, options.min_tokens);
+    options.min_tokens = floor->min_tokens;
+  }
   return options;
 }
 
@@ -95,6 +146,35 @@ StatusOr<method::BudgetOptions> BoundOptionsFromFlags(const BudgetFlags& flags,
     return FlagError("--total-budget", absl::StrCat("not with ", Sv(chooser)));
   }
   return BoundsOnly(flags);
+}
+
+StatusOr<std::optional<method::BudgetOptions>> CapAtContext(const method::BudgetOptions& options,
+                                                            const LayerTokensFn& layer_tokens) {
+  if (!options.max_context) return std::nullopt;
+  const int64_t context = *options.max_context;
+  if (options.max_tokens && *options.max_tokens <= context) return std::nullopt;
+  method::BudgetOptions uncapped = options;
+  uncapped.max_context.reset();
+  ASSIGN_OR_RETURN(const std::vector<int64_t> tokens, layer_tokens(uncapped));
+  const auto over =
+      std::count_if(tokens.begin(), tokens.end(), [context](int64_t t) { return t > context; });
+  if (over == 0) return std::nullopt;
+  const int64_t total = std::accumulate(tokens.begin(), tokens.end(), int64_t{0});
+  const auto layers = static_cast<int64_t>(tokens.size());
+  if (static_cast<__int128>(layers) * context < total) {
+    return FlagError(options.total_tokens ? "--total-budget" : "--avg-budget",
+                     absl::StrCat(total, " tokens do not fit ", layers,
+                                  " layers of at most "
+                                  "--context-len ",
+                                  context, " tokens each"));
+  }
+  spdlog::warn(
+      "{} of {} layers would keep more than --context-len {} tokens (up to {}); capped "
+      "there, the excess spread over the other layers",
+      over, layers, context, *std::max_element(tokens.begin(), tokens.end()));
+  method::BudgetOptions capped = options;
+  capped.max_tokens = context;
+  return capped;
 }
 
 }  // namespace ripplekv::cli

@@ -405,14 +405,26 @@ int RunBudgets(const BudgetsArgs& args) {
     options->average_tokens = found->average_tokens;
   }
 
-  StatusOr<method::BudgetMap> map = absl::UnknownError("unset");
-  if (remote) {
-    auto fetched = RemoteBudgetMap(args, *options, *format);
-    if (!fetched.ok()) return ReportError(fetched.status());
-    *profile = std::move(fetched->first);
-    map = std::move(fetched->second);
-  } else {
-    map = method::ComputeBudgetMap(*profile, *options);
+  // The map under `o`: computed here, or by the scheduler (which also sends its profile).
+  auto compute = [&](const method::BudgetOptions& o) -> StatusOr<method::BudgetMap> {
+    if (!remote) return method::ComputeBudgetMap(*profile, o);
+    ASSIGN_OR_RETURN(auto fetched, RemoteBudgetMap(args, o, *format));
+    *profile = std::move(fetched.first);
+    return std::move(fetched.second);
+  };
+  StatusOr<method::BudgetMap> map = compute(*options);
+  if (!map.ok() && map.status().code() == absl::StatusCode::kInvalidArgument) {
+    // A layer above --context-len: capped there, as eval fits a map to its context.
+    StatusOr<std::optional<method::BudgetOptions>> capped = CapAtContext(
+        *options, [&](const method::BudgetOptions& o) -> StatusOr<std::vector<int64_t>> {
+          ASSIGN_OR_RETURN(method::BudgetMap uncapped, compute(o));
+          return uncapped.tokens;
+        });
+    if (!capped.ok()) return ReportError(capped.status());
+    if (*capped) {
+      *options = **capped;
+      map = compute(*options);
+    }
   }
   if (!map.ok()) return ReportError(map.status());
   if (map->tokens.size() != profile->layers.size()) {

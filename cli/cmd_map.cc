@@ -3,7 +3,8 @@
 //   ripplekv map create --scheduler ADDR --model-hash H [--profile-version N]
 //     (--avg-budget B | --total-budget T) [--ratio R] [--min-budget N] [--max-budget N]
 //     [--normalization minmax|rank|log-minmax] [--shrink-z Z] [--per-head] [--context-len L]
-//     [--selection METHOD] [--selection-param KEY=VALUE]... [--table | --json]
+//     [--selection METHOD [--window W | --sinks N]] [--selection-param KEY=VALUE]...
+//     [--table | --json]
 //   ripplekv map get --scheduler ADDR --model-hash H VERSION|latest
 //     [--format native|kvpress|trtllm|document]
 //   ripplekv map list --scheduler ADDR --model-hash H [--json]
@@ -27,6 +28,7 @@
 #include "cli/budget_flags.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/remote_client.h"
 #include "cli/rollout_client.h"
 #include "cli/rollout_view.h"
 #include "method/budget_map.h"
@@ -45,9 +47,8 @@ struct MapArgs {
   std::string model_hash;
   bool json = false;
   // create
-  int64_t profile_version = 0;  // 0: the latest
-  BudgetFlags budget;
-  std::string selection;                      // method; empty: unspecified
+  int64_t profile_version = 0;                // 0: the latest
+  BudgetFlags budget;                         // with --selection, the method the map is meant for
   std::vector<std::string> selection_params;  // KEY=VALUE each
   bool table = false;
   // get
@@ -59,13 +60,14 @@ Status FlagError(absl::string_view flag, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
 }
 
-// The request of `map create`, every flag checked. Errors: InvalidArgument naming the flag.
-StatusOr<v1::CreateBudgetMapRequest> CreateRequest(const MapArgs& args) {
-  ASSIGN_OR_RETURN(method::BudgetOptions options, BudgetOptionsFromFlags(args.budget));
+// The request of `map create` with the budget `options` of its flags, every other flag checked.
+// Errors: InvalidArgument naming the flag.
+StatusOr<v1::CreateBudgetMapRequest> CreateRequest(const MapArgs& args,
+                                                   const method::BudgetOptions& options) {
   if (args.profile_version < 0) return FlagError("--profile-version", "must be >= 0 (0: latest)");
 
   method::SelectionIntent intent;
-  intent.method = args.selection;
+  intent.method = args.budget.selection;
   if (Status s = method::ValidateSelectionIntent(intent); !s.ok()) {
     return FlagError("--selection", s.message());
   }
@@ -73,6 +75,17 @@ StatusOr<v1::CreateBudgetMapRequest> CreateRequest(const MapArgs& args) {
     ASSIGN_OR_RETURN(auto kv, ParseKeyValue(item, "--selection-param"));
     if (!intent.params.emplace(kv.first, kv.second).second) {
       return FlagError("--selection-param", absl::StrCat("key \"", kv.first, "\" given twice"));
+    }
+  }
+  // What sets the selector's floor is recorded with it (--window 64: {"window": "64"}).
+  ASSIGN_OR_RETURN(const std::optional<SelectionFloor> floor, SelectionFloorFromFlags(args.budget));
+  if (floor) {
+    for (const auto& [key, value] : floor->params) {
+      const auto [it, added] = intent.params.emplace(key, value);
+      if (!added && it->second != value) {
+        return FlagError("--selection-param",
+                         absl::StrCat(key, "=", it->second, " disagrees with --", key, " ", value));
+      }
     }
   }
   if (Status s = method::ValidateSelectionIntent(intent); !s.ok()) {
@@ -93,12 +106,37 @@ void PrintLines(const std::vector<std::string>& lines) {
   for (const std::string& line : lines) std::printf("%s\n", line.c_str());
 }
 
+// The per-layer tokens of the map the scheduler computes under `options` (GetBudgetMap).
+StatusOr<std::vector<int64_t>> ScheduledLayerTokens(const MapArgs& args,
+                                                    const method::BudgetOptions& options) {
+  ASSIGN_OR_RETURN(RemoteClient client, RemoteClient::Connect(args.scheduler, args.security));
+  v1::GetBudgetMapRequest request;
+  request.set_model_hash(args.model_hash);
+  request.set_profile_version(args.profile_version);
+  *request.mutable_params() = v1::BudgetParamsFromOptions(options);
+  ASSIGN_OR_RETURN(v1::BudgetMap map, client.GetBudgetMap(request));
+  return std::vector<int64_t>(map.tokens().begin(), map.tokens().end());
+}
+
 int RunMapCreate(const MapArgs& args) {
-  StatusOr<v1::CreateBudgetMapRequest> request = CreateRequest(args);
+  StatusOr<method::BudgetOptions> options = BudgetOptionsFromFlags(args.budget);
+  if (!options.ok()) return ReportError(options.status());
+  StatusOr<v1::CreateBudgetMapRequest> request = CreateRequest(args, *options);
   if (!request.ok()) return ReportError(request.status());
   auto client = RolloutClient::Connect(args.scheduler, args.security);
   if (!client.ok()) return ReportError(client.status());
   auto response = client->CreateBudgetMap(*request);
+  if (!response.ok() && response.status().code() == absl::StatusCode::kInvalidArgument) {
+    // A layer above --context-len: capped there, as `budgets` does.
+    StatusOr<std::optional<method::BudgetOptions>> capped = CapAtContext(
+        *options, [&](const method::BudgetOptions& o) { return ScheduledLayerTokens(args, o); });
+    if (!capped.ok()) return ReportError(capped.status());
+    if (*capped) {
+      request = CreateRequest(args, **capped);
+      if (!request.ok()) return ReportError(request.status());
+      response = client->CreateBudgetMap(*request);
+    }
+  }
   if (!response.ok()) return ReportError(ServerError(response.status()));
   const v1::BudgetMapVersion& map = response->map();
   spdlog::info("{} map version {} (sequence {}) of model {}, profile version {}",
@@ -162,9 +200,7 @@ void AddMapCommands(CLI::App& app, Action& run) {
     AddCommon(cmd, *a);
     cmd->add_option("--profile-version", a->profile_version, "Profile version (0: the latest)")
         ->capture_default_str();
-    AddBudgetFlags(cmd, a->budget, {.total_budget = true});
-    cmd->add_option("--selection", a->selection,
-                    "The KV selection method the map is meant for, e.g. snapkv (recorded only)");
+    AddBudgetFlags(cmd, a->budget, {.total_budget = true, .other_selections_recorded = true});
     cmd->add_option("--selection-param", a->selection_params,
                     "KEY=VALUE parameter of --selection; repeat the flag for more")
         ->allow_extra_args(false);

@@ -520,6 +520,109 @@ TEST(CliTest, BudgetsFrontierPerHeadIsThePerHeadMapsAtEveryAverage) {
   std::filesystem::remove(profile);
 }
 
+// --selection sets the selector's floor: SnapKV its window, StreamingLLM its sinks, H2O a token.
+TEST(CliTest, BudgetsSelectionKeepsTheSelectorsFloor) {
+  const std::string profile =
+      WriteProfile("ripplekv_cli_selection.json",
+                   Layer(0, 0.001) + "," + Layer(1, 0.004) + "," + Layer(2, 0.002));
+  const std::string common = "budgets --profile " + profile + " --avg-budget 100 --ratio 4 --json";
+  auto tokens = [](const CliResult& r) {
+    std::vector<int64_t> out;
+    const nlohmann::json map = nlohmann::json::parse(r.out);
+    for (const auto& layer : map["layers"]) out.push_back(layer["tokens"]);
+    return out;
+  };
+  const CliResult plain = RunCli(common);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(tokens(plain), (std::vector<int64_t>{46, 182, 72}));
+  const CliResult snapkv = RunCli(common + " --selection snapkv --window 64");
+  ASSERT_EQ(snapkv.exit_code, 0) << snapkv.err;
+  const std::vector<int64_t> floored = tokens(snapkv);
+  EXPECT_EQ(floored[0], 64);
+  EXPECT_EQ(floored[0] + floored[1] + floored[2], 300);
+  EXPECT_EQ(nlohmann::json::parse(snapkv.out)["params"]["min_tokens"], 64);
+  EXPECT_NE(snapkv.err.find("--selection snapkv: every layer keeps at least 64 tokens"),
+            std::string::npos)
+      << snapkv.err;
+  // RippleKV's own window by default; the floor below the map's smallest budget changes nothing.
+  const CliResult default_window = RunCli(common + " --selection snapkv");
+  ASSERT_EQ(default_window.exit_code, 0) << default_window.err;
+  EXPECT_EQ(tokens(default_window), (std::vector<int64_t>{46, 182, 72}));
+  EXPECT_EQ(nlohmann::json::parse(default_window.out)["params"]["min_tokens"], 32);
+  const CliResult streaming = RunCli(common + " --selection streaming --sinks 50");
+  ASSERT_EQ(streaming.exit_code, 0) << streaming.err;
+  EXPECT_EQ(tokens(streaming)[0], 50);
+  const CliResult h2o = RunCli(common + " --selection h2o");
+  ASSERT_EQ(h2o.exit_code, 0) << h2o.err;
+  EXPECT_EQ(tokens(h2o), (std::vector<int64_t>{46, 182, 72}));
+
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {" --window 64", "--window: only with --selection snapkv"},
+      {" --selection h2o --window 64", "--window: only with --selection snapkv"},
+      {" --selection snapkv --sinks 4", "--sinks: only with --selection streaming"},
+      {" --selection snapkv --window -1", "--window: must be >= 1"},
+      {" --selection adakv",
+       "--selection: unknown selector \"adakv\" (known: snapkv, h2o, "
+       "streaming)"},
+  };
+  for (const auto& [flags, message] : refused) {
+    const CliResult r = RunCli(common + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags;
+    EXPECT_NE(r.err.find(message), std::string::npos) << flags << ": " << r.err;
+  }
+  std::filesystem::remove(profile);
+}
+
+// A map whose layers would pass --context-len is capped there, the excess spread over the other
+// layers, as `eval` fits a map to its context; every export then holds.
+TEST(CliTest, BudgetsCapAMapAtTheContextLength) {
+  const std::string profile =
+      WriteProfile("ripplekv_cli_context_cap.json",
+                   Layer(0, 0.001) + "," + Layer(1, 0.004) + "," + Layer(2, 0.002));
+  // Uncapped the map is [46, 182, 72]; layer 1 passes a context of 150.
+  const CliResult capped = RunCli("budgets --profile " + profile +
+                                  " --avg-budget 100 --ratio 4 --context-len 150 --json");
+  ASSERT_EQ(capped.exit_code, 0) << capped.err;
+  EXPECT_NE(capped.err.find("1 of 3 layers would keep more than --context-len 150 tokens (up to "
+                            "182); capped there"),
+            std::string::npos)
+      << capped.err;
+  const auto j = nlohmann::json::parse(capped.out);
+  int64_t total = 0;
+  for (const auto& layer : j["layers"]) {
+    EXPECT_LE(layer["tokens"].get<int64_t>(), 150);
+    total += layer["tokens"].get<int64_t>();
+  }
+  EXPECT_EQ(total, 300);
+  EXPECT_EQ(j["layers"][1]["tokens"], 150);
+  EXPECT_EQ(j["params"]["max_tokens"], 150);
+  // kvpress: every ratio in [0, 1), each giving back its layer's budget.
+  const CliResult kvpress = RunCli("budgets --profile " + profile +
+                                   " --avg-budget 100 --ratio 4 --context-len 150 --json "
+                                   "--format kvpress");
+  ASSERT_EQ(kvpress.exit_code, 0) << kvpress.err;
+  const auto ratios = nlohmann::json::parse(kvpress.out)["compression_ratios"];
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(static_cast<int64_t>(150 * (1 - ratios[l].get<double>())),
+              j["layers"][l]["tokens"].get<int64_t>());
+  }
+  // A map that fits is left as it is, with nothing said.
+  const CliResult fits = RunCli("budgets --profile " + profile +
+                                " --avg-budget 100 --ratio 4 --context-len 200 --json");
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(fits.err.find("capped"), std::string::npos) << fits.err;
+  EXPECT_TRUE(nlohmann::json::parse(fits.out)["params"]["max_tokens"].is_null());
+  // More tokens than the layers' contexts hold: the flag is named.
+  const CliResult too_much =
+      RunCli("budgets --profile " + profile + " --avg-budget 200 --context-len 150");
+  EXPECT_EQ(too_much.exit_code, 2);
+  EXPECT_NE(too_much.err.find("--avg-budget: 600 tokens do not fit 3 layers of at most "
+                              "--context-len 150 tokens each"),
+            std::string::npos)
+      << too_much.err;
+  std::filesystem::remove(profile);
+}
+
 TEST(CliTest, BudgetsPerHeadNeedsAProfileWithHeadCurves) {
   const std::string noise =
       WriteProfile("ripplekv_cli_noise_per_head.json",

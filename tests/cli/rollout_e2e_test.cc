@@ -398,6 +398,55 @@ TEST_F(RolloutE2ETest, RestartedAgentsStateWhatTheyHoldAndLateNodesGetTheirStage
   EXPECT_EQ(EverWrote(map).size(), 4u);
 }
 
+// `map create --selection snapkv --window 64`: every layer keeps at least the window, and the
+// frozen version records it; a map whose layers would pass --context-len is capped there.
+TEST_F(RolloutE2ETest, MapCreateKeepsTheSelectorsFloorAndCapsAtTheContext) {
+  CliResult floor =
+      Cli("floor", {"map", "create", "--model-hash", kModel, "--avg-budget", "80", "--ratio", "4",
+                    "--selection", "snapkv", "--window", "64", "--json"});
+  ASSERT_EQ(floor.exit_code, 0) << floor.err;
+  EXPECT_NE(floor.err.find("--min-budget is 64 (was 1)"), std::string::npos) << floor.err;
+  const Json created = Json::parse(floor.out)["map"];
+  int64_t total = 0;
+  for (const Json& tokens : created["tokens"]) {
+    EXPECT_GE(std::stoll(tokens.get<std::string>()), 64) << created.dump();
+    total += std::stoll(tokens.get<std::string>());
+  }
+  EXPECT_EQ(total, 8 * 80);
+  EXPECT_EQ(created["selection"]["method"], "snapkv");
+  EXPECT_EQ(created["selection"]["params"]["window"], "64");
+  // At ratio 4 and no floor, the least sensitive layer keeps fewer than 64.
+  CliResult plain = Cli("plain", {"map", "create", "--model-hash", kModel, "--avg-budget", "80",
+                                  "--ratio", "4", "--json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  int64_t fewest = INT64_MAX;
+  const Json plain_map = Json::parse(plain.out)["map"];
+  for (const Json& tokens : plain_map["tokens"]) {
+    fewest = std::min<int64_t>(fewest, std::stoll(tokens.get<std::string>()));
+  }
+  EXPECT_LT(fewest, 64);
+
+  // Ratio 8 gives the most sensitive layer about 227 tokens: more than a 120-token context.
+  CliResult capped = Cli("capped", {"map", "create", "--model-hash", kModel, "--avg-budget", "100",
+                                    "--ratio", "8", "--context-len", "120", "--json"});
+  ASSERT_EQ(capped.exit_code, 0) << capped.err;
+  EXPECT_NE(capped.err.find("capped there"), std::string::npos) << capped.err;
+  total = 0;
+  const Json capped_map = Json::parse(capped.out)["map"];
+  for (const Json& tokens : capped_map["tokens"]) {
+    EXPECT_LE(std::stoll(tokens.get<std::string>()), 120);
+    total += std::stoll(tokens.get<std::string>());
+  }
+  EXPECT_EQ(total, 800);
+  CliResult too_much = Cli("too-much", {"map", "create", "--model-hash", kModel, "--avg-budget",
+                                        "200", "--context-len", "120"});
+  EXPECT_EQ(too_much.exit_code, 2);
+  EXPECT_NE(too_much.err.find("--avg-budget: 1600 tokens do not fit 8 layers of at most "
+                              "--context-len 120 tokens each"),
+            std::string::npos)
+      << too_much.err;
+}
+
 TEST_F(RolloutE2ETest, APythonClientWithTheGeneratedStubsIsANodeLikeAnyOther) {
   const char* python_path = std::getenv("RIPPLEKV_PYTHON_GRPC");
   if (python_path == nullptr || *python_path == '\0') {
