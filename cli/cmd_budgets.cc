@@ -138,18 +138,12 @@ StatusOr<ResponseSetup> SetUpResponse(const BudgetsArgs& args,
                                       const method::SensitivityProfile& profile,
                                       const method::BudgetOptions& options) {
   ResponseSetup setup;
-  if (options.per_head) {
-    // The allocation of H curves per layer with an average B per head is the per-head map of
-    // average B: the same L * H * B tokens.
-    ASSIGN_OR_RETURN(std::vector<std::vector<method::ResponseCurve>> heads,
-                     method::HeadResponseCurves(profile));
-    setup.heads = heads.front().size();
-    for (std::vector<method::ResponseCurve>& layer : heads) {
-      for (method::ResponseCurve& curve : layer) setup.curves.push_back(std::move(curve));
-    }
-  } else {
-    ASSIGN_OR_RETURN(setup.curves, method::ResponseCurves(profile));
-  }
+  // The allocation of H curves per layer with an average B per head is the per-head map of
+  // average B: the same L * H * B tokens.
+  ASSIGN_OR_RETURN(method::AllocationCurves curves,
+                   method::AllocationCurvesOf(profile, options.per_head));
+  setup.curves = std::move(curves.curves);
+  setup.heads = curves.heads;
   setup.bounds = method::ResponseBounds(profile.params.selector, options);
   setup.averages = args.averages.empty() ? GridAverages(profile, setup.bounds) : args.averages;
   std::sort(setup.averages.begin(), setup.averages.end());
@@ -273,40 +267,34 @@ std::string HeadsColumn(const method::BudgetMap& map, std::optional<size_t> laye
 }
 
 // The table of a response map: each layer's predicted KL at its budget, and the sum.
+// Layer `layer`'s predicted KL under `map`: its curve at its budget, or (`heads` curves per layer,
+// layer-major) the sum of its heads' curves at their budgets.
+double PredictedLayerKl(const std::vector<method::ResponseCurve>& curves, size_t heads,
+                        const method::BudgetMap& map, size_t layer) {
+  double predicted = 0.0;
+  for (size_t h = 0; h < heads; ++h) {
+    const int64_t tokens = map.head_tokens.empty() ? map.tokens[layer] : map.head_tokens[layer][h];
+    predicted +=
+        method::InterpolateResponse(curves[layer * heads + h], static_cast<double>(tokens));
+  }
+  return predicted;
+}
+
 Status PrintResponseTable(const method::SensitivityProfile& profile, const method::BudgetMap& map,
                           const method::BudgetOptions& options) {
   const method::ApportionBounds bounds = method::ResponseBounds(map.selector, options);
   // The curves the map allocated: the layers', or every layer's heads' (a per-head map, whose
   // layer's predicted KL is the sum of its heads' at their budgets).
-  std::vector<std::vector<method::ResponseCurve>> curves;
-  std::vector<std::vector<int64_t>> budgets;
-  if (map.head_tokens.empty()) {
-    ASSIGN_OR_RETURN(std::vector<method::ResponseCurve> layers, method::ResponseCurves(profile));
-    for (size_t l = 0; l < layers.size(); ++l) {
-      curves.push_back({std::move(layers[l])});
-      budgets.push_back({map.tokens[l]});
-    }
-  } else {
-    ASSIGN_OR_RETURN(curves, method::HeadResponseCurves(profile));
-    budgets = map.head_tokens;
-  }
-  std::vector<method::ResponseCurve> flat;
-  int64_t total = 0;
-  for (size_t l = 0; l < curves.size(); ++l) {
-    for (size_t h = 0; h < curves[l].size(); ++h) {
-      flat.push_back(curves[l][h]);
-      total += budgets[l][h];
-    }
-  }
-  ASSIGN_OR_RETURN(method::ResponseAllocation allocation,
-                   method::AllocateByResponse(flat, total, bounds));
+  ASSIGN_OR_RETURN(const method::AllocationCurves curves,
+                   method::AllocationCurvesOf(profile, !map.head_tokens.empty()));
+  ASSIGN_OR_RETURN(
+      method::ResponseAllocation allocation,
+      method::AllocateByResponse(curves.curves,
+                                 map.total_tokens * static_cast<int64_t>(curves.heads), bounds));
   std::printf("%5s  %12s  %8s%s\n", "layer", "predicted KL", "tokens",
               HeadsColumn(map, std::nullopt).c_str());
   for (size_t i = 0; i < map.tokens.size(); ++i) {
-    double predicted = 0.0;
-    for (size_t h = 0; h < curves[i].size(); ++h) {
-      predicted += method::InterpolateResponse(curves[i][h], static_cast<double>(budgets[i][h]));
-    }
+    const double predicted = PredictedLayerKl(curves.curves, curves.heads, map, i);
     std::printf("%5lld  %12.6g  %8lld%s\n", static_cast<long long>(profile.layers[i].layer),
                 predicted, static_cast<long long>(map.tokens[i]), HeadsColumn(map, i).c_str());
   }
@@ -434,11 +422,7 @@ int RunBudgets(const BudgetsArgs& args) {
   if (!args.frontier_svg.empty()) {
     double predicted = 0.0;
     for (size_t l = 0; l < map->tokens.size(); ++l) {
-      for (size_t h = 0; h < setup->heads; ++h) {
-        const int64_t tokens = map->head_tokens.empty() ? map->tokens[l] : map->head_tokens[l][h];
-        predicted += method::InterpolateResponse(setup->curves[l * setup->heads + h],
-                                                 static_cast<double>(tokens));
-      }
+      predicted += PredictedLayerKl(setup->curves, setup->heads, *map, l);
     }
     const FrontierPlotData::Chosen chosen{.average_tokens = options->average_tokens,
                                           .predicted_kl = predicted};

@@ -230,32 +230,6 @@ ApportionBounds ResponseBounds(ResponseSelector selector, const BudgetOptions& o
 
 namespace {
 
-// The per-head allocation of a per-head response profile: its L * H head curves allocated as
-// layer curves are, H * total tokens (the memory of `total` tokens per layer-head), each head
-// within `bounds`; [L][H].
-StatusOr<std::vector<std::vector<int64_t>>> AllocatePerHead(const SensitivityProfile& profile,
-                                                            int64_t total, ApportionBounds bounds) {
-  ASSIGN_OR_RETURN(std::vector<std::vector<ResponseCurve>> heads, HeadResponseCurves(profile));
-  const size_t hkv = heads.front().size();
-  std::vector<ResponseCurve> flat;
-  for (std::vector<ResponseCurve>& layer : heads) {
-    for (ResponseCurve& curve : layer) flat.push_back(std::move(curve));
-  }
-  const __int128 head_total = static_cast<__int128>(total) * static_cast<__int128>(hkv);
-  if (head_total > kMaxTotalTokens) {
-    return BudgetError(absl::StrCat("total ", total, " x ", hkv, " KV heads exceeds ",
-                                    kMaxTotalTokens, " tokens"));
-  }
-  ASSIGN_OR_RETURN(ResponseAllocation allocation,
-                   AllocateByResponse(flat, static_cast<int64_t>(head_total), bounds));
-  std::vector<std::vector<int64_t>> out(heads.size());
-  for (size_t l = 0; l < heads.size(); ++l) {
-    out[l].assign(allocation.tokens.begin() + static_cast<ptrdiff_t>(l * hkv),
-                  allocation.tokens.begin() + static_cast<ptrdiff_t>((l + 1) * hkv));
-  }
-  return out;
-}
-
 // tokens[l] of a per-head map (BudgetMap::head_tokens): each layer's mean over its heads,
 // apportioned by largest remainder to integers summing to `total`.
 StatusOr<std::vector<int64_t>> LayerMeans(const std::vector<std::vector<int64_t>>& head_tokens,
@@ -272,8 +246,10 @@ StatusOr<std::vector<int64_t>> LayerMeans(const std::vector<std::vector<int64_t>
 // The response allocation of `profile` as a budget map (ComputeBudgetMap's response branch).
 StatusOr<BudgetMap> ResponseBudgetMap(const SensitivityProfile& profile,
                                       const BudgetOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<ResponseCurve> curves, ResponseCurves(profile));
-  const size_t L = curves.size();
+  // Per head: the L * H head curves, allocated as layer curves are, H * T tokens (the memory of
+  // T tokens per layer, every head counted).
+  ASSIGN_OR_RETURN(const AllocationCurves curves, AllocationCurvesOf(profile, options.per_head));
+  const size_t L = curves.curves.size() / curves.heads;
   const ResponseSelector selector = profile.params.selector;
   // What the allocation does not read is recorded at its default, so that equal maps are equal
   // documents (a frozen map's version is the hash of its bytes).
@@ -304,11 +280,20 @@ StatusOr<BudgetMap> ResponseBudgetMap(const SensitivityProfile& profile,
   map.objective = Objective::kResponse;
   map.selector = selector;
   map.total_tokens = total;
+  const __int128 allocated = static_cast<__int128>(total) * static_cast<__int128>(curves.heads);
+  if (allocated > kMaxTotalTokens) {
+    return BudgetError(absl::StrCat("total ", total, " x ", curves.heads, " KV heads exceeds ",
+                                    kMaxTotalTokens, " tokens"));
+  }
+  ASSIGN_OR_RETURN(ResponseAllocation allocation,
+                   AllocateByResponse(curves.curves, static_cast<int64_t>(allocated), bounds));
   if (options.per_head) {
-    ASSIGN_OR_RETURN(map.head_tokens, AllocatePerHead(profile, total, bounds));
+    for (size_t l = 0; l < L; ++l) {
+      const auto first = allocation.tokens.begin() + static_cast<ptrdiff_t>(l * curves.heads);
+      map.head_tokens.emplace_back(first, first + static_cast<ptrdiff_t>(curves.heads));
+    }
     ASSIGN_OR_RETURN(map.tokens, LayerMeans(map.head_tokens, total));
   } else {
-    ASSIGN_OR_RETURN(ResponseAllocation allocation, AllocateByResponse(curves, total, bounds));
     map.tokens = std::move(allocation.tokens);
   }
   const auto [fewest, most] = std::minmax_element(map.tokens.begin(), map.tokens.end());

@@ -113,6 +113,20 @@ StatusOr<std::vector<std::vector<ResponseCurve>>> HeadResponseCurves(
   return curves;
 }
 
+StatusOr<AllocationCurves> AllocationCurvesOf(const SensitivityProfile& profile, bool per_head) {
+  AllocationCurves out;
+  if (!per_head) {
+    ASSIGN_OR_RETURN(out.curves, ResponseCurves(profile));
+    return out;
+  }
+  ASSIGN_OR_RETURN(std::vector<std::vector<ResponseCurve>> layers, HeadResponseCurves(profile));
+  out.heads = layers.front().size();
+  for (std::vector<ResponseCurve>& heads : layers) {
+    for (ResponseCurve& curve : heads) out.curves.push_back(std::move(curve));
+  }
+  return out;
+}
+
 Status ValidateResponseCurve(const ResponseCurve& curve) {
   if (curve.budgets.empty()) return CurveError("a curve has no points");
   if (curve.kl.size() != curve.budgets.size()) {

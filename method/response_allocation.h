@@ -63,6 +63,16 @@ struct ResponseCurve {
 [[nodiscard]] StatusOr<std::vector<std::vector<ResponseCurve>>> HeadResponseCurves(
     const SensitivityProfile& profile);
 
+// The curves an allocation takes: every layer's (ResponseCurves()), or with `per_head` every
+// layer's KV heads' (HeadResponseCurves()), layer-major, `heads` of them per layer. Errors as
+// those functions'.
+struct AllocationCurves {
+  std::vector<ResponseCurve> curves;  // [L * heads]
+  size_t heads = 1;                   // curves per layer: 1, or H with per_head
+};
+[[nodiscard]] StatusOr<AllocationCurves> AllocationCurvesOf(const SensitivityProfile& profile,
+                                                            bool per_head);
+
 // Checks one curve; InvalidArgument naming the point (index and budget) that is wrong.
 [[nodiscard]] Status ValidateResponseCurve(const ResponseCurve& curve);
 

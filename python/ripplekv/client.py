@@ -262,6 +262,17 @@ class Client:
         except grpc.RpcError as e:
             raise self._error(e) from None
 
+    def _all_pages(self, method: Callable[..., Any], request: Any, items: str) -> List[Any]:
+        """Every item of a paged List call (the response's repeated field `items`), following
+        next_page_token until it is empty; `request` is updated in place."""
+        out: List[Any] = []
+        while True:
+            response = self._call(method, request)
+            out.extend(getattr(response, items))
+            if not response.next_page_token:
+                return out
+            request.page_token = response.next_page_token
+
     # -- jobs ------------------------------------------------------------------------------
 
     def submit(
@@ -384,13 +395,8 @@ class Client:
         request = calibration_pb2.ListJobsRequest(model_hash=model_hash)
         for s in states:
             request.states.append(calibration_pb2.JobState.Value("JOB_STATE_" + s))
-        out: List[Job] = []
-        while True:
-            response = self._call(self._calibration.ListJobs, request)
-            out.extend(Job.from_proto(j) for j in response.jobs)
-            if not response.next_page_token:
-                return out
-            request.page_token = response.next_page_token
+        pages = self._all_pages(self._calibration.ListJobs, request, "jobs")
+        return [Job.from_proto(j) for j in pages]
 
     def cancel(self, job_id: str) -> Job:
         """Cancels a job; returns it (CANCELLED). Raises NotFound, FailedPrecondition (finished)."""
@@ -483,13 +489,8 @@ class Client:
         """Every profile version (all pages; `layers` empty), by model hash then version
         descending; only `model_hash`'s when given."""
         request = calibration_pb2.ListProfilesRequest(model_hash=model_hash)
-        out: List[Profile] = []
-        while True:
-            response = self._call(self._calibration.ListProfiles, request)
-            out.extend(Profile.from_proto(p) for p in response.profiles)
-            if not response.next_page_token:
-                return out
-            request.page_token = response.next_page_token
+        pages = self._all_pages(self._calibration.ListProfiles, request, "profiles")
+        return [Profile.from_proto(p) for p in pages]
 
     def budget_map(self, model_hash: str, params: BudgetParams,
                    profile_version: int = 0) -> BudgetMap:
@@ -533,13 +534,8 @@ class Client:
     def list_map_versions(self, model_hash: str) -> List[MapVersion]:
         """The model's frozen maps (all pages), newest first, without tokens and documents."""
         request = rollout_pb2.ListBudgetMapVersionsRequest(model_hash=model_hash)
-        out: List[MapVersion] = []
-        while True:
-            response = self._call(self._rollout.ListBudgetMaps, request)
-            out.extend(MapVersion.from_proto(m) for m in response.maps)
-            if not response.next_page_token:
-                return out
-            request.page_token = response.next_page_token
+        pages = self._all_pages(self._rollout.ListBudgetMaps, request, "maps")
+        return [MapVersion.from_proto(m) for m in pages]
 
     # -- rollouts --------------------------------------------------------------------------
 
@@ -594,13 +590,8 @@ class Client:
         """Every rollout (all pages), newest first, without per-node states; only
         `model_hash`'s when given."""
         request = rollout_pb2.ListRolloutsRequest(model_hash=model_hash)
-        out: List[Rollout] = []
-        while True:
-            response = self._call(self._rollout.ListRollouts, request)
-            out.extend(Rollout.from_proto(r) for r in response.rollouts)
-            if not response.next_page_token:
-                return out
-            request.page_token = response.next_page_token
+        pages = self._all_pages(self._rollout.ListRollouts, request, "rollouts")
+        return [Rollout.from_proto(r) for r in pages]
 
 
 class _ProgressBar:

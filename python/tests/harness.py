@@ -15,7 +15,7 @@ import tempfile
 import time
 import unittest
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import ripplekv
 
@@ -133,3 +133,17 @@ class Cluster:
     def close(self) -> None:
         self.procs.stop()
         self._tmp.cleanup()
+
+
+def serving_cluster() -> Tuple[Cluster, ripplekv.Client]:
+    """A plaintext Cluster and a Client of it, once the scheduler answers; both closed again
+    when it does not."""
+    cluster = Cluster()
+    client = ripplekv.Client(cluster.address)
+    try:
+        cluster.await_serving(client)
+    except BaseException:
+        client.close()
+        cluster.close()
+        raise
+    return cluster, client

@@ -13,17 +13,15 @@ import sys
 import unittest
 
 import ripplekv
-from harness import SOURCE_DIR, Cluster, model_path, wait_for
+from harness import SOURCE_DIR, model_path, serving_cluster, wait_for
 
 
 class CalibrationTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         model = model_path()
-        cls.cluster = Cluster()
-        cls.client = ripplekv.Client(cls.cluster.address)
+        cls.cluster, cls.client = serving_cluster()
         try:
-            cls.cluster.await_serving(cls.client)
             cls.cluster.start_worker("py-worker-1", model)
             cls.model_hash = ripplekv.model_hash(model)
             cls.submitted = cls.client.submit(

@@ -9,7 +9,7 @@ import grpc
 
 import ripplekv
 import ripplekv.errors
-from harness import Cluster, free_port
+from harness import free_port, serving_cluster
 
 UNKNOWN_HASH = "ab" * 32
 
@@ -17,14 +17,7 @@ UNKNOWN_HASH = "ab" * 32
 class ErrorMappingTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
-        cls.cluster = Cluster()
-        cls.client = ripplekv.Client(cls.cluster.address)
-        try:
-            cls.cluster.await_serving(cls.client)
-        except BaseException:
-            cls.client.close()
-            cls.cluster.close()
-            raise
+        cls.cluster, cls.client = serving_cluster()
 
     @classmethod
     def tearDownClass(cls) -> None:
