@@ -17,6 +17,8 @@ void AddInfoCommand(CLI::App& app, Action& run);
 void AddCalibrateCommand(CLI::App& app, Action& run);
 void AddBudgetsCommand(CLI::App& app, Action& run);
 void AddEvalCommand(CLI::App& app, Action& run);
+// examples: the examples eval would run, as JSONL token ids, for another engine.
+void AddExamplesCommand(CLI::App& app, Action& run);
 // tune: RippleKV's ratio and CAKE's temperatures per budget, chosen on the validation split.
 void AddTuneCommand(CLI::App& app, Action& run);
 // compare: paired statistics of two methods from `eval --records-out` records.

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   ripplekv::cli::AddCalibrateCommand(app, run);
   ripplekv::cli::AddBudgetsCommand(app, run);
   ripplekv::cli::AddEvalCommand(app, run);
+  ripplekv::cli::AddExamplesCommand(app, run);
   ripplekv::cli::AddTuneCommand(app, run);
   ripplekv::cli::AddCompareCommand(app, run);
   ripplekv::cli::AddTokenizeCommand(app, run);

@@ -78,6 +78,47 @@ TEST_F(EvalCliTest, JsonTableAndRecordsCoverEveryMethodBudgetAndTask) {
   }
 }
 
+// `ripplekv examples` writes the examples eval runs with the same flags: the same ids (so records
+// written by another engine pair with eval's), prompts of the asked length and the continuation.
+TEST_F(EvalCliTest, ExamplesFileHoldsTheExamplesEvalScores) {
+  const fs::path records = tmp_.path() / "records.jsonl";
+  const CliResult r = Eval("eval-full", {"--methods", "full", "--tasks", "passkey,fidelity",
+                                         "--records-out", records.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> scored;
+  std::istringstream record_lines(ReadFile(records));
+  for (std::string line; std::getline(record_lines, line);) {
+    scored.insert(nlohmann::json::parse(line)["example"].get<std::string>());
+  }
+  const fs::path out = tmp_.path() / "examples.jsonl";
+  const CliResult e = RunCli(
+      tmp_.path(), "examples",
+      {"examples", "--model", model_, "--samples", "2", "--context-len", "160", "--continuation",
+       "8", "--prompt-len", "200", "--tasks", "passkey,fidelity", "-o", out.string()},
+      std::chrono::seconds(120));
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  std::set<std::string> written;
+  std::istringstream example_lines(ReadFile(out));
+  for (std::string line; std::getline(example_lines, line);) {
+    const nlohmann::json ex = nlohmann::json::parse(line);
+    const std::string id = ex["id"].get<std::string>();
+    written.insert(id);
+    if (ex["task"] == "fidelity") {
+      EXPECT_EQ(ex["prompt"].size(), 160u) << id;  // SmolLM2 adds no BOS
+      EXPECT_EQ(ex["continuation"].size(), 8u) << id;
+      EXPECT_EQ(ex["split"], "test") << id;
+      const auto range = ex["corpus_tokens"];
+      EXPECT_EQ(range[1].get<int64_t>() - range[0].get<int64_t>(), 168) << id;
+    } else {
+      EXPECT_EQ(ex["task"], "passkey") << id;
+      EXPECT_FALSE(ex["answers"].empty()) << id;
+      EXPECT_GT(ex["max_new_tokens"].get<int>(), 0) << id;
+    }
+  }
+  EXPECT_EQ(written.size(), 4u);
+  EXPECT_EQ(written, scored);
+}
+
 TEST_F(EvalCliTest, SeveralLengthsGiveAColumnEachAndDepthsArePooled) {
   const CliResult r = Eval("lengths", {"--methods", "full", "--tasks", "passkey", "--prompt-len",
                                        "128,192", "--depth", "0.2,0.8", "--json"});
