@@ -7,22 +7,19 @@ PerLayerCompressionPress around its SnapKVPress (window 64, as `--selection snap
 floors the map) prunes one prefill of exactly Lc tokens, after which layer l's cache must hold the
 native map's tokens[l] entries, summing to L * B.
 
-Environment: RIPPLEKV_CLI (the `ripplekv` binary), RIPPLEKV_SMOLLM2_GGUF (the model),
-RIPPLEKV_PROFILE (a SmolLM2 profile).
+Environment: shared.py's.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import unittest
-from pathlib import Path
 from typing import Any, Dict
 
 import torch
 from kvpress import PerLayerCompressionPress, SnapKVPress
-from transformers import AutoModelForCausalLM
+
+from shared import budgets as ripplekv_budgets
+from shared import model_and_tokenizer
 
 AVERAGE = 128
 WINDOW = 64
@@ -31,14 +28,9 @@ CONTEXT_LENGTHS = (997, 1000, 1021)
 
 def budgets(context_len: int, fmt: str) -> Dict[str, Any]:
     """`ripplekv budgets` of the profile at AVERAGE tokens, ratio 4, SnapKV's floor, in `fmt`."""
-    result = subprocess.run(
-        [os.environ["RIPPLEKV_CLI"], "budgets", "--profile", os.environ["RIPPLEKV_PROFILE"],
-         "--avg-budget", str(AVERAGE), "--ratio", "4", "--selection", "snapkv", "--window",
-         str(WINDOW), "--context-len", str(context_len), "--format", fmt, "--json"],
-        capture_output=True, text=True, timeout=60, check=False)
-    if result.returncode != 0:
-        raise AssertionError(f"ripplekv budgets failed: {result.stderr}")
-    return json.loads(result.stdout)
+    return ripplekv_budgets("--avg-budget", str(AVERAGE), "--ratio", "4", "--selection", "snapkv",
+                            "--window", str(WINDOW), "--context-len", str(context_len),
+                            "--format", fmt)
 
 
 class KvpressCountsTest(unittest.TestCase):
@@ -46,12 +38,7 @@ class KvpressCountsTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        torch.set_num_threads(1)  # beside other tests on a small machine
-        gguf = Path(os.environ["RIPPLEKV_SMOLLM2_GGUF"])
-        cls.model = AutoModelForCausalLM.from_pretrained(
-            str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
-            attn_implementation="sdpa")
-        cls.model.eval()
+        cls.model, _ = model_and_tokenizer()
 
     def test_every_layer_keeps_the_maps_tokens_after_a_kvpress_prefill(self) -> None:
         layers = self.model.config.num_hidden_layers
