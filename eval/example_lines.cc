@@ -5,6 +5,15 @@
 
 namespace ripplekv::eval {
 
+void AddSplitAudit(const EvalExample& example, nlohmann::json& line) {
+  if (!example.split) return;
+  line["split"] = std::string(EvalSplitName(*example.split));
+  line["region"] = {example.split_region.begin, example.split_region.end};
+  if (!example.corpus_tokens.empty()) {
+    line["corpus_tokens"] = {example.corpus_tokens.begin, example.corpus_tokens.end};
+  }
+}
+
 std::string ExampleLine(const EvalExample& example) {
   using Json = nlohmann::json;
   Json line = {{"id", example.id},         {"task", example.task},
@@ -15,13 +24,7 @@ std::string ExampleLine(const EvalExample& example) {
   } else {
     line["answers"] = example.answers;
   }
-  if (example.split) {
-    line["split"] = std::string(EvalSplitName(*example.split));
-    line["region"] = {example.split_region.begin, example.split_region.end};
-    if (!example.corpus_tokens.empty()) {
-      line["corpus_tokens"] = {example.corpus_tokens.begin, example.corpus_tokens.end};
-    }
-  }
+  AddSplitAudit(example, line);
   std::string text = line.dump(-1, ' ', false, Json::error_handler_t::replace);
   text += '\n';
   return text;

@@ -16,8 +16,13 @@
 #include <string>
 
 #include "eval/eval_example.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace ripplekv::eval {
+
+// Adds `split`, `region` and `corpus_tokens` (when the example has them) to `line`: the audit of
+// an example's corpus split, written alike in the examples file and the records file.
+void AddSplitAudit(const EvalExample& example, nlohmann::json& line);
 
 // The line of `example` in an examples file, with its '\n'. Invalid UTF-8 in strings is replaced.
 std::string ExampleLine(const EvalExample& example);

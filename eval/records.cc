@@ -9,7 +9,7 @@
 
 #include "base/file_io.h"
 #include "base/strings.h"
-#include "eval/split.h"
+#include "eval/example_lines.h"
 #include "method/jsonl.h"
 #include "nlohmann/json.hpp"
 
@@ -72,13 +72,7 @@ std::string RecordLine(const ScoreRecord& record, const EvalExample& example,
                {"example", record.example_id},
                {"score", record.score}};
   if (prediction != nullptr) line["prediction"] = *prediction;
-  if (example.split) {  // for an audit of the split: the region and the text's tokens
-    line["split"] = std::string(EvalSplitName(*example.split));
-    line["region"] = {example.split_region.begin, example.split_region.end};
-    if (!example.corpus_tokens.empty()) {
-      line["corpus_tokens"] = {example.corpus_tokens.begin, example.corpus_tokens.end};
-    }
-  }
+  AddSplitAudit(example, line);  // for an audit of the split: the region and the text's tokens
   std::string text = line.dump(-1, ' ', false, Json::error_handler_t::replace);
   text += '\n';
   return text;
@@ -97,9 +91,8 @@ StatusOr<std::vector<ScoreRecord>> ReadRecordsFile(const std::string& path) {
             first_line.try_emplace({r.method, r.budget, r.task, r.example_id}, line.number);
         if (!inserted) {
           return absl::InvalidArgumentError(
-              Cat(line.where, ": field \"example\" repeats ", r.example_id, " of method ",
-                  r.method, ", budget ", r.budget, ", task ", r.task, " (first at line ",
-                  it->second, ")"));
+              Cat(line.where, ": field \"example\" repeats ", r.example_id, " of method ", r.method,
+                  ", budget ", r.budget, ", task ", r.task, " (first at line ", it->second, ")"));
         }
         records.push_back(std::move(r));
         return method::JsonlNext::kMore;
