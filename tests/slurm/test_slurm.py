@@ -31,11 +31,14 @@ import tempfile
 import time
 import unittest
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import ripplekv
 
 SOURCE = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(SOURCE / "python" / "tests"))
+from harness import wait_for  # noqa: E402  (the client tests' polling helper)
+
 SLURM_DIR = SOURCE / "deploy" / "slurm"
 CLUSTER = Path(os.environ.get("SLURM_CLUSTER_DIR", ""))
 MODEL = os.environ.get("RIPPLEKV_SMOLLM2_GGUF", "")
@@ -44,14 +47,6 @@ HOST = os.uname().nodename.split(".")[0]
 # Small calibrations: 30 layers x 2 trials x SAMPLES samples.
 SMALL = {"samples": 2, "context_len": 64, "probe_len": 8}
 LONG = {"samples": 6, "context_len": 384, "probe_len": 32}
-
-
-def wait_for(done: Callable[[], bool], timeout: float, what: str, period: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(period)
 
 
 class Site:
@@ -230,7 +225,7 @@ class SlurmTest(unittest.TestCase):
             except AssertionError:  # the scheduler is not serving yet
                 return False
         try:
-            wait_for(ready, timeout, f"{count} workers registered")
+            wait_for(ready, timeout, f"{count} workers registered", period=0.5)
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.logs()}") from None
 
