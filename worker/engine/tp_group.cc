@@ -4,6 +4,7 @@
 
 #include "base/strings.h"
 #include "kernels/comm/mpi_communicator.h"
+#include "kernels/ops/devices.h"
 #include "spdlog/spdlog.h"
 #include "worker/model/model_shard.h"
 
@@ -22,6 +23,19 @@ constexpr std::chrono::hours kCommandTimeout{24 * 365};
 
 }  // namespace
 
+StatusOr<int> TpDeviceOrdinal(int base, int local_rank, int visible) {
+  if (base < 0 || local_rank < 0) {
+    return absl::InvalidArgumentError(
+        Cat("device ordinal ", base, " and local rank ", local_rank, " must be >= 0"));
+  }
+  if (visible < 1) {
+    return absl::FailedPreconditionError(Cat("local rank ", local_rank,
+                                             " sees no device (CUDA_VISIBLE_DEVICES, the job's GPU "
+                                             "binding, or the driver)"));
+  }
+  return (base + local_rank) % visible;
+}
+
 StatusOr<kernels::DeviceSpec> TpDevice(int tp, kernels::DeviceSpec device, bool whole_world) {
   if (!kernels::MpiRuntime::Launched()) {
     return absl::FailedPreconditionError(
@@ -36,7 +50,8 @@ StatusOr<kernels::DeviceSpec> TpDevice(int tp, kernels::DeviceSpec device, bool 
   }
   if (device.device == kernels::Device::kCpu) return device;
 #if RIPPLEKV_WITH_NCCL
-  device.ordinal += runtime->local_rank();
+  ASSIGN_OR_RETURN(device.ordinal, TpDeviceOrdinal(device.ordinal, runtime->local_rank(),
+                                                   kernels::DeviceCount(device.device)));
   return device;
 #else
   return absl::FailedPreconditionError(

@@ -14,19 +14,28 @@
 namespace ripplekv::worker {
 
 struct TpGroup {
-  int rank = 0;    // within the group
-  int group = 0;   // which group of the world
-  int groups = 1;  // groups in the world
+  int rank = 0;                                     // within the group
+  int group = 0;                                    // which group of the world
+  int groups = 1;                                   // groups in the world
   std::unique_ptr<kernels::Communicator> host;      // MPI over the group's ranks
   std::unique_ptr<kernels::Communicator> model;     // the forward passes': MPI or NCCL
   std::unique_ptr<kernels::Communicator> commands;  // a worker's task stream (no deadline)
   Model shard;
 };
 
+// The device ordinal of the rank with node-local rank `local_rank` when the process sees
+// `visible` devices: (base + local_rank) mod visible. Every rank seeing all of a node's GPUs gets
+// its own; a rank shown only its own GPU (CUDA_VISIBLE_DEVICES per rank, Slurm's --gpu-bind, one
+// GPU per container) gets ordinal 0 instead of an ordinal it cannot see. Ranks sharing a device
+// (fewer visible devices than ranks) are NCCL's to refuse. FailedPrecondition when `visible` < 1,
+// InvalidArgument for a negative base or local rank.
+[[nodiscard]] StatusOr<int> TpDeviceOrdinal(int base, int local_rank, int visible);
+
 // Before the device is opened: starts MPI and checks the launch (under mpirun, the world a
 // multiple of tp, or exactly tp when `whole_world`); returns the device this rank uses: `device`
-// itself on the CPU, cuda:(ordinal + local rank) on CUDA. FailedPrecondition naming the problem
-// (no mpirun, wrong rank count, a build without MPI or NCCL).
+// itself on the CPU, cuda:TpDeviceOrdinal(ordinal, local rank, visible devices) on CUDA.
+// FailedPrecondition naming the problem (no mpirun, wrong rank count, no visible device, a build
+// without MPI or NCCL).
 [[nodiscard]] StatusOr<kernels::DeviceSpec> TpDevice(int tp, kernels::DeviceSpec device,
                                                      bool whole_world);
 
