@@ -10,14 +10,19 @@
 
 namespace ripplekv::kernels {
 
-// The first of `names` that loads; null with "cannot load <what>: <the loader's reason>" in *why.
+// The first of `names` that loads; null with "cannot load <what>: <name>: <the loader's reason>;
+// ..." in *why, one reason per name tried (a library that is present but fails to load, e.g. for
+// a missing dependency, says so rather than hiding behind a later name's "not found").
 inline void* OpenFirstLibrary(std::initializer_list<const char*> names, const char* what,
                               std::string* why) {
+  std::string reasons;
   for (const char* name : names) {
     if (void* library = dlopen(name, RTLD_NOW | RTLD_LOCAL); library != nullptr) return library;
+    const char* error = dlerror();
+    if (!reasons.empty()) reasons += "; ";
+    reasons += error != nullptr ? error : std::string(name) + ": not found";
   }
-  const char* error = dlerror();
-  *why = std::string("cannot load ") + what + ": " + (error != nullptr ? error : "not found");
+  *why = std::string("cannot load ") + what + ": " + reasons;
   return nullptr;
 }
 

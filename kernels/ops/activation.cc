@@ -17,8 +17,8 @@ Status SwiGlu(const OpContext& ctx, const ConstTensorView& gate, const ConstTens
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, gate, up, out));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::SwiGlu(ctx, gate.data, up.data, out.data, gate.numel());
-    return absl::OkStatus();
+    return internal::FromLauncher(kOp,
+                                  cuda::SwiGlu(ctx, gate.data, up.data, out.data, gate.numel()));
   }
 #endif
   cpu::SwiGlu(ctx.num_threads, gate.data, up.data, out.data, gate.numel());
@@ -31,8 +31,7 @@ Status AddTo(const OpContext& ctx, const ConstTensorView& x, const TensorView& y
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, x, y));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::AddTo(ctx, x.data, y.data, x.numel());
-    return absl::OkStatus();
+    return internal::FromLauncher(kOp, cuda::AddTo(ctx, x.data, y.data, x.numel()));
   }
 #endif
   cpu::AddTo(ctx.num_threads, x.data, y.data, x.numel());

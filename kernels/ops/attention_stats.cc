@@ -71,9 +71,9 @@ Status WindowAttentionStats(const OpContext& ctx, const ConstTensorView& q, cons
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, q));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    *entropy = cuda::WindowAttentionStats(ctx, q.data, w, q.dim(1), DeviceKeys(keys), scale,
-                                          entropy_epsilon, sum.data(), sumsq.data());
-    return absl::OkStatus();
+    return internal::FromLauncher(
+        kOp, cuda::WindowAttentionStats(ctx, q.data, w, q.dim(1), DeviceKeys(keys), scale,
+                                        entropy_epsilon, sum.data(), sumsq.data(), entropy));
   }
 #endif
   *entropy = cpu::WindowAttentionStats(ctx.num_threads, q.data, w, q.dim(1), keys, scale,
@@ -90,8 +90,9 @@ Status AccumulatedAttention(const OpContext& ctx, const ConstTensorView& q, cons
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, q));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::AccumulatedAttention(ctx, q.data, q.dim(1), DeviceKeys(keys), scale, accumulated.data());
-    return absl::OkStatus();
+    return internal::FromLauncher(
+        kOp, cuda::AccumulatedAttention(ctx, q.data, q.dim(1), DeviceKeys(keys), scale,
+                                        accumulated.data()));
   }
 #endif
   cpu::AccumulatedAttention(ctx.num_threads, q.data, q.dim(1), keys, scale, accumulated.data());

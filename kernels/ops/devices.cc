@@ -52,6 +52,29 @@ std::string DeviceUnavailableReason(Device device) {
 #endif
 }
 
+std::string DeviceFault() {
+#if RIPPLEKV_WITH_CUDA
+  return cuda::Fault();
+#else
+  return "";
+#endif
+}
+
+#if RIPPLEKV_WITH_CUDA
+namespace internal {
+
+Status FromLauncher(const char* op, int code) {
+  if (code == 0) return absl::OkStatus();
+  if (cuda::IsOutOfMemory(code)) {
+    return absl::ResourceExhaustedError(Cat(op, ": out of device memory for its temporaries"));
+  }
+  return absl::UnavailableError(
+      Cat(op, ": device fault: ", cuda::Fault(), " (the device is unusable for this process)"));
+}
+
+}  // namespace internal
+#endif
+
 StatusOr<Allocator*> DeviceAllocator(const DeviceSpec& spec) {
   if (spec.device == Device::kCpu) return &HostAllocator();
   const int count = DeviceCount(spec.device);
@@ -130,7 +153,8 @@ Status DeviceSession::Synchronize() const {
   if (ctx_.device == Device::kCuda) {
     std::string why;
     if (!cuda::Synchronize(ctx_, &why)) {
-      return absl::InternalError(Cat(DeviceSpecName(spec_), ": ", why));
+      return absl::UnavailableError(Cat(DeviceSpecName(spec_), ": device fault: ", why,
+                                        " (the device is unusable for this process)"));
     }
   }
 #endif

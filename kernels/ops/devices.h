@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/tensor/allocator.h"
-#include "kernels/tensor/device.h"
 #include "base/status.h"
 #include "kernels/ops/op_context.h"
+#include "kernels/tensor/allocator.h"
+#include "kernels/tensor/device.h"
 
 namespace ripplekv::kernels {
 
@@ -31,6 +31,12 @@ int DeviceCount(Device device);
 // Why no device of that kind is usable ("" when one is), for error messages and test skips,
 // e.g. "this build has no CUDA backend" or the CUDA runtime's own words.
 std::string DeviceUnavailableReason(Device device);
+
+// The first device fault of this process ("" when there was none): a kernel that could not launch
+// or faulted, a failed copy, synchronization or cuBLAS call (kernels/ops/cuda/cuda_device.h). A
+// faulted CUDA context stays unusable: every later op on the device fails (Unavailable, naming the
+// fault), and a process that serves work should finish reporting and exit (the worker does).
+std::string DeviceFault();
 
 // The allocator of `spec` (lives for the process). FailedPrecondition naming the reason when the
 // device is not usable, OutOfRange when the ordinal is not below DeviceCount.
@@ -63,8 +69,8 @@ class DeviceSession {
   const DeviceSpec& spec() const { return spec_; }
   const OpContext& context() const { return ctx_; }
   Allocator& allocator() const { return *allocator_; }
-  // Waits for the queued work; Internal with the device's message for an asynchronous error (a
-  // faulting kernel), which leaves the device unusable for this process.
+  // Waits for the queued work; Unavailable naming the device fault (DeviceFault) for an
+  // asynchronous error (a faulting kernel), which leaves the device unusable for this process.
   [[nodiscard]] Status Synchronize() const;
 
   // The device's memory, bytes: in use (by every process on it) and total. NotFound for the CPU,

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
-#include "kernels/tensor/tensor.h"
 #include "kernels/ops/devices.h"
 #include "kernels/ops/op_context.h"
+#include "kernels/tensor/tensor.h"
 
 #ifndef RIPPLEKV_WITH_CUDA
 #define RIPPLEKV_WITH_CUDA 0
@@ -29,8 +29,8 @@ Status CheckDeviceOf(const char* op, bool on_cuda, const OpContext& ctx, const V
   if (ctx.device == Device::kCpu) return absl::OkStatus();
   if (ctx.device == Device::kCuda && on_cuda && kHaveCuda) {
     if (DeviceCount(Device::kCuda) > 0) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        op, ": no usable cuda device: ", DeviceUnavailableReason(Device::kCuda)));
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, ": no usable cuda device: ", DeviceUnavailableReason(Device::kCuda)));
   }
   return absl::UnimplementedError(
       absl::StrCat(op, ": no ", std::string(DeviceName(ctx.device)), " backend"));
@@ -41,6 +41,13 @@ template <typename... Views>
 Status CheckDevice(const char* op, const OpContext& ctx, const Views&... views) {
   return CheckDeviceOf(op, false, ctx, views...);
 }
+
+#if RIPPLEKV_WITH_CUDA
+// The Status of a CUDA launcher's code (kernels/ops/cuda/cuda_device.h LaunchResult): OK for 0;
+// ResourceExhausted when the device was out of memory for the op's temporaries; otherwise
+// Unavailable (retry elsewhere) naming `op` and the process's device fault (DeviceFault).
+Status FromLauncher(const char* op, int code);
+#endif
 
 inline Status ShapeError(const char* op, const std::string& what, const Shape& got) {
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, ", got ", ShapeString(got)));

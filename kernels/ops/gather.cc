@@ -36,8 +36,9 @@ Status GatherRows(const OpContext& ctx, const ConstTensorView& src, Int32View ro
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, src, out, rows));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {  // indices live on the device: unchecked there (contract)
-    cuda::GatherRows(ctx, src.data, d, rows.data(), static_cast<int64_t>(rows.size()), out.data);
-    return absl::OkStatus();
+    return internal::FromLauncher(
+        kOp, cuda::GatherRows(ctx, src.data, d, rows.data(), static_cast<int64_t>(rows.size()),
+                              out.data));
   }
 #endif
   RETURN_IF_ERROR(CheckIds(kOp, "row", rows, n));
@@ -59,8 +60,8 @@ Status CopyRows(const OpContext& ctx, const ConstTensorView& src, int64_t first,
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, src, out));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::CopyRows(ctx, src.data, src.dim(1), first, out.dim(0), out.data);
-    return absl::OkStatus();
+    return internal::FromLauncher(
+        kOp, cuda::CopyRows(ctx, src.data, src.dim(1), first, out.dim(0), out.data));
   }
 #endif
   cpu::CopyRows(src.data, src.dim(1), first, out.dim(0), out.data);

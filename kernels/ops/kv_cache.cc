@@ -55,16 +55,15 @@ Status KvAppend(const OpContext& ctx, const ConstTensorView& k_rows, const Const
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, k_rows, v_rows, positions));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::KvAppend(ctx, k_rows.data, v_rows.data, positions.data(), n, DeviceLayer(layer));
-    return absl::OkStatus();
+    return internal::FromLauncher(kOp, cuda::KvAppend(ctx, k_rows.data, v_rows.data,
+                                                      positions.data(), n, DeviceLayer(layer)));
   }
 #endif
   cpu::KvAppend(k_rows.data, v_rows.data, positions.data(), n, layer);
   return absl::OkStatus();
 }
 
-Status KvRetain(const OpContext& ctx, Int32View keep, int count,
-                const KvLayerRef& layer) {
+Status KvRetain(const OpContext& ctx, Int32View keep, int count, const KvLayerRef& layer) {
   constexpr const char* kOp = "KvRetain";
   RETURN_IF_ERROR(CheckLayer(kOp, ctx, layer));
   if (count < 0 ||
@@ -75,8 +74,7 @@ Status KvRetain(const OpContext& ctx, Int32View keep, int count,
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, keep));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {  // indices live on the device: unchecked there (contract)
-    cuda::KvRetain(ctx, keep.data(), count, DeviceLayer(layer));
-    return absl::OkStatus();
+    return internal::FromLauncher(kOp, cuda::KvRetain(ctx, keep.data(), count, DeviceLayer(layer)));
   }
 #endif
   for (int h = 0; h < layer.n_kv_heads; ++h) {

@@ -37,9 +37,8 @@ Status DeviceLinear(const OpContext& ctx, const ConstTensorView& x, const void* 
                     int64_t n, const ConstTensorView& bias, const TensorView& y,
                     const LinearOptions& options) {
 #if RIPPLEKV_WITH_CUDA
-  cuda::Linear(ctx, x.data, w, w_bf16, bias.data, y.data, x.dim(0), n, x.dim(1),
-               options.accumulate);
-  return absl::OkStatus();
+  return internal::FromLauncher(kOp, cuda::Linear(ctx, x.data, w, w_bf16, bias.data, y.data,
+                                                  x.dim(0), n, x.dim(1), options.accumulate));
 #else
   (void)x, (void)w, (void)w_bf16, (void)n, (void)bias, (void)y, (void)options;
   return absl::UnimplementedError(Cat(kOp, ": no ", DeviceName(ctx.device), " backend"));

@@ -19,8 +19,8 @@ constexpr int64_t kMax16 = 65536;
 
 // The bounds of the noise contract. Positions are read only on the host: in device memory they are
 // the caller's to keep >= 0 (noise.h).
-Status CheckNoiseArgs(const char* op, const NoiseKey& key, Int32View positions,
-                      int kv_head, int64_t head_dim) {
+Status CheckNoiseArgs(const char* op, const NoiseKey& key, Int32View positions, int kv_head,
+                      int64_t head_dim) {
   auto bad = [op](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
   };
@@ -48,13 +48,14 @@ Status CheckNoiseArgs(const char* op, const NoiseKey& key, Int32View positions,
 
 Status CheckAlpha(const char* op, float alpha) {
   if (alpha >= 0.0f && std::isfinite(alpha)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(op, ": alpha must be finite and >= 0, got ", alpha));
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": alpha must be finite and >= 0, got ", alpha));
 }
 
 }  // namespace
 
-Status DrawNormals(const OpContext& ctx, const NoiseKey& key, Int32View positions,
-                   int kv_head, int head_dim, std::span<float> out) {
+Status DrawNormals(const OpContext& ctx, const NoiseKey& key, Int32View positions, int kv_head,
+                   int head_dim, std::span<float> out) {
   constexpr const char* kOp = "DrawNormals";
   RETURN_IF_ERROR(internal::CheckDevice(kOp, ctx, positions));
   RETURN_IF_ERROR(CheckNoiseArgs(kOp, key, positions, kv_head, head_dim));
@@ -67,9 +68,8 @@ Status DrawNormals(const OpContext& ctx, const NoiseKey& key, Int32View position
   return absl::OkStatus();
 }
 
-Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
-                            Int32View positions, int kv_head, float alpha,
-                            const TensorView& values) {
+Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key, Int32View positions,
+                            int kv_head, float alpha, const TensorView& values) {
   constexpr const char* kOp = "AddNormAdaptiveNoise";
   if (values.rank() != 2 || values.dim(0) != static_cast<int64_t>(positions.size())) {
     return internal::ShapeError(
@@ -82,10 +82,10 @@ Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
   if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::AddNormAdaptiveNoise(ctx, key.seed, key.sample, key.layer, key.trial, positions.data(),
-                               values.dim(0), kv_head, static_cast<int>(values.dim(1)), alpha,
-                               values.data);
-    return absl::OkStatus();
+    return internal::FromLauncher(
+        kOp, cuda::AddNormAdaptiveNoise(ctx, key.seed, key.sample, key.layer, key.trial,
+                                        positions.data(), values.dim(0), kv_head,
+                                        static_cast<int>(values.dim(1)), alpha, values.data));
   }
 #endif
   cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0), kv_head, alpha,
@@ -93,16 +93,16 @@ Status AddNormAdaptiveNoise(const OpContext& ctx, const NoiseKey& key,
   return absl::OkStatus();
 }
 
-Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
-                                  Int32View positions, int n_kv_heads, float alpha,
-                                  const TensorView& values, int first_kv_head) {
+Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key, Int32View positions,
+                                  int n_kv_heads, float alpha, const TensorView& values,
+                                  int first_kv_head) {
   constexpr const char* kOp = "AddNormAdaptiveNoiseToRows";
   if (n_kv_heads < 1 || first_kv_head < 0 || values.rank() != 2 ||
       values.dim(0) != static_cast<int64_t>(positions.size()) || values.dim(1) % n_kv_heads != 0) {
-    return internal::ShapeError(
-        kOp, absl::StrCat("values must be [", positions.size(), " positions, ", n_kv_heads,
-                          " KV heads * head_dim]"),
-        values.shape);
+    return internal::ShapeError(kOp,
+                                absl::StrCat("values must be [", positions.size(), " positions, ",
+                                             n_kv_heads, " KV heads * head_dim]"),
+                                values.shape);
   }
   const int64_t head_dim = values.dim(1) / n_kv_heads;
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, values, positions));
@@ -111,16 +111,16 @@ Status AddNormAdaptiveNoiseToRows(const OpContext& ctx, const NoiseKey& key,
   if (alpha == 0.0f || positions.empty()) return absl::OkStatus();
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::AddNormAdaptiveNoiseToRows(ctx, key.seed, key.sample, key.layer, key.trial,
-                                     positions.data(), values.dim(0), first_kv_head, n_kv_heads,
-                                     static_cast<int>(head_dim), alpha, values.data);
-    return absl::OkStatus();
+    return internal::FromLauncher(
+        kOp, cuda::AddNormAdaptiveNoiseToRows(
+                 ctx, key.seed, key.sample, key.layer, key.trial, positions.data(), values.dim(0),
+                 first_kv_head, n_kv_heads, static_cast<int>(head_dim), alpha, values.data));
   }
 #endif
   for (int h = 0; h < n_kv_heads; ++h) {
     cpu::AddNormAdaptiveNoise(ctx.num_threads, key, positions.data(), values.dim(0),
-                              first_kv_head + h, alpha,
-                              values.data + h * head_dim, head_dim, values.dim(1));
+                              first_kv_head + h, alpha, values.data + h * head_dim, head_dim,
+                              values.dim(1));
   }
   return absl::OkStatus();
 }

@@ -38,7 +38,9 @@ Status VocabParallelLogSumExp(const OpContext& ctx, const ConstTensorView& x,
   std::vector<double> maxima(static_cast<size_t>(m)), sums(static_cast<size_t>(m));
   const bool on_cuda = ctx.device == Device::kCuda;
 #if RIPPLEKV_WITH_CUDA
-  if (on_cuda) cuda::RowMaxima(ctx, x.data, m, v, maxima.data());
+  if (on_cuda)
+    RETURN_IF_ERROR(
+        internal::FromLauncher("LogSumExp", cuda::RowMaxima(ctx, x.data, m, v, maxima.data())));
 #endif
   if (!on_cuda) {
     for (int64_t i = 0; i < m; ++i) {
@@ -48,7 +50,9 @@ Status VocabParallelLogSumExp(const OpContext& ctx, const ConstTensorView& x,
   }
   RETURN_IF_ERROR(ctx.communicator->AllReduceMax(maxima));
 #if RIPPLEKV_WITH_CUDA
-  if (on_cuda) cuda::ExpSums(ctx, x.data, m, v, maxima.data(), sums.data());
+  if (on_cuda)
+    RETURN_IF_ERROR(internal::FromLauncher(
+        "LogSumExp", cuda::ExpSums(ctx, x.data, m, v, maxima.data(), sums.data())));
 #endif
   if (!on_cuda) {
     for (int64_t i = 0; i < m; ++i) {
@@ -71,12 +75,17 @@ Status VocabParallelKl(const OpContext& ctx, const ConstTensorView& p, const Con
   std::vector<double> maxima(static_cast<size_t>(2 * m)), sums(static_cast<size_t>(3 * m));
   const bool on_cuda = ctx.device == Device::kCuda;
 #if RIPPLEKV_WITH_CUDA
-  if (on_cuda) cuda::KlRowMaxima(ctx, p.data, q.data, m, v, maxima.data());
+  if (on_cuda)
+    RETURN_IF_ERROR(internal::FromLauncher(
+        "KlDivergence", cuda::KlRowMaxima(ctx, p.data, q.data, m, v, maxima.data())));
 #endif
   if (!on_cuda) cpu::KlRowMaxima(ctx.num_threads, p.data, q.data, m, v, maxima.data());
   RETURN_IF_ERROR(ctx.communicator->AllReduceMax(maxima));
 #if RIPPLEKV_WITH_CUDA
-  if (on_cuda) cuda::KlPartialSums(ctx, p.data, q.data, m, v, maxima.data(), sums.data());
+  if (on_cuda)
+    RETURN_IF_ERROR(internal::FromLauncher(
+        "KlDivergence",
+        cuda::KlPartialSums(ctx, p.data, q.data, m, v, maxima.data(), sums.data())));
 #endif
   if (!on_cuda) {
     cpu::KlPartialSums(ctx.num_threads, p.data, q.data, m, v, maxima.data(), sums.data());
@@ -99,8 +108,8 @@ Status LogSumExp(const OpContext& ctx, const ConstTensorView& x, std::span<float
   if (VocabParallel(ctx)) return VocabParallelLogSumExp(ctx, x, lse);
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::LogSumExp(ctx, x.data, x.dim(0), x.dim(1), lse.data());
-    return absl::OkStatus();
+    return internal::FromLauncher(kOp,
+                                  cuda::LogSumExp(ctx, x.data, x.dim(0), x.dim(1), lse.data()));
   }
 #endif
   cpu::LogSumExp(ctx.num_threads, x.data, x.dim(0), x.dim(1), lse.data());
@@ -115,8 +124,7 @@ Status LogSoftmax(const OpContext& ctx, const ConstTensorView& x, const TensorVi
   const int64_t m = x.dim(0), v = x.dim(1);
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::LogSoftmax(ctx, x.data, m, v, y.data);
-    return absl::OkStatus();
+    return internal::FromLauncher(kOp, cuda::LogSoftmax(ctx, x.data, m, v, y.data));
   }
 #endif
   std::vector<float> lse(static_cast<size_t>(m));
@@ -146,9 +154,9 @@ Status KlDivergenceRows(const OpContext& ctx, const ConstTensorView& p_logits,
   if (VocabParallel(ctx)) return VocabParallelKl(ctx, p_logits, q_logits, out);
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::KlDivergenceRows(ctx, p_logits.data, q_logits.data, p_logits.dim(0), p_logits.dim(1),
-                           out.data());
-    return absl::OkStatus();
+    return internal::FromLauncher(
+        kOp, cuda::KlDivergenceRows(ctx, p_logits.data, q_logits.data, p_logits.dim(0),
+                                    p_logits.dim(1), out.data()));
   }
 #endif
   cpu::KlDivergenceRows(ctx.num_threads, p_logits.data, q_logits.data, p_logits.dim(0),

@@ -36,14 +36,16 @@ StatusOr<Weight> UploadWeight(const DeviceSession& session, const Weight& w, DTy
           ? std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w.f32()),
                                      static_cast<size_t>(w.rows() * w.cols()) * sizeof(float))
           : w.RowBytes(0, w.rows());
-  const std::unique_ptr<void, internal::TensorRelease> staged(device.Allocate(bytes.size()),
-                                                              {&device});
-  device.CopyFromHost(staged.get(), bytes.data(), bytes.size());
-  if (!cuda::DequantizeRows(ctx, static_cast<uint32_t>(type), staged.get(), w.rows(), w.cols(),
-                            dtype == DType::kBF16, out.raw())) {
+  if (!cuda::HasDecoder(static_cast<uint32_t>(type))) {
     return absl::UnimplementedError(
         Cat(kOp, ": no device decoder for ", TraitsOf(type).name, " weights"));
   }
+  const std::unique_ptr<void, internal::TensorRelease> staged(device.Allocate(bytes.size()),
+                                                              {&device});
+  device.CopyFromHost(staged.get(), bytes.data(), bytes.size());
+  RETURN_IF_ERROR(internal::FromLauncher(
+      kOp, cuda::DequantizeRows(ctx, static_cast<uint32_t>(type), staged.get(), w.rows(), w.cols(),
+                                dtype == DType::kBF16, out.raw())));
   RETURN_IF_ERROR(session.Synchronize());  // before the staged bytes are freed
 #endif
   return Weight(std::move(out));

@@ -104,8 +104,9 @@ void ExpectDeviceMatchesCpu(const OpContext& ctx, Allocator& device, GgmlType ty
   for (const bool to_bf16 : {false, true}) {
     const size_t out_bytes = static_cast<size_t>(n) * (to_bf16 ? 2 : 4);
     DeviceBytes out(device, out_bytes);
-    ASSERT_TRUE(
-        cuda::DequantizeRows(ctx, raw_type, src.get() + offset, rows, cols, to_bf16, out.get()));
+    ASSERT_EQ(
+        cuda::DequantizeRows(ctx, raw_type, src.get() + offset, rows, cols, to_bf16, out.get()),
+        0);
     std::string why;
     ASSERT_TRUE(cuda::Synchronize(ctx, &why)) << why;
     if (to_bf16) {
@@ -207,12 +208,11 @@ TEST_F(BackendOpsTest, DequantizeRowsKeepsEveryBitOfPlainValues) {
                          "f32 random bits");
 }
 
-TEST_F(BackendOpsTest, DequantizeRowsRefusesTypesWithoutADecoder) {
-  DeviceBytes in(*device_, 256), out(*device_, 256 * sizeof(float));
+TEST_F(BackendOpsTest, TypesWithoutADecoderAreKnownAsSuch) {
   // q8_1, q2_k and q8_k exist in GGML but not here; 1000 is no type at all.
-  for (const uint32_t raw : {9u, 10u, 15u, 1000u}) {
-    EXPECT_FALSE(cuda::DequantizeRows(cuda(), raw, in.get(), 1, 256, false, out.get())) << raw;
-    EXPECT_FALSE(cuda::DequantizeRows(cuda(), raw, in.get(), 1, 256, true, out.get())) << raw;
+  for (const uint32_t raw : {9u, 10u, 15u, 1000u}) EXPECT_FALSE(cuda::HasDecoder(raw)) << raw;
+  for (const GgmlType type : {GgmlType::kF32, GgmlType::kQ4_0, GgmlType::kQ6_K}) {
+    EXPECT_TRUE(cuda::HasDecoder(static_cast<uint32_t>(type)));
   }
 }
 

@@ -180,9 +180,10 @@ TEST_F(BackendOpsTest, DeviceNormalsAreTheCpusToAFewUlpsAndMostlyBitEqual) {
         ASSERT_TRUE(DrawNormals(cpu(), key, pos, kv_head, d, want).ok());
         const Tensor dpos = DeviceInts(pos, *device_);
         Tensor got({n, d}, DType::kF32, *device_);
-        cuda::DrawNormals(cuda(), key.seed, key.sample, key.layer, key.trial,
-                          static_cast<const int32_t*>(dpos.raw()), n, kv_head, d,
-                          static_cast<float*>(got.raw()));
+        ASSERT_EQ(cuda::DrawNormals(cuda(), key.seed, key.sample, key.layer, key.trial,
+                                    static_cast<const int32_t*>(dpos.raw()), n, kv_head, d,
+                                    static_cast<float*>(got.raw())),
+                  0);
         const Tensor back = got.ToHost();
         for (int64_t i = 0; i < n * d; ++i) {
           const int64_t ulps = UlpDistance(back.data()[i], want[i]);

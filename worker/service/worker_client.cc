@@ -144,6 +144,7 @@ struct WorkerClient::Impl {
   // wake it once per task).
   std::condition_variable heartbeat_cv;
   bool drain = false;
+  std::string device_fault;  // set with drain when a task ends on a faulted device
   WorkerClientStats stats;
   std::vector<double> handout_ms;  // the last hand-out latencies (RecordHandout)
 
@@ -191,6 +192,14 @@ struct WorkerClient::Impl {
     grpc::WriteOptions options;
     if (coalesce) options.set_buffer_hint();
     return s.stream->Write(m, options);
+  }
+
+  // What Run returns once drained: OK, or Aborted naming the device fault that drained it.
+  Status DrainedStatus() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (device_fault.empty()) return absl::OkStatus();
+    return absl::AbortedError(absl::StrCat("worker ", options.worker_id,
+                                           " stopped on a device fault: ", device_fault));
   }
 
   // Sleeps for `d` or until drain; true when draining.
@@ -399,6 +408,18 @@ struct WorkerClient::Impl {
       std::lock_guard<std::mutex> lock(mu);
       --s.active_tasks;
     }
+    if (const std::string fault = options.device_fault ? options.device_fault() : "";
+        !fault.empty()) {
+      spdlog::error("device fault: {}; failing task {}, refusing further work and stopping",
+                    fault, spec.task_id);
+      if (!absl::IsUnavailable(outcome.status())) {
+        outcome = absl::UnavailableError(absl::StrCat("device fault: ", fault));
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      device_fault = fault;
+      drain = true;
+      cv.notify_all();
+    }
     if (Cancelled(s, spec)) return;
     pb::WorkerMessage done;
     pb::TaskDone* d = done.mutable_task_done();
@@ -523,6 +544,8 @@ struct WorkerClient::Impl {
   }
 };
 
+bool IsDeviceFaultEnd(const Status& status) { return absl::IsAborted(status); }
+
 bool IsSchedulerRefusal(const Status& status) {
   return absl::IsAlreadyExists(status) || absl::IsFailedPrecondition(status);
 }
@@ -580,7 +603,7 @@ Status WorkerClient::Run() {
   while (true) {
     {
       std::lock_guard<std::mutex> lock(im.mu);
-      if (im.drain) return absl::OkStatus();
+      if (im.drain) break;
     }
     StatusOr<pb::RegisterResponse> reg = im.Register(replace);
     if (reg.ok()) {
@@ -634,9 +657,10 @@ Status WorkerClient::Run() {
     std::uniform_real_distribution<double> jitter(0.0, 1.0);  // full jitter
     const auto delay = std::chrono::milliseconds(
         static_cast<int64_t>(static_cast<double>(backoff.count()) * jitter(im.rng)));
-    if (im.SleepUnlessDrain(delay)) return absl::OkStatus();
+    if (im.SleepUnlessDrain(delay)) break;
     backoff = std::min(backoff * 2, im.options.max_backoff);
   }
+  return im.DrainedStatus();
 }
 
 }  // namespace ripplekv::worker

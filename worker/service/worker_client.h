@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -79,6 +80,11 @@ struct WorkerClientOptions {
   std::chrono::milliseconds job_data_deadline{60000};
   // Heartbeat interval when the scheduler gives none (it normally does, in RegisterResponse).
   std::chrono::milliseconds default_heartbeat{2000};
+  // The process's device fault, "" when none (kernels::DeviceFault in the worker; unset: never).
+  // Asked after each task: a fault fails that task with Unavailable (the scheduler leases it
+  // elsewhere, the job goes on), refuses the queued tasks as draining, and ends Run with Aborted
+  // naming the fault, since a faulted device stays unusable for the rest of the process.
+  std::function<std::string()> device_fault;
 };
 
 // What the worker advertises about its model in Register.
@@ -105,6 +111,10 @@ struct WorkerClientStats {
   double handout_p50_ms = 0;
   double handout_p99_ms = 0;
 };
+
+// Whether a Run() error is a device fault (WorkerClientOptions::device_fault): the process must
+// exit, and a restarted worker should be placed on a healthy device.
+bool IsDeviceFaultEnd(const Status& status);
 
 // Whether a Run() error is the scheduler refusing this worker (AlreadyExists, FailedPrecondition),
 // which no retry of the same process fixes.

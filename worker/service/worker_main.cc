@@ -34,7 +34,11 @@
 // device not usable), 3 refused by the scheduler: its id is held by another live session (use a
 // distinct --id, or --replace), it is quarantined (at registration or while connected), or its
 // model summary differs from the one recorded for its hash. Restarting does not help with 3 until
-// the cause is gone; a supervisor should back off or page.
+// the cause is gone; a supervisor should back off or page. 4: a device fault (a CUDA kernel that
+// faulted, a failed copy: kernels::DeviceFault): the task it ran failed and goes to another
+// worker, queued tasks were handed back, and the process exits since its device context is
+// unusable; a supervisor may restart it (a fresh process gets a fresh context) and should page if
+// the same GPU faults again.
 //
 // Memory (docs/MEMORY.md): the process stays under --memory-limit-mb (default: physical memory, or
 // the cgroup's limit when lower: worker/service/memory_limit.h).
@@ -57,6 +61,7 @@
 #include "base/stop_signals.h"
 #include "base/version.h"
 #include "kernels/ops/cpu/openblas_version.h"
+#include "kernels/ops/devices.h"
 #include "proto/client_channel.h"
 #include "proto/client_security_flags.h"
 #include "spdlog/spdlog.h"
@@ -85,6 +90,8 @@ int Fail(const Status& s) {
 
 // Exit code: the scheduler refused this worker (IsSchedulerRefusal).
 constexpr int kExitRefused = 3;
+// Exit code: a device fault (IsDeviceFaultEnd): the device is unusable for this process.
+constexpr int kExitDeviceFault = 4;
 
 int Main(int argc, char** argv) {
   CLI::App app{"RippleKV calibration worker"};
@@ -287,6 +294,7 @@ int Main(int argc, char** argv) {
   spdlog::info("numerics {}", options.numerics);
   options.prefetch = prefetch;
   options.memory_limit_bytes = cache_bytes;
+  options.device_fault = [] { return kernels::DeviceFault(); };
   options.memory = {.limit_bytes = limit_bytes,
                     .weight_bytes = reserve.weight_bytes,
                     .thread_scratch_bytes = reserve.thread_scratch_bytes,
@@ -320,6 +328,10 @@ int Main(int argc, char** argv) {
   metrics_server.reset();
   if (leader) {
     if (const Status dismissed = leader->Dismiss(); !dismissed.ok()) return Fail(dismissed);
+  }
+  if (IsDeviceFaultEnd(s)) {
+    spdlog::error("{}; exiting {}", std::string(s.message()), kExitDeviceFault);
+    return kExitDeviceFault;
   }
   if (IsSchedulerRefusal(s)) {
     spdlog::error("refused by the scheduler, exiting {}: {}", kExitRefused,

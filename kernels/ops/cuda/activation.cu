@@ -27,16 +27,18 @@ __global__ void AddToKernel(const float* x, float* y, int64_t n) {
 
 }  // namespace
 
-void SwiGlu(const OpContext& ctx, const float* gate, const float* up, float* out, int64_t n) {
-  if (n == 0) return;
+int SwiGlu(const OpContext& ctx, const float* gate, const float* up, float* out, int64_t n) {
+  if (n == 0) return 0;
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   SwiGluKernel<<<static_cast<unsigned>(blocks), kThreads, 0, StreamOf(ctx)>>>(gate, up, out, n);
+  return LaunchResult(ctx, "SwiGlu");
 }
 
-void AddTo(const OpContext& ctx, const float* x, float* y, int64_t n) {
-  if (n == 0) return;
+int AddTo(const OpContext& ctx, const float* x, float* y, int64_t n) {
+  if (n == 0) return 0;
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   AddToKernel<<<static_cast<unsigned>(blocks), kThreads, 0, StreamOf(ctx)>>>(x, y, n);
+  return LaunchResult(ctx, "AddTo");
 }
 
 }  // namespace ripplekv::kernels::cuda

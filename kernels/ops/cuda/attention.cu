@@ -339,24 +339,26 @@ __global__ void __launch_bounds__(T::kThreads) AttentionKernel(const Params p) {
 }
 
 template <class T>
-void Launch(const Params& p, cudaStream_t stream) {
+int Launch(const OpContext& ctx, const Params& p, cudaStream_t stream) {
   const auto kernel = AttentionKernel<T>;
-  CheckCuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(T::kSharedBytes)),
-            "CausalAttention shared memory");
+  if (!CheckCuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(T::kSharedBytes)),
+                 "CausalAttention: shared memory")) {
+    return LaunchResult(ctx, "CausalAttention: shared memory");
+  }
   const int64_t blocks = (p.m + T::kBQ - 1) / T::kBQ * p.n_heads;
   kernel<<<static_cast<unsigned>(blocks), T::kThreads, T::kSharedBytes, stream>>>(p);
-  CheckCuda(cudaGetLastError(), "CausalAttention launch");
+  return LaunchResult(ctx, "CausalAttention");
 }
 
 bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 
-void CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m,
-                     int64_t n_heads, int64_t head_dim, const CacheSegment* segments,
-                     int n_segments, float scale, float* out) {
-  if (m == 0 || n_heads == 0 || head_dim == 0) return;
+int CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m,
+                    int64_t n_heads, int64_t head_dim, const CacheSegment* segments,
+                    int n_segments, float scale, float* out) {
+  if (m == 0 || n_heads == 0 || head_dim == 0) return 0;
   Params p{};
   p.q = q;
   p.q_positions = q_positions;
@@ -373,13 +375,9 @@ void CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_posi
   }
   p.segs.count = n_segments;
   const cudaStream_t stream = StreamOf(ctx);
-  if (head_dim <= Tiling64::kD) {
-    Launch<Tiling64>(p, stream);
-  } else if (head_dim <= Tiling128::kD) {
-    Launch<Tiling128>(p, stream);
-  } else {
-    Launch<Tiling256>(p, stream);
-  }
+  if (head_dim <= Tiling64::kD) return Launch<Tiling64>(ctx, p, stream);
+  if (head_dim <= Tiling128::kD) return Launch<Tiling128>(ctx, p, stream);
+  return Launch<Tiling256>(ctx, p, stream);
 }
 
 }  // namespace ripplekv::kernels::cuda

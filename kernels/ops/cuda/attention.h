@@ -20,8 +20,8 @@ struct CacheSegment {
   const int32_t* positions;
   int n_kv_heads, capacity, length, head_dim;
 };
-void CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m,
-                     int64_t n_heads, int64_t head_dim, const CacheSegment* segments,
-                     int n_segments, float scale, float* out);
+int CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m,
+                    int64_t n_heads, int64_t head_dim, const CacheSegment* segments,
+                    int n_segments, float scale, float* out);
 
 }  // namespace ripplekv::kernels::cuda

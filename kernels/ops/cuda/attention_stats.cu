@@ -138,34 +138,44 @@ __global__ void GroupSumKernel(const double* per_head, int64_t n, int64_t n_kv_h
   accumulated[item] = acc;
 }
 
-// Device scratch from the stream's pool, returned to it when the call ends.
+// Device scratch from the stream's pool, returned to it when the call ends; check error() (a
+// MallocAsync code) before using data().
 class Scratch {
  public:
   Scratch(cudaStream_t stream, size_t doubles) : stream_(stream) {
-    CheckCuda(cudaMallocAsync(&data_, doubles * sizeof(double), stream), "attention statistics");
+    error_ = MallocAsync(reinterpret_cast<void**>(&data_), doubles * sizeof(double), stream,
+                         "attention statistics");
   }
-  ~Scratch() { CheckCuda(cudaFreeAsync(data_, stream_), "attention statistics"); }
+  ~Scratch() {
+    if (data_ != nullptr) CheckCuda(cudaFreeAsync(data_, stream_), "attention statistics");
+  }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
+  int error() const { return error_; }
   double* data() const { return data_; }
 
  private:
   cudaStream_t stream_;
+  int error_ = 0;
   double* data_ = nullptr;
 };
 
 // Runs the row pass and the column pass over `qs`: row statistics in row_max and row_z (2 *
 // n_heads * rows doubles of scratch), the columns into sum, sumsq and entropy (device memory).
-void RowsThenColumns(cudaStream_t stream, const Queries& qs, const CacheSegment& keys, double scale,
-                     double* row_max, double* row_z, bool window, int64_t prefix_end,
-                     double entropy_epsilon, double* sum, double* sumsq, double* entropy) {
+// Returns the launches' LaunchResult.
+int RowsThenColumns(const OpContext& ctx, cudaStream_t stream, const Queries& qs,
+                    const CacheSegment& keys, double scale, double* row_max, double* row_z,
+                    bool window, int64_t prefix_end, double entropy_epsilon, double* sum,
+                    double* sumsq, double* entropy) {
   const int64_t row_blocks = (qs.rows * qs.n_heads + kWarpsPerBlock - 1) / kWarpsPerBlock;
   RowStatsKernel<<<static_cast<unsigned>(row_blocks), kWarpsPerBlock * kWarp, 0, stream>>>(
       qs, keys, scale, row_max, row_z);
+  if (int e = LaunchResult(ctx, "attention statistics: rows"); e != 0) return e;
   const dim3 grid(static_cast<unsigned>((keys.length + kColumnThreads - 1) / kColumnThreads),
                   static_cast<unsigned>(qs.n_heads));
   ColumnKernel<<<grid, kColumnThreads, 0, stream>>>(
       qs, keys, scale, row_max, row_z, window, prefix_end, entropy_epsilon, sum, sumsq, entropy);
+  return LaunchResult(ctx, "attention statistics: columns");
 }
 
 void ToHost(cudaStream_t stream, double* host, const double* device, int64_t count) {
@@ -176,55 +186,67 @@ void ToHost(cudaStream_t stream, double* host, const double* device, int64_t cou
 
 }  // namespace
 
-double WindowAttentionStats(const OpContext& ctx, const float* q, int64_t w, int64_t n_heads,
-                            const CacheSegment& keys, double scale, double entropy_epsilon,
-                            double* host_sum, double* host_sumsq) {
+int WindowAttentionStats(const OpContext& ctx, const float* q, int64_t w, int64_t n_heads,
+                         const CacheSegment& keys, double scale, double entropy_epsilon,
+                         double* host_sum, double* host_sumsq, double* host_entropy) {
   cudaStream_t stream = StreamOf(ctx);
   const int64_t n = keys.length, cells = n_heads * n;
   // [row_max | row_z] over (head, query), then [sum | sumsq | entropy] over (head, key).
   Scratch scratch(stream, static_cast<size_t>(2 * n_heads * w + 3 * cells));
+  if (scratch.error() != 0) return scratch.error();
   double* row_max = scratch.data();
   double* row_z = row_max + n_heads * w;
   double* sum = row_z + n_heads * w;
   double* sumsq = sum + cells;
   double* entropy = sumsq + cells;
   const Queries qs{q, w, n_heads, n - w};
-  RowsThenColumns(stream, qs, keys, scale, row_max, row_z, /*window=*/true, n - w, entropy_epsilon,
-                  sum, sumsq, entropy);
-  std::vector<double> host_entropy(static_cast<size_t>(cells));
+  if (int e = RowsThenColumns(ctx, stream, qs, keys, scale, row_max, row_z, /*window=*/true, n - w,
+                              entropy_epsilon, sum, sumsq, entropy);
+      e != 0) {
+    return e;
+  }
+  std::vector<double> host_entropy_cells(static_cast<size_t>(cells));
   ToHost(stream, host_sum, sum, cells);
   ToHost(stream, host_sumsq, sumsq, cells);
-  ToHost(stream, host_entropy.data(), entropy, cells);
+  ToHost(stream, host_entropy_cells.data(), entropy, cells);
   CheckCuda(cudaStreamSynchronize(stream), "attention statistics");
+  if (int e = LaunchResult(ctx, "attention statistics"); e != 0) return e;
   // Per head in key order, then over the heads in order (the CPU's per-head totals, added in
   // head order).
   double total = 0.0;
   for (int64_t h = 0; h < n_heads; ++h) {
     double head = 0.0;
-    for (int64_t j = 0; j < n; ++j) head += host_entropy[static_cast<size_t>(h * n + j)];
+    for (int64_t j = 0; j < n; ++j) head += host_entropy_cells[static_cast<size_t>(h * n + j)];
     total += head;
   }
-  return total;
+  *host_entropy = total;
+  return 0;
 }
 
-void AccumulatedAttention(const OpContext& ctx, const float* q, int64_t n_heads,
-                          const CacheSegment& keys, double scale, double* host_accumulated) {
+int AccumulatedAttention(const OpContext& ctx, const float* q, int64_t n_heads,
+                         const CacheSegment& keys, double scale, double* host_accumulated) {
   cudaStream_t stream = StreamOf(ctx);
   const int64_t n = keys.length, kv_cells = keys.n_kv_heads * n;
   // [row_max | row_z | per_head] over (head, query or key), then [accumulated] over (group, key).
   Scratch scratch(stream, static_cast<size_t>(3 * n_heads * n + kv_cells));
+  if (scratch.error() != 0) return scratch.error();
   double* row_max = scratch.data();
   double* row_z = row_max + n_heads * n;
   double* per_head = row_z + n_heads * n;
   double* accumulated = per_head + n_heads * n;
   const Queries qs{q, n, n_heads, 0};
-  RowsThenColumns(stream, qs, keys, scale, row_max, row_z, /*window=*/false, 0, 0.0, per_head,
-                  nullptr, nullptr);
+  if (int e = RowsThenColumns(ctx, stream, qs, keys, scale, row_max, row_z, /*window=*/false, 0,
+                              0.0, per_head, nullptr, nullptr);
+      e != 0) {
+    return e;
+  }
   const int64_t blocks = (kv_cells + kColumnThreads - 1) / kColumnThreads;
   GroupSumKernel<<<static_cast<unsigned>(blocks), kColumnThreads, 0, stream>>>(
       per_head, n, keys.n_kv_heads, n_heads / keys.n_kv_heads, accumulated);
+  if (int e = LaunchResult(ctx, "attention statistics: group sums"); e != 0) return e;
   ToHost(stream, host_accumulated, accumulated, kv_cells);
   CheckCuda(cudaStreamSynchronize(stream), "attention statistics");
+  return LaunchResult(ctx, "attention statistics");
 }
 
 }  // namespace ripplekv::kernels::cuda

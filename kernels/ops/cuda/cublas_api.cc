@@ -1,7 +1,8 @@
 #include "kernels/ops/cuda/cublas_api.h"
 
-#include <cstdio>
-#include <cstdlib>
+#include <cuda_runtime_api.h>
+
+#include <string>
 
 #include "base/dynamic_library.h"
 
@@ -17,15 +18,26 @@ struct Loaded {
 
 Loaded Load() {
   Loaded loaded;
-  void* library = OpenFirstLibrary({"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
-                                   "cuBLAS", &loaded.why);
-  if (library == nullptr) return loaded;
+  int runtime = 0;
+  if (cudaError_t e = cudaRuntimeGetVersion(&runtime); e != cudaSuccess) {
+    loaded.why = std::string("cannot load cuBLAS: the CUDA runtime's version is unknown (") +
+                 cudaGetErrorString(e) + ")";
+    return loaded;
+  }
+  const std::string name = CublasLibraryFor(runtime);
+  void* library = OpenFirstLibrary({name.c_str()}, "cuBLAS", &loaded.why);
+  if (library == nullptr) {
+    loaded.why += " (cuBLAS must match the CUDA runtime's major version " +
+                  std::to_string(runtime / 1000) +
+                  "; put its folder, e.g. a CUDA toolkit's lib64 or a Python wheel's "
+                  "nvidia/cublas/lib, on LD_LIBRARY_PATH)";
+    return loaded;
+  }
   CublasApi& a = loaded.api;
   auto resolve = [&](const char* symbol, auto* fn) {
     return ResolveSymbol(library, symbol, fn, "cuBLAS", &loaded.why);
   };
-  loaded.ok = resolve("cublasCreate_v2", &a.create) &&
-              resolve("cublasDestroy_v2", &a.destroy) &&
+  loaded.ok = resolve("cublasCreate_v2", &a.create) && resolve("cublasDestroy_v2", &a.destroy) &&
               resolve("cublasSetStream_v2", &a.set_stream) &&
               resolve("cublasSetWorkspace_v2", &a.set_workspace) &&
               resolve("cublasSetMathMode", &a.set_math_mode) &&
@@ -36,18 +48,14 @@ Loaded Load() {
 
 }  // namespace
 
+std::string CublasLibraryFor(int runtime_version) {
+  return "libcublas.so." + std::to_string(runtime_version / 1000);
+}
+
 const CublasApi* Cublas(std::string* why) {
   static const Loaded loaded = Load();
   if (!loaded.ok && why != nullptr) *why = loaded.why;
   return loaded.ok ? &loaded.api : nullptr;
-}
-
-void CheckCublas(cublasStatus_t status, const char* what) {
-  if (status == CUBLAS_STATUS_SUCCESS) return;
-  const CublasApi* api = Cublas(nullptr);
-  std::fprintf(stderr, "cuBLAS: %s: %s\n", what,
-               api != nullptr ? api->status_string(status) : "(status string unavailable)");
-  std::abort();
 }
 
 }  // namespace ripplekv::kernels::cuda

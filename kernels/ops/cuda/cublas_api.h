@@ -27,12 +27,14 @@ struct CublasApi {
   decltype(&cublasGetStatusString) status_string;
 };
 
-// The loaded library (loaded once per process, thread-safe), or null with the loader's reason in
-// *why (no libcublas on the library path, or a symbol missing).
-const CublasApi* Cublas(std::string* why);
+// The cuBLAS library of a CUDA runtime version (cudaRuntimeGetVersion: 1000 * major + 10 * minor):
+// the soname of the runtime's major version only ("libcublas.so.13" for 13000), since a cuBLAS of
+// another major version does not work with this runtime (an unversioned libcublas.so may be one).
+std::string CublasLibraryFor(int runtime_version);
 
-// Aborts with cuBLAS's message when `status` is not CUBLAS_STATUS_SUCCESS (internal calls whose
-// arguments the front ends checked).
-void CheckCublas(cublasStatus_t status, const char* what);
+// The loaded library (loaded once per process, thread-safe), or null with the loader's reason in
+// *why (no cuBLAS of the runtime's major version on the library path, with the loader's words
+// for it, or a symbol missing).
+const CublasApi* Cublas(std::string* why);
 
 }  // namespace ripplekv::kernels::cuda

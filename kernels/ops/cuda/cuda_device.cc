@@ -1,26 +1,100 @@
 // CUDA devices and their allocators, through the CUDA runtime. Errors inside an allocator (which
-// has no Status channel) are fatal with the runtime's message, as an out-of-memory host
-// allocation is.
+// has no Status channel) are recorded as the process's device fault (cuda_device.h), which the
+// next op reports as its Status; out of device memory throws std::bad_alloc.
+
+#include "kernels/ops/cuda/cuda_device.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <vector>
 
 #include "kernels/ops/cuda/cublas_api.h"
-#include "kernels/ops/cuda/cuda_device.h"
 
 namespace ripplekv::kernels::cuda {
 
-void CheckCuda(int error, const char* what) {
-  if (error == cudaSuccess) return;
-  std::fprintf(stderr, "CUDA: %s: %s\n", what, cudaGetErrorString(static_cast<cudaError_t>(error)));
-  std::abort();
+namespace {
+
+struct FaultRecord {
+  std::mutex mu;
+  std::string first;  // "" until the first fault
+};
+
+FaultRecord& Faults() {
+  static auto* record = new FaultRecord();  // never destroyed: allocators report into it
+  return *record;
+}
+
+void Record(const std::string& fault) {
+  FaultRecord& r = Faults();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!r.first.empty()) return;
+  r.first = fault;
+  std::fprintf(stderr, "CUDA device fault: %s (the device is unusable for this process)\n",
+               fault.c_str());
+}
+
+bool Faulted() {
+  FaultRecord& r = Faults();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return !r.first.empty();
+}
+
+}  // namespace
+
+bool CheckCuda(int error, const char* what) {
+  if (error == cudaSuccess) return true;
+  Record(std::string(what) + ": " + cudaGetErrorString(static_cast<cudaError_t>(error)));
+  return false;
+}
+
+bool CheckCublasStatus(int status, const char* what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return true;
+  const CublasApi* api = Cublas(nullptr);
+  Record(std::string(what) + ": " +
+         (api != nullptr ? api->status_string(static_cast<cublasStatus_t>(status))
+                         : "cuBLAS error " + std::to_string(status)));
+  return false;
+}
+
+std::string Fault() {
+  FaultRecord& r = Faults();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.first;
+}
+
+bool IsOutOfMemory(int code) { return code == cudaErrorMemoryAllocation; }
+
+bool SyncEveryLaunch() {
+  static const bool sync = [] {
+    const char* value = std::getenv("RIPPLEKV_CUDA_SYNC");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return sync;
+}
+
+int MallocAsync(void** block, size_t bytes, void* stream, const char* what) {
+  const cudaError_t e =
+      cudaMallocAsync(block, bytes == 0 ? 1 : bytes, static_cast<cudaStream_t>(stream));
+  if (e == cudaSuccess) return 0;
+  cudaGetLastError();  // an allocation's failure is not sticky
+  if (e != cudaErrorMemoryAllocation) CheckCuda(e, what);
+  return static_cast<int>(e);
+}
+
+int LaunchResult(const OpContext& ctx, const char* what) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess && SyncEveryLaunch()) {
+    e = cudaStreamSynchronize(static_cast<cudaStream_t>(ctx.stream));
+  }
+  if (!CheckCuda(e, what)) return static_cast<int>(e);
+  return Faulted() ? static_cast<int>(cudaErrorUnknown) : 0;
 }
 
 namespace {
@@ -32,11 +106,12 @@ class CudaAllocator final : public Allocator {
   void* Allocate(size_t bytes) override {
     CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
     void* p = nullptr;
-    if (cudaMalloc(&p, bytes == 0 ? 1 : bytes) != cudaSuccess) {
+    if (const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes); e != cudaSuccess) {
       cudaGetLastError();  // clear the sticky-free error state of a failed allocation
+      if (e != cudaErrorMemoryAllocation) CheckCuda(e, "cudaMalloc");
       throw std::bad_alloc();
     }
-    CheckCuda(cudaMemset(p, 0, bytes), "cudaMemset");
+    CheckCuda(cudaMemset(p, 0, bytes), "cudaMemset");  // the Allocator contract: zero-filled
     return p;
   }
   void Free(void* block) noexcept override {
@@ -48,7 +123,9 @@ class CudaAllocator final : public Allocator {
   }
   void CopyToHost(void* host_dst, const void* src, size_t bytes) const override {
     CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
-    CheckCuda(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy to the host");
+    if (!CheckCuda(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy to the host")) {
+      std::memset(host_dst, 0xFF, bytes);
+    }
   }
   void Copy(void* dst, const void* src, size_t bytes) const override {
     CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
@@ -66,12 +143,13 @@ class StreamAllocator final : public Allocator {
   void* Allocate(size_t bytes) override {
     CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
     void* p = nullptr;
-    if (cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, stream_) != cudaSuccess) {
+    if (const cudaError_t e = cudaMallocAsync(&p, bytes == 0 ? 1 : bytes, stream_);
+        e != cudaSuccess) {
       cudaGetLastError();
+      if (e != cudaErrorMemoryAllocation) CheckCuda(e, "cudaMallocAsync");
       throw std::bad_alloc();
     }
-    CheckCuda(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync");
-    return p;
+    return p;  // not zero-filled: op temporaries (cuda_device.h)
   }
   void Free(void* block) noexcept override {
     if (block != nullptr) cudaFreeAsync(block, stream_);
@@ -85,9 +163,11 @@ class StreamAllocator final : public Allocator {
   }
   void CopyToHost(void* host_dst, const void* src, size_t bytes) const override {
     CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
-    CheckCuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
-              "copy to the host");
-    CheckCuda(cudaStreamSynchronize(stream_), "copy to the host");
+    if (!CheckCuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
+                   "copy to the host") ||
+        !CheckCuda(cudaStreamSynchronize(stream_), "copy to the host")) {
+      std::memset(host_dst, 0xFF, bytes);
+    }
   }
   void Copy(void* dst, const void* src, size_t bytes) const override {
     CheckCuda(cudaSetDevice(ordinal_), "cudaSetDevice");
@@ -196,13 +276,25 @@ bool OpenSession(int ordinal, size_t workspace_bytes, OpContext* ctx, std::strin
     return false;
   }
   ctx->blas = handle;
-  CheckCublas(blas->set_stream(handle, stream), "cublasSetStream");
+  auto blas_fail = [&](const char* what, cublasStatus_t status) {
+    *why = std::string(what) + ": " + blas->status_string(status);
+    CloseSession(ctx);
+    return false;
+  };
+  if (cublasStatus_t s = blas->set_stream(handle, stream); s != CUBLAS_STATUS_SUCCESS) {
+    return blas_fail("cublasSetStream", s);
+  }
   if (ctx->workspace.bytes > 0) {
-    CheckCublas(blas->set_workspace(handle, ctx->workspace.data, ctx->workspace.bytes),
-                "cublasSetWorkspace");
+    if (cublasStatus_t s = blas->set_workspace(handle, ctx->workspace.data, ctx->workspace.bytes);
+        s != CUBLAS_STATUS_SUCCESS) {
+      return blas_fail("cublasSetWorkspace", s);
+    }
   }
   // The default math mode never rounds fp32 inputs to TF32; each GEMM names its compute type.
-  CheckCublas(blas->set_math_mode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  if (cublasStatus_t s = blas->set_math_mode(handle, CUBLAS_DEFAULT_MATH);
+      s != CUBLAS_STATUS_SUCCESS) {
+    return blas_fail("cublasSetMathMode", s);
+  }
   return true;
 }
 
@@ -229,9 +321,12 @@ void CloseSession(OpContext* ctx) {
 
 bool Synchronize(const OpContext& ctx, std::string* why) {
   Activate(ctx);
-  const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(ctx.stream));
-  if (e == cudaSuccess) return true;
-  *why = cudaGetErrorString(e);
+  if (CheckCuda(cudaStreamSynchronize(static_cast<cudaStream_t>(ctx.stream)),
+                "synchronizing the stream") &&
+      !Faulted()) {
+    return true;
+  }
+  *why = Fault();
   return false;
 }
 

@@ -9,14 +9,39 @@
 #include <cstddef>
 #include <string>
 
-#include "kernels/tensor/allocator.h"
 #include "kernels/ops/op_context.h"
+#include "kernels/tensor/allocator.h"
 
 namespace ripplekv::kernels::cuda {
 
-// Aborts with the runtime's message when `error` (a cudaError_t) is not cudaSuccess: for the
-// backend's internal calls that have no Status channel (allocators, synchronous copies).
-void CheckCuda(int error, const char* what);
+// Device faults. Any CUDA error the backend meets after its sessions opened (a kernel that could
+// not launch or faulted, a copy, a synchronization, a cuBLAS call) is recorded as the process's
+// device fault: the first one is kept, logged once to stderr, and every later launch reports it
+// again, since a faulted CUDA context stays unusable for the rest of the process. An allocation
+// that finds the device out of memory is not a fault (the allocator throws std::bad_alloc).
+
+// Records a fault when `error` (a cudaError_t) is not cudaSuccess: "<what>: <the runtime's
+// message>". True when `error` is cudaSuccess.
+bool CheckCuda(int error, const char* what);
+// Records a fault when `status` (a cublasStatus_t) is not CUBLAS_STATUS_SUCCESS; as CheckCuda.
+bool CheckCublasStatus(int status, const char* what);
+// The first fault recorded in this process, or "" when there was none. Thread-safe.
+std::string Fault();
+
+// What a launcher returns, after each kernel it queues on ctx.stream: 0 when the launch was
+// accepted and no fault is recorded, else nonzero with the fault recorded (Fault()). Launch errors
+// (cudaGetLastError) are checked after every launch; with RIPPLEKV_CUDA_SYNC=1 in the environment
+// the stream is also synchronized after every launch, so an asynchronous fault is reported by the
+// op whose kernel caused it (for bring-up and debugging: it costs a round trip per kernel).
+int LaunchResult(const OpContext& ctx, const char* what);
+// Whether a launcher's nonzero code means the device was out of memory (not a fault).
+bool IsOutOfMemory(int code);
+// Whether RIPPLEKV_CUDA_SYNC=1 (read once per process).
+bool SyncEveryLaunch();
+// A launcher's stream-ordered temporary (cudaMallocAsync on `stream`, a cudaStream_t): 0 with
+// *block set; cudaErrorMemoryAllocation when the device is out of memory (not a fault: the front
+// end answers ResourceExhausted); any other error is recorded as a fault and returned.
+int MallocAsync(void** block, size_t bytes, void* stream, const char* what);
 
 // Visible CUDA devices; 0 and the runtime's reason in *why when there are none.
 int DeviceCount(std::string* why);
@@ -33,13 +58,17 @@ void CloseSession(OpContext* ctx);
 // A stream-ordered allocator on ctx's device and stream (cudaMallocAsync / cudaFreeAsync from the
 // device's memory pool, which keeps freed memory for reuse): allocating and freeing a temporary
 // never waits for the device, and a block freed while kernels still read it stays valid until
-// they ran. Copies to the host wait for the stream. Must be destroyed before the session closes.
+// they ran. Its blocks are NOT zero-filled (op temporaries are written before they are read; the
+// host-emulation tests poison fresh blocks to hold every op to that). Copies to the host wait
+// for the stream; a copy that fails records the fault and fills the host destination with 0xFF
+// bytes (NaN floats), never plausible values. Must be destroyed before the session closes.
 Allocator* NewStreamAllocator(const OpContext& ctx);
 // Free and total memory of device `ordinal` (cudaMemGetInfo); false with the reason in *why.
 bool MemoryInfo(int ordinal, size_t* free_bytes, size_t* total_bytes, std::string* why);
-// Waits for ctx.stream; false with the first asynchronous error's text in *why.
+// Waits for ctx.stream; false with the fault in *why (recorded: Fault()).
 bool Synchronize(const OpContext& ctx, std::string* why);
-// Makes ctx.ordinal the calling thread's device and returns ctx.stream (a cudaStream_t).
+// Makes ctx.ordinal the calling thread's device and returns ctx.stream (a cudaStream_t). A failure
+// is recorded as a fault, which the launch that follows reports.
 void* Activate(const OpContext& ctx);
 
 }  // namespace ripplekv::kernels::cuda

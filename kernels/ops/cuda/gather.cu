@@ -21,16 +21,18 @@ __global__ void GatherRowsKernel(const float* src, int64_t d, const int32_t* row
 
 }  // namespace
 
-void GatherRows(const OpContext& ctx, const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out) {
-  if (n_rows == 0 || d == 0) return;
+int GatherRows(const OpContext& ctx, const float* src, int64_t d, const int32_t* rows, int64_t n_rows, float* out) {
+  if (n_rows == 0 || d == 0) return 0;
   GatherRowsKernel<<<static_cast<unsigned>(n_rows), kThreads, 0, StreamOf(ctx)>>>(src, d, rows, out);
+  return LaunchResult(ctx, "GatherRows");
 }
 
-void CopyRows(const OpContext& ctx, const float* src, int64_t d, int64_t first, int64_t n_rows, float* out) {
-  if (n_rows == 0 || d == 0) return;
+int CopyRows(const OpContext& ctx, const float* src, int64_t d, int64_t first, int64_t n_rows, float* out) {
+  if (n_rows == 0 || d == 0) return 0;
   CheckCuda(cudaMemcpyAsync(out, src + first * d, static_cast<size_t>(n_rows * d) * sizeof(float),
                             cudaMemcpyDeviceToDevice, StreamOf(ctx)),
             "CopyRows");
+  return LaunchResult(ctx, "CopyRows");
 }
 
 }  // namespace ripplekv::kernels::cuda

@@ -45,15 +45,17 @@ __global__ void KvRetainKernel(const int32_t* keep, int count, CacheLayer layer)
 
 }  // namespace
 
-void KvAppend(const OpContext& ctx, const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
+int KvAppend(const OpContext& ctx, const float* k_rows, const float* v_rows, const int32_t* positions, int64_t n,
               const CacheLayer& layer) {
-  if (n == 0) return;
+  if (n == 0) return 0;
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(layer.n_kv_heads));
   KvAppendKernel<<<grid, kThreads, 0, StreamOf(ctx)>>>(k_rows, v_rows, positions, layer);
+  return LaunchResult(ctx, "KvAppend");
 }
 
-void KvRetain(const OpContext& ctx, const int32_t* keep, int count, const CacheLayer& layer) {
+int KvRetain(const OpContext& ctx, const int32_t* keep, int count, const CacheLayer& layer) {
   KvRetainKernel<<<static_cast<unsigned>(layer.n_kv_heads), kThreads, 0, StreamOf(ctx)>>>(keep, count, layer);
+  return LaunchResult(ctx, "KvRetain");
 }
 
 }  // namespace ripplekv::kernels::cuda

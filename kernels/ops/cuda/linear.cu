@@ -29,9 +29,9 @@ unsigned BlocksFor(int64_t count) { return static_cast<unsigned>((count + kThrea
 
 }  // namespace
 
-void Linear(const OpContext& ctx, const float* x, const void* w, bool w_bf16, const float* bias,
+int Linear(const OpContext& ctx, const float* x, const void* w, bool w_bf16, const float* bias,
             float* y, int64_t m, int64_t n, int64_t k, bool accumulate) {
-  if (m == 0 || n == 0) return;
+  if (m == 0 || n == 0) return 0;
   cudaStream_t stream = StreamOf(ctx);
   const CublasApi* blas = Cublas(nullptr);  // loaded: the session that made ctx.blas loaded it
   auto handle = static_cast<cublasHandle_t>(ctx.blas);
@@ -40,23 +40,35 @@ void Linear(const OpContext& ctx, const float* x, const void* w, bool w_bf16, co
   if (w_bf16) {
     __nv_bfloat16* xb = nullptr;
     const int64_t count = m * k;
-    CheckCuda(cudaMallocAsync(&xb, static_cast<size_t>(count) * sizeof(__nv_bfloat16), stream),
-              "Linear: bf16 activations");
+    if (int e = MallocAsync(reinterpret_cast<void**>(&xb),
+                            static_cast<size_t>(count) * sizeof(__nv_bfloat16), stream,
+                            "Linear: bf16 activations");
+        e != 0) {
+      return e;
+    }
     if (count > 0) ToBf16Kernel<<<BlocksFor(count), kThreads, 0, stream>>>(x, xb, count);
-    CheckCublas(blas->gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &alpha, w, CUDA_R_16BF,
-                              ki, xb, CUDA_R_16BF, ki, &beta, y, CUDA_R_32F, ni, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT),
-                "Linear (bf16)");
+    int e = LaunchResult(ctx, "Linear: bf16 activations");
+    if (e == 0) {
+      CheckCublasStatus(blas->gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &alpha, w,
+                                      CUDA_R_16BF, ki, xb, CUDA_R_16BF, ki, &beta, y, CUDA_R_32F,
+                                      ni, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                        "Linear: cublasGemmEx (bf16)");
+      e = LaunchResult(ctx, "Linear: cublasGemmEx (bf16)");
+    }
     CheckCuda(cudaFreeAsync(xb, stream), "Linear: bf16 activations");
+    if (e != 0) return e;
   } else {
-    CheckCublas(blas->gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &alpha, w, CUDA_R_32F,
-                              ki, x, CUDA_R_32F, ki, &beta, y, CUDA_R_32F, ni,
-                              CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
-                "Linear (fp32)");
+    CheckCublasStatus(blas->gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ki, &alpha, w,
+                                    CUDA_R_32F, ki, x, CUDA_R_32F, ki, &beta, y, CUDA_R_32F, ni,
+                                    CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+                      "Linear: cublasGemmEx (fp32)");
+    if (int e = LaunchResult(ctx, "Linear: cublasGemmEx (fp32)"); e != 0) return e;
   }
   if (bias != nullptr) {
     AddBiasKernel<<<BlocksFor(m * n), kThreads, 0, stream>>>(bias, y, n, m * n);
+    return LaunchResult(ctx, "Linear: bias");
   }
+  return 0;
 }
 
 }  // namespace ripplekv::kernels::cuda

@@ -85,40 +85,42 @@ __global__ void AddNoiseKernel(Trial t, const int32_t* positions, int64_t n, int
 }
 
 // Heads [first_head, first_head + n_heads) of n rows, each head_dim values, rows row_stride apart.
-void LaunchAddNoise(const OpContext& ctx, const Trial& t, const int32_t* positions, int64_t n,
+int LaunchAddNoise(const OpContext& ctx, const Trial& t, const int32_t* positions, int64_t n,
                     int first_head, int n_heads, int64_t head_dim, int64_t row_stride, float alpha,
                     float* values) {
-  if (n == 0 || alpha == 0.0f) return;
+  if (n == 0 || alpha == 0.0f) return 0;
   const int64_t blocks = (n * n_heads + kWarpsPerBlock - 1) / kWarpsPerBlock;
   AddNoiseKernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, StreamOf(ctx)>>>(
       t, positions, n, first_head, n_heads, head_dim, row_stride, alpha, values);
+  return LaunchResult(ctx, "AddNormAdaptiveNoise");
 }
 
 }  // namespace
 
-void AddNormAdaptiveNoiseToRows(const OpContext& ctx, uint64_t seed, int sample, int layer,
+int AddNormAdaptiveNoiseToRows(const OpContext& ctx, uint64_t seed, int sample, int layer,
                                 int trial, const int32_t* positions, int64_t n,
                                 int first_kv_head, int n_kv_heads,
                                 int head_dim, float alpha, float* values) {
-  LaunchAddNoise(ctx, MakeTrial(seed, sample, layer, trial), positions, n, first_kv_head,
+  return LaunchAddNoise(ctx, MakeTrial(seed, sample, layer, trial), positions, n, first_kv_head,
                  n_kv_heads, head_dim, static_cast<int64_t>(n_kv_heads) * head_dim, alpha, values);
 }
 
-void AddNormAdaptiveNoise(const OpContext& ctx, uint64_t seed, int sample, int layer, int trial,
+int AddNormAdaptiveNoise(const OpContext& ctx, uint64_t seed, int sample, int layer, int trial,
                           const int32_t* positions, int64_t n, int kv_head, int head_dim,
                           float alpha, float* values) {
-  LaunchAddNoise(ctx, MakeTrial(seed, sample, layer, trial), positions, n, kv_head, 1, head_dim,
+  return LaunchAddNoise(ctx, MakeTrial(seed, sample, layer, trial), positions, n, kv_head, 1, head_dim,
                  head_dim, alpha, values);
 }
 
-void DrawNormals(const OpContext& ctx, uint64_t seed, int sample, int layer, int trial,
+int DrawNormals(const OpContext& ctx, uint64_t seed, int sample, int layer, int trial,
                  const int32_t* positions, int64_t n, int kv_head, int head_dim, float* out) {
   const int64_t items = n * (head_dim / 4);
-  if (items == 0) return;
+  if (items == 0) return 0;
   const int64_t blocks = (items + kThreads - 1) / kThreads;
   DrawNormalsKernel<<<static_cast<unsigned>(blocks), kThreads, 0, StreamOf(ctx)>>>(
       MakeTrial(seed, sample, layer, trial), positions, n, static_cast<uint32_t>(kv_head), head_dim,
       out);
+  return LaunchResult(ctx, "DrawNormals");
 }
 
 }  // namespace ripplekv::kernels::cuda

@@ -33,9 +33,10 @@ __global__ void RmsNormKernel(const float* x, const float* weight, float eps, fl
 
 }  // namespace
 
-void RmsNorm(const OpContext& ctx, const float* x, const float* weight, float eps, float* y, int64_t m, int64_t d) {
-  if (m == 0) return;
+int RmsNorm(const OpContext& ctx, const float* x, const float* weight, float eps, float* y, int64_t m, int64_t d) {
+  if (m == 0) return 0;
   RmsNormKernel<<<static_cast<unsigned>(m), kThreads, 0, StreamOf(ctx)>>>(x, weight, eps, y, d);
+  return LaunchResult(ctx, "RmsNorm");
 }
 
 }  // namespace ripplekv::kernels::cuda

@@ -37,12 +37,13 @@ __global__ void RopeKernel(Frequencies f, const int32_t* positions, float* x, in
 
 }  // namespace
 
-void ApplyRope(const OpContext& ctx, const float* inv_freq, int64_t pairs, bool interleaved, const int32_t* positions,
+int ApplyRope(const OpContext& ctx, const float* inv_freq, int64_t pairs, bool interleaved, const int32_t* positions,
                float* x, int64_t m, int64_t n_heads, int64_t head_dim) {
-  if (m == 0) return;
+  if (m == 0) return 0;
   Frequencies f{};
   for (int64_t p = 0; p < pairs; ++p) f.inv_freq[p] = inv_freq[p];
   RopeKernel<<<static_cast<unsigned>(m), 256, 0, StreamOf(ctx)>>>(f, positions, x, n_heads, head_dim, interleaved);
+  return LaunchResult(ctx, "ApplyRope");
 }
 
 }  // namespace ripplekv::kernels::cuda

@@ -91,29 +91,36 @@ __global__ void LogSumExpKernel(const float* x, int64_t v, float* lse, float* y)
   for (int64_t j = threadIdx.x; j < v; j += blockDim.x) yi[j] = xi[j] - result;
 }
 
-// Runs launch(stream, out), which writes `count` values into out (stream-ordered device memory),
-// and copies them to host_out; returns when they are there.
+// Runs launch(stream, out), which writes `count` values into out (stream-ordered device memory)
+// and returns its LaunchResult, and copies them to host_out; returns when they are there, with
+// the launcher's code (host_out is then unspecified when it is not 0).
 template <class T, class Launch>
-void RowsToHost(const OpContext& ctx, int64_t count, T* host_out, const char* what, Launch launch) {
-  if (count == 0) return;
+int RowsToHost(const OpContext& ctx, int64_t count, T* host_out, const char* what, Launch launch) {
+  if (count == 0) return 0;
   cudaStream_t stream = StreamOf(ctx);
   T* out = nullptr;
   const size_t bytes = static_cast<size_t>(count) * sizeof(T);
-  CheckCuda(cudaMallocAsync(&out, bytes, stream), what);
-  launch(stream, out);
-  CheckCuda(cudaMemcpyAsync(host_out, out, bytes, cudaMemcpyDeviceToHost, stream), what);
+  if (int e = MallocAsync(reinterpret_cast<void**>(&out), bytes, stream, what); e != 0) return e;
+  int e = launch(stream, out);
+  if (e == 0) CheckCuda(cudaMemcpyAsync(host_out, out, bytes, cudaMemcpyDeviceToHost, stream), what);
   CheckCuda(cudaFreeAsync(out, stream), what);
+  if (e != 0) return e;
   CheckCuda(cudaStreamSynchronize(stream), what);
+  return LaunchResult(ctx, what);
 }
 
-// Host doubles on the device (stream-ordered; the caller frees them with cudaFreeAsync).
-double* ToDevice(cudaStream_t stream, const double* host, int64_t count) {
-  double* device = nullptr;
+// Host doubles on the device (stream-ordered; the caller frees them with cudaFreeAsync): 0, or a
+// launcher's error code with *device null.
+int ToDevice(cudaStream_t stream, const double* host, int64_t count, double** device) {
   const size_t bytes = static_cast<size_t>(count) * sizeof(double);
-  CheckCuda(cudaMallocAsync(&device, bytes, stream), "maxima to the device");
-  CheckCuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream),
+  if (int e = MallocAsync(reinterpret_cast<void**>(device), bytes, stream, "maxima to the device");
+      e != 0) {
+    *device = nullptr;
+    return e;
+  }
+  CheckCuda(cudaMemcpyAsync(*device, host, bytes, cudaMemcpyHostToDevice, stream),
             "maxima to the device");
-  return device;
+  return 0;
 }
 
 // The pieces of a vocabulary slice, one block per row (kernels/ops/cpu/softmax_cpu.cc's steps): with
@@ -173,53 +180,61 @@ __global__ void VocabSliceKernel(const float* p_logits, const float* q_logits, i
 }
 
 // VocabSliceKernel over m rows into host_out (count values), with host maxima when given.
-void VocabSlice(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
-                const double* host_maxima, int64_t count, double* host_out, const char* what) {
-  RowsToHost(ctx, count, host_out, what, [&](cudaStream_t stream, double* out) {
+int VocabSlice(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
+               const double* host_maxima, int64_t count, double* host_out, const char* what) {
+  return RowsToHost(ctx, count, host_out, what, [&](cudaStream_t stream, double* out) {
     const int64_t k = q != nullptr ? 2 : 1;
-    double* maxima = host_maxima != nullptr ? ToDevice(stream, host_maxima, k * m) : nullptr;
+    double* maxima = nullptr;
+    if (host_maxima != nullptr) {
+      if (int e = ToDevice(stream, host_maxima, k * m, &maxima); e != 0) return e;
+    }
     VocabSliceKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(p, q, v, maxima, out);
+    const int e = LaunchResult(ctx, what);
     if (maxima != nullptr) CheckCuda(cudaFreeAsync(maxima, stream), what);
+    return e;
   });
 }
 
 }  // namespace
 
-void LogSumExp(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* host_lse) {
-  RowsToHost(ctx, m, host_lse, "log-sum-exp", [&](cudaStream_t stream, float* out) {
+int LogSumExp(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* host_lse) {
+  return RowsToHost(ctx, m, host_lse, "LogSumExp", [&](cudaStream_t stream, float* out) {
     LogSumExpKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(x, v, out, nullptr);
+    return LaunchResult(ctx, "LogSumExp");
   });
 }
 
-void LogSoftmax(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* y) {
-  if (m == 0) return;
+int LogSoftmax(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* y) {
+  if (m == 0) return 0;
   LogSumExpKernel<<<static_cast<unsigned>(m), kThreads, 0, StreamOf(ctx)>>>(x, v, nullptr, y);
+  return LaunchResult(ctx, "LogSoftmax");
 }
 
-void KlDivergenceRows(const OpContext& ctx, const float* p_logits, const float* q_logits, int64_t m,
-                      int64_t v, float* host_out) {
-  RowsToHost(ctx, m, host_out, "KL", [&](cudaStream_t stream, float* out) {
+int KlDivergenceRows(const OpContext& ctx, const float* p_logits, const float* q_logits, int64_t m,
+                     int64_t v, float* host_out) {
+  return RowsToHost(ctx, m, host_out, "KlDivergence", [&](cudaStream_t stream, float* out) {
     KlKernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(p_logits, q_logits, v, out);
+    return LaunchResult(ctx, "KlDivergence");
   });
 }
 
-void KlRowMaxima(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
-                 double* host_maxima) {
-  VocabSlice(ctx, p, q, m, v, nullptr, 2 * m, host_maxima, "KL maxima");
+int KlRowMaxima(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
+                double* host_maxima) {
+  return VocabSlice(ctx, p, q, m, v, nullptr, 2 * m, host_maxima, "KL maxima");
 }
 
-void KlPartialSums(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
-                   const double* host_maxima, double* host_sums) {
-  VocabSlice(ctx, p, q, m, v, host_maxima, 3 * m, host_sums, "KL partial sums");
+int KlPartialSums(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
+                  const double* host_maxima, double* host_sums) {
+  return VocabSlice(ctx, p, q, m, v, host_maxima, 3 * m, host_sums, "KL partial sums");
 }
 
-void RowMaxima(const OpContext& ctx, const float* x, int64_t m, int64_t v, double* host_maxima) {
-  VocabSlice(ctx, x, nullptr, m, v, nullptr, m, host_maxima, "row maxima");
+int RowMaxima(const OpContext& ctx, const float* x, int64_t m, int64_t v, double* host_maxima) {
+  return VocabSlice(ctx, x, nullptr, m, v, nullptr, m, host_maxima, "row maxima");
 }
 
-void ExpSums(const OpContext& ctx, const float* x, int64_t m, int64_t v,
-             const double* host_maxima, double* host_sums) {
-  VocabSlice(ctx, x, nullptr, m, v, host_maxima, m, host_sums, "exp sums");
+int ExpSums(const OpContext& ctx, const float* x, int64_t m, int64_t v,
+            const double* host_maxima, double* host_sums) {
+  return VocabSlice(ctx, x, nullptr, m, v, host_maxima, m, host_sums, "exp sums");
 }
 
 }  // namespace ripplekv::kernels::cuda

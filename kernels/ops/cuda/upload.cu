@@ -270,7 +270,6 @@ void Launch(cudaStream_t stream, const void* blocks, int64_t n, bool to_bf16, vo
   } else {
     DequantizeKernel<Format><<<grid, kThreads, 0, stream>>>(src, count, static_cast<float*>(out));
   }
-  CheckCuda(cudaGetLastError(), "DequantizeRows launch");
 }
 
 using LaunchFn = void (*)(cudaStream_t, const void*, int64_t, bool, void*);
@@ -307,21 +306,22 @@ LaunchFn LauncherFor(uint32_t ggml_type) {
 
 }  // namespace
 
-bool DequantizeRows(const OpContext& ctx, uint32_t ggml_type, const void* blocks, int64_t rows,
-                    int64_t cols, bool to_bf16, void* out) {
+bool HasDecoder(uint32_t ggml_type) { return LauncherFor(ggml_type) != nullptr; }
+
+int DequantizeRows(const OpContext& ctx, uint32_t ggml_type, const void* blocks, int64_t rows,
+                   int64_t cols, bool to_bf16, void* out) {
   const LaunchFn launch = LauncherFor(ggml_type);
-  if (launch == nullptr) return false;
   const int64_t n = rows * cols;
-  if (n == 0) return true;
+  if (launch == nullptr || n == 0) return 0;
   cudaStream_t stream = StreamOf(ctx);
   if (ggml_type == kF32 && !to_bf16) {  // the stored floats are the values: a copy
     CheckCuda(cudaMemcpyAsync(out, blocks, static_cast<size_t>(n) * sizeof(float),
                               cudaMemcpyDeviceToDevice, stream),
               "DequantizeRows (f32)");
-    return true;
+  } else {
+    launch(stream, blocks, n, to_bf16, out);
   }
-  launch(stream, blocks, n, to_bf16, out);
-  return true;
+  return LaunchResult(ctx, "DequantizeRows");
 }
 
 }  // namespace ripplekv::kernels::cuda

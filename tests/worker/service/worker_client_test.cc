@@ -1,9 +1,11 @@
 // The worker's gRPC client against a fake in-process WorkerService on loopback.
 #include "worker/service/worker_client.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -25,6 +27,7 @@ namespace {
 
 namespace pb = ::ripplekv::v1;
 using namespace std::chrono_literals;
+using ::testing::HasSubstr;
 
 const std::string kHash(64, 'a');
 
@@ -320,6 +323,43 @@ TEST(WorkerClientTest, QueuedTasksRunInTheOrderTheyCameAndCapacityCountsThem) {
   std::lock_guard<std::mutex> lock(service.mu_);
   EXPECT_EQ(service.last_register_.capacity(), 4);
   EXPECT_EQ(service.job_data_calls_, 1);  // the job's data once, for both
+}
+
+TEST(WorkerClientTest, ADeviceFaultFailsTheTaskHandsBackTheQueueAndEndsRun) {
+  FakeScheduler service;
+  pb::TaskAssignment first = Assignment(kHash);
+  pb::TaskAssignment second = Assignment(kHash);
+  second.set_task_id("task-2");
+  service.SetAssignment(first);
+  service.SetAssignment(second);
+  RunningServer server = Start(&service, 0);
+  ASSERT_GT(server.port, 0);
+  // The device faults during the first task (as kernels::DeviceFault would then report).
+  Worker worker(server.port, 0, DataDirs(), /*prefetch=*/3, [](WorkerClientOptions& o) {
+    o.device_fault = [] { return std::string("CausalAttention: an illegal memory access"); };
+  });
+  worker.thread.join();  // Run ends by itself
+  EXPECT_TRUE(IsDeviceFaultEnd(worker.result)) << worker.result;
+  EXPECT_FALSE(IsSchedulerRefusal(worker.result));
+  EXPECT_THAT(worker.result.message(), HasSubstr("an illegal memory access"));
+  std::lock_guard<std::mutex> lock(service.mu_);
+  int done = 0;
+  for (const pb::WorkerMessage& m : service.received_) {
+    if (m.has_task_done()) {  // failed as retryable elsewhere: Unavailable, no results
+      ++done;
+      EXPECT_EQ(m.task_done().task_id(), "task-1");
+      EXPECT_EQ(m.task_done().error().code(), static_cast<int>(absl::StatusCode::kUnavailable));
+      EXPECT_THAT(m.task_done().error().message(), HasSubstr("device fault"));
+      EXPECT_EQ(m.task_done().results_size(), 0);
+    }
+    if (m.has_task_refused()) {  // the queued task goes back
+      EXPECT_EQ(m.task_refused().task_id(), "task-2");
+      EXPECT_EQ(m.task_refused().reason(), pb::REFUSAL_REASON_DRAINING);
+    }
+  }
+  EXPECT_EQ(done, 1);
+  EXPECT_TRUE(std::any_of(service.received_.begin(), service.received_.end(),
+                          [](const pb::WorkerMessage& m) { return m.has_draining(); }));
 }
 
 TEST(WorkerClientTest, PrefetchOutsideItsRangeIsRefusedBeforeConnecting) {
