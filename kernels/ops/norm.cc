@@ -21,8 +21,8 @@ Status RmsNorm(const OpContext& ctx, const ConstTensorView& x, const ConstTensor
   RETURN_IF_ERROR(internal::CheckDeviceOf(kOp, /*on_cuda=*/true, ctx, x, weight, y));
 #if RIPPLEKV_WITH_CUDA
   if (ctx.device == Device::kCuda) {
-    cuda::RmsNorm(ctx, x.data, weight.data, eps, y.data, x.dim(0), x.dim(1));
-    return absl::OkStatus();
+    return internal::FromLauncher(
+        kOp, cuda::RmsNorm(ctx, x.data, weight.data, eps, y.data, x.dim(0), x.dim(1)));
   }
 #endif
   cpu::RmsNorm(ctx.num_threads, x.data, weight.data, eps, y.data, x.dim(0), x.dim(1));

@@ -10,7 +10,7 @@
 
 namespace ripplekv::kernels::cuda {
 
-int SwiGlu(const OpContext& ctx, const float* gate, const float* up, float* out, int64_t n);
-int AddTo(const OpContext& ctx, const float* x, float* y, int64_t n);
+[[nodiscard]] int SwiGlu(const OpContext& ctx, const float* gate, const float* up, float* out, int64_t n);
+[[nodiscard]] int AddTo(const OpContext& ctx, const float* x, float* y, int64_t n);
 
 }  // namespace ripplekv::kernels::cuda

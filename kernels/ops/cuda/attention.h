@@ -20,7 +20,7 @@ struct CacheSegment {
   const int32_t* positions;
   int n_kv_heads, capacity, length, head_dim;
 };
-int CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m,
+[[nodiscard]] int CausalAttention(const OpContext& ctx, const float* q, const int32_t* q_positions, int64_t m,
                     int64_t n_heads, int64_t head_dim, const CacheSegment* segments,
                     int n_segments, float scale, float* out);
 

@@ -16,12 +16,12 @@ namespace ripplekv::kernels::cuda {
 // synchronous and return their LaunchResult (cuda_device.h).
 // Window: q [w, n_heads, head_dim] (1 <= w <= keys.length); host_sum, host_sumsq
 // [n_heads, keys.length]; the entropy in *host_entropy.
-int WindowAttentionStats(const OpContext& ctx, const float* q, int64_t w, int64_t n_heads,
+[[nodiscard]] int WindowAttentionStats(const OpContext& ctx, const float* q, int64_t w, int64_t n_heads,
                          const CacheSegment& keys, double scale, double entropy_epsilon,
                          double* host_sum, double* host_sumsq, double* host_entropy);
 // H2O's accumulated attention: q [keys.length, n_heads, head_dim]; host_accumulated
 // [n_kv_heads, keys.length].
-int AccumulatedAttention(const OpContext& ctx, const float* q, int64_t n_heads,
+[[nodiscard]] int AccumulatedAttention(const OpContext& ctx, const float* q, int64_t n_heads,
                          const CacheSegment& keys, double scale, double* host_accumulated);
 
 }  // namespace ripplekv::kernels::cuda

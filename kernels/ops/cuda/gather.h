@@ -9,9 +9,9 @@
 
 namespace ripplekv::kernels::cuda {
 
-int GatherRows(const OpContext& ctx, const float* src, int64_t d, const int32_t* rows,
+[[nodiscard]] int GatherRows(const OpContext& ctx, const float* src, int64_t d, const int32_t* rows,
                 int64_t n_rows, float* out);
-int CopyRows(const OpContext& ctx, const float* src, int64_t d, int64_t first, int64_t n_rows,
+[[nodiscard]] int CopyRows(const OpContext& ctx, const float* src, int64_t d, int64_t first, int64_t n_rows,
               float* out);
 
 }  // namespace ripplekv::kernels::cuda

@@ -18,8 +18,8 @@ struct CacheLayer {
   int32_t* positions;
   int n_kv_heads, capacity, length, head_dim;
 };
-int KvAppend(const OpContext& ctx, const float* k_rows, const float* v_rows,
+[[nodiscard]] int KvAppend(const OpContext& ctx, const float* k_rows, const float* v_rows,
               const int32_t* positions, int64_t n, const CacheLayer& layer);
-int KvRetain(const OpContext& ctx, const int32_t* keep, int count, const CacheLayer& layer);
+[[nodiscard]] int KvRetain(const OpContext& ctx, const int32_t* keep, int count, const CacheLayer& layer);
 
 }  // namespace ripplekv::kernels::cuda

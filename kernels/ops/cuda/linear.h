@@ -13,7 +13,7 @@ namespace ripplekv::kernels::cuda {
 // through cuBLAS on ctx.blas. With bf16 weights (w_bf16) x is rounded to bf16 (in the stream's
 // memory pool) and the GEMM accumulates in fp32; with fp32 weights the GEMM is pedantic fp32 (no
 // TF32), the cross-check mode.
-int Linear(const OpContext& ctx, const float* x, const void* w, bool w_bf16, const float* bias,
+[[nodiscard]] int Linear(const OpContext& ctx, const float* x, const void* w, bool w_bf16, const float* bias,
             float* y, int64_t m, int64_t n, int64_t k, bool accumulate);
 
 }  // namespace ripplekv::kernels::cuda

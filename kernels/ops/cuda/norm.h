@@ -9,7 +9,7 @@
 
 namespace ripplekv::kernels::cuda {
 
-int RmsNorm(const OpContext& ctx, const float* x, const float* weight, float eps, float* y,
+[[nodiscard]] int RmsNorm(const OpContext& ctx, const float* x, const float* weight, float eps, float* y,
              int64_t m, int64_t d);
 
 }  // namespace ripplekv::kernels::cuda

@@ -11,7 +11,7 @@ namespace ripplekv::kernels::cuda {
 
 // RoPE with the table's frequencies (host memory, at most kMaxRopePairs: head_dim <= 512).
 inline constexpr int64_t kMaxRopePairs = 256;
-int ApplyRope(const OpContext& ctx, const float* inv_freq, int64_t pairs, bool interleaved,
+[[nodiscard]] int ApplyRope(const OpContext& ctx, const float* inv_freq, int64_t pairs, bool interleaved,
                const int32_t* positions, float* x, int64_t m, int64_t n_heads, int64_t head_dim);
 
 }  // namespace ripplekv::kernels::cuda

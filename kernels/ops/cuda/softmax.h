@@ -11,24 +11,24 @@
 namespace ripplekv::kernels::cuda {
 
 // KL per row of device logits, written to host memory (host_out: m floats); synchronous.
-int KlDivergenceRows(const OpContext& ctx, const float* p_logits, const float* q_logits, int64_t m,
+[[nodiscard]] int KlDivergenceRows(const OpContext& ctx, const float* p_logits, const float* q_logits, int64_t m,
                       int64_t v, float* host_out);
 // Log-sum-exp of each row of device logits x [m, v] (v >= 1), written to host memory (host_lse:
 // m floats); synchronous.
-int LogSumExp(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* host_lse);
+[[nodiscard]] int LogSumExp(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* host_lse);
 // The vocabulary-parallel pieces of the KL and the log-sum-exp over a rank's slice of the
 // vocabulary (kernels/ops/softmax.cc combines them over ranks), softmax_cpu.cc's steps: the rows'
 // maxima (KL: [2m], (max p, max q) per row; log-sum-exp: [m]), then the sums against the whole
 // rows' maxima (KL: [3m], (Sp, Sq, cross); log-sum-exp: [m], sum exp(x - max)). Logits are
 // device memory; maxima and sums host memory; synchronous.
-int KlRowMaxima(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
+[[nodiscard]] int KlRowMaxima(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
                  double* host_maxima);
-int KlPartialSums(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
+[[nodiscard]] int KlPartialSums(const OpContext& ctx, const float* p, const float* q, int64_t m, int64_t v,
                    const double* host_maxima, double* host_sums);
-int RowMaxima(const OpContext& ctx, const float* x, int64_t m, int64_t v, double* host_maxima);
-int ExpSums(const OpContext& ctx, const float* x, int64_t m, int64_t v, const double* host_maxima,
+[[nodiscard]] int RowMaxima(const OpContext& ctx, const float* x, int64_t m, int64_t v, double* host_maxima);
+[[nodiscard]] int ExpSums(const OpContext& ctx, const float* x, int64_t m, int64_t v, const double* host_maxima,
              double* host_sums);
 // y = x - logsumexp(x) per row; x, y [m, v] (v >= 1) device memory, y may be x.
-int LogSoftmax(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* y);
+[[nodiscard]] int LogSoftmax(const OpContext& ctx, const float* x, int64_t m, int64_t v, float* y);
 
 }  // namespace ripplekv::kernels::cuda

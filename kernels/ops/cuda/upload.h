@@ -14,7 +14,7 @@ namespace ripplekv::kernels::cuda {
 // nearest even) when to_bf16, fp32 otherwise. The fp32 values equal the CPU's dequantization
 // (kernels/dequant/dequant.h) bit for bit. `ggml_type` must have a decoder (HasDecoder); returns
 // the LaunchResult (cuda_device.h).
-int DequantizeRows(const OpContext& ctx, uint32_t ggml_type, const void* blocks, int64_t rows,
+[[nodiscard]] int DequantizeRows(const OpContext& ctx, uint32_t ggml_type, const void* blocks, int64_t rows,
                    int64_t cols, bool to_bf16, void* out);
 // Whether GGML type `ggml_type` has a device decoder.
 bool HasDecoder(uint32_t ggml_type);
