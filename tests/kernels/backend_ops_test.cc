@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <random>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops/activation.h"
@@ -147,29 +150,61 @@ TEST_F(BackendOpsTest, KvCacheWritesEqualTheCpuExactly) {
   }
 }
 
-// Attention over two segments (a context with position gaps and a probe), GQA ratios 1, 3 and 8,
-// head dims 64 and 128, odd lengths, and a first query that sees no key at all (zeros).
-TEST_F(BackendOpsTest, AttentionMatchesTheCpuOverSegmentsAndGqaRatios) {
-  constexpr double kTolerance = 1e-10;  // fp32 online softmax vs BLAS dots and one softmax pass
-  struct Case {
-    int64_t n_heads, n_kv_heads, head_dim, context, probe;
-  };
-  for (const Case c : {Case{4, 4, 64, 37, 5}, Case{9, 3, 64, 301, 17}, Case{16, 2, 128, 129, 1},
-                       Case{8, 1, 128, 1000, 32}}) {
-    const int64_t m = c.probe + 1, kvh = c.n_kv_heads, d = c.head_dim;
-    // Context keys at positions 2j + 1 (gaps), probe keys after them; query 0 at position 0 sees
-    // nothing, the others see the context and the probe keys up to their own position.
+// One attention cross-check: a context segment and a probe segment, n_heads query heads over
+// n_kv_heads, and 1 + probe + inside queries: query 0 at position 0 sees no key (zeros), queries
+// 1..probe sit after the context and see it whole plus the probe keys up to their own position,
+// and `inside` more queries sit at scattered, unsorted positions inside the context, so that each
+// sees a different prefix of every head's keys.
+struct AttentionCase {
+  int64_t n_heads, n_kv_heads, head_dim, context, probe, inside = 0;
+  // q, out, K and V start one float past a 16-byte boundary (the kernel's scalar path).
+  bool misaligned = false;
+  // Every KV head holds different context positions (head h: (h + 2) j + h + 1, as KvRetain leaves
+  // heads that kept different entries) instead of 2j + 1 for all.
+  bool per_head_positions = false;
+};
+
+std::ostream& operator<<(std::ostream& os, const AttentionCase& c) {
+  return os << c.n_heads << "/" << c.n_kv_heads << " heads, head_dim " << c.head_dim << ", "
+            << c.context << " + " << c.probe << " keys, " << 1 + c.probe + c.inside << " queries"
+            << (c.misaligned ? ", misaligned" : "") << (c.per_head_positions ? ", per-head" : "");
+}
+
+class BackendAttentionTest : public BackendOpsTest {
+ protected:
+  // `t` on the device, starting `offset` floats into its block: {the block, the data pointer}.
+  std::pair<Tensor, const float*> OnDevice(const Tensor& t, int64_t offset) {
+    std::vector<float> shifted(static_cast<size_t>(offset), 0.0f);
+    shifted.insert(shifted.end(), t.data(), t.data() + t.numel());
+    Tensor block = Tensor({static_cast<int64_t>(shifted.size())}, shifted).CopyTo(*device_);
+    const float* data = static_cast<const float*>(block.raw()) + offset;
+    return {std::move(block), data};
+  }
+
+  void ExpectMatchesTheCpu(const AttentionCase& c) {
+    constexpr double kTolerance = 1e-10;  // fp32 online softmax vs BLAS dots and one softmax pass
+    const int64_t kvh = c.n_kv_heads, d = c.head_dim, m = 1 + c.probe + c.inside;
+    const int64_t offset = c.misaligned ? 1 : 0;
     std::vector<int32_t> ctx_pos(static_cast<size_t>(kvh * c.context)),
         probe_pos(static_cast<size_t>(kvh * c.probe)), q_pos(static_cast<size_t>(m));
+    int32_t probe_start = 1;
     for (int64_t h = 0; h < kvh; ++h) {
-      for (int64_t j = 0; j < c.context; ++j)
-        ctx_pos[h * c.context + j] = static_cast<int32_t>(2 * j + 1);
+      for (int64_t j = 0; j < c.context; ++j) {
+        const int64_t pos = c.per_head_positions ? (h + 2) * j + h + 1 : 2 * j + 1;
+        ctx_pos[static_cast<size_t>(h * c.context + j)] = static_cast<int32_t>(pos);
+        probe_start = std::max(probe_start, static_cast<int32_t>(pos + 1));
+      }
+    }
+    for (int64_t h = 0; h < kvh; ++h) {
       for (int64_t j = 0; j < c.probe; ++j) {
-        probe_pos[h * c.probe + j] = static_cast<int32_t>(2 * c.context + 1 + j);
+        probe_pos[static_cast<size_t>(h * c.probe + j)] = static_cast<int32_t>(probe_start + j);
       }
     }
     q_pos[0] = 0;
-    for (int64_t i = 1; i < m; ++i) q_pos[i] = static_cast<int32_t>(2 * c.context + i);
+    for (int64_t i = 1; i <= c.probe; ++i) q_pos[i] = static_cast<int32_t>(probe_start + i - 1);
+    for (int64_t k = 0; k < c.inside; ++k) {
+      q_pos[1 + c.probe + k] = static_cast<int32_t>((k * 7919 + 13) % probe_start);
+    }
     const Tensor ck = Random({kvh, c.context, d}, 10), cv = Random({kvh, c.context, d}, 11);
     const Tensor pk = Random({kvh, c.probe, d}, 12), pv = Random({kvh, c.probe, d}, 13);
     const Tensor q = Random({m, c.n_heads, d}, 14);
@@ -179,24 +214,70 @@ TEST_F(BackendOpsTest, AttentionMatchesTheCpuOverSegmentsAndGqaRatios) {
                                 {pk.data(), pv.data(), probe_pos.data(), ih, ip, ip, id}};
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     Tensor want({m, c.n_heads, d});
-    ASSERT_TRUE(CausalAttention(cpu(), q.view(), q_pos, host, scale, want.view()).ok());
+    ASSERT_TRUE(CausalAttention(cpu(), q.view(), q_pos, host, scale, want.view()).ok()) << c;
 
-    const Tensor dck = ck.CopyTo(*device_), dcv = cv.CopyTo(*device_);
-    const Tensor dpk = pk.CopyTo(*device_), dpv = pv.CopyTo(*device_), dq = q.CopyTo(*device_);
+    const auto [dck, ck_data] = OnDevice(ck, offset);
+    const auto [dcv, cv_data] = OnDevice(cv, offset);
+    const auto [dpk, pk_data] = OnDevice(pk, offset);
+    const auto [dpv, pv_data] = OnDevice(pv, offset);
+    const auto [dq, q_data] = OnDevice(q, offset);
     const Tensor dctx_pos = Ints(ctx_pos, *device_), dprobe_pos = Ints(probe_pos, *device_);
     const Tensor dq_pos = Ints(q_pos, *device_);
-    auto f = [](const Tensor& t) { return static_cast<const float*>(t.raw()); };
     auto p = [](const Tensor& t) { return static_cast<const int32_t*>(t.raw()); };
-    const KvCacheView dev[] = {{f(dck), f(dcv), p(dctx_pos), ih, ic, ic, id, Device::kCuda},
-                               {f(dpk), f(dpv), p(dprobe_pos), ih, ip, ip, id, Device::kCuda}};
-    Tensor got({m, c.n_heads, d}, DType::kF32, *device_);
-    ASSERT_TRUE(
-        CausalAttention(cuda(), dq.view(), dq_pos.int32_view(), dev, scale, got.view()).ok());
-    const Tensor back = got.ToHost();
-    EXPECT_LE(Nmse(back, want), kTolerance)
-        << c.n_heads << "/" << c.n_kv_heads << " heads, head_dim " << d << ", " << c.context
-        << " + " << c.probe << " keys";
-    for (int64_t e = 0; e < c.n_heads * d; ++e) ASSERT_EQ(back.data()[e], 0.0f) << "query 0";
+    const KvCacheView dev[] = {{ck_data, cv_data, p(dctx_pos), ih, ic, ic, id, Device::kCuda},
+                               {pk_data, pv_data, p(dprobe_pos), ih, ip, ip, id, Device::kCuda}};
+    const Shape shape{m, c.n_heads, d};
+    Tensor out_block({offset + m * c.n_heads * d}, DType::kF32, *device_);
+    const TensorView out{static_cast<float*>(out_block.raw()) + offset, shape, Device::kCuda};
+    ASSERT_TRUE(CausalAttention(cuda(), ConstTensorView(q_data, shape, Device::kCuda),
+                                dq_pos.int32_view(), dev, scale, out)
+                    .ok())
+        << c;
+    const Tensor back_block = out_block.ToHost();
+    const Tensor back(shape, std::span<const float>(back_block.data() + offset,
+                                                    static_cast<size_t>(m * c.n_heads * d)));
+    EXPECT_LE(Nmse(back, want), kTolerance) << c;
+    for (int64_t e = 0; e < c.n_heads * d; ++e) ASSERT_EQ(back.data()[e], 0.0f) << "query 0, " << c;
+  }
+};
+
+// Two segments (a context with position gaps and a probe), GQA ratios 1, 3 and 8, head dims 64
+// and 128, odd lengths.
+TEST_F(BackendAttentionTest, MatchesTheCpuOverSegmentsAndGqaRatios) {
+  for (const AttentionCase& c :
+       {AttentionCase{4, 4, 64, 37, 5}, AttentionCase{9, 3, 64, 301, 17},
+        AttentionCase{16, 2, 128, 129, 1}, AttentionCase{8, 1, 128, 1000, 32}}) {
+    ExpectMatchesTheCpu(c);
+  }
+}
+
+// Several query tiles (64 rows each up to head_dim 128, 32 beyond), head_dim 96 (padded to 128)
+// and 256, head dims that are not a multiple of 4 (the kernel's scalar path), up to 130 (the
+// widest tiling with padding).
+TEST_F(BackendAttentionTest, MatchesTheCpuOverQueryTilesAndHeadDims) {
+  for (const AttentionCase& c :
+       {AttentionCase{4, 2, 96, 200, 20, 130}, AttentionCase{4, 1, 256, 90, 40, 60},
+        AttentionCase{3, 3, 30, 45, 9, 70}, AttentionCase{2, 1, 130, 70, 3, 33},
+        AttentionCase{2, 2, 64, 33, 64, 128}}) {
+    ExpectMatchesTheCpu(c);
+  }
+}
+
+// Views that start one float into their buffer: the kernel must not take its float4 path.
+TEST_F(BackendAttentionTest, MatchesTheCpuOnMisalignedViews) {
+  for (const AttentionCase& c :
+       {AttentionCase{8, 2, 64, 100, 40, 30, true}, AttentionCase{2, 1, 128, 50, 7, 70, true},
+        AttentionCase{2, 2, 256, 20, 5, 10, true}}) {
+    ExpectMatchesTheCpu(c);
+  }
+}
+
+// KV heads that retained different entries: every head has its own positions, so a query sees a
+// different number of keys in each.
+TEST_F(BackendAttentionTest, MatchesTheCpuWithPerHeadRetainedPositions) {
+  for (const AttentionCase& c : {AttentionCase{6, 3, 64, 150, 10, 70, false, true},
+                                 AttentionCase{4, 4, 128, 77, 3, 40, true, true}}) {
+    ExpectMatchesTheCpu(c);
   }
 }
 
