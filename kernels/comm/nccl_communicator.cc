@@ -200,16 +200,13 @@ class NcclCommunicator final : public Communicator {
   const int rank_, size_;
 };
 
-}  // namespace
-
-StatusOr<std::unique_ptr<Communicator>> NcclGroup(const MpiRuntime& runtime,
+// Forms the group; `where` names this rank in every message.
+StatusOr<std::unique_ptr<Communicator>> FormGroup(const std::string& where,
                                                   Communicator& host_group,
                                                   const DeviceSession& session,
                                                   std::chrono::milliseconds timeout) {
   const OpContext& ctx = session.context();
   const int rank = host_group.rank(), size = host_group.size();
-  const std::string where = Cat("NCCL group, rank ", rank, " of ", size, " (world rank ",
-                                runtime.world_rank(), ", local rank ", runtime.local_rank(), ")");
 
   // Each rank checks that it can take part (rank 0 also makes the id), then all agree, so a rank
   // that cannot start fails the whole group at once instead of leaving the others waiting.
@@ -265,6 +262,25 @@ StatusOr<std::unique_ptr<Communicator>> NcclGroup(const MpiRuntime& runtime,
   }
   return std::unique_ptr<Communicator>(
       new NcclCommunicator(*api, std::move(comm), Event(event), host_group, ctx.ordinal, timeout));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Communicator>> NcclGroup(Communicator& host_group,
+                                                  const DeviceSession& session,
+                                                  std::chrono::milliseconds timeout) {
+  return FormGroup(Cat("NCCL group, rank ", host_group.rank(), " of ", host_group.size()),
+                   host_group, session, timeout);
+}
+
+StatusOr<std::unique_ptr<Communicator>> NcclGroup(const MpiRuntime& runtime,
+                                                  Communicator& host_group,
+                                                  const DeviceSession& session,
+                                                  std::chrono::milliseconds timeout) {
+  return FormGroup(
+      Cat("NCCL group, rank ", host_group.rank(), " of ", host_group.size(), " (world rank ",
+          runtime.world_rank(), ", local rank ", runtime.local_rank(), ")"),
+      host_group, session, timeout);
 }
 
 }  // namespace ripplekv::kernels
