@@ -22,7 +22,7 @@ from kvpress import PerLayerCompressionPress, SnapKVPress
 from transformers import DynamicCache, pipeline
 
 from ripplekv.kvpress import MapPress, press_from_map, visible_tokens
-from ripplekv.kvpress_compare import continuation_logits, exact_ratio
+from ripplekv.kvpress_compare import continuation_logits, exact_ratio, stepwise_logits
 from ripplekv.maps import MapError
 from shared import SOURCE_DIR, budgets, fidelity_windows, model_and_tokenizer
 
@@ -40,17 +40,14 @@ class EvictEachLayer(MapPress):
         self._evict = True
 
 
-def stepwise_logits(model: Any, example: dict, press: MapPress) -> torch.Tensor:
+def stepwise_continuation_logits(model: Any, example: dict, press: MapPress) -> torch.Tensor:
     """The continuation's logits decoded one token at a time (no attention mask is built)."""
     prompt = torch.tensor([example["prompt"]])
     cache = DynamicCache()
     with torch.inference_mode():
         with press(model):
             rows = [model(prompt, past_key_values=cache, use_cache=True).logits[0, -1]]
-        n = prompt.shape[1]
-        for k, token in enumerate(example["continuation"][:-1]):
-            rows.append(model(torch.tensor([[token]]), past_key_values=cache,
-                              position_ids=torch.tensor([[n + k]])).logits[0, -1])
+        rows.extend(stepwise_logits(model, cache, example["continuation"][:-1], prompt.shape[1]))
     return torch.stack(rows)
 
 
@@ -96,7 +93,7 @@ class MapPressTest(unittest.TestCase):
         masked_press = press_from_map(self.map_file)
         masked, kept = continuation_logits(self.model, self.window, masked_press)
         self.assertEqual(kept, self.tokens)
-        evicted = stepwise_logits(self.model, self.window, EvictEachLayer(
+        evicted = stepwise_continuation_logits(self.model, self.window, EvictEachLayer(
             budgets=masked_press.budgets, scorer=SnapKVPress(window_size=WINDOW), floor=WINDOW))
         self.assertLess(float((masked - evicted).abs().max()), 2e-3)
         self.assertTrue(torch.equal(masked.argmax(-1), evicted.argmax(-1)))

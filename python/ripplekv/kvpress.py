@@ -162,9 +162,7 @@ class MapPress(BasePress):
         layer has one length, the largest budget of the whole map (mask); at most k_len."""
         if self._evict:
             return min(k_len, max(budgets.head_budgets(layer, kv_heads)))
-        if budgets.per_head:
-            return min(k_len, max(max(h) for h in budgets.head_tokens))
-        return min(k_len, max(budgets.tokens))
+        return min(k_len, budgets.largest)
 
     def compress(self, module: nn.Module, hidden_states: torch.Tensor, keys: torch.Tensor,
                  values: torch.Tensor, attentions: torch.Tensor,

@@ -29,6 +29,7 @@ The records file has eval's format (eval/records.h), so `ripplekv compare` reads
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -82,6 +83,16 @@ def pyramid_beta(average: int, window: int) -> int:
     return max(1, average // window)
 
 
+def stepwise_logits(model: Any, cache: DynamicCache, tokens: Sequence[int],
+                    start: int) -> List[torch.Tensor]:
+    """The [vocab] logits of each of `tokens` teacher-forced one at a time on `cache` at positions
+    start, start + 1, ... (for one token transformers builds no attention mask, so the layers'
+    caches may differ in length). Call under torch.inference_mode()."""
+    return [model(torch.tensor([[token]]), past_key_values=cache,
+                  position_ids=torch.tensor([[start + k]])).logits[0, -1]
+            for k, token in enumerate(tokens)]
+
+
 def continuation_logits(model: Any, example: Example,
                         press: Optional[BasePress]) -> Tuple[torch.Tensor, List[int]]:
     """[W, vocab] logits scoring each continuation token (row 0: the prefill's last row), with
@@ -106,12 +117,9 @@ def continuation_logits(model: Any, example: Example,
                 rows.extend(model(torch.tensor([forced]), past_key_values=cache,
                                   position_ids=positions).logits[0])
         else:
-            # Layers of different lengths (kvpress's PyramidKVPress): one token at a time, for
-            # which transformers builds no attention mask; a block of tokens would be masked
-            # with layer 0's length and crash under sdpa.
-            for k, token in enumerate(forced):
-                rows.append(model(torch.tensor([[token]]), past_key_values=cache,
-                                  position_ids=torch.tensor([[n + k]])).logits[0, -1])
+            # Layers of different lengths (kvpress's PyramidKVPress): one token at a time; a
+            # block of tokens would be masked with layer 0's length and crash under sdpa.
+            rows.extend(stepwise_logits(model, cache, forced, n))
     return torch.stack(rows).float(), lengths
 
 
@@ -156,17 +164,17 @@ def methods_for(maps: Dict[str, str], window: int) -> Dict[str, MethodFactory]:
         return PyramidKVPress(compression_ratio=exact_ratio(budget, length), window_size=window,
                               beta=pyramid_beta(budget, window))
 
+    presses: Dict[Tuple[str, int], BasePress] = {}  # (template, budget): each file read once
+
+    def from_map(template: str, budget: int, length: int) -> BasePress:
+        if (template, budget) not in presses:
+            presses[template, budget] = press_from_map(template.replace("{budget}", str(budget)),
+                                                       selector="snapkv", window=window)
+        return presses[template, budget]
+
     out: Dict[str, MethodFactory] = {"snapkv": uniform, "pyramidkv": pyramid}
     for name, template in maps.items():
-        presses: Dict[int, BasePress] = {}
-
-        def from_map(budget: int, length: int, template: str = template,
-                     presses: Dict[int, BasePress] = presses) -> BasePress:
-            if budget not in presses:  # read once per budget
-                presses[budget] = press_from_map(template.replace("{budget}", str(budget)),
-                                                 selector="snapkv", window=window)
-            return presses[budget]
-        out[name] = from_map
+        out[name] = functools.partial(from_map, template)
     return out
 
 

@@ -57,6 +57,13 @@ class Budgets:
             return sum(sum(h) for h in self.head_tokens)
         return sum(self.tokens)
 
+    @property
+    def largest(self) -> int:
+        """The largest budget of the map: of any head for a per-head map, else of any layer."""
+        if self.per_head:
+            return max(max(h) for h in self.head_tokens)
+        return max(self.tokens)
+
     def head_budgets(self, layer: int, kv_heads: int) -> Tuple[int, ...]:
         """Budget of each of layer's `kv_heads` heads (every head the layer's for a per-layer map)."""
         if self.per_head:

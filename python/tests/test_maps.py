@@ -52,6 +52,7 @@ class LoadMapTest(unittest.TestCase):
             b = load_map(source)
             self.assertEqual(b.tokens, (40, 100, 60, 200))
             self.assertEqual(b.total_tokens, 400)
+            self.assertEqual(b.largest, 200)
             self.assertFalse(b.per_head)
         self.assertEqual(recorded_window(load_map(version)), 64)
         self.assertEqual(load_map(version).version, "0123456789abcdef")
@@ -62,6 +63,7 @@ class LoadMapTest(unittest.TestCase):
         self.assertTrue(b.per_head)
         self.assertEqual(b.head_budgets(0, 2), (150, 50))
         self.assertEqual(b.total_tokens, 300)
+        self.assertEqual(b.largest, 150)  # a head's, above every layer's mean
         with self.assertRaisesRegex(MapError, r"\[2\] heads per layer, the model 3 KV heads"):
             b.check_shape(2, 3)
 
