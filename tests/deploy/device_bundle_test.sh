@@ -29,8 +29,8 @@ bundle="$tmp/bundle"
 "$root/scripts/device-bundle" --build "$build" --out "$bundle" --no-build >"$tmp/bundle.txt" ||
   fail "device-bundle: exit $?: $(cat "$tmp/bundle.txt")"
 cat "$tmp/bundle.txt"
-for b in backend_ops_test device_engine_test nccl_threads_test ripplekv-make-model \
-    ripplekv-device-calibration-bench; do
+for b in backend_ops_test device_engine_test nccl_threads_test tp_threads_device_test \
+    ripplekv-make-model ripplekv-device-calibration-bench; do
   [[ -x "$bundle/bin/$b" ]] || fail "bin/$b missing"
 done
 [[ -x "$bundle/run" && -f "$bundle/bundle.env" ]] || fail "run or bundle.env missing"
