@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <type_traits>
 
 #include "tests/cuda_host/emulator.h"
 #include "tests/cuda_host/runtime_state.h"
@@ -133,6 +134,29 @@ bool IsEvent(cudaEvent_t event) {
   Device& d = TheDevice();
   std::lock_guard<std::mutex> lock(d.mutex);
   return d.events.count(event) > 0;
+}
+
+// Streams and events: made with new, known to the device until destroyed.
+template <class Handle>
+cudaError_t CreateHandle(Handle* out, unsigned int flags, std::set<Handle> Device::*known) {
+  *out = new std::remove_pointer_t<Handle>{flags};
+  Device& d = TheDevice();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  (d.*known).insert(*out);
+  return cudaSuccess;
+}
+
+template <class Handle>
+cudaError_t DestroyHandle(Handle handle, std::set<Handle> Device::*known) {
+  Device& d = TheDevice();
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    if (handle == nullptr || (d.*known).erase(handle) == 0) {
+      return Fail(cudaErrorInvalidResourceHandle);
+    }
+  }
+  delete handle;
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -343,23 +367,11 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
   if (stream == nullptr || flags > cudaStreamNonBlocking) return Fail(cudaErrorInvalidValue);
-  *stream = new CUstream_st{flags};
-  auto& d = TheDevice();
-  std::lock_guard<std::mutex> lock(d.mutex);
-  d.streams.insert(*stream);
-  return cudaSuccess;
+  return ripplekv::cuda_host::CreateHandle(stream, flags, &ripplekv::cuda_host::Device::streams);
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  auto& d = TheDevice();
-  {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    if (stream == nullptr || d.streams.erase(stream) == 0) {
-      return Fail(cudaErrorInvalidResourceHandle);
-    }
-  }
-  delete stream;
-  return cudaSuccess;
+  return ripplekv::cuda_host::DestroyHandle(stream, &ripplekv::cuda_host::Device::streams);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
@@ -388,21 +400,11 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   if (event == nullptr || flags > (cudaEventBlockingSync | cudaEventDisableTiming)) {
     return Fail(cudaErrorInvalidValue);
   }
-  *event = new CUevent_st{flags};
-  auto& d = TheDevice();
-  std::lock_guard<std::mutex> lock(d.mutex);
-  d.events.insert(*event);
-  return cudaSuccess;
+  return ripplekv::cuda_host::CreateHandle(event, flags, &ripplekv::cuda_host::Device::events);
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  auto& d = TheDevice();
-  {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    if (d.events.erase(event) == 0) return Fail(cudaErrorInvalidResourceHandle);
-  }
-  delete event;
-  return cudaSuccess;
+  return ripplekv::cuda_host::DestroyHandle(event, &ripplekv::cuda_host::Device::events);
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {

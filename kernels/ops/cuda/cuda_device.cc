@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +24,8 @@ namespace {
 
 struct FaultRecord {
   std::mutex mu;
-  std::string first;  // "" until the first fault
+  std::string first;             // "" until the first fault
+  std::atomic<bool> any{false};  // first is set: read without the lock after every launch
 };
 
 FaultRecord& Faults() {
@@ -36,15 +38,12 @@ void Record(const std::string& fault) {
   std::lock_guard<std::mutex> lock(r.mu);
   if (!r.first.empty()) return;
   r.first = fault;
+  r.any.store(true, std::memory_order_release);
   std::fprintf(stderr, "CUDA device fault: %s (the device is unusable for this process)\n",
                fault.c_str());
 }
 
-bool Faulted() {
-  FaultRecord& r = Faults();
-  std::lock_guard<std::mutex> lock(r.mu);
-  return !r.first.empty();
-}
+bool Faulted() { return Faults().any.load(std::memory_order_acquire); }
 
 }  // namespace
 
